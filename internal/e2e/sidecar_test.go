@@ -1,0 +1,253 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+// sidecarPorts are the addresses of one collector started from the shipped
+// otelcol-config.yaml; the config reads them from AGENTMETER_* environment variables.
+type sidecarPorts struct {
+	OTLPGRPC, OTLPHTTP, Prometheus, Health string
+	Telemetry                              int
+}
+
+// setSidecarEnv points the shipped config at free loopback ports (t.Setenv, so the
+// collector process started next inherits them).
+func setSidecarEnv(t *testing.T) sidecarPorts {
+	t.Helper()
+	p := sidecarPorts{
+		OTLPGRPC:   fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
+		OTLPHTTP:   fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
+		Prometheus: fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
+		Health:     fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
+		Telemetry:  FreePort(t),
+	}
+	t.Setenv("AGENTMETER_OTLP_GRPC_ENDPOINT", p.OTLPGRPC)
+	t.Setenv("AGENTMETER_OTLP_HTTP_ENDPOINT", p.OTLPHTTP)
+	t.Setenv("AGENTMETER_PROMETHEUS_ENDPOINT", p.Prometheus)
+	t.Setenv("AGENTMETER_HEALTH_ENDPOINT", p.Health)
+	t.Setenv("AGENTMETER_TELEMETRY_PORT", fmt.Sprint(p.Telemetry))
+	return p
+}
+
+func shippedConfig(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(RepoRoot(), "otelcol-config.yaml"))
+	require.NoError(t, err)
+	return string(b)
+}
+
+// The shipped config is valid for the distribution built from builder-config.yaml, with
+// the default environment (every exporter off) .
+func TestSidecarConfigValidates(t *testing.T) {
+	bin := CollectorBinary(t)
+	cmd := exec.Command(bin, "validate", "--config", filepath.Join(RepoRoot(), "otelcol-config.yaml"))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "validate otelcol-config.yaml:\n%s", out)
+}
+
+// chatSpan is one synthetic model call for the token-metrics test.
+type chatSpan struct {
+	caller, agentAttr, model, provider string
+	usage                              *genai.Usage // nil: the call reported no usage
+	cacheWriteOnly                     bool         // report cache creation under the newer cache_write key
+	merged                             *genai.Usage // agentmeter.subagent.* (must never be counted)
+}
+
+func buildTrace(traceID byte, calls []chatSpan) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr(genai.AttrServiceName, "synthetic-agent")
+	ss := rs.ScopeSpans().AppendEmpty()
+	now := time.Now()
+	tid := pcommon.TraceID{traceID, 0xaa}
+	root := ss.Spans().AppendEmpty()
+	root.SetTraceID(tid)
+	root.SetSpanID(pcommon.SpanID{traceID, 1})
+	root.SetName(genai.SpanName(genai.OpInvokeAgent, genai.LeadAgentName))
+	root.Attributes().PutStr(genai.AttrOperationName, genai.OpInvokeAgent)
+	root.Attributes().PutStr(genai.AttrAgentName, genai.LeadAgentName)
+	root.SetStartTimestamp(pcommon.NewTimestampFromTime(now))
+	root.SetEndTimestamp(pcommon.NewTimestampFromTime(now.Add(time.Second)))
+	for i, c := range calls {
+		sp := ss.Spans().AppendEmpty()
+		sp.SetTraceID(tid)
+		sp.SetSpanID(pcommon.SpanID{traceID, byte(i + 2)})
+		sp.SetParentSpanID(root.SpanID())
+		sp.SetKind(ptrace.SpanKindClient)
+		sp.SetName(genai.SpanName(genai.OpChat, c.model))
+		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(now))
+		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(now.Add(100 * time.Millisecond)))
+		a := sp.Attributes()
+		a.PutStr(genai.AttrOperationName, genai.OpChat)
+		a.PutStr(genai.AttrRequestModel, c.model)
+		a.PutStr(genai.AttrProviderName, c.provider)
+		a.PutStr(genai.AttrRunID, fmt.Sprintf("run-%d", traceID))
+		if c.caller != "" {
+			a.PutStr(genai.AttrCaller, c.caller)
+		}
+		if c.agentAttr != "" {
+			a.PutStr(genai.AttrAgentName, c.agentAttr)
+		}
+		if c.usage != nil {
+			genai.PutUsage(a, *c.usage)
+			if c.cacheWriteOnly && c.usage.CacheCreation != 0 {
+				a.Remove(genai.AttrUsageCacheCreat)
+				a.PutInt(genai.AttrUsageCacheWrite, c.usage.CacheCreation)
+			}
+		}
+		if c.merged != nil {
+			a.PutInt(genai.AttrSubagentInput, c.merged.Input)
+			a.PutInt(genai.AttrSubagentOutput, c.merged.Output)
+			a.PutInt(genai.AttrSubagentTotal, c.merged.Total())
+			a.PutInt(genai.AttrSubagentCacheRead, c.merged.CacheRead)
+			a.PutInt(genai.AttrSubagentReasoning, c.merged.Reasoning)
+		}
+	}
+	return td
+}
+
+// tokenTally is what Prometheus must show for a set of chat spans.
+type tokenTally struct {
+	total    int64
+	byCaller map[string]int64
+	byType   map[string]int64
+	byAgent  map[string]int64
+	byModel  map[string]int64
+	calls    int64 // spans with usage (histogram count per token type)
+}
+
+func (tt *tokenTally) add(agent string, c chatSpan) {
+	if c.usage == nil {
+		return
+	}
+	if tt.byCaller == nil {
+		tt.byCaller, tt.byType, tt.byAgent, tt.byModel = map[string]int64{}, map[string]int64{}, map[string]int64{}, map[string]int64{}
+	}
+	tt.calls++
+	for _, k := range c.usage.Kinds() {
+		tt.total += k.Tokens
+		tt.byCaller[genai.CallerBucket(c.caller)] += k.Tokens
+		tt.byType[k.TokenType] += k.Tokens
+		tt.byAgent[agent] += k.Tokens
+		tt.byModel[c.model] += k.Tokens
+	}
+}
+
+func asFloats(m map[string]int64) map[string]float64 {
+	out := make(map[string]float64, len(m))
+	for k, v := range m {
+		if v != 0 {
+			out[k] = float64(v)
+		}
+	}
+	return out
+}
+
+func dropZeros(m map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Synthetic OTLP spans -> the shipped otelcol-config.yaml -> prometheus exporter -> a real
+// Prometheus server: PromQL sums equal the spans' own usage, per caller bucket, token
+// type, agent and model; merged subagent usage is never counted; the counter is
+// cumulative across batches; the semconv histogram counts input and output.
+func TestSidecarTokenMetricsInPrometheus(t *testing.T) {
+	ports := setSidecarEnv(t)
+	StartIn(t, t.TempDir(), shippedConfig(t), ports.OTLPHTTP)
+	prom := StartPrometheus(t, PrometheusOptions{Jobs: []ScrapeJob{{Name: "agentmeter", Targets: []string{ports.Prometheus}, HonorLabels: true}}})
+	prom.WaitForTargetsUp(t, "agentmeter", 1, 30*time.Second)
+
+	u := func(in, out, cr, cc, rs int64) *genai.Usage {
+		return &genai.Usage{Input: in, Output: out, CacheRead: cr, CacheCreation: cc, Reasoning: rs}
+	}
+	batches := [][]chatSpan{{
+		{caller: "lead_agent", model: "gpt-4o", provider: "openai", usage: u(1200, 80, 1000, 0, 0),
+			merged: u(9000, 900, 100, 0, 50)}, // a dispatching call: the merged block must not count
+		{caller: "subagent:researcher", model: "gpt-4o-mini", provider: "openai", usage: u(640, 210, 0, 0, 64)},
+		{caller: "subagent:coder", model: "claude-sonnet", provider: "anthropic", usage: u(3000, 500, 0, 2048, 0), cacheWriteOnly: true},
+		{caller: "middleware:title", model: "gpt-4o-mini", provider: "openai", usage: u(150, 12, 0, 0, 0)},
+		{caller: "lead_agent", model: "gpt-4o", provider: "openai"}, // reported no usage
+	}, {
+		{caller: "", model: "gpt-4o", provider: "openai", usage: u(10, 5, 0, 0, 0)}, // untagged counts as lead
+		{caller: "subagent:researcher", agentAttr: "researcher-v2", model: "gpt-4o-mini", provider: "openai", usage: u(77, 33, 7, 3, 11)},
+		{caller: "middleware:summarize", model: "o3", provider: "openai", usage: u(5000, 2500, 4000, 0, 2000)},
+	}}
+
+	var want tokenTally
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i, calls := range batches {
+		for _, c := range calls {
+			agent := genai.LeadAgentName
+			switch {
+			case c.agentAttr != "":
+				agent = c.agentAttr
+			case genai.CallerBucket(c.caller) == genai.BucketSubagent:
+				agent = c.caller[len("subagent:"):]
+			}
+			want.add(agent, c)
+		}
+		require.NoError(t, SendOTLPHTTP(ctx, ports.OTLPHTTP, buildTrace(byte(i+1), calls)))
+		// each batch reaches Prometheus before the next is sent: the second check proves
+		// the exported counter is cumulative (TOOLCHAIN P4), not the latest delta
+		prom.WaitForValue(t, `sum(agentmeter_tokens_total)`, float64(want.total), 30*time.Second)
+	}
+
+	byCaller, err := prom.QueryByLabel(ctx, `sum by (caller) (agentmeter_tokens_total)`, "caller")
+	require.NoError(t, err)
+	assert.Equal(t, asFloats(want.byCaller), dropZeros(byCaller), "per caller bucket")
+	byType, err := prom.QueryByLabel(ctx, `sum by (token_type) (agentmeter_tokens_total)`, "token_type")
+	require.NoError(t, err)
+	assert.Equal(t, asFloats(want.byType), dropZeros(byType), "per token type")
+	byAgent, err := prom.QueryByLabel(ctx, `sum by (agent) (agentmeter_tokens_total)`, "agent")
+	require.NoError(t, err)
+	assert.Equal(t, asFloats(want.byAgent), dropZeros(byAgent), "per agent")
+	byModel, err := prom.QueryByLabel(ctx, `sum by (model) (agentmeter_tokens_total)`, "model")
+	require.NoError(t, err)
+	assert.Equal(t, asFloats(want.byModel), dropZeros(byModel), "per model")
+
+	// labels: exactly the contract's, never an id; job is the agent's service.name
+	samples, err := prom.Query(ctx, `agentmeter_tokens_total`)
+	require.NoError(t, err)
+	require.NotEmpty(t, samples)
+	for _, s := range samples {
+		for k := range s.Labels {
+			assert.Contains(t, []string{"__name__", "job", "instance", "token_type", "caller", "agent", "model", "provider"}, k)
+		}
+		assert.Equal(t, "synthetic-agent", s.Labels["job"])
+	}
+
+	// the semconv histogram: sums per gen_ai.token.type equal input/output, one
+	// observation per call that reported usage
+	histSum, err := prom.QueryByLabel(ctx, `sum by (gen_ai_token_type) (gen_ai_client_token_usage_sum)`, "gen_ai_token_type")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]float64{"input": float64(want.byType["input"]), "output": float64(want.byType["output"])}, histSum)
+	histCount, err := prom.QueryByLabel(ctx, `sum by (gen_ai_token_type) (gen_ai_client_token_usage_count)`, "gen_ai_token_type")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]float64{"input": float64(want.calls), "output": float64(want.calls)}, histCount)
+	// semconv bucket boundaries: a 1200-token input lands in le=4096, not below 1024
+	le, err := prom.Query(ctx, `sum(gen_ai_client_token_usage_bucket{gen_ai_token_type="input",le="1024"})`)
+	require.NoError(t, err)
+	require.Len(t, le, 1)
+	assert.Equal(t, float64(4), le[0].Value, "inputs <= 1024 tokens: 640, 150, 10, 77")
+}
