@@ -145,7 +145,7 @@ func (a *Agent) callTool(ctx context.Context, req *ToolRequest) (*ToolResponse, 
 	call := req.Call
 	if req.Tool == nil {
 		return &ToolResponse{
-			Message: message.Tool(call.ID, call.Name, fmt.Sprintf("Error: %s is not a valid tool, try one of [%s].", call.Name, availableTools(a.tools)), message.ToolError),
+			Message:    message.Tool(call.ID, call.Name, fmt.Sprintf("Error: %s is not a valid tool, try one of [%s].", call.Name, availableTools(a.tools)), message.ToolError),
 			Attributes: map[string]string{genai.AttrErrorType: "unknown_tool"},
 		}, nil
 	}
