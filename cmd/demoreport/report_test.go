@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+const exposition = `# HELP agentmeter_tokens_total Tokens used by model calls
+# TYPE agentmeter_tokens_total counter
+agentmeter_tokens_total{agent="lead_agent",caller="lead_agent",model="demo-large",provider="scripted",token_type="input"} 1200
+agentmeter_tokens_total{agent="lead_agent",caller="lead_agent",model="demo-large",provider="scripted",token_type="output"} 80
+agentmeter_tokens_total{agent="lead_agent",caller="lead_agent",model="demo-large",provider="scripted",token_type="cache_read"} 1000
+agentmeter_tokens_total{agent="researcher",caller="subagent",model="m \"q\" \\ x",provider="scripted",token_type="input"} 300
+agentmeter_tokens_total{agent="researcher",caller="subagent",model="demo-small",provider="scripted",token_type="output"} 45
+agentmeter_tokens_total{agent="lead_agent",caller="middleware",model="demo-small",provider="scripted",token_type="input"} 50
+agentmeter_tokens_total{agent="lead_agent",caller="middleware",model="demo-small",provider="scripted",token_type="output"} 5 1700000000000
+agentmeter_tokens_total_other 99
+gen_ai_client_token_usage_sum{gen_ai_token_type="input"} 1550
+`
+
+func TestParsePromTextAndSum(t *testing.T) {
+	samples, err := ParsePromText(strings.NewReader(exposition), "agentmeter_tokens_total")
+	require.NoError(t, err)
+	require.Len(t, samples, 7, "other metrics and comments are skipped")
+	assert.Equal(t, `m "q" \ x`, samples[3].Labels["model"], "escapes decoded")
+	assert.Equal(t, float64(5), samples[6].Value, "timestamp ignored")
+
+	got := SumTokens(samples)
+	assert.Equal(t, float64(2680), got.All)
+	assert.Equal(t, float64(1680), got.InputOutput)
+	assert.Equal(t, map[string]float64{"lead_agent": 1280, "subagent": 345, "middleware": 55}, got.ByCaller)
+
+	_, err = ParsePromText(strings.NewReader(`agentmeter_tokens_total{caller="x} 1`), "agentmeter_tokens_total")
+	assert.ErrorContains(t, err, "unterminated label value")
+	_, err = ParsePromText(strings.NewReader(`agentmeter_tokens_total{caller="x"} abc`), "agentmeter_tokens_total")
+	assert.ErrorContains(t, err, "value")
+}
+
+func demoTraces() ptrace.Traces {
+	td := ptrace.NewTraces()
+	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
+	add := func(id byte, start int64, caller, model string, own *genai.Usage, merged *genai.Usage) {
+		sp := ss.Spans().AppendEmpty()
+		sp.SetTraceID(pcommon.TraceID{7})
+		sp.SetSpanID(pcommon.SpanID{id})
+		sp.SetStartTimestamp(pcommon.Timestamp(start))
+		a := sp.Attributes()
+		a.PutStr(genai.AttrCaller, caller)
+		a.PutStr(genai.AttrRequestModel, model)
+		if own != nil {
+			genai.PutUsage(a, *own)
+		}
+		if merged != nil {
+			genai.PutSubagentUsage(a, *merged)
+			a.PutInt(genai.AttrSubagentDispatches, 2)
+		}
+	}
+	add(3, 30, "subagent:researcher", "demo-small", &genai.Usage{Input: 300, Output: 45}, nil)
+	add(1, 10, "lead_agent", "demo-large", &genai.Usage{Input: 1200, Output: 80, CacheRead: 1000}, &genai.Usage{Input: 300, Output: 45})
+	add(2, 20, "", "", nil, nil) // invoke_agent / execute_tool: no usage, not a call
+	add(4, 40, "middleware:title", "demo-small", &genai.Usage{Input: 50, Output: 5}, nil)
+	return td
+}
+
+func TestCallsFromTracesAndTotals(t *testing.T) {
+	td := demoTraces()
+	// the same batch exported twice (a retry) counts once
+	calls := CallsFromTraces([]ptrace.Traces{td, td}, nil)
+	require.Len(t, calls, 3)
+	assert.Equal(t, "lead_agent", calls[0].Caller, "start order")
+	assert.True(t, calls[0].HasMerged)
+	assert.Equal(t, genai.Usage{Input: 300, Output: 45}, calls[0].Merged)
+	assert.Equal(t, int64(2), calls[0].Dispatches)
+	assert.False(t, calls[1].HasMerged)
+
+	tot := Totals(calls)
+	assert.Equal(t, genai.Usage{Input: 1550, Output: 130, CacheRead: 1000}, tot.Usage, "merged usage never counted")
+	assert.Equal(t, map[string]int64{"lead_agent": 1280, "subagent": 345, "middleware": 55}, tot.ByCaller)
+	assert.Equal(t, int64(2680), AllKinds(tot.Usage))
+
+	assert.Empty(t, CallsFromTraces([]ptrace.Traces{td}, map[string]bool{"ffff": true}), "trace filter")
+	assert.Len(t, CallsFromTraces([]ptrace.Traces{td}, map[string]bool{pcommon.TraceID{7}.String(): true}), 3)
+}
+
+func TestCheck(t *testing.T) {
+	calls := CallsFromTraces([]ptrace.Traces{demoTraces()}, nil)
+	spans := Totals(calls)
+	samples, err := ParsePromText(strings.NewReader(exposition), "agentmeter_tokens_total")
+	require.NoError(t, err)
+	prom := SumTokens(samples)
+	journal := Completion{TotalInputTokens: 1550, TotalOutputTokens: 130, TotalTokens: 1680, LLMCallCount: 3,
+		LeadAgentTokens: 1280, SubagentTokens: 345, MiddlewareTokens: 55}
+	require.NoError(t, Check(journal, spans, prom))
+
+	bad := journal
+	bad.TotalTokens, bad.SubagentTokens = 1700, 365
+	err = Check(bad, spans, prom)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "journal total_tokens 1700 != span own usage input+output 1680")
+	assert.Contains(t, err.Error(), "caller subagent: journal 365 != spans 345")
+	assert.Contains(t, err.Error(), "caller subagent: journal 365 != prometheus 345")
+
+	lowProm := prom
+	lowProm.All -= 1000
+	err = Check(journal, spans, lowProm)
+	assert.ErrorContains(t, err, "sum(agentmeter_tokens_total) 1680 != span sum over the five token kinds 2680")
+}
+
+func TestWriteCallTable(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, WriteCallTable(&buf, CallsFromTraces([]ptrace.Traces{demoTraces()}, nil)))
+	out := buf.String()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Len(t, lines, 5, out) // header, 3 calls, total
+	assert.Regexp(t, `lead_agent\s+demo-large\s+1200\s+80\s+1000\s+0\s+1280\s+\|\s+300\s+45\s+345\s+2`, lines[1])
+	assert.Regexp(t, `all calls\s+1550\s+130\s+1000\s+0\s+1680`, lines[4])
+}
