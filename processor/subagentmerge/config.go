@@ -1,0 +1,65 @@
+package subagentmerge
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Limits that keep a typo from configuring a processor that can never work.
+const (
+	maxWaitDuration = 24 * time.Hour
+	maxNumTraces    = 10_000_000
+)
+
+// Config is the subagentmerge processor's configuration.
+type Config struct {
+	// WaitDuration is how long a trace may go without a new span before it is released
+	// incomplete. A complete trace (its root has arrived and every span's parent is
+	// present) is released at once, so this only bounds how long an unfinished run is
+	// held; it must exceed the longest quiet gap inside one run (a slow model call or
+	// tool), or the run is split and its later spans pass through as late.
+	// Default: 5m.
+	WaitDuration time.Duration `mapstructure:"wait_duration"`
+
+	// NumTraces is the most traces held at once. When it is reached, the oldest traces
+	// (least recently extended) are released early, never dropped.
+	// Default: 10000.
+	NumTraces int `mapstructure:"num_traces"`
+
+	// LateSpanWindow is how long the span ids of a released trace are remembered, so a
+	// span arriving later is passed on marked late and an exact duplicate (a client
+	// retry) is dropped. 0 turns the memory off: late spans are then buffered as a new
+	// trace and duplicates after release are passed on again.
+	// Default: 2m.
+	LateSpanWindow time.Duration `mapstructure:"late_span_window"`
+}
+
+func createDefaultConfig() *Config {
+	return &Config{
+		WaitDuration:   5 * time.Minute,
+		NumTraces:      10_000,
+		LateSpanWindow: 2 * time.Minute,
+	}
+}
+
+// Validate reports every problem at once, each naming its YAML key.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.WaitDuration <= 0 {
+		errs = append(errs, fmt.Errorf("wait_duration must be positive, got %s", c.WaitDuration))
+	} else if c.WaitDuration > maxWaitDuration {
+		errs = append(errs, fmt.Errorf("wait_duration must be at most %s, got %s", maxWaitDuration, c.WaitDuration))
+	}
+	if c.NumTraces <= 0 {
+		errs = append(errs, fmt.Errorf("num_traces must be positive, got %d", c.NumTraces))
+	} else if c.NumTraces > maxNumTraces {
+		errs = append(errs, fmt.Errorf("num_traces must be at most %d, got %d", maxNumTraces, c.NumTraces))
+	}
+	if c.LateSpanWindow < 0 {
+		errs = append(errs, fmt.Errorf("late_span_window must not be negative, got %s", c.LateSpanWindow))
+	} else if c.LateSpanWindow > maxWaitDuration {
+		errs = append(errs, fmt.Errorf("late_span_window must be at most %s, got %s", maxWaitDuration, c.LateSpanWindow))
+	}
+	return errors.Join(errs...)
+}

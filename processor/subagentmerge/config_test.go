@@ -1,0 +1,70 @@
+package subagentmerge
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+)
+
+func TestLoadConfig(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	tests := []struct {
+		id   component.ID
+		want *Config
+	}{
+		{component.NewID(Type), createDefaultConfig()},
+		{component.NewIDWithName(Type, "custom"), &Config{WaitDuration: 30 * time.Second, NumTraces: 500, LateSpanWindow: time.Minute}},
+		{component.NewIDWithName(Type, "no_late_memory"), &Config{WaitDuration: 5 * time.Minute, NumTraces: 10_000, LateSpanWindow: 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.id.String(), func(t *testing.T) {
+			cfg := NewFactory().CreateDefaultConfig()
+			sub, err := cm.Sub(tt.id.String())
+			require.NoError(t, err)
+			require.NoError(t, sub.Unmarshal(cfg))
+			require.NoError(t, confmap.Validate(cfg))
+			assert.Equal(t, tt.want, cfg)
+		})
+	}
+}
+
+func TestConfigStruct(t *testing.T) {
+	require.NoError(t, componenttest.CheckConfigStruct(NewFactory().CreateDefaultConfig()))
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(*Config)
+		want []string
+	}{
+		{"zero wait", func(c *Config) { c.WaitDuration = 0 }, []string{"wait_duration must be positive, got 0s"}},
+		{"negative wait", func(c *Config) { c.WaitDuration = -time.Second }, []string{"wait_duration must be positive, got -1s"}},
+		{"huge wait", func(c *Config) { c.WaitDuration = 25 * time.Hour }, []string{"wait_duration must be at most 24h0m0s, got 25h0m0s"}},
+		{"zero traces", func(c *Config) { c.NumTraces = 0 }, []string{"num_traces must be positive, got 0"}},
+		{"huge traces", func(c *Config) { c.NumTraces = 20_000_000 }, []string{"num_traces must be at most 10000000, got 20000000"}},
+		{"negative window", func(c *Config) { c.LateSpanWindow = -time.Second }, []string{"late_span_window must not be negative, got -1s"}},
+		{"everything at once", func(c *Config) { c.WaitDuration, c.NumTraces, c.LateSpanWindow = 0, -1, -time.Minute },
+			[]string{"wait_duration must be positive", "num_traces must be positive", "late_span_window must not be negative"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := createDefaultConfig()
+			tt.mod(c)
+			err := c.Validate()
+			require.Error(t, err)
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+	assert.NoError(t, createDefaultConfig().Validate())
+}

@@ -1,0 +1,202 @@
+// Package merge applies CONTRACT §3 to the spans of one complete trace: the subtree usage
+// of every execute_tool span that has model calls under it is added onto the chat span
+// whose response dispatched that tool call.
+package merge
+
+import (
+	"slices"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+// Result counts what one Apply did, for the processor's telemetry.
+type Result struct {
+	// Merged is the number of execute_tool spans whose subtree usage was added onto
+	// their dispatching chat span (and that are now marked "merged").
+	Merged int
+	// Orphans is the number of execute_tool spans with model calls under them whose
+	// dispatching chat span is not in the trace (now marked "orphan").
+	Orphans int
+}
+
+type node struct {
+	span   ptrace.Span
+	parent int32 // index of the parent in the trace, -1 when absent
+	op     string
+	usage  genai.Usage
+	// subtree is the own usage of every model call strictly under this node; only
+	// accumulated for execute_tool nodes, the only ones that need it.
+	subtree  genai.Usage
+	hasModel bool // a model-call span is somewhere under this node
+}
+
+// dispatch is what is added onto one dispatching chat span.
+type dispatch struct {
+	usage genai.Usage
+	ids   []string // tool call ids merged in this pass
+}
+
+// Apply merges subagent usage over the spans of one trace (all spans must share a trace
+// id; the caller groups them). It mutates the spans' attributes in place and never
+// touches a span's own gen_ai.usage.*. Spans already carrying agentmeter.merge.status
+// are skipped, so applying it twice changes nothing the second time.
+func Apply(spans []ptrace.Span) Result {
+	var res Result
+	if len(spans) == 0 {
+		return res
+	}
+	nodes := make([]node, len(spans))
+	byID := make(map[pcommon.SpanID]int32, len(spans))
+	haveTool, haveModel := false, false
+	for i, sp := range spans {
+		n := &nodes[i]
+		n.span, n.parent = sp, -1
+		n.op = genai.SpanOperation(sp.Name(), sp.Attributes())
+		switch {
+		case genai.IsModelCall(n.op):
+			haveModel = true
+			n.usage, _ = genai.UsageFromMap(sp.Attributes())
+		case n.op == genai.OpExecuteTool:
+			haveTool = true
+		}
+		byID[sp.SpanID()] = int32(i)
+	}
+	if !haveTool || !haveModel {
+		return res // nothing can be merged: no dispatch, or no usage under one
+	}
+	for i := range nodes {
+		if p := nodes[i].span.ParentSpanID(); !p.IsEmpty() {
+			if j, ok := byID[p]; ok {
+				nodes[i].parent = j
+			}
+		}
+	}
+
+	// Roll each model call's usage up to every execute_tool ancestor, so nested
+	// subagents count at every level. The walk is bounded by the span count, which
+	// also stops it on malformed input whose parent links form a cycle.
+	for i := range nodes {
+		if !genai.IsModelCall(nodes[i].op) {
+			continue
+		}
+		u := nodes[i].usage
+		for j, steps := nodes[i].parent, 0; j >= 0 && steps < len(nodes); j, steps = nodes[j].parent, steps+1 {
+			a := &nodes[j]
+			if a.op == genai.OpExecuteTool {
+				a.subtree = a.subtree.Add(u)
+				a.hasModel = true
+			}
+		}
+	}
+
+	var dispatchers map[string][]int32 // tool call id → chat spans whose response asked for it
+	acc := map[int32]*dispatch{}
+	for i := range nodes {
+		t := &nodes[i]
+		if t.op != genai.OpExecuteTool || !t.hasModel {
+			continue
+		}
+		if _, marked := t.span.Attributes().Get(genai.AttrMergeStatus); marked {
+			continue // a previous subagentmerge already accounted for it
+		}
+		if dispatchers == nil {
+			dispatchers = indexDispatchers(nodes)
+		}
+		callID := stringAttr(t.span.Attributes(), genai.AttrToolCallID)
+		d := pickDispatcher(nodes, dispatchers[callID], t)
+		if callID == "" || d < 0 {
+			t.span.Attributes().PutStr(genai.AttrMergeStatus, genai.MergeOrphan)
+			res.Orphans++
+			continue
+		}
+		a := acc[d]
+		if a == nil {
+			a = &dispatch{}
+			acc[d] = a
+		}
+		a.usage = a.usage.Add(t.subtree)
+		a.ids = append(a.ids, callID)
+		t.span.Attributes().PutStr(genai.AttrMergeStatus, genai.MergeMerged)
+		res.Merged++
+	}
+
+	for d, a := range acc {
+		writeDispatch(nodes[d].span.Attributes(), a)
+	}
+	return res
+}
+
+// indexDispatchers maps every tool call id a model call's response asked for to the
+// model-call spans that asked for it.
+func indexDispatchers(nodes []node) map[string][]int32 {
+	idx := map[string][]int32{}
+	for i := range nodes {
+		if !genai.IsModelCall(nodes[i].op) {
+			continue
+		}
+		for _, id := range genai.DispatchedToolCallIDs(nodes[i].span.Attributes()) {
+			idx[id] = append(idx[id], int32(i))
+		}
+	}
+	return idx
+}
+
+// pickDispatcher chooses the chat span that dispatched tool span t among the candidates
+// that list its call id. Provider tool-call ids can repeat (observability.md §3.3 keeps
+// usage scoped to its own history), so a candidate under the same agent run (same parent)
+// wins, and among several the latest one that started no later than the tool did: the
+// response that immediately preceded the call. Returns -1 when there is none.
+func pickDispatcher(nodes []node, cands []int32, t *node) int32 {
+	best, bestScore := int32(-1), -1
+	var bestStart pcommon.Timestamp
+	tStart := t.span.StartTimestamp()
+	for _, c := range cands {
+		score := 0
+		if nodes[c].parent == t.parent {
+			score += 2
+		}
+		start := nodes[c].span.StartTimestamp()
+		if start <= tStart {
+			score++
+		}
+		if score > bestScore || (score == bestScore && start > bestStart) {
+			best, bestScore, bestStart = c, score, start
+		}
+	}
+	return best
+}
+
+// writeDispatch adds one pass's merged usage onto a dispatching span, on top of what an
+// earlier pass wrote (that pass's tool spans are marked and were skipped this time).
+func writeDispatch(m pcommon.Map, a *dispatch) {
+	prev, _ := genai.SubagentUsageFromMap(m)
+	genai.PutSubagentUsage(m, prev.Add(a.usage))
+	var dispatches int64
+	if v, ok := m.Get(genai.AttrSubagentDispatches); ok && v.Type() == pcommon.ValueTypeInt {
+		dispatches = v.Int()
+	}
+	m.PutInt(genai.AttrSubagentDispatches, dispatches+int64(len(a.ids)))
+
+	// Record ids in the order the response asked for them, whatever order the tool
+	// spans arrived in, so the output does not depend on batching.
+	order := genai.DispatchedToolCallIDs(m)
+	pos := func(id string) int {
+		if i := slices.Index(order, id); i >= 0 {
+			return i
+		}
+		return len(order)
+	}
+	slices.SortStableFunc(a.ids, func(x, y string) int { return pos(x) - pos(y) })
+	ids := append(genai.StringsFromMap(m, genai.AttrSubagentToolCallIDs), a.ids...)
+	genai.PutStrings(m, genai.AttrSubagentToolCallIDs, ids)
+}
+
+func stringAttr(m pcommon.Map, key string) string {
+	if v, ok := m.Get(key); ok {
+		return v.AsString()
+	}
+	return ""
+}

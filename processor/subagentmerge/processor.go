@@ -1,0 +1,496 @@
+package subagentmerge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+	"go.uber.org/zap"
+
+	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
+)
+
+// What becomes of one incoming span.
+const (
+	fateKeep   uint8 = iota // stays in the batch and goes on now (released trace, late, no trace id)
+	fateBuffer              // moved into the buffer
+	fateDrop                // exact duplicate of an accepted span
+	fateLate                // stays in the batch; its trace was already released
+)
+
+// ref is one incoming span, found in the first pass over a batch.
+type ref struct {
+	span   ptrace.Span
+	key    spanKey
+	rs, ss int32
+	next   int32 // next ref of the same trace, -1 at the end
+	fate   uint8
+}
+
+// group is the spans of one trace within a batch.
+type group struct {
+	id          pcommon.TraceID
+	first, last int32
+	released    bool   // the whole trace goes on with this batch
+	buf         []byte // its previously buffered spans, when released
+}
+
+// scratch is the per-call working memory, pooled to keep ConsumeTraces allocation-light.
+type scratch struct {
+	refs    []ref
+	groups  []group
+	byTrace map[pcommon.TraceID]int32
+	evicted [][]byte // traces pushed out by capacity, released with this batch
+	spans   []ptrace.Span
+}
+
+type subagentMerge struct {
+	cfg    *Config
+	next   consumer.Traces
+	logger *zap.Logger
+	tel    *telemetry
+
+	wait, window  int64 // nanoseconds
+	maxTombstones int   // per shard
+	shards        [numShards]shard
+	nTraces       atomic.Int64
+	nSpans        atomic.Int64
+
+	pool        sync.Pool
+	marshaler   ptrace.ProtoMarshaler
+	unmarshaler ptrace.ProtoUnmarshaler
+	now         func() int64
+
+	stop     chan struct{}
+	done     chan struct{}
+	started  atomic.Bool
+	shutOnce sync.Once
+}
+
+var _ processor.Traces = (*subagentMerge)(nil)
+
+func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*subagentMerge, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("subagentmerge: invalid config: %w", err)
+	}
+	p := &subagentMerge{
+		cfg:           cfg,
+		next:          next,
+		logger:        set.Logger,
+		wait:          int64(cfg.WaitDuration),
+		window:        int64(cfg.LateSpanWindow),
+		maxTombstones: max(cfg.NumTraces/numShards, 64),
+		now:           func() int64 { return time.Now().UnixNano() },
+		stop:          make(chan struct{}),
+		done:          make(chan struct{}),
+	}
+	for i := range p.shards {
+		p.shards[i].traces = map[pcommon.TraceID]*entry{}
+		p.shards[i].released = map[pcommon.TraceID]*tombstone{}
+	}
+	p.pool.New = func() any { return &scratch{byTrace: map[pcommon.TraceID]int32{}} }
+	tel, err := newTelemetry(set.TelemetrySettings, func() (int64, int64) { return p.nTraces.Load(), p.nSpans.Load() })
+	if err != nil {
+		return nil, err
+	}
+	p.tel = tel
+	return p, nil
+}
+
+func (*subagentMerge) Capabilities() consumer.Capabilities {
+	return consumer.Capabilities{MutatesData: true}
+}
+
+// Start launches the one sweeper goroutine that releases idle traces.
+func (p *subagentMerge) Start(context.Context, component.Host) error {
+	if p.started.CompareAndSwap(false, true) {
+		go p.sweepLoop(sweepInterval(p.cfg.WaitDuration))
+	}
+	return nil
+}
+
+// sweepInterval bounds how late an idle trace is released: at most a quarter of
+// wait_duration after it became idle, checked no more than every 5 ms nor less than
+// every second.
+func sweepInterval(wait time.Duration) time.Duration {
+	return min(max(wait/4, 5*time.Millisecond), time.Second)
+}
+
+// Shutdown stops the sweeper and releases every buffered trace: nothing accepted is lost.
+func (p *subagentMerge) Shutdown(ctx context.Context) error {
+	var err error
+	p.shutOnce.Do(func() {
+		if p.started.Load() {
+			close(p.stop)
+			<-p.done
+		}
+		err = errors.Join(p.releaseWhere(ctx, relShutdown, func(*entry) bool { return true }), p.tel.shutdown())
+	})
+	return err
+}
+
+func (p *subagentMerge) sweepLoop(every time.Duration) {
+	defer close(p.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			cutoff := p.now() - p.wait
+			if err := p.releaseWhere(context.Background(), relIdle, func(e *entry) bool { return e.lastSeen <= cutoff }); err != nil {
+				p.logger.Error("releasing idle traces failed", zap.Error(err))
+			}
+		}
+	}
+}
+
+// releaseWhere releases, from the head of every shard's list (oldest first), the traces
+// for which release is true, stopping at the first that is not (the list is ordered by
+// lastSeen, so for idle release nothing behind it qualifies either).
+func (p *subagentMerge) releaseWhere(ctx context.Context, reason int, release func(*entry) bool) error {
+	var bufs [][]byte
+	var c counts
+	now := p.now()
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		for e := s.head; e != nil && release(e); e = s.head {
+			s.remove(e, now, p.window, p.maxTombstones)
+			p.nTraces.Add(-1)
+			p.nSpans.Add(-int64(len(e.spans.keys)))
+			bufs = append(bufs, e.buf)
+		}
+		s.expireTombstones(now, p.window, p.maxTombstones)
+		s.mu.Unlock()
+	}
+	if len(bufs) == 0 {
+		return nil
+	}
+	c.released[reason] = int64(len(bufs))
+	out := ptrace.NewTraces()
+	var spans []ptrace.Span
+	var errs []error
+	for _, b := range bufs {
+		var err error
+		spans, err = p.appendReleased(out, b, spans[:0], &c)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.tel.record(ctx, &c)
+	if err := p.next.ConsumeTraces(ctx, out); err != nil {
+		errs = append(errs, fmt.Errorf("subagentmerge: passing on %d %s-released traces: %w", len(bufs), reasons[reason], err))
+	}
+	return errors.Join(errs...)
+}
+
+// appendReleased decodes one buffered trace, merges it, and moves it into out.
+func (p *subagentMerge) appendReleased(out ptrace.Traces, buf []byte, spans []ptrace.Span, c *counts) ([]ptrace.Span, error) {
+	td, err := p.unmarshaler.UnmarshalTraces(buf)
+	if err != nil {
+		// only our own marshalling produced these bytes; this is a bug, not bad input
+		return spans, fmt.Errorf("subagentmerge: decoding a buffered trace: %w", err)
+	}
+	spans = appendSpans(spans, td)
+	r := merge.Apply(spans)
+	c.merged += int64(r.Merged)
+	c.orphans += int64(r.Orphans)
+	td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+	return spans, nil
+}
+
+func appendSpans(dst []ptrace.Span, td ptrace.Traces) []ptrace.Span {
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			ss := sss.At(j).Spans()
+			for k := 0; k < ss.Len(); k++ {
+				dst = append(dst, ss.At(k))
+			}
+		}
+	}
+	return dst
+}
+
+// ConsumeTraces buffers the spans of incomplete traces and passes on, in the same call,
+// every trace this batch completes (merged), every trace it pushes out by capacity,
+// late spans of already released traces, and spans without a trace id.
+func (p *subagentMerge) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	sc := p.pool.Get().(*scratch)
+	defer p.putScratch(sc)
+	var c counts
+	err := p.process(td, sc, &c)
+	p.tel.record(ctx, &c)
+	if err != nil {
+		return err
+	}
+	if td.ResourceSpans().Len() == 0 {
+		return nil
+	}
+	return p.next.ConsumeTraces(ctx, td)
+}
+
+func (p *subagentMerge) putScratch(sc *scratch) {
+	clear(sc.refs)
+	sc.refs = sc.refs[:0]
+	clear(sc.groups)
+	sc.groups = sc.groups[:0]
+	clear(sc.byTrace)
+	clear(sc.evicted)
+	sc.evicted = sc.evicted[:0]
+	clear(sc.spans)
+	sc.spans = sc.spans[:0]
+	p.pool.Put(sc)
+}
+
+// process rewrites td in place into what goes on now.
+func (p *subagentMerge) process(td ptrace.Traces, sc *scratch, c *counts) error {
+	// Pass 1: index the batch by trace.
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				sp := spans.At(k)
+				idx := int32(len(sc.refs))
+				sc.refs = append(sc.refs, ref{
+					span: sp, rs: int32(i), ss: int32(j), next: -1,
+					key: spanKey{id: sp.SpanID(), parent: sp.ParentSpanID(), root: isLocalRoot(sp)},
+				})
+				tid := sp.TraceID()
+				if tid.IsEmpty() {
+					continue // cannot be grouped; passed on as is
+				}
+				g, ok := sc.byTrace[tid]
+				if !ok {
+					sc.byTrace[tid] = int32(len(sc.groups))
+					sc.groups = append(sc.groups, group{id: tid, first: idx, last: idx})
+					continue
+				}
+				sc.refs[sc.groups[g].last].next = idx
+				sc.groups[g].last = idx
+			}
+		}
+	}
+
+	// Pass 2: decide each trace's fate under its shard's lock.
+	now := p.now()
+	removed := false
+	var errs []error
+	for gi := range sc.groups {
+		if err := p.place(td, sc, gi, now, c, &removed); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	// Pass 3: take buffered spans and duplicates out of the batch.
+	if removed {
+		removeNotKept(td, sc.refs)
+	}
+
+	// Pass 4: merge what is released now, and mark late tool spans.
+	for gi := range sc.groups {
+		g := &sc.groups[gi]
+		if !g.released {
+			continue
+		}
+		spans := sc.spans[:0]
+		for r := g.first; r >= 0; r = sc.refs[r].next {
+			if sc.refs[r].fate == fateKeep {
+				spans = append(spans, sc.refs[r].span)
+			}
+		}
+		if g.buf != nil {
+			prev, err := p.unmarshaler.UnmarshalTraces(g.buf)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("subagentmerge: decoding a buffered trace: %w", err))
+			} else {
+				spans = appendSpans(spans, prev)
+				prev.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+			}
+			g.buf = nil
+		}
+		r := merge.Apply(spans)
+		c.merged += int64(r.Merged)
+		c.orphans += int64(r.Orphans)
+		sc.spans = spans
+	}
+	for _, buf := range sc.evicted {
+		var err error
+		if sc.spans, err = p.appendReleased(td, buf, sc.spans[:0], c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.late > 0 {
+		for i := range sc.refs {
+			if sc.refs[i].fate == fateLate {
+				markLate(sc.refs[i].span)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// place decides the fate of one trace's spans in this batch.
+func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, c *counts, removed *bool) error {
+	g := &sc.groups[gi]
+	s := &p.shards[shardIndex(g.id)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	if tomb := s.released[g.id]; tomb != nil {
+		// Released before: pass late spans on once, drop exact repeats.
+		for r := g.first; r >= 0; r = sc.refs[r].next {
+			ref := &sc.refs[r]
+			if tomb.spans.has(ref.key.id) {
+				ref.fate = fateDrop
+				c.duplicates++
+				*removed = true
+				continue
+			}
+			tomb.spans.add(ref.key)
+			ref.fate = fateLate
+			c.late++
+		}
+		return nil
+	}
+
+	e := s.traces[g.id]
+	var set spanSet
+	hasRoot := false
+	if e != nil {
+		set, hasRoot = e.spans, e.hasRoot
+	}
+	added := 0
+	for r := g.first; r >= 0; r = sc.refs[r].next {
+		ref := &sc.refs[r]
+		if set.has(ref.key.id) {
+			ref.fate = fateDrop
+			c.duplicates++
+			*removed = true
+			continue
+		}
+		set.add(ref.key)
+		hasRoot = hasRoot || ref.key.root
+		added++
+	}
+
+	if hasRoot && set.complete() {
+		// Complete: release now, with whatever was buffered before (refs stay fateKeep).
+		g.released = true
+		c.released[relComplete]++
+		if e != nil {
+			e.spans = set
+			s.remove(e, now, p.window, p.maxTombstones)
+			p.nTraces.Add(-1)
+			p.nSpans.Add(-int64(len(set.keys) - added))
+			g.buf = e.buf
+			return nil
+		}
+		s.addTombstone(g.id, set, now, p.window, p.maxTombstones)
+		return nil
+	}
+	if added == 0 {
+		return nil // only duplicates
+	}
+
+	if e == nil {
+		if p.nTraces.Load() >= int64(p.cfg.NumTraces) && s.head != nil {
+			// Full: push this shard's oldest trace on with this batch rather than drop it.
+			old := s.head
+			s.remove(old, now, p.window, p.maxTombstones)
+			p.nTraces.Add(-1)
+			p.nSpans.Add(-int64(len(old.spans.keys)))
+			sc.evicted = append(sc.evicted, old.buf)
+			c.released[relCapacity]++
+		}
+		e = &entry{id: g.id}
+		s.traces[g.id] = e
+		s.pushBack(e)
+		p.nTraces.Add(1)
+	}
+	e.spans, e.hasRoot = set, hasRoot
+	p.nSpans.Add(int64(added))
+	s.touch(e, now)
+
+	// Move this batch's spans of the trace into a chunk and append its bytes.
+	chunk := ptrace.NewTraces()
+	rss := td.ResourceSpans()
+	var crs ptrace.ResourceSpans
+	var css ptrace.ScopeSpans
+	lastRS, lastSS := int32(-1), int32(-1)
+	for r := g.first; r >= 0; r = sc.refs[r].next {
+		ref := &sc.refs[r]
+		if ref.fate == fateDrop {
+			continue
+		}
+		if ref.rs != lastRS {
+			src := rss.At(int(ref.rs))
+			crs = chunk.ResourceSpans().AppendEmpty()
+			src.Resource().CopyTo(crs.Resource())
+			crs.SetSchemaUrl(src.SchemaUrl())
+			lastRS, lastSS = ref.rs, -1
+		}
+		if ref.ss != lastSS {
+			src := rss.At(int(ref.rs)).ScopeSpans().At(int(ref.ss))
+			css = crs.ScopeSpans().AppendEmpty()
+			src.Scope().CopyTo(css.Scope())
+			css.SetSchemaUrl(src.SchemaUrl())
+			lastSS = ref.ss
+		}
+		ref.span.MoveTo(css.Spans().AppendEmpty())
+		ref.fate = fateBuffer
+	}
+	*removed = true
+	b, err := p.marshaler.MarshalTraces(chunk)
+	if err != nil {
+		return fmt.Errorf("subagentmerge: encoding spans to buffer: %w", err)
+	}
+	if e.buf == nil {
+		e.buf = b
+	} else {
+		e.buf = append(e.buf, b...)
+	}
+	return nil
+}
+
+// removeNotKept deletes buffered and duplicate spans from td, then empty scopes and
+// resources. RemoveIf visits spans in the order pass 1 indexed them.
+func removeNotKept(td ptrace.Traces, refs []ref) {
+	i := 0
+	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
+		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
+			ss.Spans().RemoveIf(func(ptrace.Span) bool {
+				f := refs[i].fate
+				i++
+				return f == fateBuffer || f == fateDrop
+			})
+			return ss.Spans().Len() == 0
+		})
+		return rs.ScopeSpans().Len() == 0
+	})
+}
+
+// markLate marks a late execute_tool span, unless an earlier pass already decided it.
+func markLate(sp ptrace.Span) {
+	if genai.SpanOperation(sp.Name(), sp.Attributes()) != genai.OpExecuteTool {
+		return
+	}
+	if _, ok := sp.Attributes().Get(genai.AttrMergeStatus); ok {
+		return
+	}
+	sp.Attributes().PutStr(genai.AttrMergeStatus, genai.MergeLate)
+}

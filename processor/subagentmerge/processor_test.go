@@ -1,0 +1,255 @@
+package subagentmerge
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
+	"go.uber.org/goleak"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestFactoryLifecycle(t *testing.T) {
+	f := NewFactory()
+	assert.Equal(t, Type, f.Type())
+	assert.Equal(t, stability, f.TracesStability())
+	p, err := f.CreateTraces(context.Background(), processortest.NewNopSettings(Type), f.CreateDefaultConfig(), consumertest.NewNop())
+	require.NoError(t, err)
+	assert.True(t, p.Capabilities().MutatesData)
+	require.NoError(t, p.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, p.Shutdown(context.Background()))
+	require.NoError(t, p.Shutdown(context.Background()), "second shutdown is a no-op")
+
+	bad := createDefaultConfig()
+	bad.NumTraces = 0
+	_, err = f.CreateTraces(context.Background(), processortest.NewNopSettings(Type), bad, consumertest.NewNop())
+	require.ErrorContains(t, err, "num_traces must be positive")
+
+	// shut down without start: nothing to stop, nothing leaks
+	p, err = f.CreateTraces(context.Background(), processortest.NewNopSettings(Type), f.CreateDefaultConfig(), consumertest.NewNop())
+	require.NoError(t, err)
+	require.NoError(t, p.Shutdown(context.Background()))
+}
+
+// withoutRoot returns td minus its local roots: a run still in progress.
+func withoutRoot(td ptrace.Traces) ptrace.Traces {
+	c := clone(td)
+	for i := 0; i < c.ResourceSpans().Len(); i++ {
+		ss := c.ResourceSpans().At(i).ScopeSpans()
+		for j := 0; j < ss.Len(); j++ {
+			ss.At(j).Spans().RemoveIf(isLocalRoot)
+		}
+	}
+	return c
+}
+
+func TestCompleteTraceIsReleasedInTheSameCall(t *testing.T) {
+	p, sink, tel := newTestProcessor(t, defaultTestConfig())
+	defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+	require.NoError(t, p.ConsumeTraces(context.Background(), buildParallel()))
+	require.Equal(t, buildParallel().SpanCount(), sink.SpanCount(), "complete traces are not held")
+	assert.Equal(t, int64(1), releasedBy(t, tel, "complete"))
+	assert.Equal(t, int64(2), counterValue(t, tel, "otelcol_processor_subagentmerge_spans_merged"))
+}
+
+func TestIncompleteTraceWaitsForItsRoot(t *testing.T) {
+	p, sink, tel := newTestProcessor(t, defaultTestConfig())
+	defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+	full := buildParallel()
+	require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(full)))
+	assert.Zero(t, sink.SpanCount())
+	tr, sp := p.nTraces.Load(), p.nSpans.Load()
+	assert.Equal(t, int64(1), tr)
+	assert.Equal(t, int64(full.SpanCount()-1), sp)
+	assertGauge(t, tel, "otelcol_processor_subagentmerge_traces_buffered", 1)
+
+	// the root arrives: the whole trace goes on, merged
+	root := clone(full)
+	root.ResourceSpans().At(0).ScopeSpans().At(0).Spans().RemoveIf(func(s ptrace.Span) bool { return !isLocalRoot(s) })
+	require.NoError(t, p.ConsumeTraces(context.Background(), root))
+	require.Equal(t, full.SpanCount(), sink.SpanCount())
+	out := canonical(sink.AllTraces()...)
+	assertSubagent(t, spanByCalls(t, out, "call_a", "call_b"), genai.Usage{Input: 30, Output: 12}, 2, "call_a", "call_b")
+	assert.Zero(t, p.nTraces.Load())
+	assert.Zero(t, p.nSpans.Load())
+}
+
+func TestIdleTraceIsReleasedAfterWaitDuration(t *testing.T) {
+	cfg := defaultTestConfig()
+	cfg.WaitDuration = 50 * time.Millisecond
+	p, sink, tel := newTestProcessor(t, cfg)
+	defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+	in := withoutRoot(buildOneTask())
+	n := in.SpanCount() // in is ours no more once consumed
+	start := time.Now()
+	require.NoError(t, p.ConsumeTraces(context.Background(), in))
+	require.Eventually(t, func() bool { return sink.SpanCount() == n }, 5*time.Second, 5*time.Millisecond)
+	assert.GreaterOrEqual(t, time.Since(start), cfg.WaitDuration)
+	assert.Equal(t, int64(1), releasedBy(t, tel, "idle"))
+	// merged even though the root never came: the dispatcher and the task are there
+	assertSubagent(t, spanByCalls(t, canonical(sink.AllTraces()...), "call_task_1"), genai.Usage{Input: 10, Output: 5}, 1, "call_task_1")
+}
+
+func TestLateSpansArePassedOnAndMarked(t *testing.T) {
+	cfg := defaultTestConfig()
+	cfg.WaitDuration = 20 * time.Millisecond
+	p, sink, tel := newTestProcessor(t, cfg)
+	defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+
+	// The lead's spans are released idle; then the task and its subagent arrive late.
+	b := newTraceBuilder(40)
+	lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
+	b.chat(lead, usage(1, 1), "call_late")
+	early := clone(b.td)
+	b.td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().RemoveIf(func(ptrace.Span) bool { return true })
+	_, sub := b.task(lead, "call_late", "coder", genai.SubagentCompleted)
+	b.chat(sub, usage(5, 5))
+	late := b.td
+	// early holds the root, so it completes at once
+	require.NoError(t, p.ConsumeTraces(context.Background(), early))
+	require.Equal(t, 2, sink.SpanCount())
+	require.NoError(t, p.ConsumeTraces(context.Background(), clone(late)))
+	require.Equal(t, 5, sink.SpanCount(), "late spans go on at once")
+	out := canonical(sink.AllTraces()...)
+	assert.Equal(t, genai.MergeLate, status(t, out, "call_late"))
+	assert.Equal(t, int64(3), counterValue(t, tel, "otelcol_processor_subagentmerge_late_spans"))
+
+	// a retry of the late batch is dropped
+	require.NoError(t, p.ConsumeTraces(context.Background(), clone(late)))
+	assert.Equal(t, 5, sink.SpanCount())
+	assert.Equal(t, int64(3), counterValue(t, tel, "otelcol_processor_subagentmerge_duplicates_dropped"))
+}
+
+func TestCapacityReleasesOldestFirstAndDropsNothing(t *testing.T) {
+	cfg := defaultTestConfig()
+	cfg.NumTraces = 1
+	p, sink, tel := newTestProcessor(t, cfg)
+	total := 0
+	var firstOut int
+	for i := uint64(0); i < 200; i++ {
+		in := withoutRoot(buildOneTask())
+		// a distinct trace id per trace
+		forEachSpan(in, func(sp ptrace.Span) {
+			id := sp.TraceID()
+			id[0] = byte(i)
+			id[1] = byte(i >> 8)
+			sp.SetTraceID(id)
+		})
+		total += in.SpanCount()
+		require.NoError(t, p.ConsumeTraces(context.Background(), in))
+		if i == 0 {
+			firstOut = sink.SpanCount()
+		}
+	}
+	assert.Zero(t, firstOut)
+	assert.Positive(t, releasedBy(t, tel, "capacity"))
+	assert.LessOrEqual(t, p.nTraces.Load(), int64(numShards), "at most one trace per shard beyond the limit")
+	require.NoError(t, p.Shutdown(context.Background()))
+	assert.Equal(t, total, sink.SpanCount(), "nothing dropped")
+	assert.Equal(t, int64(200), releasedBy(t, tel, "capacity")+releasedBy(t, tel, "shutdown"))
+}
+
+func TestShutdownReleasesEverything(t *testing.T) {
+	p, sink, tel := newTestProcessor(t, defaultTestConfig())
+	want := 0
+	for _, tc := range goldenCases {
+		in := withoutRoot(tc.build())
+		want += in.SpanCount()
+		require.NoError(t, p.ConsumeTraces(context.Background(), in))
+	}
+	assert.Zero(t, sink.SpanCount())
+	require.NoError(t, p.Shutdown(context.Background()))
+	assert.Equal(t, want, sink.SpanCount())
+	assert.Equal(t, int64(len(goldenCases)), releasedBy(t, tel, "shutdown"))
+	assert.Zero(t, p.nTraces.Load())
+}
+
+func TestSpansWithoutTraceIDPassThrough(t *testing.T) {
+	p, sink, _ := newTestProcessor(t, defaultTestConfig())
+	defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+	td := ptrace.NewTraces()
+	sp := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	sp.SetName("no trace id")
+	sp.SetParentSpanID(pcommon.SpanID{9})
+	require.NoError(t, p.ConsumeTraces(context.Background(), td))
+	assert.Equal(t, 1, sink.SpanCount())
+}
+
+func TestNextConsumerErrorIsReturned(t *testing.T) {
+	set := processortest.NewNopSettings(Type)
+	boom := errors.New("downstream full")
+	p, err := newProcessor(set, defaultTestConfig(), consumertest.NewErr(boom))
+	require.NoError(t, err)
+	require.NoError(t, p.Start(context.Background(), componenttest.NewNopHost()))
+	defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+	require.ErrorIs(t, p.ConsumeTraces(context.Background(), buildOneTask()), boom)
+}
+
+func TestShutdownReportsDownstreamError(t *testing.T) {
+	boom := errors.New("downstream gone")
+	p, err := newProcessor(processortest.NewNopSettings(Type), defaultTestConfig(), consumertest.NewErr(boom))
+	require.NoError(t, err)
+	require.NoError(t, p.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(buildOneTask())))
+	require.ErrorIs(t, p.Shutdown(context.Background()), boom)
+}
+
+// Many goroutines send interleaved pieces of many traces; run with -race.
+func TestConcurrentConsumers(t *testing.T) {
+	cfg := defaultTestConfig()
+	cfg.WaitDuration = 30 * time.Millisecond // idle sweeps run while batches arrive
+	p, sink, _ := newTestProcessor(t, cfg)
+	const traces = 300
+	var wantSpans int
+	inputs := make([][]ptrace.Traces, traces)
+	for i := range traces {
+		r := rand.New(rand.NewPCG(uint64(i), 11))
+		tr := randomAgentTrace(r, uint64(1000+i))
+		wantSpans += tr.SpanCount()
+		inputs[i] = shuffleIntoBatches(r, tr, 1+r.IntN(5))
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < traces; i += 8 {
+				for _, b := range inputs[i] {
+					assert.NoError(t, p.ConsumeTraces(context.Background(), b))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, p.Shutdown(context.Background()))
+	assert.Equal(t, wantSpans, sink.SpanCount())
+}
+
+func releasedBy(t *testing.T, tel *componenttest.Telemetry, reason string) int64 {
+	t.Helper()
+	m, err := tel.GetMetric("otelcol_processor_subagentmerge_traces_released")
+	if err != nil {
+		return 0
+	}
+	return sumInt64Where(m, "reason", reason)
+}
+
+func assertGauge(t *testing.T, tel *componenttest.Telemetry, name string, want int64) {
+	t.Helper()
+	m, err := tel.GetMetric(name)
+	require.NoError(t, err)
+	assert.Equal(t, want, gaugeInt64(m))
+}

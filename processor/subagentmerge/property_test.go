@@ -1,0 +1,126 @@
+package subagentmerge
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+// agentGen builds random agent runs and remembers, for every dispatching chat span, the
+// usage CONTRACT §3 says it must carry: computed here from the tree as it is built,
+// independently of the processor.
+type agentGen struct {
+	r    *rand.Rand
+	b    *traceBuilder
+	want map[pcommon.SpanID]genai.Usage
+	call int
+}
+
+func randomUsage(r *rand.Rand) *genai.Usage {
+	if r.IntN(10) == 0 {
+		return nil // a call that reported no usage
+	}
+	u := &genai.Usage{Input: r.Int64N(5000), Output: r.Int64N(800)}
+	if r.IntN(3) == 0 {
+		u.CacheRead = r.Int64N(u.Input + 1)
+	}
+	if r.IntN(4) == 0 {
+		u.CacheCreation = r.Int64N(u.Input - u.CacheRead + 1)
+	}
+	if r.IntN(3) == 0 {
+		u.Reasoning = r.Int64N(u.Output + 1)
+	}
+	return u
+}
+
+// runAgent adds an agent's loop under the invoke_agent span id and returns the own usage
+// of every model call under it, nested subagents included.
+func (g *agentGen) runAgent(agent pcommon.SpanID, depth int) genai.Usage {
+	var total genai.Usage
+	steps := 1 + g.r.IntN(3)
+	for range steps {
+		var calls []string
+		kinds := g.r.IntN(4) // tool calls in this response
+		isTask := make([]bool, kinds)
+		for i := range kinds {
+			g.call++
+			calls = append(calls, fmt.Sprintf("call_%d", g.call))
+			isTask[i] = depth < 2 && g.r.IntN(2) == 0
+		}
+		u := randomUsage(g.r)
+		chat := g.b.chat(agent, u, calls...)
+		if u != nil {
+			total = total.Add(*u)
+		}
+		var merged genai.Usage
+		dispatched := false
+		for i, id := range calls {
+			if !isTask[i] {
+				g.b.tool(agent, "web_search", id)
+				continue
+			}
+			status := []string{genai.SubagentCompleted, genai.SubagentFailed, genai.SubagentTimedOut}[g.r.IntN(3)]
+			_, sub := g.b.task(agent, id, "sub", status)
+			subUsage := g.runAgent(sub, depth+1)
+			merged = merged.Add(subUsage)
+			total = total.Add(subUsage)
+			dispatched = true
+		}
+		if dispatched {
+			g.want[chat.SpanID()] = merged
+		}
+	}
+	u := randomUsage(g.r)
+	g.b.chat(agent, u)
+	if u != nil {
+		total = total.Add(*u)
+	}
+	return total
+}
+
+// randomAgentTrace returns one random run, spans in start order.
+func randomAgentTrace(r *rand.Rand, traceNo uint64) ptrace.Traces {
+	td, _ := randomAgentTraceWithWant(r, traceNo)
+	return td
+}
+
+func randomAgentTraceWithWant(r *rand.Rand, traceNo uint64) (ptrace.Traces, map[pcommon.SpanID]genai.Usage) {
+	g := &agentGen{r: r, b: newTraceBuilder(traceNo), want: map[pcommon.SpanID]genai.Usage{}}
+	lead := g.b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
+	g.runAgent(lead, 0)
+	return g.b.td, g.want
+}
+
+// For random agent trees: the sum of own usage out equals the sum in, and every
+// dispatching span's agentmeter.subagent.* equals the own usage under its task calls.
+func TestPropertyRandomAgentTrees(t *testing.T) {
+	for seed := uint64(1); seed <= 300; seed++ {
+		r := rand.New(rand.NewPCG(seed, 99))
+		in, want := randomAgentTraceWithWant(r, seed)
+		batches := shuffleIntoBatches(r, in, 1+r.IntN(6))
+		out := run(t, defaultTestConfig(), batches...)
+		require.Equal(t, in.SpanCount(), out.SpanCount(), "seed %d", seed)
+		require.Equal(t, ownUsageSum(in), ownUsageSum(out), "seed %d: own usage changed", seed)
+		forEachSpan(out, func(sp ptrace.Span) {
+			got, has := genai.SubagentUsageFromMap(sp.Attributes())
+			w, dispatcher := want[sp.SpanID()]
+			require.Equal(t, dispatcher, has, "seed %d span %s", seed, sp.SpanID())
+			if dispatcher {
+				assert.Equal(t, w, got, "seed %d span %s", seed, sp.SpanID())
+			}
+			if genai.SpanOperation(sp.Name(), sp.Attributes()) == genai.OpExecuteTool {
+				if name, _ := sp.Attributes().Get(genai.AttrToolName); name.Str() == genai.TaskToolName {
+					st, _ := sp.Attributes().Get(genai.AttrMergeStatus)
+					assert.Equal(t, genai.MergeMerged, st.Str(), "seed %d", seed)
+				}
+			}
+		})
+	}
+}
