@@ -1,0 +1,179 @@
+package langfuse
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/config/configopaque"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configretry"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+
+	"github.com/agentmeter/agentmeter/internal/envconfig"
+)
+
+// DeerFlow's environment variables (shared/deerflow/observability.md §1.1).
+const (
+	EnvTracing   = "LANGFUSE_TRACING"
+	EnvPublicKey = "LANGFUSE_PUBLIC_KEY"
+	EnvSecretKey = "LANGFUSE_SECRET_KEY"
+	EnvBaseURL   = "LANGFUSE_BASE_URL"
+
+	// DefaultEndpoint is Langfuse Cloud EU, DeerFlow's and the SDKs' default host.
+	DefaultEndpoint = "https://cloud.langfuse.com"
+)
+
+// missingSettingsMessage is DeerFlow's fail-fast sentence (CONTRACT §5), followed by the
+// missing variable names in the order public key, secret key.
+const missingSettingsMessage = "Langfuse tracing is enabled but required settings are missing: "
+
+// Config is the langfuse exporter's configuration. Every default that DeerFlow reads
+// from the environment is read from the same variable when the config is created, so
+// explicit YAML values override the environment.
+type Config struct {
+	// ClientConfig holds endpoint (the Langfuse base URL; default $LANGFUSE_BASE_URL, else
+	// https://cloud.langfuse.com), timeout (default 30s), compression (default gzip),
+	// TLS, proxy and the other HTTP client settings.
+	confighttp.ClientConfig `mapstructure:",squash"`
+
+	// PublicKey is the project's public key (pk-lf-…), the Basic-auth user.
+	// Default: $LANGFUSE_PUBLIC_KEY.
+	PublicKey configopaque.String `mapstructure:"public_key"`
+	// SecretKey is the project's secret key (sk-lf-…), the Basic-auth password.
+	// Default: $LANGFUSE_SECRET_KEY.
+	SecretKey configopaque.String `mapstructure:"secret_key"`
+
+	// Enabled turns the exporter on. Default: $LANGFUSE_TRACING is 1, true, yes or on.
+	// When neither YAML nor LANGFUSE_TRACING says anything and the YAML sets public_key
+	// or secret_key, the exporter is enabled: keys written into the collector config are
+	// an intent to export. A disabled exporter accepts and drops spans.
+	Enabled bool `mapstructure:"enabled"`
+
+	// CheckCredentials makes start call GET /api/public/projects once; rejected keys
+	// (401/403) stop the collector from starting, an unreachable Langfuse does not.
+	// Default: false (DeerFlow does not check; the call counts against a 30/min limit).
+	CheckCredentials bool `mapstructure:"check_credentials"`
+
+	// QueueConfig is sending_queue (exporterhelper; default on, 1000 requests, in memory;
+	// set storage to a storage extension id for a persistent queue).
+	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
+	// RetryConfig is retry_on_failure (default on: 5s initial, 30s max interval, 5m total).
+	RetryConfig configretry.BackOffConfig `mapstructure:"retry_on_failure"`
+
+	// tracingEnv is the raw LANGFUSE_TRACING value seen at creation ("" when unset): an
+	// explicit LANGFUSE_TRACING=false keeps the exporter off even when the YAML has keys.
+	tracingEnv string
+	// enabledReason says why Enabled has its value, for the disabled-at-start log line.
+	enabledReason string
+}
+
+var (
+	_ confmap.Unmarshaler = (*Config)(nil)
+	_ confmap.Validator   = (*Config)(nil)
+)
+
+// newConfig builds the default configuration from the given environment.
+func newConfig(env envconfig.Lookup) *Config {
+	client := confighttp.NewDefaultClientConfig()
+	client.Endpoint = env.FirstOr(DefaultEndpoint, EnvBaseURL)
+	client.Timeout = defaultTimeout
+	client.Compression = "gzip"
+	client.WriteBufferSize = 512 * 1024
+
+	tracing := env.First(EnvTracing)
+	reason := EnvTracing + " is not set"
+	if tracing != "" {
+		reason = EnvTracing + "=" + tracing
+	}
+	return &Config{
+		ClientConfig:  client,
+		PublicKey:     configopaque.String(env.First(EnvPublicKey)),
+		SecretKey:     configopaque.String(env.First(EnvSecretKey)),
+		Enabled:       envconfig.Truthy(tracing),
+		QueueConfig:   configoptional.Some(exporterhelper.NewDefaultQueueConfig()),
+		RetryConfig:   configretry.NewDefaultBackOffConfig(),
+		tracingEnv:    tracing,
+		enabledReason: reason,
+	}
+}
+
+// Unmarshal applies the YAML over the environment defaults, then settles enabled: an
+// explicit `enabled` wins; otherwise an explicit LANGFUSE_TRACING wins; otherwise keys
+// given in the YAML enable the exporter.
+func (c *Config) Unmarshal(conf *confmap.Conf) error {
+	if err := conf.Unmarshal(c); err != nil {
+		return err
+	}
+	switch {
+	case conf.IsSet("enabled"):
+		c.enabledReason = fmt.Sprintf("enabled: %t in the configuration", c.Enabled)
+	case c.tracingEnv == "" && (conf.IsSet("public_key") || conf.IsSet("secret_key")):
+		c.Enabled = true
+		c.enabledReason = "public_key/secret_key set in the configuration"
+	}
+	return nil
+}
+
+// Validate fails fast when the exporter is enabled but cannot send: DeerFlow's message
+// for missing keys (CONTRACT §5), and a usable endpoint. A disabled exporter is never
+// validated, as in DeerFlow.
+func (c *Config) Validate() error {
+	if !c.Enabled {
+		return nil
+	}
+	var errs []error
+	var missing []string
+	if c.PublicKey == "" {
+		missing = append(missing, EnvPublicKey)
+	}
+	if c.SecretKey == "" {
+		missing = append(missing, EnvSecretKey)
+	}
+	if len(missing) > 0 {
+		errs = append(errs, errors.New(missingSettingsMessage+strings.Join(missing, ", ")))
+	}
+	if err := validateEndpoint(c.Endpoint); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// validateEndpoint checks the base URL. Its messages never echo the URL: a URL with
+// user info would carry a secret.
+func validateEndpoint(endpoint string) error {
+	if endpoint == "" {
+		return errors.New("endpoint must be set (the Langfuse base URL, e.g. " + DefaultEndpoint + ")")
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return errors.New("endpoint must be a valid URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("endpoint must be an http or https URL, not scheme %q", u.Scheme)
+	}
+	if u.Host == "" {
+		return errors.New("endpoint must name a host")
+	}
+	if u.User != nil {
+		return errors.New("endpoint must not carry credentials; set public_key and secret_key")
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return errors.New("endpoint must be a base URL without query or fragment")
+	}
+	return nil
+}
+
+// tracesURL and projectsURL append Langfuse's paths to the base URL, which may itself
+// have a path (a self-hosted Langfuse behind a prefix).
+func tracesURL(endpoint string) string { return strings.TrimRight(endpoint, "/") + tracesPath }
+
+func projectsURL(endpoint string) string { return strings.TrimRight(endpoint, "/") + projectsPath }
+
+const (
+	tracesPath   = "/api/public/otel/v1/traces"
+	projectsPath = "/api/public/projects"
+)

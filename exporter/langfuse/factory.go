@@ -1,0 +1,66 @@
+package langfuse
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/agentmeter/agentmeter/internal/envconfig"
+)
+
+// componentType is the exporter's type in collector configs: `exporters: langfuse:`.
+var componentType = component.MustNewType("langfuse")
+
+const (
+	stability      = component.StabilityLevelAlpha
+	defaultTimeout = 30 * time.Second
+)
+
+// NewFactory returns the langfuse exporter factory; defaults read the process environment.
+func NewFactory() exporter.Factory { return newFactory(envconfig.OS) }
+
+// newFactory lets tests inject the environment.
+func newFactory(env envconfig.Lookup) exporter.Factory {
+	return exporter.NewFactory(componentType,
+		func() component.Config { return newConfig(env) },
+		exporter.WithTraces(createTraces, stability))
+}
+
+func createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
+	c := cfg.(*Config)
+	if !c.Enabled {
+		return newDisabled(ctx, set, c)
+	}
+	e := newExporter(c, set)
+	return exporterhelper.NewTraces(ctx, set, cfg, e.push,
+		exporterhelper.WithStart(e.start),
+		exporterhelper.WithShutdown(e.shutdown),
+		// push shapes spans in place; the pipeline clones for us when others read them too.
+		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}),
+		// the HTTP client's timeout bounds each request, as in otlphttp; a 413 split
+		// sends several requests within one push.
+		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{Timeout: 0}),
+		exporterhelper.WithRetry(c.RetryConfig),
+		exporterhelper.WithQueue(c.QueueConfig),
+	)
+}
+
+// newDisabled is the exporter of a disabled config: it accepts and drops, and says so
+// once at start (CONTRACT §5). No queue, so no storage is touched.
+func newDisabled(ctx context.Context, set exporter.Settings, c *Config) (exporter.Traces, error) {
+	return exporterhelper.NewTraces(ctx, set, c,
+		func(context.Context, ptrace.Traces) error { return nil },
+		exporterhelper.WithStart(func(context.Context, component.Host) error {
+			set.Logger.Info("Langfuse exporter is disabled; spans sent to it are dropped",
+				zap.String("reason", c.enabledReason))
+			return nil
+		}),
+		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
+	)
+}

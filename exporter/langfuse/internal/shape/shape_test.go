@@ -1,0 +1,229 @@
+package shape
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+func TestUsageBuckets(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   genai.Usage
+		want Buckets
+		json string
+	}{
+		{
+			name: "plain",
+			in:   genai.Usage{Input: 100, Output: 20},
+			want: Buckets{Input: 100, Output: 20, Total: 120},
+			json: `{"input":100,"output":20,"total":120}`,
+		},
+		{
+			name: "openai style: cached prompt tokens and reasoning inside the totals",
+			in:   genai.Usage{Input: 1200, Output: 300, CacheRead: 200, Reasoning: 100},
+			want: Buckets{Input: 1000, CacheRead: 200, Output: 200, Reasoning: 100, Total: 1500},
+			json: `{"input":1000,"input_cached_tokens":200,"output":200,"output_reasoning_tokens":100,"total":1500}`,
+		},
+		{
+			name: "anthropic style normalised per CONTRACT §2 (input includes cache read and creation)",
+			in:   genai.Usage{Input: 2600, Output: 400, CacheRead: 2000, CacheCreation: 500},
+			want: Buckets{Input: 100, CacheRead: 2000, CacheCreation: 500, Output: 400, Total: 3000},
+			json: `{"input":100,"input_cached_tokens":2000,"input_cache_creation":500,"output":400,"total":3000}`,
+		},
+		{
+			name: "anthropic raw (input without cache) is not clamped away",
+			in:   genai.Usage{Input: 100, Output: 400, CacheRead: 2000, CacheCreation: 500},
+			want: Buckets{Input: 100, CacheRead: 2000, CacheCreation: 500, Output: 400, Total: 3000},
+			json: `{"input":100,"input_cached_tokens":2000,"input_cache_creation":500,"output":400,"total":3000}`,
+		},
+		{
+			name: "negative counts are zero",
+			in:   genai.Usage{Input: -5, Output: 7, Reasoning: -1},
+			want: Buckets{Output: 7, Total: 7},
+			json: `{"input":0,"output":7,"total":7}`,
+		},
+		{
+			name: "zero usage still reports input, output, total",
+			in:   genai.Usage{},
+			json: `{"input":0,"output":0,"total":0}`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, UsageBuckets(tc.in))
+			assert.Equal(t, tc.json, UsageDetails(tc.in))
+			// exclusive buckets add up to the contract total: no token counted twice
+			b := UsageBuckets(tc.in)
+			if tc.in.CacheRead+tc.in.CacheCreation <= tc.in.Input && tc.in.Input >= 0 && tc.in.Output >= 0 {
+				assert.Equal(t, tc.in.Total(), b.Total)
+			}
+		})
+	}
+}
+
+func TestObservationType(t *testing.T) {
+	assert.Equal(t, TypeGeneration, ObservationType(genai.OpChat))
+	assert.Equal(t, TypeAgent, ObservationType(genai.OpInvokeAgent))
+	assert.Equal(t, TypeTool, ObservationType(genai.OpExecuteTool))
+	assert.Equal(t, TypeSpan, ObservationType(""))
+	assert.Equal(t, TypeSpan, ObservationType("embeddings"))
+}
+
+// twoSpanTrace is a root invoke_agent and one chat; setup tweaks attributes.
+func twoSpanTrace(setup func(root, chat ptrace.Span)) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("deployment.environment.name", "staging")
+	spans := rs.ScopeSpans().AppendEmpty().Spans()
+	tid := [16]byte{1, 2, 3}
+	root := spans.AppendEmpty()
+	root.SetTraceID(tid)
+	root.SetSpanID([8]byte{1})
+	root.SetName("invoke_agent lead_agent")
+	root.Attributes().PutStr(genai.AttrOperationName, genai.OpInvokeAgent)
+	root.Attributes().PutStr(genai.AttrAgentName, genai.LeadAgentName)
+	chat := spans.AppendEmpty()
+	chat.SetTraceID(tid)
+	chat.SetSpanID([8]byte{2})
+	chat.SetParentSpanID([8]byte{1})
+	chat.SetName("chat gpt-4o")
+	chat.Attributes().PutStr(genai.AttrOperationName, genai.OpChat)
+	chat.Attributes().PutStr(genai.AttrRequestModel, "gpt-4o")
+	chat.Attributes().PutStr(genai.AttrConversationID, "thread-1")
+	genai.PutUsage(chat.Attributes(), genai.Usage{Input: 10, Output: 5})
+	if setup != nil {
+		setup(root, chat)
+	}
+	return td
+}
+
+func spanAt(td ptrace.Traces, i int) ptrace.Span {
+	return td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(i)
+}
+
+func get(t *testing.T, sp ptrace.Span, key string) string {
+	t.Helper()
+	v, ok := sp.Attributes().Get(key)
+	require.True(t, ok, "missing %s on %s", key, sp.Name())
+	return v.AsString()
+}
+
+func TestTraceAttributesOnEverySpan(t *testing.T) {
+	td := twoSpanTrace(nil)
+	Traces(td)
+	for i := 0; i < 2; i++ {
+		sp := spanAt(td, i)
+		assert.Equal(t, "lead-agent", get(t, sp, AttrTraceName))
+		assert.Equal(t, "thread-1", get(t, sp, AttrSessionID), "session from gen_ai.conversation.id of another span")
+		assert.Equal(t, "default", get(t, sp, AttrUserID), "DeerFlow: user falls back to default")
+		assert.Equal(t, []string{"env:staging", "model:gpt-4o"}, genai.StringsFromMap(sp.Attributes(), AttrTraceTags))
+	}
+	assert.Equal(t, TypeAgent, get(t, spanAt(td, 0), AttrObservationType))
+	assert.Equal(t, TypeGeneration, get(t, spanAt(td, 1), AttrObservationType))
+	assert.Equal(t, "gpt-4o", get(t, spanAt(td, 1), AttrObservationModel))
+	assert.Equal(t, `{"input":10,"output":5,"total":15}`, get(t, spanAt(td, 1), AttrObservationUsage))
+	_, has := spanAt(td, 0).Attributes().Get(AttrObservationUsage)
+	assert.False(t, has, "no usage on the agent span")
+	// own usage untouched (CONTRACT §2)
+	u, _ := genai.UsageFromMap(spanAt(td, 1).Attributes())
+	assert.Equal(t, genai.Usage{Input: 10, Output: 5}, u)
+}
+
+// Caller-provided langfuse.* values win (DeerFlow's set-if-absent, A4) and spread to
+// the spans that lack them.
+func TestEmitterValuesWin(t *testing.T) {
+	td := twoSpanTrace(func(root, chat ptrace.Span) {
+		root.Attributes().PutStr(AttrTraceName, "custom-agent")
+		root.Attributes().PutStr(genai.AttrEndUserID, "alice")
+		genai.PutStrings(chat.Attributes(), AttrTraceTags, []string{"team:a"})
+		chat.Attributes().PutStr(AttrObservationType, "chain")
+	})
+	Traces(td)
+	for i := 0; i < 2; i++ {
+		sp := spanAt(td, i)
+		assert.Equal(t, "custom-agent", get(t, sp, AttrTraceName))
+		assert.Equal(t, "alice", get(t, sp, AttrUserID))
+		assert.Equal(t, []string{"team:a"}, genai.StringsFromMap(sp.Attributes(), AttrTraceTags))
+	}
+	assert.Equal(t, "chain", get(t, spanAt(td, 1), AttrObservationType))
+}
+
+func TestRootNames(t *testing.T) {
+	td := twoSpanTrace(func(root, _ ptrace.Span) {
+		root.Attributes().PutStr(genai.AttrAgentName, "custom-agent")
+	})
+	Traces(td)
+	assert.Equal(t, "custom-agent", get(t, spanAt(td, 1), AttrTraceName))
+
+	td = twoSpanTrace(func(root, _ ptrace.Span) {
+		root.Attributes().Remove(genai.AttrOperationName)
+		root.SetName("POST /runs")
+	})
+	Traces(td)
+	assert.Equal(t, "POST /runs", get(t, spanAt(td, 1), AttrTraceName))
+
+	// no root in the batch: no invented name
+	td = twoSpanTrace(func(root, _ ptrace.Span) { root.SetParentSpanID([8]byte{9}) })
+	td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().RemoveIf(func(s ptrace.Span) bool { return s.SpanID() == [8]byte{1} })
+	Traces(td)
+	_, has := spanAt(td, 0).Attributes().Get(AttrTraceName)
+	assert.False(t, has)
+}
+
+func TestSubagentUsageGoesToMetadata(t *testing.T) {
+	td := twoSpanTrace(func(_, chat ptrace.Span) {
+		a := chat.Attributes()
+		a.PutStr(genai.AttrCaller, genai.LeadAgentName)
+		genai.PutSubagentUsage(a, genai.Usage{Input: 500, Output: 50, CacheRead: 100})
+		a.PutInt(genai.AttrSubagentDispatches, 2)
+		genai.PutStrings(a, genai.AttrSubagentToolCallIDs, []string{"c1", "c2"})
+	})
+	Traces(td)
+	a := spanAt(td, 1).Attributes()
+	assert.Equal(t, `{"input":10,"output":5,"total":15}`, get(t, spanAt(td, 1), AttrObservationUsage), "usage stays own usage")
+	for key, want := range map[string]int64{
+		MetaSubagentInput: 500, MetaSubagentOutput: 50, MetaSubagentTotal: 550,
+		MetaSubagentCacheRead: 100, MetaSubagentCacheCreation: 0, MetaSubagentReasoning: 0, MetaSubagentDispatches: 2,
+	} {
+		v, ok := a.Get(key)
+		require.True(t, ok, key)
+		assert.Equal(t, want, v.Int(), key)
+	}
+	assert.Equal(t, []string{"c1", "c2"}, genai.StringsFromMap(a, MetaSubagentToolCallIDs))
+	assert.Equal(t, "lead_agent", get(t, spanAt(td, 1), MetaCaller))
+	assert.Equal(t, "lead_agent", get(t, spanAt(td, 1), MetaCallerBucket))
+}
+
+// A retried or re-queued batch is shaped again: the result must not change.
+func TestIdempotent(t *testing.T) {
+	td := twoSpanTrace(func(_, chat ptrace.Span) {
+		chat.Attributes().PutStr(genai.AttrCaller, genai.SubagentCaller("research"))
+		genai.PutSubagentUsage(chat.Attributes(), genai.Usage{Input: 1, Output: 2})
+	})
+	Traces(td)
+	once := ptrace.NewTraces()
+	td.CopyTo(once)
+	Traces(td)
+	var m ptrace.ProtoMarshaler
+	a, err := m.MarshalTraces(once)
+	require.NoError(t, err)
+	b, err := m.MarshalTraces(td)
+	require.NoError(t, err)
+	assert.Equal(t, a, b)
+}
+
+func BenchmarkTraces(b *testing.B) {
+	src := twoSpanTrace(func(_, chat ptrace.Span) {
+		chat.Attributes().PutStr(genai.AttrCaller, genai.LeadAgentName)
+	})
+	td := ptrace.NewTraces()
+	b.ReportAllocs()
+	for b.Loop() {
+		src.CopyTo(td)
+		Traces(td)
+	}
+}
