@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -250,4 +252,50 @@ func TestSidecarTokenMetricsInPrometheus(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, le, 1)
 	assert.Equal(t, float64(4), le[0].Value, "inputs <= 1024 tokens: 640, 150, 10, 77")
+
+	// every query of the Grafana dashboard is valid PromQL over these series
+	for _, expr := range dashboardQueries(t) {
+		_, err := prom.Query(ctx, expr)
+		assert.NoError(t, err, "dashboard query %s", expr)
+	}
+}
+
+// dashboardQueries reads deploy/grafana-dashboard.json's PromQL with Grafana's variables
+// replaced by values Prometheus accepts.
+func dashboardQueries(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(RepoRoot(), "deploy", "grafana-dashboard.json"))
+	require.NoError(t, err)
+	var dash struct {
+		Panels []struct {
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	require.NoError(t, json.Unmarshal(b, &dash))
+	r := strings.NewReplacer("$__rate_interval", "1m", "$__range", "1h", "$job", ".*")
+	var out []string
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			out = append(out, r.Replace(tg.Expr))
+		}
+	}
+	require.GreaterOrEqual(t, len(out), 10)
+	return out
+}
+
+// The deployment configs in deploy/ are valid for our distribution.
+func TestDeployCollectorConfigsValidate(t *testing.T) {
+	bin := CollectorBinary(t)
+	for _, f := range []string{"tier1-loadbalancer.yaml"} {
+		out, err := exec.Command(bin, "validate", "--config", filepath.Join(RepoRoot(), "deploy", f)).CombinedOutput()
+		assert.NoError(t, err, "validate deploy/%s:\n%s", f, out)
+	}
+	// make demo's overlay (a file exporter appended to the traces pipeline)
+	t.Setenv("AGENTMETER_DEMO_TRACES_FILE", filepath.Join(t.TempDir(), "traces.jsonl"))
+	out, err := exec.Command(bin, "validate", "--config", filepath.Join(RepoRoot(), "otelcol-config.yaml"),
+		"--config", filepath.Join(RepoRoot(), "cmd", "demoreport", "overlay.yaml"),
+		"--feature-gates=confmap.enableMergeAppendOption").CombinedOutput()
+	assert.NoError(t, err, "validate the demo overlay:\n%s", out)
 }
