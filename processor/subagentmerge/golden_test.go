@@ -5,8 +5,8 @@ import (
 	"flag"
 	"math/rand/v2"
 	"os"
-	"sort"
 	"path/filepath"
+	"sort"
 	"testing"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
