@@ -1,0 +1,547 @@
+package langfuse
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
+)
+
+// ServiceName is service.name of spans built from legacy ingestion events.
+const ServiceName = "langfuse"
+
+// Observation is one Langfuse entity (a trace or an observation) as far as its create
+// and update events told us.
+type Observation struct {
+	ID        string
+	TraceID   string
+	IsTrace   bool   // from trace-create: the trace's root
+	Kind      string // generation, span, event, agent, tool, chain, … (lower case)
+	Name      string
+	ParentID  string
+	Start     time.Time
+	End       time.Time
+	Model     string
+	Usage     genai.Usage
+	HasUsage  bool
+	Metadata  map[string]any
+	Output    any
+	Level     string
+	StatusMsg string
+	SessionID string
+	UserID    string
+	Tags      []string
+	Created   bool // a *-create was seen
+}
+
+// Complete reports whether the observation can be emitted: traces and events at once,
+// spans and generations once they have an end time.
+func (o Observation) Complete() bool {
+	return o.IsTrace || o.Kind == "event" || !o.End.IsZero()
+}
+
+// Success is one accepted event in the 207 answer.
+type Success struct {
+	ID     string `json:"id"`
+	Status int    `json:"status"`
+}
+
+// EventError is one refused event in the 207 answer (Langfuse's IngestionResponse).
+type EventError struct {
+	ID      string `json:"id"`
+	Status  int    `json:"status"`
+	Message string `json:"message"`
+}
+
+// Response is Langfuse's 207 body.
+type Response struct {
+	Successes []Success    `json:"successes"`
+	Errors    []EventError `json:"errors"`
+}
+
+// Event is one validated event.
+type Event struct {
+	ID     string
+	Type   string
+	Update bool
+	Obs    Observation
+	Ignore bool // accepted and dropped (score-create, sdk-log)
+}
+
+// DecodeIngestion parses {"batch": [event...]}. Each bad event becomes an error entry
+// (status 400, message naming the field); good events are returned.
+func DecodeIngestion(body []byte) ([]Event, []EventError, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var env map[string]any
+	if err := dec.Decode(&env); err != nil || env == nil {
+		return nil, nil, fmt.Errorf("%w: expected a JSON object {\"batch\": [...]}", ErrBody)
+	}
+	arr, ok := env["batch"].([]any)
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: batch must be an array of events", ErrBody)
+	}
+	var events []Event
+	var errs []EventError
+	for i, item := range arr {
+		ev, err := parseEvent(item, i)
+		if err != nil {
+			id := ev.ID
+			if id == "" {
+				id = "unknown"
+			}
+			errs = append(errs, EventError{ID: id, Status: 400, Message: err.Error()})
+			continue
+		}
+		events = append(events, ev)
+	}
+	return events, errs, nil
+}
+
+var observationKinds = map[string]bool{
+	"span": true, "generation": true, "event": true, "agent": true, "tool": true, "chain": true,
+	"retriever": true, "evaluator": true, "embedding": true, "guardrail": true, "observation": true,
+}
+
+func parseEvent(item any, i int) (Event, error) {
+	prefix := fmt.Sprintf("batch[%d]", i)
+	m, ok := item.(map[string]any)
+	if !ok {
+		return Event{}, spanutil.Errorf(prefix, "must be a JSON object")
+	}
+	var ev Event
+	ev.ID, _ = m["id"].(string)
+	if ev.ID == "" {
+		return ev, spanutil.Errorf(prefix+".id", "is required")
+	}
+	ev.Type, _ = m["type"].(string)
+	if ev.Type == "" {
+		return ev, spanutil.Errorf(prefix+".type", "is required")
+	}
+	switch ev.Type {
+	case "score-create", "sdk-log":
+		ev.Ignore = true
+		return ev, nil
+	}
+	kind, action, ok := strings.Cut(ev.Type, "-")
+	if !ok || (action != "create" && action != "update") || (kind != "trace" && !observationKinds[kind]) || (kind == "trace" && action != "create") {
+		return ev, spanutil.Errorf(prefix+".type", "unknown event type %q", spanutil.Truncate(ev.Type, 64))
+	}
+	body, ok := m["body"].(map[string]any)
+	if !ok {
+		return ev, spanutil.Errorf(prefix+".body", "must be a JSON object")
+	}
+	ev.Update = action == "update"
+	o := Observation{Kind: kind, IsTrace: kind == "trace", Created: !ev.Update}
+	str := func(key string) (string, error) {
+		v, ok := body[key]
+		if !ok || v == nil {
+			return "", nil
+		}
+		s, ok := v.(string)
+		if !ok {
+			return "", spanutil.Errorf(prefix+".body."+key, "must be a string")
+		}
+		return s, nil
+	}
+	tm := func(key string) (time.Time, error) {
+		v, ok := body[key]
+		if !ok || v == nil {
+			return time.Time{}, nil
+		}
+		t, err := spanutil.ParseTime(v)
+		if err != nil {
+			return t, spanutil.Errorf(prefix+".body."+key, "%v", err)
+		}
+		return t, nil
+	}
+	var err error
+	if o.ID, err = str("id"); err != nil {
+		return ev, err
+	}
+	if o.ID == "" {
+		return ev, spanutil.Errorf(prefix+".body.id", "is required")
+	}
+	if len(o.ID) > 800 {
+		return ev, spanutil.Errorf(prefix+".body.id", "is longer than 800 characters")
+	}
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"name", &o.Name}, {"parentObservationId", &o.ParentID}, {"model", &o.Model}, {"level", &o.Level}, {"statusMessage", &o.StatusMsg}, {"sessionId", &o.SessionID}, {"userId", &o.UserID}} {
+		if *f.dst, err = str(f.key); err != nil {
+			return ev, err
+		}
+	}
+	if o.IsTrace {
+		o.TraceID = o.ID
+		if o.Start, err = tm("timestamp"); err != nil {
+			return ev, err
+		}
+		o.End = o.Start
+	} else {
+		if o.TraceID, err = str("traceId"); err != nil {
+			return ev, err
+		}
+		if o.Start, err = tm("startTime"); err != nil {
+			return ev, err
+		}
+		if o.End, err = tm("endTime"); err != nil {
+			return ev, err
+		}
+		if o.Kind == "observation" {
+			t, _ := str("type")
+			o.Kind = strings.ToLower(t)
+			if o.Kind == "" {
+				o.Kind = "span"
+			}
+		}
+	}
+	if v, ok := body["metadata"]; ok && v != nil {
+		md, ok := v.(map[string]any)
+		if !ok {
+			return ev, spanutil.Errorf(prefix+".body.metadata", "must be a JSON object")
+		}
+		o.Metadata = md
+	}
+	if v, ok := body["tags"].([]any); ok {
+		for _, t := range v {
+			if s, ok := t.(string); ok {
+				o.Tags = append(o.Tags, s)
+			}
+		}
+	}
+	o.Output = body["output"]
+	if ud, ok := body["usageDetails"].(map[string]any); ok {
+		o.Usage, o.HasUsage = UsageFromDetails(ud)
+	} else if us, ok := body["usage"].(map[string]any); ok {
+		o.Usage, o.HasUsage = usageFromLegacy(us)
+	}
+	ev.Obs = o
+	return ev, nil
+}
+
+// usageFromLegacy reads the deprecated usage object: {input, output, unit} (counts as
+// Langfuse gives them) or {promptTokens, completionTokens}.
+func usageFromLegacy(us map[string]any) (genai.Usage, bool) {
+	if unit, _ := us["unit"].(string); unit != "" && unit != "TOKENS" {
+		return genai.Usage{}, false
+	}
+	var u genai.Usage
+	in, ok1 := spanutil.ToInt64(us["input"])
+	out, ok2 := spanutil.ToInt64(us["output"])
+	if !ok1 && !ok2 {
+		in, ok1 = spanutil.ToInt64(us["promptTokens"])
+		out, ok2 = spanutil.ToInt64(us["completionTokens"])
+	}
+	u.Input, u.Output = in, out
+	return u, ok1 || ok2
+}
+
+func mergeObs(base, upd Observation) Observation {
+	out := base
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&out.TraceID, upd.TraceID)
+	set(&out.Name, upd.Name)
+	set(&out.ParentID, upd.ParentID)
+	set(&out.Model, upd.Model)
+	set(&out.Level, upd.Level)
+	set(&out.StatusMsg, upd.StatusMsg)
+	set(&out.SessionID, upd.SessionID)
+	set(&out.UserID, upd.UserID)
+	if upd.Created || out.Kind == "" {
+		out.Kind = upd.Kind
+	}
+	out.IsTrace = out.IsTrace || upd.IsTrace
+	out.Created = out.Created || upd.Created
+	if !upd.Start.IsZero() {
+		out.Start = upd.Start
+	}
+	if !upd.End.IsZero() {
+		out.End = upd.End
+	}
+	if upd.HasUsage {
+		out.Usage, out.HasUsage = upd.Usage, true
+	}
+	if upd.Output != nil {
+		out.Output = upd.Output
+	}
+	if len(upd.Tags) > 0 {
+		out.Tags = upd.Tags
+	}
+	if upd.Metadata != nil {
+		if out.Metadata == nil {
+			out.Metadata = upd.Metadata
+		} else {
+			mm := make(map[string]any, len(out.Metadata)+len(upd.Metadata))
+			for k, v := range out.Metadata {
+				mm[k] = v
+			}
+			for k, v := range upd.Metadata {
+				mm[k] = v
+			}
+			out.Metadata = mm
+		}
+	}
+	if out.ID == "" {
+		out.ID = upd.ID
+	}
+	return out
+}
+
+// traceInfo is what observations need from their trace-create.
+type traceInfo struct {
+	Name, SessionID, UserID, Caller string
+}
+
+// Ingester turns events into spans, holding observations created without an end
+// time until their update (or a timeout), like the LangSmith face does for runs.
+type Ingester struct {
+	pending *spanutil.Pending[Observation]
+	traces  *spanutil.Recent[traceInfo]
+}
+
+// NewIngester returns an ingester that parks unfinished observations for timeout.
+func NewIngester(timeout time.Duration, maxPending int) *Ingester {
+	return &Ingester{
+		pending: spanutil.NewPending[Observation](timeout, maxPending),
+		traces:  spanutil.NewRecent[traceInfo](maxPending),
+	}
+}
+
+// Plan is the outcome of one batch; nothing changes in the ingester until Commit.
+type Plan struct {
+	Complete []Observation
+	Park     []Observation
+	in       *Ingester
+}
+
+func entityKey(o Observation) string {
+	if o.IsTrace {
+		return "trace\x00" + o.ID
+	}
+	return "obs\x00" + o.ID
+}
+
+// Plan merges the batch's events per entity id (creates first, then updates, each by
+// order of arrival, as Langfuse sorts them) with parked observations.
+func (in *Ingester) Plan(events []Event) *Plan {
+	sort.SliceStable(events, func(i, j int) bool { return !events[i].Update && events[j].Update })
+	merged := map[string]Observation{}
+	var order []string
+	for _, ev := range events {
+		if ev.Ignore {
+			continue
+		}
+		k := entityKey(ev.Obs)
+		cur, ok := merged[k]
+		if !ok {
+			cur, ok = in.pending.Get(k)
+		}
+		if ok {
+			cur = mergeObs(cur, ev.Obs)
+		} else {
+			cur = ev.Obs
+		}
+		if _, seen := merged[k]; !seen {
+			order = append(order, k)
+		}
+		merged[k] = cur
+	}
+	p := &Plan{in: in}
+	for _, k := range order {
+		o := merged[k]
+		if o.Complete() {
+			p.Complete = append(p.Complete, o)
+		} else {
+			p.Park = append(p.Park, o)
+		}
+	}
+	return p
+}
+
+// Build turns the complete observations into spans.
+func (p *Plan) Build() ptrace.Traces { return p.in.build(p.Complete) }
+
+// Commit records the plan once the pipeline accepted its spans and returns
+// observations evicted from a full store.
+func (p *Plan) Commit(now time.Time) []Observation {
+	for _, o := range p.Complete {
+		p.in.pending.Remove(entityKey(o))
+	}
+	var evicted []Observation
+	for _, o := range p.Park {
+		evicted = append(evicted, p.in.pending.Put(entityKey(o), o, now)...)
+	}
+	return evicted
+}
+
+// Expired removes and returns observations parked longer than the timeout.
+func (in *Ingester) Expired(now time.Time) []Observation { return in.pending.Expired(now) }
+
+// Drain removes and returns every parked observation.
+func (in *Ingester) Drain() []Observation { return in.pending.Drain() }
+
+// Repark puts observations back after a refused flush.
+func (in *Ingester) Repark(obs []Observation, now time.Time) []Observation {
+	var evicted []Observation
+	for _, o := range obs {
+		evicted = append(evicted, in.pending.Put(entityKey(o), o, now)...)
+	}
+	return evicted
+}
+
+// Pending is the number of parked observations.
+func (in *Ingester) Pending() int { return in.pending.Len() }
+
+// BuildObservations turns observations (e.g. expired ones) into spans as they are.
+func (in *Ingester) BuildObservations(obs []Observation) ptrace.Traces { return in.build(obs) }
+
+// rootSpanID is the span of a trace-create: the parent of observations without one.
+func rootSpanID(traceID string) string { return "trace\x00" + traceID }
+
+func (in *Ingester) build(obs []Observation) ptrace.Traces {
+	// trace-creates first so their attributes reach observations of the same batch
+	sort.SliceStable(obs, func(i, j int) bool { return obs[i].IsTrace && !obs[j].IsTrace })
+	b := spanutil.NewBuilder()
+	for _, o := range obs {
+		if o.IsTrace {
+			in.traces.Put(o.ID, traceInfo{Name: o.Name, SessionID: o.SessionID, UserID: o.UserID, Caller: spanutil.CallerFromTags(o.Tags)})
+		}
+	}
+	for _, o := range obs {
+		ti, _ := in.traces.Get(o.TraceID)
+		s := b.Span(ServiceName)
+		s.SetTraceID(spanutil.TraceID(o.TraceID))
+		start, end := o.Start, o.End
+		if start.IsZero() {
+			start = end
+		}
+		if end.IsZero() || end.Before(start) {
+			end = start
+		}
+		s.SetStartTimestamp(spanutil.Timestamp(start))
+		s.SetEndTimestamp(spanutil.Timestamp(end))
+		a := s.Attributes()
+		session, user := o.SessionID, o.UserID
+		if session == "" {
+			session = ti.SessionID
+		}
+		if user == "" {
+			user = ti.UserID
+		}
+		if session != "" {
+			a.PutStr(genai.AttrConversationID, session)
+		}
+		if user != "" {
+			a.PutStr(genai.AttrEndUserID, user)
+		}
+		runID, _ := o.Metadata["run_id"].(string)
+		if runID == "" {
+			runID = o.TraceID
+		}
+		a.PutStr(genai.AttrRunID, runID)
+		caller, _ := o.Metadata["caller"].(string)
+		if caller == "" {
+			caller = spanutil.CallerFromTags(o.Tags)
+		}
+		if caller == "" {
+			caller = ti.Caller
+		}
+		if caller == "" {
+			caller = genai.BucketLeadAgent
+		}
+		a.PutStr(genai.AttrCaller, caller)
+		if o.Level == "ERROR" {
+			s.Status().SetCode(ptrace.StatusCodeError)
+			s.Status().SetMessage(spanutil.Truncate(o.StatusMsg, 512))
+			a.PutStr(genai.AttrErrorType, spanutil.ErrorType(o.StatusMsg))
+		}
+		if o.IsTrace {
+			s.SetSpanID(spanutil.SpanID("langfuse/obs", rootSpanID(o.ID)))
+			name := o.Name
+			if name == "" {
+				name = genai.LeadAgentName
+			}
+			s.SetName(genai.SpanName(genai.OpInvokeAgent, name))
+			s.SetKind(ptrace.SpanKindInternal)
+			a.PutStr(genai.AttrOperationName, genai.OpInvokeAgent)
+			a.PutStr(genai.AttrAgentName, name)
+			a.PutStr(genai.AttrAgentID, o.ID)
+			continue
+		}
+		s.SetSpanID(spanutil.SpanID("langfuse/obs", o.ID))
+		if o.ParentID != "" {
+			s.SetParentSpanID(spanutil.SpanID("langfuse/obs", o.ParentID))
+		} else {
+			s.SetParentSpanID(spanutil.SpanID("langfuse/obs", rootSpanID(o.TraceID)))
+		}
+		toolCallID, _ := o.Metadata["tool_call_id"].(string)
+		switch {
+		case o.Kind == "generation":
+			s.SetName(genai.SpanName(genai.OpChat, o.Model))
+			s.SetKind(ptrace.SpanKindClient)
+			a.PutStr(genai.AttrOperationName, genai.OpChat)
+			if o.Model != "" {
+				a.PutStr(genai.AttrRequestModel, o.Model)
+				a.PutStr(genai.AttrResponseModel, o.Model)
+			}
+			if p, _ := o.Metadata["provider"].(string); p != "" {
+				a.PutStr(genai.AttrProviderName, p)
+			}
+			if o.HasUsage {
+				genai.PutUsage(a, o.Usage)
+			}
+			var ids []string
+			if arr, ok := o.Metadata["response_tool_call_ids"].([]any); ok {
+				for _, e := range arr {
+					if s, ok := e.(string); ok && s != "" {
+						ids = append(ids, s)
+					}
+				}
+			}
+			if len(ids) == 0 {
+				ids = spanutil.ToolCallIDs(o.Output)
+			}
+			if len(ids) > 0 {
+				genai.PutStrings(a, genai.AttrResponseToolCallIDs, ids)
+			}
+		case o.Kind == "tool" || (o.Kind == "span" && toolCallID != ""):
+			s.SetName(genai.SpanName(genai.OpExecuteTool, o.Name))
+			s.SetKind(ptrace.SpanKindInternal)
+			a.PutStr(genai.AttrOperationName, genai.OpExecuteTool)
+			a.PutStr(genai.AttrToolName, o.Name)
+			a.PutStr(genai.AttrToolType, genai.ToolTypeFunction)
+			if toolCallID != "" {
+				a.PutStr(genai.AttrToolCallID, toolCallID)
+			}
+			if st, _ := o.Metadata["subagent_status"].(string); st != "" {
+				a.PutStr(genai.AttrSubagentStatus, st)
+			}
+		case o.Kind == "agent":
+			s.SetName(genai.SpanName(genai.OpInvokeAgent, o.Name))
+			s.SetKind(ptrace.SpanKindInternal)
+			a.PutStr(genai.AttrOperationName, genai.OpInvokeAgent)
+			a.PutStr(genai.AttrAgentName, o.Name)
+			a.PutStr(genai.AttrAgentID, o.ID)
+			if toolCallID != "" {
+				a.PutStr(genai.AttrToolCallID, toolCallID)
+			}
+		default:
+			s.SetName(o.Name)
+			s.SetKind(ptrace.SpanKindInternal)
+		}
+	}
+	return b.Traces()
+}

@@ -1,0 +1,329 @@
+// Package langfuse decodes what the Langfuse SDKs send: OTLP/HTTP spans carrying
+// langfuse.* attributes (POST /api/public/otel/v1/traces, SDK v4+) and the legacy
+// batch of create/update events (POST /api/public/ingestion, SDK v2/v3), and maps both
+// to the contract's spans.
+package langfuse
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
+)
+
+// ErrBody is a request-level decoding error.
+var ErrBody = errors.New("request body")
+
+// DecodeOTLP parses an OTLP/HTTP export request (protobuf or JSON, already
+// decompressed) and maps langfuse.* attributes onto the contract in place. Like
+// Langfuse, a body that does not parse is refused as a whole.
+func DecodeOTLP(contentType string, body []byte) (ptrace.Traces, error) {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	req := ptraceotlp.NewExportRequest()
+	switch mt {
+	case "application/x-protobuf", "application/protobuf":
+		if err := req.UnmarshalProto(body); err != nil {
+			return ptrace.Traces{}, fmt.Errorf("%w: invalid OTLP protobuf: %v", ErrBody, err)
+		}
+	case "application/json":
+		if err := req.UnmarshalJSON(body); err != nil {
+			return ptrace.Traces{}, fmt.Errorf("%w: invalid OTLP JSON: %v", ErrBody, err)
+		}
+	default:
+		return ptrace.Traces{}, fmt.Errorf("%w: Content-Type must be application/x-protobuf or application/json, got %q", ErrBody, contentType)
+	}
+	td := req.Traces()
+	MapOTLP(td)
+	return td, nil
+}
+
+// Langfuse attribute keys read by MapOTLP (Langfuse's own names; see
+// shared/vendors/langfuse-langsmith.md §1.7).
+const (
+	lfObsType       = "langfuse.observation.type"
+	lfModel         = "langfuse.observation.model.name"
+	lfUsageDetails  = "langfuse.observation.usage_details"
+	lfObsMetadata   = "langfuse.observation.metadata"
+	lfObsMetaPrefix = "langfuse.observation.metadata."
+	lfObsOutput     = "langfuse.observation.output"
+	lfObsInput      = "langfuse.observation.input"
+	lfTraceInput    = "langfuse.trace.input"
+	lfTraceOutput   = "langfuse.trace.output"
+	lfSessionID     = "langfuse.session.id"
+	lfUserID        = "langfuse.user.id"
+	lfTraceName     = "langfuse.trace.name"
+	lfTraceMetaPref = "langfuse.trace.metadata."
+	otelSessionID   = "session.id"
+	otelUserID      = "user.id"
+)
+
+// MapOTLP rewrites Langfuse-SDK spans into contract spans:
+//   - observation type generation → chat (name "chat <model>", CLIENT), agent →
+//     invoke_agent, tool → execute_tool; spans that already carry
+//     gen_ai.operation.name keep it;
+//   - langfuse.observation.model.name → gen_ai.request.model / response.model;
+//   - langfuse.observation.usage_details (Langfuse's exclusive buckets: input without
+//     cache, output without reasoning) → gen_ai.usage.* inclusive (CONTRACT §2);
+//   - session → gen_ai.conversation.id, user → enduser.id, copied to every span of the
+//     trace (the SDK sets them on some spans only);
+//   - metadata caller / tool_call_id / run_id / response_tool_call_ids → agentmeter keys;
+//     tool call ids a generation's output asked for → agentmeter.response.tool_call_ids;
+//   - prompt and completion content (langfuse.*.input/output) is dropped: the contract
+//     keeps content off unless the emitter opts in with gen_ai.*.messages.
+//
+// Span and trace ids are kept: they are the client's own, so a resend is the same span.
+func MapOTLP(td ptrace.Traces) {
+	session := map[pcommon.TraceID]string{}
+	user := map[pcommon.TraceID]string{}
+	forEachSpan(td, func(s ptrace.Span) {
+		a := s.Attributes()
+		if v := firstStr(a, lfSessionID, otelSessionID, genai.AttrConversationID); v != "" {
+			session[s.TraceID()] = v
+		}
+		if v := firstStr(a, lfUserID, otelUserID, genai.AttrEndUserID); v != "" {
+			user[s.TraceID()] = v
+		}
+	})
+	forEachSpan(td, func(s ptrace.Span) {
+		mapSpan(s, session[s.TraceID()], user[s.TraceID()])
+	})
+}
+
+func forEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				f(spans.At(k))
+			}
+		}
+	}
+}
+
+func firstStr(m pcommon.Map, keys ...string) string {
+	for _, k := range keys {
+		if v, ok := m.Get(k); ok {
+			if s := v.AsString(); s != "" {
+				return s
+			}
+		}
+	}
+	return ""
+}
+
+// metaValue reads a metadata key from langfuse.observation.metadata.<k> or from the
+// JSON object in langfuse.observation.metadata.
+func metaValue(a pcommon.Map, meta map[string]any, key string) string {
+	if v, ok := a.Get(lfObsMetaPrefix + key); ok {
+		s := v.AsString()
+		var js string
+		if json.Unmarshal([]byte(s), &js) == nil { // the JS SDK JSON-encodes values
+			return js
+		}
+		return s
+	}
+	if s, ok := meta[key].(string); ok {
+		return s
+	}
+	return ""
+}
+
+func mapSpan(s ptrace.Span, session, user string) {
+	a := s.Attributes()
+	var meta map[string]any
+	if v, ok := a.Get(lfObsMetadata); ok {
+		_ = json.Unmarshal([]byte(v.AsString()), &meta)
+	}
+	if session != "" {
+		if _, has := a.Get(genai.AttrConversationID); !has {
+			a.PutStr(genai.AttrConversationID, session)
+		}
+	}
+	if user != "" {
+		if _, has := a.Get(genai.AttrEndUserID); !has {
+			a.PutStr(genai.AttrEndUserID, user)
+		}
+	}
+	caller := firstStr(a, genai.AttrCaller)
+	if caller == "" {
+		caller = metaValue(a, meta, "caller")
+	}
+	if caller == "" {
+		caller = spanutil.CallerFromTags(genai.StringsFromMap(a, "langfuse.trace.tags"))
+	}
+	if caller != "" {
+		a.PutStr(genai.AttrCaller, caller)
+	}
+	if _, has := a.Get(genai.AttrRunID); !has {
+		if v := metaValue(a, meta, "run_id"); v != "" {
+			a.PutStr(genai.AttrRunID, v)
+		}
+	}
+	model := firstStr(a, lfModel, genai.AttrResponseModel, genai.AttrRequestModel)
+	op := firstStr(a, genai.AttrOperationName)
+	if op == "" {
+		switch strings.ToLower(firstStr(a, lfObsType)) {
+		case "generation":
+			op = genai.OpChat
+		case "agent":
+			op = genai.OpInvokeAgent
+		case "tool":
+			op = genai.OpExecuteTool
+		}
+		if op != "" {
+			a.PutStr(genai.AttrOperationName, op)
+		}
+	}
+	switch op {
+	case genai.OpChat:
+		s.SetName(genai.SpanName(genai.OpChat, model))
+		s.SetKind(ptrace.SpanKindClient)
+		if model != "" {
+			if _, has := a.Get(genai.AttrRequestModel); !has {
+				a.PutStr(genai.AttrRequestModel, model)
+			}
+			if _, has := a.Get(genai.AttrResponseModel); !has {
+				a.PutStr(genai.AttrResponseModel, model)
+			}
+		}
+		if v, ok := a.Get(lfUsageDetails); ok {
+			var ud map[string]any
+			if json.Unmarshal([]byte(v.AsString()), &ud) == nil {
+				if u, ok := UsageFromDetails(ud); ok {
+					genai.PutUsage(a, u)
+				}
+			}
+		}
+		if _, has := a.Get(genai.AttrResponseToolCallIDs); !has {
+			ids := metaStrings(a, meta, "response_tool_call_ids")
+			if len(ids) == 0 {
+				if v, ok := a.Get(lfObsOutput); ok {
+					var out any
+					if json.Unmarshal([]byte(v.AsString()), &out) == nil {
+						ids = spanutil.ToolCallIDs(out)
+					}
+				}
+			}
+			if len(ids) > 0 {
+				genai.PutStrings(a, genai.AttrResponseToolCallIDs, ids)
+			}
+		}
+	case genai.OpExecuteTool:
+		name := firstStr(a, genai.AttrToolName)
+		if name == "" {
+			name = s.Name()
+			a.PutStr(genai.AttrToolName, name)
+		}
+		s.SetName(genai.SpanName(genai.OpExecuteTool, name))
+		if _, has := a.Get(genai.AttrToolType); !has {
+			a.PutStr(genai.AttrToolType, genai.ToolTypeFunction)
+		}
+		if _, has := a.Get(genai.AttrToolCallID); !has {
+			if id := metaValue(a, meta, "tool_call_id"); id != "" {
+				a.PutStr(genai.AttrToolCallID, id)
+			}
+		}
+	case genai.OpInvokeAgent:
+		name := firstStr(a, genai.AttrAgentName)
+		if name == "" {
+			name = s.Name()
+			a.PutStr(genai.AttrAgentName, name)
+		}
+		s.SetName(genai.SpanName(genai.OpInvokeAgent, name))
+		if _, has := a.Get(genai.AttrToolCallID); !has {
+			if id := metaValue(a, meta, "tool_call_id"); id != "" {
+				a.PutStr(genai.AttrToolCallID, id)
+			}
+		}
+	}
+	for _, k := range []string{lfObsInput, lfObsOutput, lfTraceInput, lfTraceOutput} {
+		a.Remove(k)
+	}
+}
+
+func metaStrings(a pcommon.Map, meta map[string]any, key string) []string {
+	if v, ok := a.Get(lfObsMetaPrefix + key); ok {
+		var arr []string
+		if json.Unmarshal([]byte(v.AsString()), &arr) == nil {
+			return arr
+		}
+	}
+	if arr, ok := meta[key].([]any); ok {
+		var out []string
+		for _, e := range arr {
+			if s, ok := e.(string); ok && s != "" {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// UsageFromDetails converts Langfuse usage details to the contract's inclusive usage.
+// Langfuse buckets are exclusive (input excludes cache, output excludes reasoning) and
+// each key is priced on its own; the contract counts input with cache and output with
+// reasoning. OpenAI-shaped objects (prompt_tokens/completion_tokens, or the Responses
+// input_tokens/output_tokens with *_details) are already inclusive, as Langfuse itself
+// treats them. ok is false when no token count is present.
+func UsageFromDetails(ud map[string]any) (genai.Usage, bool) {
+	n := func(k string) int64 { v, _ := spanutil.ToInt64(ud[k]); return v }
+	has := func(k string) bool { _, ok := spanutil.ToInt64(ud[k]); return ok }
+	var u genai.Usage
+	if has("prompt_tokens") || has("completion_tokens") {
+		u.Input, u.Output = n("prompt_tokens"), n("completion_tokens")
+		if d, ok := ud["prompt_tokens_details"].(map[string]any); ok {
+			u.CacheRead, _ = spanutil.ToInt64(d["cached_tokens"])
+		}
+		if d, ok := ud["completion_tokens_details"].(map[string]any); ok {
+			u.Reasoning, _ = spanutil.ToInt64(d["reasoning_tokens"])
+		}
+		return u, true
+	}
+	if (has("input_tokens") || has("output_tokens")) && !has("input") && !has("output") {
+		u.Input, u.Output = n("input_tokens"), n("output_tokens")
+		if d, ok := ud["input_tokens_details"].(map[string]any); ok {
+			u.CacheRead, _ = spanutil.ToInt64(d["cached_tokens"])
+		}
+		if d, ok := ud["output_tokens_details"].(map[string]any); ok {
+			u.Reasoning, _ = spanutil.ToInt64(d["reasoning_tokens"])
+		}
+		return u, true
+	}
+	found := false
+	for k, v := range ud {
+		c, ok := spanutil.ToInt64(v)
+		if !ok {
+			continue
+		}
+		found = true
+		switch {
+		case k == "total":
+			// derived: the contract has no total attribute
+		case k == "input_cached_tokens" || k == "input_cache_read" || k == "cache_read_input_tokens" || k == "input_cached":
+			u.CacheRead += c
+			u.Input += c
+		case strings.HasPrefix(k, "input_cache_creation") || k == "cache_creation_input_tokens" || k == "input_cache_write":
+			u.CacheCreation += c
+			u.Input += c
+		case k == "output_reasoning_tokens" || k == "output_reasoning":
+			u.Reasoning += c
+			u.Output += c
+		case k == "input" || strings.HasPrefix(k, "input_"):
+			u.Input += c
+		case k == "output" || strings.HasPrefix(k, "output_"):
+			u.Output += c
+		}
+	}
+	return u, found
+}

@@ -1,0 +1,178 @@
+package langsmith
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"sort"
+	"strings"
+)
+
+// ErrBody is a request-level error: nothing in the body could be used.
+var ErrBody = errors.New("request body")
+
+// DecodeRun decodes the body of POST /runs or PATCH /runs/{id}. For a PATCH, pathID
+// is the id from the URL; it wins over a different id in the body.
+func DecodeRun(body []byte, patch bool, pathID string) (Op, error) {
+	m, err := decodeObject(body)
+	if err != nil {
+		return Op{}, fmt.Errorf("%w: %v", ErrBody, err)
+	}
+	if patch && pathID != "" {
+		m["id"] = pathID
+	}
+	r, err := parseRun(m, patch)
+	if err != nil {
+		return Op{}, fmt.Errorf("%w: %v", ErrBody, err)
+	}
+	return Op{Patch: patch, Run: r, Field: "run"}, nil
+}
+
+// DecodeBatch decodes POST /runs/batch: {"post": [run...], "patch": [run...]}. Bad
+// items are reported and skipped; the rest are returned.
+func DecodeBatch(body []byte) ([]Op, []ItemError, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var env map[string]any
+	if err := dec.Decode(&env); err != nil || env == nil {
+		return nil, nil, fmt.Errorf("%w: expected a JSON object {\"post\": [...], \"patch\": [...]}", ErrBody)
+	}
+	var ops []Op
+	var errs []ItemError
+	for _, kind := range []string{"post", "patch"} {
+		v, ok := env[kind]
+		if !ok || v == nil {
+			continue
+		}
+		arr, ok := v.([]any)
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: %s must be an array of runs", ErrBody, kind)
+		}
+		for i, item := range arr {
+			field := fmt.Sprintf("%s[%d]", kind, i)
+			m, ok := item.(map[string]any)
+			if !ok {
+				errs = append(errs, ItemError{Field: field, Message: "must be a JSON object"})
+				continue
+			}
+			r, err := parseRun(m, kind == "patch")
+			if err != nil {
+				errs = append(errs, ItemError{Field: field, Message: err.Error()})
+				continue
+			}
+			ops = append(ops, Op{Patch: kind == "patch", Run: r, Field: field})
+		}
+	}
+	return ops, errs, nil
+}
+
+// splitFields are the run fields the SDKs send as their own multipart parts.
+var splitFields = map[string]bool{"inputs": true, "outputs": true, "events": true, "extra": true, "error": true, "serialized": true}
+
+// DecodeMultipart decodes POST /runs/multipart. Parts are named post.<id>,
+// patch.<id> (the run without its big fields) and post.<id>.<field> (one field
+// each); attachment.* and feedback.* parts are ignored. A run with a bad part is
+// reported and skipped.
+func DecodeMultipart(contentType string, body io.Reader) ([]Op, []ItemError, error) {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil || !strings.HasPrefix(mt, "multipart/") || params["boundary"] == "" {
+		return nil, nil, fmt.Errorf("%w: Content-Type must be multipart/form-data with a boundary", ErrBody)
+	}
+	mr := multipart.NewReader(body, params["boundary"])
+	type key struct{ kind, id string }
+	runs := map[key]map[string]any{}
+	var order []key
+	bad := map[key]string{}
+	var errs []ItemError
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, nil, err
+			}
+			return nil, nil, fmt.Errorf("%w: malformed multipart body: %v", ErrBody, err)
+		}
+		name := p.FormName()
+		kind, rest, _ := strings.Cut(name, ".")
+		if kind != "post" && kind != "patch" {
+			_, _ = io.Copy(io.Discard, p)
+			continue
+		}
+		id, field, _ := strings.Cut(rest, ".")
+		data, err := io.ReadAll(p)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading part %q: %w", name, err)
+		}
+		k := key{kind, id}
+		if _, seen := runs[k]; !seen {
+			runs[k] = map[string]any{}
+			order = append(order, k)
+		}
+		if _, isBad := bad[k]; isBad {
+			continue
+		}
+		if id == "" {
+			bad[k] = fmt.Sprintf("part %q: missing run id", name)
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			bad[k] = fmt.Sprintf("part %q: invalid JSON: %v", name, err)
+			continue
+		}
+		if field == "" {
+			m, ok := v.(map[string]any)
+			if !ok {
+				bad[k] = fmt.Sprintf("part %q: must be a JSON object", name)
+				continue
+			}
+			for fk, fv := range m {
+				if _, set := runs[k][fk]; !set || !splitFields[fk] {
+					runs[k][fk] = fv
+				}
+			}
+			continue
+		}
+		if !splitFields[field] {
+			continue // unknown split field: ignored like any unknown field
+		}
+		runs[k][field] = v
+	}
+	var ops []Op
+	for _, k := range order {
+		field := k.kind + "." + k.id
+		if msg, isBad := bad[k]; isBad {
+			errs = append(errs, ItemError{Field: field, Message: msg})
+			continue
+		}
+		m := runs[k]
+		if _, ok := m["id"]; !ok {
+			m["id"] = k.id
+		}
+		r, err := parseRun(m, k.kind == "patch")
+		if err != nil {
+			errs = append(errs, ItemError{Field: field, Message: err.Error()})
+			continue
+		}
+		ops = append(ops, Op{Patch: k.kind == "patch", Run: r, Field: field})
+	}
+	// posts before patches, each in dotted order, so parents are seen first
+	sort.SliceStable(ops, func(i, j int) bool {
+		if ops[i].Patch != ops[j].Patch {
+			return !ops[i].Patch
+		}
+		return false
+	})
+	return ops, errs, nil
+}

@@ -1,0 +1,217 @@
+// Package langsmith decodes what the LangSmith SDKs send (POST /runs, PATCH
+// /runs/{id}, POST /runs/batch, POST /runs/multipart) and turns runs into the
+// contract's spans: llm runs → chat, tool runs → execute_tool, agent chains →
+// invoke_agent, other runs → plain internal spans keeping the tree.
+package langsmith
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
+)
+
+// Run is one LangSmith run as far as a POST and/or PATCH told us.
+type Run struct {
+	ID          string
+	TraceID     string
+	DottedOrder string
+	ParentRunID string
+	Name        string
+	RunType     string
+	SessionName string
+	Start       time.Time
+	End         time.Time
+	Inputs      map[string]any
+	Outputs     map[string]any
+	Extra       map[string]any
+	Error       string
+	Tags        []string
+	// Posted is true once the run's POST was seen (a PATCH alone leaves it false).
+	Posted bool
+}
+
+// Ended reports whether the run has finished (end_time known).
+func (r Run) Ended() bool { return !r.End.IsZero() }
+
+// Op is one create ("post") or update ("patch") of a run.
+type Op struct {
+	Patch bool
+	Run   Run
+	// Field locates the item in the request for error messages ("post[3]").
+	Field string
+}
+
+// ItemError is one rejected item of a batch.
+type ItemError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// decodeObject decodes JSON with numbers kept as json.Number.
+func decodeObject(raw []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
+	if m == nil {
+		return nil, errors.New("must be a JSON object")
+	}
+	return m, nil
+}
+
+// parseRun validates one run object. Unknown fields are ignored; a known field with
+// the wrong type is an error naming it. id is required; patches may omit everything
+// else.
+func parseRun(m map[string]any, patch bool) (Run, error) {
+	var r Run
+	var errs []error
+	str := func(key string) string {
+		v, ok := m[key]
+		if !ok || v == nil {
+			return ""
+		}
+		s, ok := v.(string)
+		if !ok {
+			errs = append(errs, spanutil.Errorf(key, "must be a string"))
+		}
+		return s
+	}
+	obj := func(key string) map[string]any {
+		v, ok := m[key]
+		if !ok || v == nil {
+			return nil
+		}
+		o, ok := v.(map[string]any)
+		if !ok {
+			errs = append(errs, spanutil.Errorf(key, "must be a JSON object"))
+		}
+		return o
+	}
+	tm := func(key string) time.Time {
+		v, ok := m[key]
+		if !ok || v == nil {
+			return time.Time{}
+		}
+		t, err := spanutil.ParseTime(v)
+		if err != nil {
+			errs = append(errs, spanutil.Errorf(key, "%v", err))
+		}
+		return t
+	}
+	r.ID = str("id")
+	if r.ID == "" {
+		errs = append(errs, spanutil.Errorf("id", "is required"))
+	} else if !spanutil.IsUUIDOrHex(r.ID) {
+		errs = append(errs, spanutil.Errorf("id", "must be a UUID, got %q", spanutil.Truncate(r.ID, 64)))
+	}
+	r.TraceID = str("trace_id")
+	if r.TraceID != "" && !spanutil.IsUUIDOrHex(r.TraceID) {
+		errs = append(errs, spanutil.Errorf("trace_id", "must be a UUID"))
+	}
+	r.DottedOrder = str("dotted_order")
+	r.ParentRunID = str("parent_run_id")
+	r.Name = str("name")
+	r.RunType = str("run_type")
+	r.SessionName = str("session_name")
+	r.Start = tm("start_time")
+	r.End = tm("end_time")
+	r.Inputs = obj("inputs")
+	r.Outputs = obj("outputs")
+	r.Extra = obj("extra")
+	if v, ok := m["error"]; ok && v != nil {
+		switch e := v.(type) {
+		case string:
+			r.Error = e
+		default:
+			b, _ := json.Marshal(e)
+			r.Error = string(b)
+		}
+	}
+	if v, ok := m["tags"]; ok && v != nil {
+		arr, ok := v.([]any)
+		if !ok {
+			errs = append(errs, spanutil.Errorf("tags", "must be an array of strings"))
+		}
+		for _, t := range arr {
+			if s, ok := t.(string); ok {
+				r.Tags = append(r.Tags, s)
+			}
+		}
+	}
+	r.Posted = !patch
+	return r, errors.Join(errs...)
+}
+
+// Merge applies an update (or a second copy of the create) onto base: every field the
+// update sets wins; extra.metadata is merged key by key, since the SDKs send metadata
+// on the POST and often only runtime info on the PATCH.
+func Merge(base, upd Run) Run {
+	out := base
+	setS := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	setS(&out.TraceID, upd.TraceID)
+	setS(&out.DottedOrder, upd.DottedOrder)
+	setS(&out.ParentRunID, upd.ParentRunID)
+	setS(&out.Name, upd.Name)
+	setS(&out.RunType, upd.RunType)
+	setS(&out.SessionName, upd.SessionName)
+	setS(&out.Error, upd.Error)
+	if !upd.Start.IsZero() {
+		out.Start = upd.Start
+	}
+	if !upd.End.IsZero() {
+		out.End = upd.End
+	}
+	if upd.Inputs != nil {
+		out.Inputs = upd.Inputs
+	}
+	if upd.Outputs != nil {
+		out.Outputs = upd.Outputs
+	}
+	if len(upd.Tags) > 0 {
+		out.Tags = upd.Tags
+	}
+	if upd.Extra != nil {
+		if out.Extra == nil {
+			out.Extra = upd.Extra
+		} else {
+			merged := make(map[string]any, len(out.Extra)+len(upd.Extra))
+			for k, v := range out.Extra {
+				merged[k] = v
+			}
+			for k, v := range upd.Extra {
+				if k == "metadata" {
+					bm, _ := merged["metadata"].(map[string]any)
+					um, _ := v.(map[string]any)
+					if bm != nil && um != nil {
+						mm := make(map[string]any, len(bm)+len(um))
+						for k2, v2 := range bm {
+							mm[k2] = v2
+						}
+						for k2, v2 := range um {
+							mm[k2] = v2
+						}
+						merged[k] = mm
+						continue
+					}
+				}
+				merged[k] = v
+			}
+			out.Extra = merged
+		}
+	}
+	out.Posted = base.Posted || upd.Posted
+	if out.ID == "" {
+		out.ID = upd.ID
+	}
+	return out
+}

@@ -1,0 +1,406 @@
+package langsmith
+
+import (
+	"sort"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
+)
+
+// DefaultService is service.name when a run names no project (session_name).
+const DefaultService = "langsmith"
+
+// runInfo is what later runs need to know about an earlier one.
+type runInfo struct {
+	TraceID  string
+	RunType  string
+	Caller   string
+	ThreadID string
+	RunID    string
+	Agent    string // agent name when the run became an invoke_agent span
+	// ToolCallID of a tool run, for the subagent run it dispatched.
+	ToolCallID string
+}
+
+// Translator turns run operations into spans. It keeps two bounded stores shared by
+// all requests: runs POSTed without end_time, waiting for their PATCH (so a POST+PATCH
+// pair becomes one span), and facts about recent runs (trace, type, caller) so a child
+// or a late PATCH arriving in another request is still placed correctly.
+type Translator struct {
+	pending *spanutil.Pending[Run]
+	recent  *spanutil.Recent[runInfo]
+}
+
+// NewTranslator returns a translator holding unfinished runs for pendingTimeout, at
+// most maxPending of them.
+func NewTranslator(pendingTimeout time.Duration, maxPending int) *Translator {
+	return &Translator{
+		pending: spanutil.NewPending[Run](pendingTimeout, maxPending),
+		recent:  spanutil.NewRecent[runInfo](4 * maxPending),
+	}
+}
+
+// Plan is the outcome of one request: runs ready to become spans now, and runs to
+// park until their PATCH. Nothing in the translator changes until Commit, so a
+// request the pipeline refuses leaves no trace and the client's retry starts over.
+type Plan struct {
+	Complete []Run
+	Park     []Run
+	t        *Translator
+}
+
+// Plan merges ops with parked runs. A run is complete when it has an end_time.
+func (t *Translator) Plan(ops []Op) *Plan {
+	merged := map[string]Run{}
+	var order []string
+	for _, op := range ops {
+		cur, ok := merged[op.Run.ID]
+		if !ok {
+			if parked, isParked := t.pending.Get(op.Run.ID); isParked {
+				cur, ok = parked, true
+			}
+		}
+		if ok {
+			if op.Patch {
+				cur = Merge(cur, op.Run)
+			} else {
+				cur = Merge(op.Run, cur) // a re-sent POST never undoes a PATCH already seen
+				cur.Posted = true
+			}
+		} else {
+			cur = op.Run
+		}
+		if _, seen := merged[op.Run.ID]; !seen {
+			order = append(order, op.Run.ID)
+		}
+		merged[op.Run.ID] = cur
+	}
+	p := &Plan{t: t}
+	for _, id := range order {
+		r := merged[id]
+		if r.Ended() {
+			p.Complete = append(p.Complete, r)
+		} else {
+			p.Park = append(p.Park, r)
+		}
+	}
+	sortByDottedOrder(p.Complete)
+	return p
+}
+
+func sortByDottedOrder(runs []Run) {
+	sort.SliceStable(runs, func(i, j int) bool {
+		a, b := runs[i].DottedOrder, runs[j].DottedOrder
+		if a == "" || b == "" {
+			return a != "" && b == ""
+		}
+		return a < b
+	})
+}
+
+// Build turns the plan's complete runs into spans.
+func (p *Plan) Build() ptrace.Traces {
+	return p.t.build(p.Complete, p.Park)
+}
+
+// Commit records the plan after the pipeline accepted its spans: completed runs leave
+// the pending store, unfinished ones enter it. It returns runs evicted because the
+// store is full; the caller emits them as they are.
+func (p *Plan) Commit(now time.Time) []Run {
+	ids := make([]string, 0, len(p.Complete))
+	for _, r := range p.Complete {
+		ids = append(ids, r.ID)
+	}
+	p.t.pending.Remove(ids...)
+	var evicted []Run
+	for _, r := range p.Park {
+		evicted = append(evicted, p.t.pending.Put(r.ID, r, now)...)
+	}
+	return evicted
+}
+
+// Expired removes and returns parked runs older than the timeout.
+func (t *Translator) Expired(now time.Time) []Run { return t.pending.Expired(now) }
+
+// Drain removes and returns all parked runs (shutdown).
+func (t *Translator) Drain() []Run { return t.pending.Drain() }
+
+// Repark puts runs back after the pipeline refused them on a timeout flush.
+func (t *Translator) Repark(runs []Run, now time.Time) []Run {
+	var evicted []Run
+	for _, r := range runs {
+		evicted = append(evicted, t.pending.Put(r.ID, r, now)...)
+	}
+	return evicted
+}
+
+// Pending is the number of parked runs.
+func (t *Translator) Pending() int { return t.pending.Len() }
+
+// BuildRuns turns runs (e.g. expired ones) into spans as they are.
+func (t *Translator) BuildRuns(runs []Run) ptrace.Traces {
+	sortByDottedOrder(runs)
+	return t.build(runs, nil)
+}
+
+// dottedIDs returns the run ids of a dotted_order, root first.
+func dottedIDs(dotted string) []string {
+	if dotted == "" {
+		return nil
+	}
+	segs := strings.Split(dotted, ".")
+	out := make([]string, 0, len(segs))
+	for _, s := range segs {
+		if i := strings.IndexByte(s, 'Z'); i >= 0 && i+1 < len(s) {
+			out = append(out, s[i+1:])
+		}
+	}
+	return out
+}
+
+func (t *Translator) build(runs, also []Run) ptrace.Traces {
+	b := spanutil.NewBuilder()
+	local := map[string]runInfo{}
+	lookup := func(id string) (runInfo, bool) {
+		if ri, ok := local[id]; ok {
+			return ri, true
+		}
+		return t.recent.Get(id)
+	}
+	// parked runs of this request still tell their children who they are
+	for _, r := range also {
+		local[r.ID] = t.info(r, lookup)
+	}
+	for _, r := range runs {
+		ri := t.info(r, lookup)
+		local[r.ID] = ri
+		t.recent.Put(r.ID, ri)
+		t.span(b, r, ri, lookup)
+	}
+	for id, ri := range local {
+		t.recent.Put(id, ri)
+	}
+	return b.Traces()
+}
+
+func (t *Translator) parentID(r Run) string {
+	if r.ParentRunID != "" {
+		return r.ParentRunID
+	}
+	ids := dottedIDs(r.DottedOrder)
+	if len(ids) >= 2 {
+		return ids[len(ids)-2]
+	}
+	return ""
+}
+
+// info works out trace, caller, thread and agent identity of a run, inheriting from
+// its parent when the run does not say.
+func (t *Translator) info(r Run, lookup func(string) (runInfo, bool)) runInfo {
+	parentID := t.parentID(r)
+	parent, hasParent := runInfo{}, false
+	if parentID != "" {
+		parent, hasParent = lookup(parentID)
+	}
+	ri := runInfo{RunType: strings.ToLower(r.RunType)}
+	if ri.RunType == "tool" {
+		ri.ToolCallID = toolCallID(r)
+	}
+	switch {
+	case r.TraceID != "":
+		ri.TraceID = r.TraceID
+	case len(dottedIDs(r.DottedOrder)) > 0:
+		ri.TraceID = dottedIDs(r.DottedOrder)[0]
+	case hasParent:
+		ri.TraceID = parent.TraceID
+	case parentID == "":
+		ri.TraceID = r.ID // a root run's id is its trace id
+	default:
+		ri.TraceID = parentID // best effort: the parent is unknown here
+	}
+	md := metadata(r)
+	ri.ThreadID = firstString(md, "thread_id", "session_id", "conversation_id")
+	if ri.ThreadID == "" && hasParent {
+		ri.ThreadID = parent.ThreadID
+	}
+	ri.RunID = firstString(md, "run_id")
+	if ri.RunID == "" {
+		if hasParent {
+			ri.RunID = parent.RunID
+		} else {
+			ri.RunID = ri.TraceID
+		}
+	}
+	caller := spanutil.CallerFromTags(r.Tags)
+	if caller == "" {
+		caller = firstString(md, "caller", "agentmeter.caller")
+	}
+	if ri.RunType == "chain" || ri.RunType == "" {
+		name := firstString(md, "lc_agent_name", "agent_name")
+		isAgent := name != "" || parentID == "" || (hasParent && parent.RunType == "tool")
+		if isAgent {
+			if name == "" {
+				name = r.Name
+			}
+			if name == "" {
+				name = genai.LeadAgentName
+			}
+			ri.Agent = name
+			if caller == "" && hasParent && parent.RunType == "tool" {
+				caller = genai.SubagentCaller(name)
+			}
+		}
+	}
+	if caller == "" && hasParent {
+		caller = parent.Caller
+	}
+	if caller == "" {
+		caller = genai.BucketLeadAgent
+	}
+	ri.Caller = caller
+	return ri
+}
+
+func metadata(r Run) map[string]any {
+	md, _ := r.Extra["metadata"].(map[string]any)
+	return md
+}
+
+func firstString(m map[string]any, keys ...string) string {
+	for _, k := range keys {
+		if s, ok := m[k].(string); ok && s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+func (t *Translator) span(b *spanutil.Builder, r Run, ri runInfo, lookup func(string) (runInfo, bool)) {
+	service := r.SessionName
+	if service == "" {
+		service = DefaultService
+	}
+	s := b.Span(service)
+	s.SetTraceID(spanutil.TraceID(ri.TraceID))
+	s.SetSpanID(spanutil.SpanID("langsmith/run", r.ID))
+	if pid := t.parentID(r); pid != "" {
+		s.SetParentSpanID(spanutil.SpanID("langsmith/run", pid))
+	}
+	start, end := r.Start, r.End
+	if start.IsZero() {
+		start = end
+	}
+	if end.IsZero() || end.Before(start) {
+		end = start
+	}
+	s.SetStartTimestamp(spanutil.Timestamp(start))
+	s.SetEndTimestamp(spanutil.Timestamp(end))
+	a := s.Attributes()
+	if ri.ThreadID != "" {
+		a.PutStr(genai.AttrConversationID, ri.ThreadID)
+	}
+	a.PutStr(genai.AttrRunID, ri.RunID)
+	a.PutStr(genai.AttrCaller, ri.Caller)
+	md := metadata(r)
+	if u := firstString(md, "user_id", "langfuse_user_id"); u != "" {
+		a.PutStr(genai.AttrEndUserID, u)
+	}
+	if r.Error != "" {
+		s.Status().SetCode(ptrace.StatusCodeError)
+		s.Status().SetMessage(spanutil.Truncate(r.Error, 512))
+		a.PutStr(genai.AttrErrorType, spanutil.ErrorType(r.Error))
+	}
+	switch {
+	case ri.RunType == "llm" || ri.RunType == "chat_model":
+		t.chat(s, r, md)
+	case ri.RunType == "tool":
+		s.SetName(genai.SpanName(genai.OpExecuteTool, r.Name))
+		s.SetKind(ptrace.SpanKindInternal)
+		a.PutStr(genai.AttrOperationName, genai.OpExecuteTool)
+		a.PutStr(genai.AttrToolName, r.Name)
+		a.PutStr(genai.AttrToolType, genai.ToolTypeFunction)
+		if ri.ToolCallID != "" {
+			a.PutStr(genai.AttrToolCallID, ri.ToolCallID)
+		}
+		if st := firstString(md, "subagent_status"); st != "" {
+			a.PutStr(genai.AttrSubagentStatus, st)
+		} else if st := spanutil.FindString(r.Outputs, "subagent_status"); st != "" {
+			a.PutStr(genai.AttrSubagentStatus, st)
+		}
+	case ri.Agent != "":
+		s.SetName(genai.SpanName(genai.OpInvokeAgent, ri.Agent))
+		s.SetKind(ptrace.SpanKindInternal)
+		a.PutStr(genai.AttrOperationName, genai.OpInvokeAgent)
+		a.PutStr(genai.AttrAgentName, ri.Agent)
+		a.PutStr(genai.AttrAgentID, r.ID)
+		// a subagent's run span names the task call that dispatched it
+		if pid := t.parentID(r); pid != "" {
+			if p, ok := lookup(pid); ok && p.RunType == "tool" && p.ToolCallID != "" {
+				a.PutStr(genai.AttrToolCallID, p.ToolCallID)
+			}
+		}
+	default:
+		name := r.Name
+		if name == "" {
+			name = ri.RunType
+		}
+		s.SetName(name)
+		s.SetKind(ptrace.SpanKindInternal)
+	}
+}
+
+func (t *Translator) chat(s ptrace.Span, r Run, md map[string]any) {
+	a := s.Attributes()
+	inv, _ := r.Extra["invocation_params"].(map[string]any)
+	model := firstString(md, "ls_model_name")
+	if model == "" {
+		model = firstString(inv, "model", "model_name")
+	}
+	respModel := spanutil.FindString(r.Outputs, "model_name")
+	if respModel == "" {
+		respModel = model
+	}
+	if model == "" {
+		model = respModel
+	}
+	s.SetName(genai.SpanName(genai.OpChat, model))
+	s.SetKind(ptrace.SpanKindClient)
+	a.PutStr(genai.AttrOperationName, genai.OpChat)
+	if p := firstString(md, "ls_provider"); p != "" {
+		a.PutStr(genai.AttrProviderName, p)
+	}
+	if model != "" {
+		a.PutStr(genai.AttrRequestModel, model)
+	}
+	if respModel != "" {
+		a.PutStr(genai.AttrResponseModel, respModel)
+	}
+	if u, ok := usageOf(r); ok {
+		genai.PutUsage(a, u)
+	}
+	if ids := spanutil.ToolCallIDs(r.Outputs); len(ids) > 0 {
+		genai.PutStrings(a, genai.AttrResponseToolCallIDs, ids)
+	}
+}
+
+// toolCallID finds the provider tool call id of a tool run: LangChain puts it in
+// extra (tool_call_id), hand-written runs in metadata or inputs, and the ToolMessage
+// output carries it too.
+func toolCallID(r Run) string {
+	if id := spanutil.FindString(r.Extra, "tool_call_id"); id != "" {
+		return id
+	}
+	if id := spanutil.FindString(r.Inputs, "tool_call_id"); id != "" {
+		return id
+	}
+	if tc, ok := r.Inputs["tool_call"].(map[string]any); ok {
+		if id, ok := tc["id"].(string); ok && id != "" {
+			return id
+		}
+	}
+	return spanutil.FindString(r.Outputs, "tool_call_id")
+}

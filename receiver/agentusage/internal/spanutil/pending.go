@@ -1,0 +1,147 @@
+package spanutil
+
+import (
+	"sync"
+	"time"
+)
+
+// Pending holds half-finished items (a LangSmith run POSTed without end_time, a
+// Langfuse observation created without endTime) until their update arrives or they
+// time out. It is bounded: when full, the oldest item is handed back for emission, so
+// memory never grows with clients that never send the update.
+//
+// Items are removed only by the caller (Remove after a successful hand-off to the
+// pipeline, or Expired/Drain which remove and return), so a refused update leaves the
+// original data in place for the client's retry.
+type Pending[T any] struct {
+	mu      sync.Mutex
+	items   map[string]*pendingEntry[T]
+	timeout time.Duration
+	max     int
+}
+
+type pendingEntry[T any] struct {
+	v     T
+	added time.Time
+}
+
+// NewPending returns a store whose items expire after timeout, holding at most max.
+func NewPending[T any](timeout time.Duration, max int) *Pending[T] {
+	return &Pending[T]{items: map[string]*pendingEntry[T]{}, timeout: timeout, max: max}
+}
+
+// Get returns the item stored under id.
+func (p *Pending[T]) Get(id string) (T, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.items[id]
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return e.v, true
+}
+
+// Put stores v under id (keeping the first arrival time of an id already present) and
+// returns the items evicted because the store is full (oldest first).
+func (p *Pending[T]) Put(id string, v T, now time.Time) []T {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.items[id]; ok {
+		e.v = v
+		return nil
+	}
+	var evicted []T
+	for len(p.items) >= p.max && len(p.items) > 0 {
+		oldestID, oldest := "", time.Time{}
+		for k, e := range p.items {
+			if oldestID == "" || e.added.Before(oldest) {
+				oldestID, oldest = k, e.added
+			}
+		}
+		evicted = append(evicted, p.items[oldestID].v)
+		delete(p.items, oldestID)
+	}
+	p.items[id] = &pendingEntry[T]{v: v, added: now}
+	return evicted
+}
+
+// Remove deletes ids.
+func (p *Pending[T]) Remove(ids ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, id := range ids {
+		delete(p.items, id)
+	}
+}
+
+// Expired removes and returns the items older than the timeout.
+func (p *Pending[T]) Expired(now time.Time) []T {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []T
+	for k, e := range p.items {
+		if now.Sub(e.added) >= p.timeout {
+			out = append(out, e.v)
+			delete(p.items, k)
+		}
+	}
+	return out
+}
+
+// Drain removes and returns everything (shutdown).
+func (p *Pending[T]) Drain() []T {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]T, 0, len(p.items))
+	for k, e := range p.items {
+		out = append(out, e.v)
+		delete(p.items, k)
+	}
+	return out
+}
+
+// Len is the number of items held.
+func (p *Pending[T]) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.items)
+}
+
+// Recent is a bounded FIFO cache of facts about items already seen (a run's trace id,
+// type and caller), so a later child or update can be placed without its parent.
+type Recent[T any] struct {
+	mu   sync.Mutex
+	m    map[string]T
+	ring []string
+	next int
+}
+
+// NewRecent returns a cache of at most size entries.
+func NewRecent[T any](size int) *Recent[T] {
+	return &Recent[T]{m: make(map[string]T, size), ring: make([]string, size)}
+}
+
+// Get returns the entry for id.
+func (r *Recent[T]) Get(id string) (T, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.m[id]
+	return v, ok
+}
+
+// Put stores v under id, evicting the oldest entry when full.
+func (r *Recent[T]) Put(id string, v T) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.m[id]; ok {
+		r.m[id] = v
+		return
+	}
+	if old := r.ring[r.next]; old != "" {
+		delete(r.m, old)
+	}
+	r.ring[r.next] = id
+	r.next = (r.next + 1) % len(r.ring)
+	r.m[id] = v
+}
