@@ -1,0 +1,190 @@
+//go:build ignore
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/fakevendor/langfusefake"
+)
+
+// demoResult is `agentmeter run --json` (the fields the checks need).
+type demoResult struct {
+	Answer     string `json:"answer"`
+	TraceID    string `json:"trace_id"`
+	Completion struct {
+		TotalInputTokens  int64 `json:"total_input_tokens"`
+		TotalOutputTokens int64 `json:"total_output_tokens"`
+		TotalTokens       int64 `json:"total_tokens"`
+		LLMCallCount      int64 `json:"llm_call_count"`
+		LeadAgentTokens   int64 `json:"lead_agent_tokens"`
+		SubagentTokens    int64 `json:"subagent_tokens"`
+		MiddlewareTokens  int64 `json:"middleware_tokens"`
+	} `json:"completion"`
+}
+
+func runDemoAgent(t *testing.T, otlpHTTP string) demoResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, AgentmeterBinary(t), "run", "--json", "Research metering approaches and compare them.")
+	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+otlpHTTP, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	require.NoError(t, cmd.Run(), "agentmeter run --json\nstderr:\n%s", errOut.String())
+	var res demoResult
+	require.NoError(t, json.Unmarshal(bytes.TrimSpace(out.Bytes()), &res), "stdout:\n%s", out.String())
+	require.NotEmpty(t, res.TraceID, "run --json names its trace")
+	require.Positive(t, res.Completion.TotalTokens)
+	return res
+}
+
+// spanUsage sums own usage over the exported spans of the given traces, per caller bucket
+// too (input+output), and counts calls.
+type spanUsage struct {
+	usage    genai.Usage
+	byCaller map[string]int64
+	calls    int64
+	merged   int // dispatching calls carrying agentmeter.subagent.*
+}
+
+func sumSpans(path string, traceIDs map[string]bool) spanUsage {
+	su := spanUsage{byCaller: map[string]int64{}}
+	tds, _ := ReadTraces(path) // a partial last line is read again on the next poll
+	seen := map[string]bool{}
+	for _, sp := range Spans(tds) {
+		tid := sp.TraceID().String()
+		if !traceIDs[tid] || seen[tid+sp.SpanID().String()] {
+			continue
+		}
+		seen[tid+sp.SpanID().String()] = true
+		if _, ok := genai.SubagentUsageFromMap(sp.Attributes()); ok {
+			su.merged++
+		}
+		u, ok := genai.UsageFromMap(sp.Attributes())
+		if !ok {
+			continue
+		}
+		caller := ""
+		if v, ok := sp.Attributes().Get(genai.AttrCaller); ok {
+			caller = v.Str()
+		}
+		su.usage = su.usage.Add(u)
+		su.byCaller[genai.CallerBucket(caller)] += u.Total()
+		su.calls++
+	}
+	return su
+}
+
+func allKinds(u genai.Usage) int64 {
+	var n int64
+	for _, k := range u.Kinds() {
+		n += k.Tokens
+	}
+	return n
+}
+
+// The scripted demo, run several times through the shipped otelcol-config.yaml while a
+// real Prometheus scrapes it: PromQL totals equal the exported spans' own usage, and the
+// per-caller split equals the journals'. With the vendor exporters switched on by their
+// DeerFlow variables against local fakes, the vendor-side totals are equal too.
+func TestSidecarDemoRunsInPrometheus(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		vendors bool
+	}{{"exporters_off", false}, {"langfuse_and_langsmith_on", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ports := setSidecarEnv(t)
+			dir := t.TempDir()
+			tracesFile := filepath.Join(dir, "traces.jsonl")
+			t.Setenv("AGENTMETER_DEMO_TRACES_FILE", tracesFile)
+			var lf *langfusefake.Server
+			if tc.vendors {
+				lf = langfusefake.New(t)
+				t.Setenv("LANGFUSE_TRACING", "true")
+				t.Setenv("LANGFUSE_PUBLIC_KEY", lf.PublicKey)
+				t.Setenv("LANGFUSE_SECRET_KEY", lf.SecretKey)
+				t.Setenv("LANGFUSE_BASE_URL", lf.URL)
+			} else {
+				t.Setenv("LANGFUSE_TRACING", "false")
+				t.Setenv("LANGSMITH_TRACING", "false")
+			}
+			StartWithArgs(t, dir, ports.OTLPHTTP,
+				"--config", filepath.Join(RepoRoot(), "otelcol-config.yaml"),
+				"--config", filepath.Join(RepoRoot(), "cmd", "demoreport", "overlay.yaml"),
+				"--feature-gates=confmap.enableMergeAppendOption")
+			prom := StartPrometheus(t, PrometheusOptions{Jobs: []ScrapeJob{{Name: "agentmeter", Targets: []string{ports.Prometheus}, HonorLabels: true}}})
+			prom.WaitForTargetsUp(t, "agentmeter", 1, 30*time.Second)
+
+			const runs = 3
+			traceIDs := map[string]bool{}
+			var journalTotal, journalIn, journalOut, journalCalls int64
+			journalByCaller := map[string]int64{}
+			for i := 0; i < runs; i++ {
+				res := runDemoAgent(t, ports.OTLPHTTP)
+				traceIDs[strings.ToLower(res.TraceID)] = true
+				c := res.Completion
+				journalTotal += c.TotalTokens
+				journalIn += c.TotalInputTokens
+				journalOut += c.TotalOutputTokens
+				journalCalls += c.LLMCallCount
+				journalByCaller[genai.BucketLeadAgent] += c.LeadAgentTokens
+				journalByCaller[genai.BucketSubagent] += c.SubagentTokens
+				journalByCaller[genai.BucketMiddleware] += c.MiddlewareTokens
+			}
+			require.Len(t, traceIDs, runs, "one trace per run")
+
+			// the exported spans (after subagentmerge): own usage adds up to the journals
+			var su spanUsage
+			require.Eventually(t, func() bool {
+				su = sumSpans(tracesFile, traceIDs)
+				return su.usage.Total() == journalTotal && su.calls == journalCalls
+			}, 30*time.Second, 200*time.Millisecond, "exported spans never added up to the journals' %d tokens / %d calls", journalTotal, journalCalls)
+			assert.Equal(t, journalIn, su.usage.Input)
+			assert.Equal(t, journalOut, su.usage.Output)
+			assert.Equal(t, journalByCaller, su.byCaller, "spans per caller vs journals")
+
+			// Prometheus: the counter equals the spans' own usage, per caller equals the journals
+			prom.WaitForValue(t, `sum(agentmeter_tokens_total{token_type=~"input|output"})`, float64(journalTotal), 30*time.Second)
+			prom.WaitForValue(t, `sum(agentmeter_tokens_total)`, float64(allKinds(su.usage)), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			byCaller, err := prom.QueryByLabel(ctx, `sum by (caller) (agentmeter_tokens_total{token_type=~"input|output"})`, "caller")
+			require.NoError(t, err)
+			want := map[string]float64{}
+			for k, v := range journalByCaller {
+				if v != 0 {
+					want[k] = float64(v)
+				}
+			}
+			assert.Equal(t, want, dropZeros(byCaller), "prometheus per caller vs journals")
+
+			if !tc.vendors {
+				return
+			}
+			// Langfuse: the usage it received, summed per trace as Langfuse sums a trace
+			require.Eventually(t, func() bool {
+				var total int64
+				for tid, n := range langfusefake.TraceUsage(lf.Observations()) {
+					if traceIDs[tid] {
+						total += n
+					}
+				}
+				return total == journalTotal
+			}, 30*time.Second, 200*time.Millisecond, "langfuse-side usage never reached %d", journalTotal)
+			assert.Empty(t, lf.Problems(), "langfuse protocol problems")
+		})
+	}
+}
