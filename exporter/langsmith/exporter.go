@@ -1,0 +1,166 @@
+package langsmith
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/agentmeter/agentmeter/exporter/langsmith/internal/ingest"
+	"github.com/agentmeter/agentmeter/exporter/langsmith/internal/runtree"
+)
+
+// startCallTimeout bounds the /info and credential calls at start, like the JS SDK's 10 s.
+const startCallTimeout = 10 * time.Second
+
+type lsExporter struct {
+	cfg    *Config
+	set    exporter.Settings
+	logger *zap.Logger
+	mapper *runtree.Mapper
+	client *ingest.Client
+	limits ingest.Limits
+}
+
+func newExporter(cfg *Config, set exporter.Settings) *lsExporter {
+	return &lsExporter{
+		cfg: cfg, set: set, logger: set.Logger,
+		mapper: runtree.NewMapper(cfg.Project, cfg.MaxCachedSpans),
+	}
+}
+
+func (e *lsExporter) start(ctx context.Context, host component.Host) error {
+	// compression is applied by the ingest client to multipart bodies only; confighttp
+	// would compress every request, GETs and the /runs/batch fallback included
+	hc := e.cfg.ClientConfig
+	hc.Compression = ""
+	client, err := hc.ToClient(ctx, host.GetExtensions(), e.set.TelemetrySettings)
+	if err != nil {
+		return fmt.Errorf("langsmith http client: %w", err)
+	}
+	comp, err := bodyCompression(e.cfg.ClientConfig.Compression)
+	if err != nil {
+		return err
+	}
+	e.client, err = ingest.NewClient(client, e.cfg.ClientConfig.Endpoint, string(e.cfg.APIKey), e.cfg.TenantID, comp, e.logger)
+	if err != nil {
+		return fmt.Errorf("langsmith ingest client: %w", err)
+	}
+
+	infoCtx, cancel := context.WithTimeout(ctx, startCallTimeout)
+	bc, err := e.client.Info(infoCtx)
+	cancel()
+	if err != nil {
+		e.logger.Warn("LangSmith /info unavailable; using default batch limits", zap.Error(err),
+			zap.Int("size_limit", bc.Limits.MaxRuns), zap.Int("size_limit_bytes", bc.Limits.MaxBytes))
+	}
+	e.limits = bc.Limits
+	if !bc.UseMultipart {
+		e.client.UseBatchEndpoint()
+	}
+	e.logger.Info("LangSmith exporter started",
+		zap.String("endpoint", e.cfg.ClientConfig.Endpoint), zap.String("project", e.cfg.Project),
+		zap.Int("size_limit", e.limits.MaxRuns), zap.Int("size_limit_bytes", e.limits.MaxBytes),
+		zap.Bool("batch_endpoint", e.client.UsesBatchEndpoint()))
+
+	if e.cfg.CheckCredentials {
+		ccCtx, cancel := context.WithTimeout(ctx, startCallTimeout)
+		err := e.client.CheckCredentials(ccCtx)
+		cancel()
+		switch {
+		case errors.Is(err, ingest.ErrCredentials):
+			return fmt.Errorf("langsmith check_credentials: %w", err)
+		case err != nil:
+			// an unreachable server must not keep the collector down; sends will retry
+			e.logger.Warn("LangSmith credential check could not complete; continuing", zap.Error(err))
+		}
+	}
+	return nil
+}
+
+func (e *lsExporter) shutdown(context.Context) error {
+	if e.client != nil {
+		e.client.Close()
+	}
+	return nil
+}
+
+// push maps the spans to runs and sends them in chunks within the /info limits. On a
+// retryable failure it returns only the spans not yet delivered, so a retry never sends
+// the delivered chunks again; permanent failures of one chunk do not stop the others.
+func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
+	runs, skipped := e.mapper.Map(td)
+	if skipped > 0 {
+		e.logger.Warn("dropped spans without a valid trace or span id", zap.Int("spans", skipped))
+	}
+	encoded := make([]ingest.Encoded, 0, len(runs))
+	var permanent []error
+	for i := range runs {
+		enc, err := ingest.Encode(&runs[i])
+		if err != nil {
+			permanent = append(permanent, err)
+			continue
+		}
+		encoded = append(encoded, enc)
+	}
+	chunks := ingest.Split(encoded, e.limits)
+	for i, chunk := range chunks {
+		err := e.client.Send(ctx, chunk)
+		if err == nil {
+			continue
+		}
+		if consumererror.IsPermanent(err) {
+			e.logger.Error("LangSmith refused a batch of runs; dropping them", zap.Int("runs", len(chunk)), zap.Error(err))
+			permanent = append(permanent, err)
+			continue
+		}
+		if i == 0 && len(permanent) == 0 {
+			return err
+		}
+		var rest []runtree.SpanRef
+		for _, c := range chunks[i:] {
+			for j := range c {
+				rest = append(rest, c[j].Source)
+			}
+		}
+		return consumererror.NewTraces(err, subset(td, rest))
+	}
+	if len(permanent) > 0 {
+		return consumererror.NewPermanent(errors.Join(permanent...))
+	}
+	return nil
+}
+
+// subset copies the referenced spans, with their resource and scope, into new traces.
+func subset(td ptrace.Traces, refs []runtree.SpanRef) ptrace.Traces {
+	out := ptrace.NewTraces()
+	type scopeKey struct{ r, s int }
+	resources := map[int]ptrace.ResourceSpans{}
+	scopes := map[scopeKey]ptrace.ScopeSpans{}
+	for _, ref := range refs {
+		srcRS := td.ResourceSpans().At(ref.Resource)
+		rs, ok := resources[ref.Resource]
+		if !ok {
+			rs = out.ResourceSpans().AppendEmpty()
+			srcRS.Resource().CopyTo(rs.Resource())
+			rs.SetSchemaUrl(srcRS.SchemaUrl())
+			resources[ref.Resource] = rs
+		}
+		srcSS := srcRS.ScopeSpans().At(ref.Scope)
+		ss, ok := scopes[scopeKey{ref.Resource, ref.Scope}]
+		if !ok {
+			ss = rs.ScopeSpans().AppendEmpty()
+			srcSS.Scope().CopyTo(ss.Scope())
+			ss.SetSchemaUrl(srcSS.SchemaUrl())
+			scopes[scopeKey{ref.Resource, ref.Scope}] = ss
+		}
+		srcSS.Spans().At(ref.Span).CopyTo(ss.Spans().AppendEmpty())
+	}
+	return out
+}

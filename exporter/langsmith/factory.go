@@ -1,0 +1,56 @@
+package langsmith
+
+import (
+	"context"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/internal/envconfig"
+)
+
+// componentType is the exporter's type in collector configuration.
+var componentType = component.MustNewType("langsmith")
+
+const stability = component.StabilityLevelAlpha
+
+// NewFactory returns the langsmith exporter factory.
+func NewFactory() exporter.Factory {
+	return exporter.NewFactory(componentType, createDefaultConfig,
+		exporter.WithTraces(createTraces, stability))
+}
+
+// createDefaultConfig reads DeerFlow's environment variables for the defaults.
+func createDefaultConfig() component.Config { return newDefaultConfig(envconfig.OS) }
+
+func createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
+	c := cfg.(*Config)
+	if !c.Enabled {
+		return newDisabled(ctx, set, c)
+	}
+	e := newExporter(c, set)
+	return exporterhelper.NewTraces(ctx, set, cfg, e.push,
+		exporterhelper.WithStart(e.start),
+		exporterhelper.WithShutdown(e.shutdown),
+		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
+		// the HTTP client's timeout bounds each request; one export may send several chunks
+		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{Timeout: 0}),
+		exporterhelper.WithRetry(c.RetryConfig),
+		exporterhelper.WithQueue(c.QueueConfig),
+	)
+}
+
+// newDisabled accepts and drops spans, and says so once at start (CONTRACT §5).
+func newDisabled(ctx context.Context, set exporter.Settings, cfg *Config) (exporter.Traces, error) {
+	return exporterhelper.NewTraces(ctx, set, cfg,
+		func(context.Context, ptrace.Traces) error { return nil },
+		exporterhelper.WithStart(func(context.Context, component.Host) error {
+			set.Logger.Info("LangSmith tracing is disabled (enabled: false, or LANGSMITH_TRACING / LANGCHAIN_TRACING_V2 / LANGCHAIN_TRACING not true); the langsmith exporter accepts and drops all spans")
+			return nil
+		}),
+		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
+	)
+}

@@ -1,0 +1,424 @@
+package runtree
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+// OTel exception event names (semconv), read to build a failed run's error text.
+const (
+	eventException        = "exception"
+	attrExceptionMessage  = "exception.message"
+	attrExceptionType     = "exception.type"
+	attrExceptionStack    = "exception.stacktrace"
+	otherSemconvLLMOpText = "text_completion"
+	otherSemconvLLMOpGen  = "generate_content"
+	otherSemconvEmbedOp   = "embeddings"
+)
+
+// unnamed names runs of spans that have neither a name nor an operation.
+const unnamed = "span"
+
+// Orphan reasons written to extra.metadata.orphan when a span's parent was not seen.
+const (
+	OrphanRerooted       = "rerooted"         // became the trace's root run
+	OrphanAttachedToRoot = "attached_to_root" // hung under the trace's root run
+)
+
+// Mapper maps spans to runs. It remembers the ancestor chains of recently mapped traces
+// (bounded by maxCachedSpans) so children exported in a later batch than their parent
+// get the correct dotted_order. Safe for concurrent use.
+//
+// Ids: the span without a parent becomes the root run, id == trace_id == the OTel trace
+// id as a UUID; every other run's id is derived from its span id (SpanUUID).
+//
+// A span whose parent is neither in the batch nor remembered (an orphan) cannot get its
+// true chain: its ancestors' start times and ids are unknown. It then
+//   - hangs directly under the trace's root run when one is known (the true root, or
+//     the orphan that was re-rooted first), with orphan = attached_to_root; or
+//   - becomes the root of a LangSmith trace of its own (id == trace_id == its SpanUUID),
+//     with orphan = rerooted. Typical for a lead agent whose parent is a remote gateway
+//     span that is never exported here. Using the span's own UUID, never the trace UUID,
+//     means a true root that arrives later can never collide with it.
+//
+// extra.metadata.otel.parent_span_id always keeps the real parent.
+type Mapper struct {
+	project string
+	mu      sync.Mutex
+	cache   *chainCache
+}
+
+// NewMapper returns a Mapper for runs of the given LangSmith project that remembers at
+// most maxCachedSpans spans' chains between batches.
+func NewMapper(project string, maxCachedSpans int) *Mapper {
+	return &Mapper{project: project, cache: newChainCache(maxCachedSpans)}
+}
+
+// CachedSpans is the number of spans whose chains are remembered.
+func (m *Mapper) CachedSpans() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cache.Len()
+}
+
+type spanInfo struct {
+	ref     SpanRef
+	span    ptrace.Span
+	res     pcommon.Resource
+	traceID pcommon.TraceID
+	spanID  pcommon.SpanID
+	parent  pcommon.SpanID
+	start   int64 // unix micros
+
+	// resolved
+	done, visiting bool
+	entry          chainEntry
+	parentRunID    string
+	orphan         string
+}
+
+// Map turns every span into a run. Spans without a valid trace or span id cannot be
+// addressed in LangSmith and are skipped; their number is returned.
+func (m *Mapper) Map(td ptrace.Traces) (runs []Run, skipped int) {
+	infos := make([]spanInfo, 0, td.SpanCount())
+	byTrace := map[pcommon.TraceID][]int{}
+	rss := td.ResourceSpans()
+	for ri := 0; ri < rss.Len(); ri++ {
+		rs := rss.At(ri)
+		sss := rs.ScopeSpans()
+		for si := 0; si < sss.Len(); si++ {
+			spans := sss.At(si).Spans()
+			for ki := 0; ki < spans.Len(); ki++ {
+				sp := spans.At(ki)
+				if sp.TraceID().IsEmpty() || sp.SpanID().IsEmpty() {
+					skipped++
+					continue
+				}
+				infos = append(infos, spanInfo{
+					ref: SpanRef{ri, si, ki}, span: sp, res: rs.Resource(),
+					traceID: sp.TraceID(), spanID: sp.SpanID(), parent: sp.ParentSpanID(),
+					start: int64(sp.StartTimestamp()) / 1000,
+				})
+				byTrace[sp.TraceID()] = append(byTrace[sp.TraceID()], len(infos)-1)
+			}
+		}
+	}
+
+	m.mu.Lock()
+	for traceID, idxs := range byTrace {
+		m.resolveTrace(traceID, idxs, infos)
+	}
+	m.cache.evict()
+	m.mu.Unlock()
+
+	runs = make([]Run, len(infos))
+	for i := range infos {
+		runs[i] = m.buildRun(&infos[i])
+	}
+	return runs, skipped
+}
+
+func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanInfo) {
+	tc := m.cache.get(traceID)
+	local := make(map[pcommon.SpanID]int, len(idxs))
+	for _, i := range idxs {
+		local[infos[i].spanID] = i
+	}
+	// spans without a parent first, then earliest first: a true root in the batch is the
+	// attachment point for its orphans, and otherwise the earliest orphan is re-rooted.
+	slices.SortStableFunc(idxs, func(a, b int) int {
+		ra, rb := infos[a].parent.IsEmpty(), infos[b].parent.IsEmpty()
+		if ra != rb {
+			if ra {
+				return -1
+			}
+			return 1
+		}
+		return cmpInt64(infos[a].start, infos[b].start)
+	})
+	traceUUID := TraceUUID(traceID)
+	var resolve func(i int)
+	resolve = func(i int) {
+		s := &infos[i]
+		if s.done {
+			return
+		}
+		s.visiting = true
+		defer func() { s.visiting, s.done = false, true }()
+
+		if s.parent.IsEmpty() && (!tc.trueRootSet || tc.trueRoot == s.spanID) {
+			tc.trueRoot, tc.trueRootSet = s.spanID, true
+			s.entry = chainEntry{runID: traceUUID, traceRunID: traceUUID, segMicros: s.start,
+				dotted: string(AppendSegment(nil, s.start, traceUUID))}
+			tc.root, tc.rootSet = s.entry, true
+			m.cache.put(tc, s.spanID, s.entry)
+			return
+		}
+		runID := SpanUUID(s.spanID)
+		var parent chainEntry
+		found := false
+		if !s.parent.IsEmpty() {
+			if pi, ok := local[s.parent]; ok && !infos[pi].visiting {
+				resolve(pi)
+				parent, found = infos[pi].entry, true
+			} else if e, ok := tc.spans[s.parent]; ok {
+				parent, found = e, true
+			}
+		}
+		if !found {
+			if !tc.rootSet {
+				s.orphan = OrphanRerooted
+				s.entry = chainEntry{runID: runID, traceRunID: runID, segMicros: s.start,
+					dotted: string(AppendSegment(nil, s.start, runID))}
+				tc.root, tc.rootSet = s.entry, true
+				m.cache.put(tc, s.spanID, s.entry)
+				return
+			}
+			parent, s.orphan = tc.root, OrphanAttachedToRoot
+		}
+		seg := max(s.start, parent.segMicros)
+		buf := make([]byte, 0, len(parent.dotted)+1+27+36)
+		buf = append(buf, parent.dotted...)
+		buf = append(buf, '.')
+		buf = AppendSegment(buf, seg, runID)
+		s.entry = chainEntry{runID: runID, traceRunID: parent.traceRunID, dotted: string(buf), segMicros: seg}
+		s.parentRunID = parent.runID
+		m.cache.put(tc, s.spanID, s.entry)
+	}
+	for _, i := range idxs {
+		resolve(i)
+	}
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// usageAttrs are moved into usage_metadata / subagent_usage instead of being copied
+// into metadata verbatim; content attributes are moved into inputs/outputs.
+var movedAttrs = map[string]bool{
+	genai.AttrUsageInput: true, genai.AttrUsageOutput: true, genai.AttrUsageCacheRead: true,
+	genai.AttrUsageCacheCreat: true, genai.AttrUsageCacheWrite: true, genai.AttrUsageReasoning: true,
+	genai.AttrSubagentInput: true, genai.AttrSubagentOutput: true, genai.AttrSubagentTotal: true,
+	genai.AttrSubagentCacheRead: true, genai.AttrSubagentCacheCreat: true, genai.AttrSubagentReasoning: true,
+	genai.AttrSubagentDispatches: true, genai.AttrSubagentToolCallIDs: true,
+	genai.AttrInputMessages: true, genai.AttrOutputMessages: true, genai.AttrSystemInstr: true,
+}
+
+// RunType maps a span to a LangSmith run type by gen_ai.operation.name (falling back to
+// the span name's first word): model calls are llm, tool calls tool, everything else
+// (invoke_agent included) chain.
+func RunType(operation string) string {
+	switch operation {
+	case genai.OpChat, otherSemconvLLMOpText, otherSemconvLLMOpGen:
+		return TypeLLM
+	case genai.OpExecuteTool:
+		return TypeTool
+	case otherSemconvEmbedOp:
+		return TypeEmbedding
+	}
+	return TypeChain
+}
+
+func (m *Mapper) buildRun(s *spanInfo) Run {
+	sp := s.span
+	attrs := sp.Attributes()
+	op := str(attrs, genai.AttrOperationName)
+	if op == "" {
+		op, _, _ = strings.Cut(sp.Name(), " ")
+	}
+	runType := RunType(op)
+	name := sp.Name()
+	if name == "" {
+		name = op
+	}
+	if name == "" {
+		name = unnamed // LangSmith requires a name
+	}
+	end := int64(sp.EndTimestamp()) / 1000
+	if end < s.start {
+		end = s.start
+	}
+	r := Run{Source: s.ref}
+	r.Head = Head{
+		ID: s.entry.runID, TraceID: s.entry.traceRunID, DottedOrder: s.entry.dotted,
+		ParentRunID: s.parentRunID, Name: name, RunType: runType,
+		StartTime: FormatTime(s.start), EndTime: FormatTime(end),
+		SessionName: m.project, Status: StatusSuccess,
+	}
+	md := make(map[string]any, attrs.Len()+8)
+	attrs.Range(func(k string, v pcommon.Value) bool {
+		if !movedAttrs[k] {
+			md[k] = v.AsRaw()
+		}
+		return true
+	})
+	md["otel.trace_id"] = hex.EncodeToString(s.traceID[:])
+	md["otel.span_id"] = hex.EncodeToString(s.spanID[:])
+	if !s.parent.IsEmpty() {
+		md["otel.parent_span_id"] = hex.EncodeToString(s.parent[:])
+	}
+	if s.orphan != "" {
+		md["orphan"] = s.orphan
+	}
+	if v := str(s.res.Attributes(), genai.AttrServiceName); v != "" {
+		md[genai.AttrServiceName] = v
+	}
+	// LangSmith threads group runs by metadata thread_id / session_id (vendor notes §2.4)
+	if thread := str(attrs, genai.AttrConversationID); thread != "" {
+		md["thread_id"] = thread
+		md["session_id"] = thread
+	}
+	if user := str(attrs, genai.AttrEndUserID); user != "" {
+		md["user_id"] = user
+	}
+	if caller := str(attrs, genai.AttrCaller); caller != "" {
+		md["caller"] = caller
+		md["caller_bucket"] = genai.CallerBucket(caller)
+		r.Head.Tags = []string{caller}
+	}
+	if sub, ok := genai.SubagentUsageFromMap(attrs); ok {
+		su := map[string]any{"usage": usageMetadata(sub)}
+		if v, ok := attrs.Get(genai.AttrSubagentDispatches); ok {
+			su["dispatches"] = v.AsRaw()
+		}
+		if ids := genai.StringsFromMap(attrs, genai.AttrSubagentToolCallIDs); len(ids) > 0 {
+			su["tool_call_ids"] = ids
+		}
+		// merged subagent usage is metadata only, never usage_metadata (CONTRACT §5), so
+		// LangSmith's trace totals stay the sum of each call's own usage
+		md["subagent_usage"] = su
+	}
+
+	var params map[string]any
+	switch runType {
+	case TypeLLM, TypeEmbedding:
+		model := str(attrs, genai.AttrRequestModel)
+		if model == "" {
+			model = str(attrs, genai.AttrResponseModel)
+		}
+		if p := str(attrs, genai.AttrProviderName); p != "" {
+			md["ls_provider"] = p
+		}
+		if model != "" {
+			md["ls_model_name"] = model
+			params = map[string]any{"model": model}
+		}
+		if v, ok := attrs.Get(genai.AttrRequestStream); ok && v.Type() == pcommon.ValueTypeBool {
+			if params == nil {
+				params = map[string]any{}
+			}
+			params["stream"] = v.Bool()
+		}
+		if runType == TypeLLM {
+			if u, ok := genai.UsageFromMap(attrs); ok {
+				r.Outputs.UsageMetadata = usageMetadata(u)
+			}
+		}
+	case TypeTool:
+		if t := str(attrs, genai.AttrToolName); t != "" {
+			params = map[string]any{"tool_name": t}
+		}
+	}
+	r.Extra = Extra{Metadata: md, InvocationParams: params}
+	r.Inputs.Messages = content(attrs, genai.AttrInputMessages)
+	r.Inputs.SystemInstructions = content(attrs, genai.AttrSystemInstr)
+	r.Outputs.Messages = content(attrs, genai.AttrOutputMessages)
+
+	if sp.Status().Code() == ptrace.StatusCodeError {
+		r.Head.Status = StatusError
+		r.Error = errorText(sp)
+	}
+	return r
+}
+
+func usageMetadata(u genai.Usage) *UsageMetadata {
+	um := &UsageMetadata{InputTokens: u.Input, OutputTokens: u.Output, TotalTokens: u.Total()}
+	if u.CacheRead != 0 || u.CacheCreation != 0 {
+		um.InputTokenDetails = map[string]int64{}
+		if u.CacheRead != 0 {
+			um.InputTokenDetails["cache_read"] = u.CacheRead
+		}
+		if u.CacheCreation != 0 {
+			um.InputTokenDetails["cache_creation"] = u.CacheCreation
+		}
+	}
+	if u.Reasoning != 0 {
+		um.OutputTokenDetails = map[string]int64{"reasoning": u.Reasoning}
+	}
+	return um
+}
+
+// errorText prefers the exception event (message and stack), then the status message,
+// then error.type, so a failed run always has a non-empty error.
+func errorText(sp ptrace.Span) string {
+	evs := sp.Events()
+	for i := 0; i < evs.Len(); i++ {
+		ev := evs.At(i)
+		if ev.Name() != eventException {
+			continue
+		}
+		a := ev.Attributes()
+		msg := str(a, attrExceptionMessage)
+		if t := str(a, attrExceptionType); t != "" {
+			if msg == "" {
+				msg = t
+			} else {
+				msg = t + ": " + msg
+			}
+		}
+		if st := str(a, attrExceptionStack); st != "" {
+			msg += "\n\n" + st
+		}
+		if msg != "" {
+			return msg
+		}
+	}
+	if msg := sp.Status().Message(); msg != "" {
+		return msg
+	}
+	if t := str(sp.Attributes(), genai.AttrErrorType); t != "" {
+		return t
+	}
+	return "error"
+}
+
+func str(m pcommon.Map, key string) string {
+	if v, ok := m.Get(key); ok {
+		return v.AsString()
+	}
+	return ""
+}
+
+// content returns an opt-in content attribute as JSON: semconv sends it as a JSON string,
+// which is passed through when valid; anything else is sent as a JSON string.
+func content(m pcommon.Map, key string) json.RawMessage {
+	v, ok := m.Get(key)
+	if !ok {
+		return nil
+	}
+	if v.Type() == pcommon.ValueTypeStr {
+		if s := v.Str(); json.Valid([]byte(s)) {
+			return json.RawMessage(s)
+		}
+	}
+	b, err := json.Marshal(v.AsRaw())
+	if err != nil {
+		return nil
+	}
+	return b
+}

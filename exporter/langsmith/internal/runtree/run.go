@@ -1,0 +1,78 @@
+package runtree
+
+import "encoding/json"
+
+// Run types LangSmith accepts (there is no "agent" type: agents are chains).
+const (
+	TypeChain     = "chain"
+	TypeLLM       = "llm"
+	TypeTool      = "tool"
+	TypeEmbedding = "embedding"
+)
+
+// Run statuses.
+const (
+	StatusSuccess = "success"
+	StatusError   = "error"
+)
+
+// Run is one LangSmith run. Every OTel span is complete when exported, so each run is
+// sent once as a "post" carrying end_time, outputs and error together.
+type Run struct {
+	Head    Head
+	Inputs  Inputs
+	Outputs Outputs
+	Extra   Extra
+	Error   string
+	// Source locates the span (resource, scope, span index) so a partly sent batch can
+	// be rebuilt from the spans that still need sending.
+	Source SpanRef
+}
+
+// SpanRef is the position of a span inside the ptrace.Traces it was read from.
+type SpanRef struct{ Resource, Scope, Span int }
+
+// Head is the run object without the fields multipart ingestion sends as their own parts
+// (inputs, outputs, extra, error, events, serialized).
+type Head struct {
+	ID          string   `json:"id"`
+	TraceID     string   `json:"trace_id"`
+	DottedOrder string   `json:"dotted_order"`
+	ParentRunID string   `json:"parent_run_id,omitempty"`
+	Name        string   `json:"name"`
+	RunType     string   `json:"run_type"`
+	StartTime   string   `json:"start_time"`
+	EndTime     string   `json:"end_time,omitempty"`
+	SessionName string   `json:"session_name"`
+	Status      string   `json:"status"`
+	Tags        []string `json:"tags,omitempty"`
+}
+
+// Inputs carries opt-in content only (CONTRACT §1: off by default).
+type Inputs struct {
+	Messages           json.RawMessage `json:"messages,omitempty"`
+	SystemInstructions json.RawMessage `json:"system_instructions,omitempty"`
+}
+
+// Outputs carries usage_metadata on llm runs, and opt-in output content.
+type Outputs struct {
+	Messages      json.RawMessage `json:"messages,omitempty"`
+	UsageMetadata *UsageMetadata  `json:"usage_metadata,omitempty"`
+}
+
+// UsageMetadata is LangSmith's inclusive usage shape (vendor notes §2.7): input_tokens
+// includes the cache details, output_tokens includes reasoning; details are subsets.
+type UsageMetadata struct {
+	InputTokens        int64            `json:"input_tokens"`
+	OutputTokens       int64            `json:"output_tokens"`
+	TotalTokens        int64            `json:"total_tokens"`
+	InputTokenDetails  map[string]int64 `json:"input_token_details,omitempty"`
+	OutputTokenDetails map[string]int64 `json:"output_token_details,omitempty"`
+}
+
+// Extra is the run's extra object: metadata (ls_provider, ls_model_name, thread ids,
+// merged subagent usage, span attributes) and invocation_params.
+type Extra struct {
+	Metadata         map[string]any `json:"metadata"`
+	InvocationParams map[string]any `json:"invocation_params,omitempty"`
+}

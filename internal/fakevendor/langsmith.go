@@ -1,0 +1,578 @@
+// Package fakevendor holds local fake vendor servers for tests.
+package fakevendor
+
+import (
+	"bytes"
+	"compress/gzip"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.yaml.in/yaml/v3"
+)
+
+// langSmithSpec is a copy of ../shared/specs/langsmith-ingest.derived.openapi.yaml (a
+// test checks the copy matches when shared/ is present).
+//
+//go:embed langsmith-ingest.derived.openapi.yaml
+var langSmithSpec []byte
+
+// LangSmithSpec returns the embedded derived ingestion spec.
+func LangSmithSpec() []byte { return langSmithSpec }
+
+var (
+	lsSchemasOnce sync.Once
+	lsRunSchema   *jsonschema.Schema
+	lsUsageSchema *jsonschema.Schema
+	lsSchemasErr  error
+)
+
+// langSmithSchemas compiles RunIngest and UsageMetadata from the spec, formats asserted
+// (uuid ids). OpenAPI 3.0's "nullable" is not JSON Schema and is ignored.
+func langSmithSchemas() (run, usage *jsonschema.Schema, err error) {
+	lsSchemasOnce.Do(func() {
+		var doc any
+		if lsSchemasErr = yaml.Unmarshal(langSmithSpec, &doc); lsSchemasErr != nil {
+			return
+		}
+		raw, err := json.Marshal(doc)
+		if err != nil {
+			lsSchemasErr = err
+			return
+		}
+		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+		if err != nil {
+			lsSchemasErr = err
+			return
+		}
+		c := jsonschema.NewCompiler()
+		c.AssertFormat()
+		if lsSchemasErr = c.AddResource("langsmith-ingest.json", inst); lsSchemasErr != nil {
+			return
+		}
+		if lsRunSchema, lsSchemasErr = c.Compile("langsmith-ingest.json#/components/schemas/RunIngest"); lsSchemasErr != nil {
+			return
+		}
+		lsUsageSchema, lsSchemasErr = c.Compile("langsmith-ingest.json#/components/schemas/UsageMetadata")
+	})
+	return lsRunSchema, lsUsageSchema, lsSchemasErr
+}
+
+// LangSmithResponse is one scripted answer to an ingest request.
+type LangSmithResponse struct {
+	Status     int
+	RetryAfter string
+	Body       string
+}
+
+// LangSmithRequest records one ingest request the fake accepted or refused.
+type LangSmithRequest struct {
+	Path     string
+	Encoding string
+	TenantID string // the X-Tenant-Id header
+	RawBytes int    // uncompressed body size
+	RunIDs   []string
+	Status   int
+}
+
+// LangSmith is a fake LangSmith API: /info, /sessions, /runs/multipart, /runs/batch. It
+// parses every body, checks every run against the vendor rules and the derived OpenAPI
+// schema, and records the runs. Violations are collected, not answered, so a test sees
+// all of them at once.
+type LangSmith struct {
+	*httptest.Server
+	APIKey string
+
+	mu          sync.Mutex
+	info        []byte // nil = 404
+	noMultipart bool
+	script      []LangSmithResponse
+	runs        map[string]map[string]any
+	order       []string
+	requests    []LangSmithRequest
+	violations  []string
+}
+
+// LangSmithInfo is the batch_ingest_config the fake's /info announces.
+type LangSmithInfo struct {
+	UseMultipart   bool
+	SizeLimit      int
+	SizeLimitBytes int
+}
+
+// NewLangSmith starts a fake on a loopback port that accepts apiKey.
+func NewLangSmith(apiKey string) *LangSmith {
+	f := &LangSmith{APIKey: apiKey, runs: map[string]map[string]any{}}
+	f.SetInfo(&LangSmithInfo{UseMultipart: true, SizeLimit: 100, SizeLimitBytes: 20 << 20})
+	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	return f
+}
+
+// SetInfo sets /info's batch_ingest_config; nil makes /info answer 404.
+func (f *LangSmith) SetInfo(i *LangSmithInfo) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if i == nil {
+		f.info = nil
+		return
+	}
+	f.info, _ = json.Marshal(map[string]any{
+		"version": "fake",
+		"batch_ingest_config": map[string]any{
+			"use_multipart_endpoint": i.UseMultipart, "size_limit": i.SizeLimit, "size_limit_bytes": i.SizeLimitBytes,
+		},
+	})
+}
+
+// DisableMultipart makes /runs/multipart answer 404, as older self-hosted deployments do.
+func (f *LangSmith) DisableMultipart() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.noMultipart = true
+}
+
+// Script queues answers for the next ingest requests (after the multipart 404, if any).
+// A scripted non-2xx answer does not record the runs.
+func (f *LangSmith) Script(rs ...LangSmithResponse) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.script = append(f.script, rs...)
+}
+
+// Runs returns the accepted runs by id (a later post of the same id replaces it).
+func (f *LangSmith) Runs() map[string]map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]map[string]any, len(f.runs))
+	for k, v := range f.runs {
+		out[k] = v
+	}
+	return out
+}
+
+// RunCount is the number of distinct accepted runs.
+func (f *LangSmith) RunCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.runs)
+}
+
+// Requests returns every ingest request seen.
+func (f *LangSmith) Requests() []LangSmithRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]LangSmithRequest(nil), f.requests...)
+}
+
+// Violations returns every rule a received run broke, plus tree-level problems: a run
+// whose parent_run_id names a run that was received but whose dotted_order does not
+// extend the parent's. Call it once all runs arrived.
+func (f *LangSmith) Violations() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := append([]string(nil), f.violations...)
+	for _, id := range f.order {
+		r := f.runs[id]
+		pid, _ := r["parent_run_id"].(string)
+		if pid == "" {
+			continue
+		}
+		p, ok := f.runs[pid]
+		if !ok {
+			out = append(out, fmt.Sprintf("run %s: parent %s never received", id, pid))
+			continue
+		}
+		pd, _ := p["dotted_order"].(string)
+		d, _ := r["dotted_order"].(string)
+		if !strings.HasPrefix(d, pd+".") || strings.Count(d, ".") != strings.Count(pd, ".")+1 {
+			out = append(out, fmt.Sprintf("run %s: dotted_order %q does not extend parent's %q", id, d, pd))
+		}
+		if r["trace_id"] != p["trace_id"] {
+			out = append(out, fmt.Sprintf("run %s: trace_id %v differs from parent's %v", id, r["trace_id"], p["trace_id"]))
+		}
+	}
+	return out
+}
+
+func (f *LangSmith) violate(format string, args ...any) {
+	f.violations = append(f.violations, fmt.Sprintf(format, args...))
+}
+
+func (f *LangSmith) serve(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/info":
+		f.mu.Lock()
+		info := f.info
+		f.mu.Unlock()
+		if info == nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(info)
+	case r.Method == http.MethodGet && r.URL.Path == "/sessions":
+		if !f.authorized(w, r) {
+			return
+		}
+		_, _ = io.WriteString(w, `[]`)
+	case r.Method == http.MethodPost && (r.URL.Path == "/runs/multipart" || r.URL.Path == "/runs/batch"):
+		f.ingest(w, r)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (f *LangSmith) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if r.Header.Get("x-api-key") != f.APIKey {
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"detail":"Invalid token"}`)
+		return false
+	}
+	return true
+}
+
+func (f *LangSmith) ingest(w http.ResponseWriter, r *http.Request) {
+	if !f.authorized(w, r) {
+		return
+	}
+	f.mu.Lock()
+	if r.URL.Path == "/runs/multipart" && f.noMultipart {
+		f.requests = append(f.requests, LangSmithRequest{Path: r.URL.Path, Status: http.StatusNotFound})
+		f.mu.Unlock()
+		http.NotFound(w, r)
+		return
+	}
+	var scripted *LangSmithResponse
+	if len(f.script) > 0 {
+		scripted = &f.script[0]
+		f.script = f.script[1:]
+	}
+	f.mu.Unlock()
+
+	body, err := decodeBody(r)
+	req := LangSmithRequest{Path: r.URL.Path, Encoding: r.Header.Get("Content-Encoding"), TenantID: r.Header.Get("X-Tenant-Id"), RawBytes: len(body)}
+	var runs []map[string]any
+	if err == nil {
+		if r.URL.Path == "/runs/multipart" {
+			runs, err = parseMultipart(r.Header.Get("Content-Type"), body)
+		} else {
+			runs, err = parseBatch(body)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil {
+		f.violate("%s: %v", r.URL.Path, err)
+		req.Status = http.StatusUnprocessableEntity
+		f.requests = append(f.requests, req)
+		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+		return
+	}
+	for _, run := range runs {
+		id, _ := run["id"].(string)
+		req.RunIDs = append(req.RunIDs, id)
+	}
+	if scripted != nil && scripted.Status/100 != 2 {
+		req.Status = scripted.Status
+		f.requests = append(f.requests, req)
+		if scripted.RetryAfter != "" {
+			w.Header().Set("Retry-After", scripted.RetryAfter)
+		}
+		w.WriteHeader(scripted.Status)
+		_, _ = io.WriteString(w, scripted.Body)
+		return
+	}
+	for _, run := range runs {
+		for _, v := range CheckLangSmithRun(run) {
+			f.violate("run %v: %s", run["id"], v)
+		}
+		id, _ := run["id"].(string)
+		if _, seen := f.runs[id]; !seen {
+			f.order = append(f.order, id)
+		}
+		f.runs[id] = run
+	}
+	req.Status = http.StatusAccepted
+	f.requests = append(f.requests, req)
+	w.WriteHeader(http.StatusAccepted)
+	_, _ = io.WriteString(w, `{}`)
+}
+
+func decodeBody(r *http.Request) ([]byte, error) {
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+	switch r.Header.Get("Content-Encoding") {
+	case "":
+		return raw, nil
+	case "gzip":
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+		return io.ReadAll(zr)
+	case "zstd":
+		d, err := zstd.NewReader(nil)
+		if err != nil {
+			return nil, err
+		}
+		defer d.Close()
+		return d.DecodeAll(raw, nil)
+	default:
+		return nil, fmt.Errorf("unsupported Content-Encoding %q", r.Header.Get("Content-Encoding"))
+	}
+}
+
+// multipart part suffixes that carry a split-out run field
+var splitFields = map[string]bool{"inputs": true, "outputs": true, "events": true, "extra": true, "error": true, "serialized": true}
+
+var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+func parseMultipart(ctype string, body []byte) ([]map[string]any, error) {
+	mt, params, err := mime.ParseMediaType(ctype)
+	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
+		return nil, fmt.Errorf("content type %q is not multipart/form-data with a boundary", ctype)
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	runs := map[string]map[string]any{}
+	var order []string
+	fields := map[string]map[string]any{}
+	for {
+		p, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("multipart: %w", err)
+		}
+		name := p.FormName()
+		if ct := p.Header.Get("Content-Type"); ct != "application/json" {
+			return nil, fmt.Errorf("part %s: Content-Type %q, want application/json", name, ct)
+		}
+		data, err := io.ReadAll(p)
+		if err != nil {
+			return nil, fmt.Errorf("part %s: %w", name, err)
+		}
+		if cl := p.Header.Get("Content-Length"); cl != "" && cl != fmt.Sprint(len(data)) {
+			return nil, fmt.Errorf("part %s: Content-Length %s but %d bytes", name, cl, len(data))
+		}
+		segs := strings.Split(name, ".")
+		if segs[0] != "post" && segs[0] != "patch" {
+			return nil, fmt.Errorf("part %s: unknown operation", name)
+		}
+		if len(segs) < 2 || !uuidRE.MatchString(segs[1]) {
+			return nil, fmt.Errorf("part %s: run id is not a UUID", name)
+		}
+		var v any
+		if err := json.Unmarshal(data, &v); err != nil {
+			return nil, fmt.Errorf("part %s: invalid JSON: %w", name, err)
+		}
+		id := segs[1]
+		switch len(segs) {
+		case 2:
+			obj, ok := v.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("part %s: run is not an object", name)
+			}
+			for k := range obj {
+				if splitFields[k] {
+					return nil, fmt.Errorf("part %s: field %s must be its own part", name, k)
+				}
+			}
+			if _, dup := runs[id]; dup {
+				return nil, fmt.Errorf("part %s: run sent twice in one request", name)
+			}
+			if obj["id"] != id {
+				return nil, fmt.Errorf("part %s: id %v differs from the part name", name, obj["id"])
+			}
+			runs[id] = obj
+			order = append(order, id)
+		case 3:
+			if !splitFields[segs[2]] {
+				return nil, fmt.Errorf("part %s: unknown field part", name)
+			}
+			if fields[id] == nil {
+				fields[id] = map[string]any{}
+			}
+			fields[id][segs[2]] = v
+		default:
+			return nil, fmt.Errorf("part %s: malformed name", name)
+		}
+	}
+	for id, fs := range fields {
+		run, ok := runs[id]
+		if !ok {
+			return nil, fmt.Errorf("field parts for run %s without its post part", id)
+		}
+		for k, v := range fs {
+			run[k] = v
+		}
+	}
+	out := make([]map[string]any, 0, len(order))
+	for _, id := range order {
+		out = append(out, runs[id])
+	}
+	return out, nil
+}
+
+func parseBatch(body []byte) ([]map[string]any, error) {
+	var b struct {
+		Post  []map[string]any `json:"post"`
+		Patch []map[string]any `json:"patch"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		return nil, fmt.Errorf("batch body: %w", err)
+	}
+	if len(b.Patch) > 0 {
+		return nil, errors.New("batch body: unexpected patch operations (spans are complete)")
+	}
+	return b.Post, nil
+}
+
+var (
+	segmentRE = regexp.MustCompile(`^([0-9]{8}T[0-9]{6})([0-9]{6})Z([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$`)
+	runTypes  = map[string]bool{"tool": true, "chain": true, "llm": true, "retriever": true, "embedding": true, "prompt": true, "parser": true}
+)
+
+// CheckLangSmithRun checks one run against the derived OpenAPI schema and the server-side
+// rules no schema expresses (vendor notes §2.4): required fields, dotted_order format,
+// its first/last/penultimate UUIDs, root id == trace_id, non-decreasing segment times,
+// timestamps, and usage_metadata's allowed keys and inclusive arithmetic.
+func CheckLangSmithRun(run map[string]any) []string {
+	var v []string
+	runSchema, usageSchema, err := langSmithSchemas()
+	if err != nil {
+		return []string{"schema: " + err.Error()}
+	}
+	inst, err := toInstance(run)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	if err := runSchema.Validate(inst); err != nil {
+		v = append(v, "schema RunIngest: "+err.Error())
+	}
+	for _, k := range []string{"id", "trace_id", "dotted_order", "name", "run_type", "start_time", "end_time", "session_name"} {
+		if s, _ := run[k].(string); s == "" {
+			v = append(v, "missing "+k)
+		}
+	}
+	for _, k := range []string{"inputs", "outputs", "extra"} {
+		if _, ok := run[k].(map[string]any); !ok {
+			v = append(v, k+" must be an object")
+		}
+	}
+	id, _ := run["id"].(string)
+	traceID, _ := run["trace_id"].(string)
+	parent, _ := run["parent_run_id"].(string)
+	if rt, _ := run["run_type"].(string); !runTypes[rt] {
+		v = append(v, fmt.Sprintf("run_type %q", rt))
+	}
+	dotted, _ := run["dotted_order"].(string)
+	segs := strings.Split(dotted, ".")
+	var ids []string
+	prev := ""
+	for _, s := range segs {
+		m := segmentRE.FindStringSubmatch(s)
+		if m == nil {
+			v = append(v, fmt.Sprintf("dotted_order segment %q is not YYYYMMDDTHHMMSSffffffZ<uuid>", s))
+			continue
+		}
+		if _, err := time.Parse("20060102T150405", m[1]); err != nil {
+			v = append(v, fmt.Sprintf("dotted_order segment %q: bad time", s))
+		}
+		if ts := m[1] + m[2]; ts < prev {
+			v = append(v, fmt.Sprintf("dotted_order segment %q goes back in time", s))
+		} else {
+			prev = ts
+		}
+		ids = append(ids, m[3])
+	}
+	if len(ids) == len(segs) && len(ids) > 0 {
+		if ids[len(ids)-1] != id {
+			v = append(v, "dotted_order does not end with the run id")
+		}
+		if ids[0] != traceID {
+			v = append(v, "dotted_order does not start with trace_id")
+		}
+		switch {
+		case parent == "" && len(ids) != 1:
+			v = append(v, "dotted_order must contain a single part for root runs")
+		case parent != "" && (len(ids) < 2 || ids[len(ids)-2] != parent):
+			v = append(v, "penultimate dotted_order UUID is not parent_run_id")
+		}
+	}
+	if parent == "" && id != traceID {
+		v = append(v, "root run id != trace_id")
+	}
+	for _, k := range []string{"start_time", "end_time"} {
+		if s, _ := run[k].(string); s != "" {
+			if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+				v = append(v, fmt.Sprintf("%s %q is not RFC 3339", k, s))
+			}
+		}
+	}
+	if run["status"] == "error" {
+		if e, _ := run["error"].(string); e == "" {
+			v = append(v, "status error without error text")
+		}
+	}
+	if outputs, ok := run["outputs"].(map[string]any); ok {
+		if um, ok := outputs["usage_metadata"].(map[string]any); ok {
+			if run["run_type"] != "llm" {
+				v = append(v, "usage_metadata on a non-llm run")
+			}
+			uinst, err := toInstance(um)
+			if err == nil {
+				if err := usageSchema.Validate(uinst); err != nil {
+					v = append(v, "schema UsageMetadata: "+err.Error())
+				}
+			}
+			in, out, total := num(um["input_tokens"]), num(um["output_tokens"]), num(um["total_tokens"])
+			if total != in+out {
+				v = append(v, fmt.Sprintf("total_tokens %v != input %v + output %v", total, in, out))
+			}
+			if d, ok := um["input_token_details"].(map[string]any); ok && num(d["cache_read"])+num(d["cache_creation"]) > in {
+				v = append(v, "input_token_details exceed input_tokens (usage must be inclusive)")
+			}
+			if d, ok := um["output_token_details"].(map[string]any); ok && num(d["reasoning"]) > out {
+				v = append(v, "output_token_details exceed output_tokens (usage must be inclusive)")
+			}
+		}
+	}
+	if extra, ok := run["extra"].(map[string]any); ok {
+		if md, ok := extra["metadata"].(map[string]any); ok {
+			if _, bad := md["usage_metadata"]; bad {
+				v = append(v, "extra.metadata.usage_metadata would be read as usage")
+			}
+		}
+	}
+	return v
+}
+
+func num(v any) float64 {
+	f, _ := v.(float64)
+	return f
+}
+
+func toInstance(v any) (any, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("re-encode run: %w", err)
+	}
+	return jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+}
