@@ -45,15 +45,18 @@ func setSidecarEnv(t *testing.T) sidecarPorts {
 	return p
 }
 
-func shippedConfig(t *testing.T) string {
+// startShippedWithFile runs the collector on otelcol-config.yaml plus make demo's overlay,
+// which appends a file exporter ($AGENTMETER_DEMO_TRACES_FILE) to the traces pipeline.
+func startShippedWithFile(t *testing.T, dir string, ports sidecarPorts) *Collector {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(RepoRoot(), "otelcol-config.yaml"))
-	require.NoError(t, err)
-	return string(b)
+	return StartWithArgs(t, dir, ports.OTLPHTTP,
+		"--config", filepath.Join(RepoRoot(), "otelcol-config.yaml"),
+		"--config", filepath.Join(RepoRoot(), "cmd", "demoreport", "overlay.yaml"),
+		"--feature-gates=confmap.enableMergeAppendOption")
 }
 
 // The shipped config is valid for the distribution built from builder-config.yaml, with
-// the default environment (every exporter off) .
+// the default environment (every exporter off).
 func TestSidecarConfigValidates(t *testing.T) {
 	bin := CollectorBinary(t)
 	cmd := exec.Command(bin, "validate", "--config", filepath.Join(RepoRoot(), "otelcol-config.yaml"))
@@ -66,9 +69,13 @@ type chatSpan struct {
 	caller, agentAttr, model, provider string
 	usage                              *genai.Usage // nil: the call reported no usage
 	cacheWriteOnly                     bool         // report cache creation under the newer cache_write key
-	merged                             *genai.Usage // agentmeter.subagent.* (must never be counted)
+	dispatches                         bool         // this lead call asks for the trace's `task` tool call
 }
 
+// buildTrace makes one run: the lead invoke_agent span; the lead's and middlewares' chat
+// spans under it; when a call dispatches, an `execute_tool task` span with an
+// `invoke_agent <name>` child holding every subagent's chat spans, so subagentmerge merges
+// their usage onto the dispatching call (CONTRACT §3).
 func buildTrace(traceID byte, calls []chatSpan) ptrace.Traces {
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
@@ -76,28 +83,43 @@ func buildTrace(traceID byte, calls []chatSpan) ptrace.Traces {
 	ss := rs.ScopeSpans().AppendEmpty()
 	now := time.Now()
 	tid := pcommon.TraceID{traceID, 0xaa}
-	root := ss.Spans().AppendEmpty()
-	root.SetTraceID(tid)
-	root.SetSpanID(pcommon.SpanID{traceID, 1})
-	root.SetName(genai.SpanName(genai.OpInvokeAgent, genai.LeadAgentName))
-	root.Attributes().PutStr(genai.AttrOperationName, genai.OpInvokeAgent)
-	root.Attributes().PutStr(genai.AttrAgentName, genai.LeadAgentName)
-	root.SetStartTimestamp(pcommon.NewTimestampFromTime(now))
-	root.SetEndTimestamp(pcommon.NewTimestampFromTime(now.Add(time.Second)))
-	for i, c := range calls {
+	next := byte(1)
+	span := func(parent pcommon.SpanID, name, op string) ptrace.Span {
 		sp := ss.Spans().AppendEmpty()
 		sp.SetTraceID(tid)
-		sp.SetSpanID(pcommon.SpanID{traceID, byte(i + 2)})
-		sp.SetParentSpanID(root.SpanID())
+		sp.SetSpanID(pcommon.SpanID{traceID, next})
+		next++
+		sp.SetParentSpanID(parent)
+		sp.SetName(name)
+		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(now.Add(time.Duration(next) * time.Millisecond)))
+		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(now.Add(time.Second)))
+		sp.Attributes().PutStr(genai.AttrOperationName, op)
+		sp.Attributes().PutStr(genai.AttrRunID, fmt.Sprintf("run-%d", traceID))
+		return sp
+	}
+	root := span(pcommon.SpanID{}, genai.SpanName(genai.OpInvokeAgent, genai.LeadAgentName), genai.OpInvokeAgent)
+	root.Attributes().PutStr(genai.AttrAgentName, genai.LeadAgentName)
+	callID := fmt.Sprintf("call_task_%d", traceID)
+	var subParent pcommon.SpanID
+	for _, c := range calls {
+		parent := root.SpanID()
+		if genai.CallerBucket(c.caller) == genai.BucketSubagent {
+			if subParent.IsEmpty() {
+				tool := span(root.SpanID(), genai.SpanName(genai.OpExecuteTool, genai.TaskToolName), genai.OpExecuteTool)
+				tool.Attributes().PutStr(genai.AttrToolName, genai.TaskToolName)
+				tool.Attributes().PutStr(genai.AttrToolCallID, callID)
+				sub := span(tool.SpanID(), genai.SpanName(genai.OpInvokeAgent, "researcher"), genai.OpInvokeAgent)
+				sub.Attributes().PutStr(genai.AttrAgentName, "researcher")
+				sub.Attributes().PutStr(genai.AttrToolCallID, callID)
+				subParent = sub.SpanID()
+			}
+			parent = subParent
+		}
+		sp := span(parent, genai.SpanName(genai.OpChat, c.model), genai.OpChat)
 		sp.SetKind(ptrace.SpanKindClient)
-		sp.SetName(genai.SpanName(genai.OpChat, c.model))
-		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(now))
-		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(now.Add(100 * time.Millisecond)))
 		a := sp.Attributes()
-		a.PutStr(genai.AttrOperationName, genai.OpChat)
 		a.PutStr(genai.AttrRequestModel, c.model)
 		a.PutStr(genai.AttrProviderName, c.provider)
-		a.PutStr(genai.AttrRunID, fmt.Sprintf("run-%d", traceID))
 		if c.caller != "" {
 			a.PutStr(genai.AttrCaller, c.caller)
 		}
@@ -111,12 +133,8 @@ func buildTrace(traceID byte, calls []chatSpan) ptrace.Traces {
 				a.PutInt(genai.AttrUsageCacheWrite, c.usage.CacheCreation)
 			}
 		}
-		if c.merged != nil {
-			a.PutInt(genai.AttrSubagentInput, c.merged.Input)
-			a.PutInt(genai.AttrSubagentOutput, c.merged.Output)
-			a.PutInt(genai.AttrSubagentTotal, c.merged.Total())
-			a.PutInt(genai.AttrSubagentCacheRead, c.merged.CacheRead)
-			a.PutInt(genai.AttrSubagentReasoning, c.merged.Reasoning)
+		if c.dispatches {
+			genai.PutStrings(a, genai.AttrResponseToolCallIDs, []string{callID})
 		}
 	}
 	return td
@@ -175,7 +193,10 @@ func dropZeros(m map[string]float64) map[string]float64 {
 // cumulative across batches; the semconv histogram counts input and output.
 func TestSidecarTokenMetricsInPrometheus(t *testing.T) {
 	ports := setSidecarEnv(t)
-	StartIn(t, t.TempDir(), shippedConfig(t), ports.OTLPHTTP)
+	dir := t.TempDir()
+	tracesFile := filepath.Join(dir, "traces.jsonl")
+	t.Setenv("AGENTMETER_DEMO_TRACES_FILE", tracesFile)
+	startShippedWithFile(t, dir, ports)
 	prom := StartPrometheus(t, PrometheusOptions{Jobs: []ScrapeJob{{Name: "agentmeter", Targets: []string{ports.Prometheus}, HonorLabels: true}}})
 	prom.WaitForTargetsUp(t, "agentmeter", 1, 30*time.Second)
 
@@ -183,8 +204,9 @@ func TestSidecarTokenMetricsInPrometheus(t *testing.T) {
 		return &genai.Usage{Input: in, Output: out, CacheRead: cr, CacheCreation: cc, Reasoning: rs}
 	}
 	batches := [][]chatSpan{{
-		{caller: "lead_agent", model: "gpt-4o", provider: "openai", usage: u(1200, 80, 1000, 0, 0),
-			merged: u(9000, 900, 100, 0, 50)}, // a dispatching call: the merged block must not count
+		// the dispatching call: subagentmerge adds the subagents' usage onto it as
+		// agentmeter.subagent.*, which the metrics must not count a second time
+		{caller: "lead_agent", model: "gpt-4o", provider: "openai", usage: u(1200, 80, 1000, 0, 0), dispatches: true},
 		{caller: "subagent:researcher", model: "gpt-4o-mini", provider: "openai", usage: u(640, 210, 0, 0, 64)},
 		{caller: "subagent:coder", model: "claude-sonnet", provider: "anthropic", usage: u(3000, 500, 0, 2048, 0), cacheWriteOnly: true},
 		{caller: "middleware:title", model: "gpt-4o-mini", provider: "openai", usage: u(150, 12, 0, 0, 0)},
@@ -252,6 +274,19 @@ func TestSidecarTokenMetricsInPrometheus(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, le, 1)
 	assert.Equal(t, float64(4), le[0].Value, "inputs <= 1024 tokens: 640, 150, 10, 77")
+
+	// subagentmerge did merge: the dispatching call carries the subagents' usage, and
+	// still only its own usage was counted above
+	var dispatching []ptrace.Span
+	for _, sp := range WaitForSpans(t, tracesFile, 14, 30*time.Second) {
+		if len(genai.StringsFromMap(sp.Attributes(), genai.AttrResponseToolCallIDs)) > 0 {
+			dispatching = append(dispatching, sp)
+		}
+	}
+	require.Len(t, dispatching, 1)
+	merged, ok := genai.SubagentUsageFromMap(dispatching[0].Attributes())
+	require.True(t, ok, "subagentmerge wrote agentmeter.subagent.* on the dispatching call")
+	assert.Equal(t, genai.Usage{Input: 3640, Output: 710, CacheCreation: 2048, Reasoning: 64}, merged)
 
 	// every query of the Grafana dashboard is valid PromQL over these series
 	for _, expr := range dashboardQueries(t) {
