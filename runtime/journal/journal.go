@@ -392,5 +392,5 @@ func errorType(err error) string {
 	if t, ok := err.(typed); ok {
 		return t.ErrorType()
 	}
-	return strings.TrimPrefix(strings.TrimPrefix(typeName(err), "*"), "")
+	return strings.TrimPrefix(typeName(err), "*")
 }
