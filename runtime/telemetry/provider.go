@@ -77,6 +77,12 @@ func Setup(ctx context.Context, o Options) (*Provider, error) {
 		opts := []otlptracehttp.Option{otlptracehttp.WithRetry(otlptracehttp.RetryConfig{
 			Enabled: true, InitialInterval: 100 * time.Millisecond, MaxInterval: time.Second, MaxElapsedTime: o.ExportTimeout,
 		})}
+		// The spec's default endpoint is http://localhost:4318; the Go exporter would use
+		// https when no endpoint is configured, which a local collector does not speak.
+		if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" &&
+			os.Getenv("OTEL_EXPORTER_OTLP_INSECURE") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_INSECURE") == "" {
+			opts = append(opts, otlptracehttp.WithInsecure())
+		}
 		if os.Getenv("OTEL_EXPORTER_OTLP_TIMEOUT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") == "" {
 			opts = append(opts, otlptracehttp.WithTimeout(o.ExportTimeout))
 		}

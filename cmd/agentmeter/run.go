@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/agentmeter/agentmeter/runtime/agent"
+	"github.com/agentmeter/agentmeter/runtime/config"
+	"github.com/agentmeter/agentmeter/runtime/journal"
+	"github.com/agentmeter/agentmeter/runtime/message"
+	"github.com/agentmeter/agentmeter/runtime/model"
+	_ "github.com/agentmeter/agentmeter/runtime/model/scripted" // registers provider "scripted"
+	"github.com/agentmeter/agentmeter/runtime/sandbox"
+	"github.com/agentmeter/agentmeter/runtime/subagent"
+	"github.com/agentmeter/agentmeter/runtime/telemetry"
+	"github.com/agentmeter/agentmeter/runtime/tool"
+)
+
+func init() {
+	commands["run"] = command{summary: "run the lead agent once: run [--config FILE] [--thread ID] [--json] PROMPT", run: runCommand}
+}
+
+// demoConfigYAML is the built-in configuration used without --config: the scripted model
+// with its embedded demo script, so `agentmeter run` works offline on a fresh machine.
+const demoConfigYAML = `
+models:
+  - name: main
+    provider: scripted
+    model: scripted-demo
+`
+
+// MiddlewareEnv is what a middleware chain builder gets from the run command.
+type MiddlewareEnv struct {
+	Config *config.Config
+	Models *model.Factory
+	Lead   model.ChatModel
+}
+
+// leadMiddlewares builds the lead agent's middleware chain. The middleware package
+// replaces it (from its own file in this command) once it lands; until then the demo
+// stand-ins below make the demo exercise a middleware model call and step kinds.
+var leadMiddlewares = func(env MiddlewareEnv) ([]agent.Middleware, error) {
+	return []agent.Middleware{&demoStepKind{}, &demoTitle{}}, nil
+}
+
+// subagentMiddlewares builds a subagent type's chain (none by default).
+var subagentMiddlewares = func(env MiddlewareEnv, t subagent.Type) []agent.Middleware { return nil }
+
+// runOutput is the --json object.
+type runOutput struct {
+	Answer     string                 `json:"answer"`
+	ThreadID   string                 `json:"thread_id"`
+	RunID      string                 `json:"run_id"`
+	TraceID    string                 `json:"trace_id"`
+	Completion journal.CompletionData `json:"completion"`
+}
+
+func runCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "config.yaml (default: the built-in offline demo configuration)")
+	threadID := fs.String("thread", "", "thread id (default: a new thread)")
+	userID := fs.String("user", "", "user id (enduser.id)")
+	asJSON := fs.Bool("json", false, "print one JSON object {answer, thread_id, run_id, trace_id, completion}")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: agentmeter run [--config FILE] [--thread ID] [--json] PROMPT")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	prompt := strings.TrimSpace(strings.Join(fs.Args(), " "))
+	if prompt == "" {
+		fmt.Fprintln(stderr, "agentmeter run: a PROMPT is required")
+		fs.Usage()
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out, err := runOnce(ctx, runOptions{ConfigPath: *cfgPath, ThreadID: *threadID, UserID: *userID, Prompt: prompt, Warnings: stderr})
+	if err != nil {
+		fmt.Fprintf(stderr, "agentmeter run: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		if err := enc.Encode(out); err != nil {
+			fmt.Fprintf(stderr, "agentmeter run: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	printText(stdout, out)
+	return 0
+}
+
+type runOptions struct {
+	ConfigPath string
+	ThreadID   string
+	UserID     string
+	Prompt     string
+	Warnings   io.Writer
+}
+
+// loadConfig reads --config or the built-in demo configuration.
+func loadConfig(path string) (*config.Config, error) {
+	if path == "" {
+		return config.Parse([]byte(demoConfigYAML))
+	}
+	return config.LoadFile(path)
+}
+
+func runOnce(ctx context.Context, o runOptions) (*runOutput, error) {
+	cfg, err := loadConfig(o.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	tel, err := telemetry.Setup(ctx, telemetry.Options{
+		Enabled: config.BoolOr(cfg.Telemetry.Enabled, true), ServiceName: cfg.Telemetry.ServiceName,
+		ServiceVersion: version, ExportTimeout: cfg.Telemetry.ExportTimeout, Warnings: o.Warnings,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Flush spans whatever happens, bounded by the export timeout: never hang on a
+	// missing collector.
+	defer tel.Shutdown(context.Background())
+	ctx = telemetry.WithContentCapture(ctx, cfg.Telemetry.CaptureContent)
+
+	models, err := model.NewFactory(cfg.Models)
+	if err != nil {
+		return nil, err
+	}
+	lead, err := models.Get(cfg.Agent.Model)
+	if err != nil {
+		return nil, fmt.Errorf("agent.model: %w", err)
+	}
+	subModel := lead
+	if cfg.Subagents.Model != "" {
+		if subModel, err = models.Get(cfg.Subagents.Model); err != nil {
+			return nil, fmt.Errorf("subagents.model: %w", err)
+		}
+	}
+	threadID := o.ThreadID
+	if threadID == "" {
+		threadID = "thread-" + model.NewCallID()[:12]
+	}
+	runID := "run-" + model.NewCallID()[:12]
+	root := cfg.Sandbox.Root
+	if root == "" {
+		root = filepath.Join(os.TempDir(), "agentmeter", "threads")
+	}
+	sb, err := sandbox.NewLocal(root, threadID)
+	if err != nil {
+		return nil, fmt.Errorf("--thread: %w", err)
+	}
+
+	base := tool.Builtins(tool.Bash{Timeout: cfg.Sandbox.BashTimeout}, nil)
+	env := MiddlewareEnv{Config: cfg, Models: models, Lead: lead}
+	tools := base
+	if config.BoolOr(cfg.Subagents.Enabled, true) {
+		exec, err := subagent.NewExecutor(subagent.Options{
+			Model: subModel, Tools: base, MaxConcurrent: cfg.Subagents.MaxConcurrent,
+			Timeout: cfg.Subagents.Timeout, MaxTurns: cfg.Subagents.MaxTurns,
+			Middlewares: func(t subagent.Type) []agent.Middleware { return subagentMiddlewares(env, t) },
+		})
+		if err != nil {
+			return nil, err
+		}
+		tools = append(append([]tool.Tool(nil), base...), &subagent.TaskTool{Executor: exec})
+	}
+	tools, err = enabledTools(tools, cfg.Agent.Tools)
+	if err != nil {
+		return nil, err
+	}
+	mws, err := leadMiddlewares(env)
+	if err != nil {
+		return nil, fmt.Errorf("middlewares: %w", err)
+	}
+	a, err := agent.New(agent.Config{
+		Model: lead, Models: models, Tools: tools, Middlewares: mws,
+		SystemPrompt: cfg.Agent.SystemPrompt, RecursionLimit: cfg.Agent.RecursionLimit,
+	})
+	if err != nil {
+		return nil, err
+	}
+	j := journal.New(journal.Options{RunID: runID, ThreadID: threadID})
+	res, runErr := a.Run(ctx, agent.Input{
+		ThreadID: threadID, RunID: runID, UserID: o.UserID, Journal: j, Sandbox: sb,
+		Messages: []message.Message{message.Human(o.Prompt)},
+	})
+	j.Flush()
+	if runErr != nil {
+		return nil, runErr
+	}
+	return &runOutput{Answer: res.Answer, ThreadID: threadID, RunID: runID, TraceID: res.TraceID, Completion: j.CompletionData()}, nil
+}
+
+// enabledTools keeps the tools named in agent.tools (all when empty); an unknown name is
+// an error naming the key.
+func enabledTools(all []tool.Tool, names []string) ([]tool.Tool, error) {
+	if len(names) == 0 {
+		return all, nil
+	}
+	byName := map[string]tool.Tool{}
+	for _, t := range all {
+		byName[t.Spec().Name] = t
+	}
+	var out []tool.Tool
+	var errs []error
+	for _, n := range names {
+		t, ok := byName[n]
+		if !ok {
+			errs = append(errs, fmt.Errorf("agent.tools: unknown tool %q", n))
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, errors.Join(errs...)
+}
+
+func printText(w io.Writer, out *runOutput) {
+	fmt.Fprintln(w, out.Answer)
+	fmt.Fprintln(w)
+	c := out.Completion
+	fmt.Fprintf(w, "thread %s  run %s  trace %s\n", out.ThreadID, out.RunID, out.TraceID)
+	fmt.Fprintf(w, "tokens: total %d (input %d, output %d) in %d model calls\n", c.TotalTokens, c.TotalInputTokens, c.TotalOutputTokens, c.LLMCallCount)
+	fmt.Fprintf(w, "by caller: lead_agent %d, subagent %d, middleware %d\n", c.LeadAgentTokens, c.SubagentTokens, c.MiddlewareTokens)
+	names := make([]string, 0, len(c.TokenUsageByModel))
+	for n := range c.TokenUsageByModel {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		b := c.TokenUsageByModel[n]
+		line := fmt.Sprintf("  %s: total %d (input %d, output %d)", n, b.TotalTokens, b.InputTokens, b.OutputTokens)
+		if b.CacheReadTokens > 0 {
+			line += fmt.Sprintf(", cache_read %d", b.CacheReadTokens)
+		}
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintf(w, "messages: %d\n", c.MessageCount)
+}
