@@ -152,8 +152,6 @@ func TestFullAgentTrace(t *testing.T) {
 	assert.EqualValues(t, 1, d.Metadata["subagent_dispatches"])
 	assert.Equal(t, "lead_agent", d.Metadata["caller"])
 	assert.Equal(t, "subagent:research", obsOf(langfusefake.RoleSubChat1).Metadata["caller"])
-	assert.Equal(t, "subagent", obsOf(langfusefake.RoleSubChat1).Metadata["caller_bucket"])
-	assert.Equal(t, "middleware", obsOf(langfusefake.RoleTitleChat).Metadata["caller_bucket"])
 	assert.Equal(t, "merged", obsOf(langfusefake.RoleTask).Metadata["merge_status"])
 
 	// content attributes are not invented

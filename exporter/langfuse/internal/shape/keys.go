@@ -25,6 +25,9 @@ const (
 	attrLegacyTags   = "langfuse.tags"
 	attrDeployEnv    = "deployment.environment.name"
 	attrDeployEnvOld = "deployment.environment"
+	// other frameworks' attributes that change Langfuse's type or model inference
+	attrOpenInferenceKind = "openinference.span.kind"
+	attrAIModelID         = "ai.model.id"
 )
 
 // Observation types (langfuse.observation.type values).
@@ -51,7 +54,6 @@ const (
 // each token once.
 const (
 	MetaCaller                 = AttrObservationMetadata + ".caller"
-	MetaCallerBucket           = AttrObservationMetadata + ".caller_bucket"
 	MetaMergeStatus            = AttrObservationMetadata + ".merge_status"
 	MetaSubagentInput          = AttrObservationMetadata + ".subagent_input_tokens"
 	MetaSubagentOutput         = AttrObservationMetadata + ".subagent_output_tokens"

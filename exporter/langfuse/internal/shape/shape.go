@@ -24,31 +24,43 @@ type traceInfo struct {
 	hasLeadModel bool
 }
 
-// Traces rewrites td in place for Langfuse. It only adds attributes (set-if-absent for
-// anything an emitter may have set itself) and never touches gen_ai.usage.*, so applying
-// it twice — a retried or re-queued batch — gives the same spans.
+// Traces rewrites td in place for Langfuse. It adds attributes (set-if-absent for
+// anything an emitter may have set itself), moves agentmeter.caller and the merged
+// agentmeter.subagent.* values into observation metadata, and never touches
+// gen_ai.usage.*, so applying it twice — a retried or re-queued batch — gives the same
+// spans.
 //
 // Trace-level values are taken from the spans of the same trace in this batch; a trace
 // whose root span arrives in a later batch gets its name from that batch (subagentmerge
 // and batch upstream release whole traces, so this is the exception).
+//
+// It writes only what Langfuse's server would not derive by itself from the span
+// (vendor notes §1.7): every byte added is gzipped and sent for every span, and the
+// exporter must keep up with the stock otlphttp exporter.
 func Traces(td ptrace.Traces) {
-	infos := collect(td)
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				sp := spans.At(k)
-				Span(sp.Attributes(), infos[sp.TraceID()])
-			}
+	facts := make([]spanFacts, 0, td.SpanCount())
+	infos := make(map[pcommon.TraceID]*traceInfo)
+	forEach(td, func(env string, sp ptrace.Span) {
+		f := scan(sp.Attributes())
+		info := infos[sp.TraceID()]
+		if info == nil {
+			info = &traceInfo{}
+			infos[sp.TraceID()] = info
 		}
+		info.observe(sp, &f, env)
+		facts = append(facts, f)
+	})
+	for _, info := range infos {
+		info.finish()
 	}
+	i := 0
+	forEach(td, func(_ string, sp ptrace.Span) {
+		stamp(sp.Attributes(), &facts[i], infos[sp.TraceID()])
+		i++
+	})
 }
 
-// collect gathers the per-trace values in one pass over the batch.
-func collect(td ptrace.Traces) map[pcommon.TraceID]*traceInfo {
-	infos := make(map[pcommon.TraceID]*traceInfo)
+func forEach(td ptrace.Traces, f func(env string, sp ptrace.Span)) {
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
@@ -57,37 +69,107 @@ func collect(td ptrace.Traces) map[pcommon.TraceID]*traceInfo {
 		for j := 0; j < sss.Len(); j++ {
 			spans := sss.At(j).Spans()
 			for k := 0; k < spans.Len(); k++ {
-				sp := spans.At(k)
-				info := infos[sp.TraceID()]
-				if info == nil {
-					info = &traceInfo{}
-					infos[sp.TraceID()] = info
-				}
-				info.observe(sp, env)
+				f(env, spans.At(k))
 			}
 		}
 	}
-	for _, info := range infos {
-		info.finish()
-	}
-	return infos
 }
 
-func (t *traceInfo) observe(sp ptrace.Span, env string) {
-	attrs := sp.Attributes()
+// spanFacts is what one pass over a span's attributes finds: everything shaping reads.
+type spanFacts struct {
+	op, caller, mergeStatus, agentName string
+	metaCaller                         string // a caller moved by an earlier pass
+	traceName                          string // langfuse.trace.name
+	lfSession, semSession, convID      string // in Langfuse's precedence order
+	lfUser, semUser, endUser           string
+	respModel, reqModel                string
+	hasTags, hasLegacyTags             bool
+	hasType, hasLFModel, hasAIModelID  bool
+	hasOIKind                          bool
+	hasSubagent, hasUsage              bool
+	hasToolAttrs                       bool
+}
+
+// scan reads the attributes shaping needs in a single pass (Map.Get is a linear scan,
+// and a span is looked up for some twenty keys).
+func scan(attrs pcommon.Map) spanFacts {
+	var f spanFacts
+	attrs.Range(func(k string, v pcommon.Value) bool {
+		switch k {
+		case genai.AttrOperationName:
+			f.op = v.AsString()
+		case genai.AttrCaller:
+			f.caller = v.AsString()
+		case MetaCaller:
+			f.metaCaller = v.AsString()
+		case genai.AttrMergeStatus:
+			f.mergeStatus = v.AsString()
+		case genai.AttrAgentName:
+			f.agentName = v.AsString()
+		case AttrTraceName:
+			f.traceName = v.AsString()
+		case AttrSessionID:
+			f.lfSession = v.AsString()
+		case attrSemSessionID:
+			f.semSession = v.AsString()
+		case genai.AttrConversationID:
+			f.convID = v.AsString()
+		case AttrUserID:
+			f.lfUser = v.AsString()
+		case attrSemUserID:
+			f.semUser = v.AsString()
+		case genai.AttrEndUserID:
+			f.endUser = v.AsString()
+		case genai.AttrResponseModel:
+			f.respModel = v.AsString()
+		case genai.AttrRequestModel:
+			f.reqModel = v.AsString()
+		case AttrTraceTags:
+			f.hasTags = true
+		case attrLegacyTags:
+			f.hasLegacyTags = true
+		case AttrObservationType:
+			f.hasType = true
+		case AttrObservationModel:
+			f.hasLFModel = true
+		case attrAIModelID:
+			f.hasAIModelID = true
+		case attrOpenInferenceKind:
+			f.hasOIKind = true
+		case genai.AttrToolName, genai.AttrToolCallID:
+			f.hasToolAttrs = true
+		case genai.AttrSubagentInput, genai.AttrSubagentOutput:
+			f.hasSubagent = true
+		case genai.AttrUsageInput, genai.AttrUsageOutput:
+			f.hasUsage = true
+		}
+		return true
+	})
+	if f.caller == "" {
+		f.caller = f.metaCaller
+	}
+	return f
+}
+
+// session and user as Langfuse reads them from this span alone.
+func (f *spanFacts) session() string { return first(f.lfSession, f.semSession, f.convID) }
+func (f *spanFacts) user() string    { return first(f.lfUser, f.semUser) }
+
+func (t *traceInfo) observe(sp ptrace.Span, f *spanFacts, env string) {
 	if t.name == "" {
-		t.name = str(attrs, AttrTraceName)
+		t.name = f.traceName
 	}
 	if t.rootName == "" && sp.ParentSpanID().IsEmpty() {
-		t.rootName = rootTraceName(sp)
+		t.rootName = rootTraceName(sp, f)
 	}
 	if t.session == "" {
-		t.session = firstStr(attrs, AttrSessionID, attrSemSessionID, genai.AttrConversationID)
+		t.session = f.session()
 	}
 	if t.user == "" {
-		t.user = firstStr(attrs, AttrUserID, attrSemUserID, genai.AttrEndUserID)
+		t.user = first(f.lfUser, f.semUser, f.endUser)
 	}
-	if t.tags == nil {
+	if t.tags == nil && (f.hasTags || f.hasLegacyTags) {
+		attrs := sp.Attributes()
 		if tags := genai.StringsFromMap(attrs, AttrTraceTags); len(tags) > 0 {
 			t.tags = tags
 		} else if tags := genai.StringsFromMap(attrs, attrLegacyTags); len(tags) > 0 {
@@ -98,10 +180,9 @@ func (t *traceInfo) observe(sp ptrace.Span, env string) {
 		t.env = env
 	}
 	// DeerFlow tags a trace with the run's model: the lead agent's model, i.e. its first call.
-	if str(attrs, genai.AttrOperationName) == genai.OpChat &&
-		genai.CallerBucket(str(attrs, genai.AttrCaller)) == genai.BucketLeadAgent &&
+	if f.op == genai.OpChat && genai.CallerBucket(f.caller) == genai.BucketLeadAgent &&
 		(!t.hasLeadModel || sp.StartTimestamp() < t.leadModelAt) {
-		if m := firstStr(attrs, genai.AttrRequestModel, genai.AttrResponseModel); m != "" {
+		if m := first(f.reqModel, f.respModel); m != "" {
 			t.leadModel, t.leadModelAt, t.hasLeadModel = m, sp.StartTimestamp(), true
 		}
 	}
@@ -127,63 +208,124 @@ func (t *traceInfo) finish() {
 
 // rootTraceName names a trace after its root span, as DeerFlow names it after the
 // assistant: the lead agent's trace is "lead-agent", a custom agent keeps its name.
-func rootTraceName(sp ptrace.Span) string {
-	attrs := sp.Attributes()
-	if str(attrs, genai.AttrOperationName) == genai.OpInvokeAgent {
-		switch name := str(attrs, genai.AttrAgentName); name {
+func rootTraceName(sp ptrace.Span, f *spanFacts) string {
+	if f.op == genai.OpInvokeAgent {
+		switch f.agentName {
 		case genai.LeadAgentName:
 			return defaultLeadTraceName
 		case "":
 		default:
-			return name
+			return f.agentName
 		}
 	}
 	return sp.Name()
 }
 
-// Span shapes one span's attributes. t may be nil (a span shaped on its own), in which
-// case only the observation-level attributes are written.
-func Span(attrs pcommon.Map, t *traceInfo) {
+// Span shapes one span on its own (no trace-level values).
+func Span(attrs pcommon.Map) {
+	f := scan(attrs)
+	stamp(attrs, &f, nil)
+}
+
+// stamp writes the Langfuse attributes the span needs. t may be nil.
+func stamp(attrs pcommon.Map, f *spanFacts, t *traceInfo) {
+	attrs.EnsureCapacity(attrs.Len() + 6)
 	if t != nil {
-		putStrIfAbsent(attrs, AttrTraceName, t.name)
-		putStrIfAbsent(attrs, AttrSessionID, t.session)
-		putStrIfAbsent(attrs, AttrUserID, t.user)
-		if _, ok := attrs.Get(AttrTraceTags); !ok && len(t.tags) > 0 {
+		if f.traceName == "" && t.name != "" {
+			attrs.PutStr(AttrTraceName, t.name)
+		}
+		// session and user only where this span would otherwise read differently:
+		// gen_ai.conversation.id is already one of Langfuse's session attributes.
+		if t.session != "" && f.session() != t.session && f.lfSession == "" {
+			attrs.PutStr(AttrSessionID, t.session)
+		}
+		if f.user() != t.user && f.lfUser == "" {
+			attrs.PutStr(AttrUserID, t.user)
+		}
+		if !f.hasTags && len(t.tags) > 0 {
 			genai.PutStrings(attrs, AttrTraceTags, t.tags)
 		}
 	}
 
-	op := str(attrs, genai.AttrOperationName)
-	putStrIfAbsent(attrs, AttrObservationType, ObservationType(op))
-
-	if op == genai.OpChat {
-		putStrIfAbsent(attrs, AttrObservationModel, firstStr(attrs, genai.AttrResponseModel, genai.AttrRequestModel))
-		if u, ok := genai.UsageFromMap(attrs); ok {
-			attrs.PutStr(AttrObservationUsage, UsageDetails(u))
-		}
+	if !f.hasType && inferredType(f) != ObservationType(f.op) {
+		attrs.PutStr(AttrObservationType, ObservationType(f.op))
 	}
 
-	if caller := str(attrs, genai.AttrCaller); caller != "" {
-		putStrIfAbsent(attrs, MetaCaller, caller)
-		putStrIfAbsent(attrs, MetaCallerBucket, genai.CallerBucket(caller))
-	}
-	if status := str(attrs, genai.AttrMergeStatus); status != "" {
-		putStrIfAbsent(attrs, MetaMergeStatus, status)
-	}
-	if su, ok := genai.SubagentUsageFromMap(attrs); ok {
-		attrs.PutInt(MetaSubagentInput, su.Input)
-		attrs.PutInt(MetaSubagentOutput, su.Output)
-		attrs.PutInt(MetaSubagentTotal, su.Total())
-		attrs.PutInt(MetaSubagentCacheRead, su.CacheRead)
-		attrs.PutInt(MetaSubagentCacheCreation, su.CacheCreation)
-		attrs.PutInt(MetaSubagentReasoning, su.Reasoning)
-		if v, ok := attrs.Get(genai.AttrSubagentDispatches); ok {
-			attrs.PutInt(MetaSubagentDispatches, v.Int())
+	if f.op == genai.OpChat {
+		// Langfuse prefers gen_ai.response.model, then ai.model.id, then the request
+		// model; name it only when the request model would lose to something else.
+		if !f.hasLFModel && f.respModel == "" && f.reqModel != "" && f.hasAIModelID {
+			attrs.PutStr(AttrObservationModel, f.reqModel)
 		}
-		if ids := genai.StringsFromMap(attrs, genai.AttrSubagentToolCallIDs); len(ids) > 0 {
-			genai.PutStrings(attrs, MetaSubagentToolCallIDs, ids)
+		if f.hasUsage {
+			if u, ok := genai.UsageFromMap(attrs); ok {
+				attrs.PutStr(AttrObservationUsage, UsageDetails(u))
+			}
 		}
 	}
+
+	// The caller and merged subagent usage move into observation metadata. Moved, not
+	// copied: Langfuse would otherwise also file the raw attributes under
+	// metadata.attributes, and every duplicate byte is sent (and gzipped) again.
+	if f.metaCaller == "" && f.caller != "" {
+		attrs.PutStr(MetaCaller, f.caller)
+	}
+	if f.mergeStatus != "" {
+		putStrIfAbsent(attrs, MetaMergeStatus, f.mergeStatus)
+	}
+	if f.hasSubagent {
+		if su, ok := genai.SubagentUsageFromMap(attrs); ok {
+			attrs.PutInt(MetaSubagentInput, su.Input)
+			attrs.PutInt(MetaSubagentOutput, su.Output)
+			attrs.PutInt(MetaSubagentTotal, su.Total())
+			attrs.PutInt(MetaSubagentCacheRead, su.CacheRead)
+			attrs.PutInt(MetaSubagentCacheCreation, su.CacheCreation)
+			attrs.PutInt(MetaSubagentReasoning, su.Reasoning)
+			if v, ok := attrs.Get(genai.AttrSubagentDispatches); ok {
+				attrs.PutInt(MetaSubagentDispatches, v.Int())
+			}
+			if ids := genai.StringsFromMap(attrs, genai.AttrSubagentToolCallIDs); len(ids) > 0 {
+				genai.PutStrings(attrs, MetaSubagentToolCallIDs, ids)
+			}
+		}
+	}
+	if f.caller != "" && f.metaCaller == "" || f.hasSubagent {
+		attrs.RemoveIf(func(k string, _ pcommon.Value) bool {
+			switch k {
+			case genai.AttrCaller, genai.AttrSubagentInput, genai.AttrSubagentOutput, genai.AttrSubagentTotal,
+				genai.AttrSubagentCacheRead, genai.AttrSubagentCacheCreat, genai.AttrSubagentReasoning,
+				genai.AttrSubagentDispatches, genai.AttrSubagentToolCallIDs:
+				return true
+			}
+			return false
+		})
+	}
+}
+
+// inferredType is the observation type Langfuse's server gives a span without
+// langfuse.observation.type (§1.7 mappers, the ones our spans can trigger), or "" when
+// another framework's attribute (openinference.span.kind) would decide.
+func inferredType(f *spanFacts) string {
+	if f.hasOIKind {
+		return ""
+	}
+	switch f.op {
+	case genai.OpChat, "completion", "text_completion", "generate_content", "generate":
+		return TypeGeneration
+	case "embeddings":
+		return "embedding"
+	case genai.OpInvokeAgent, "create_agent":
+		return TypeAgent
+	case genai.OpExecuteTool:
+		return TypeTool
+	}
+	switch {
+	case f.hasToolAttrs:
+		return TypeTool
+	case f.hasLFModel || f.reqModel != "" || f.respModel != "":
+		return TypeGeneration
+	}
+	return TypeSpan
 }
 
 // ObservationType maps gen_ai.operation.name to a Langfuse observation type.
@@ -274,6 +416,15 @@ func firstStr(m pcommon.Map, keys ...string) string {
 	for _, k := range keys {
 		if s := str(m, k); s != "" {
 			return s
+		}
+	}
+	return ""
+}
+
+func first(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
 		}
 	}
 	return ""

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/fakevendor/langfusefake"
 )
 
 func TestUsageBuckets(t *testing.T) {
@@ -112,25 +113,52 @@ func get(t *testing.T, sp ptrace.Span, key string) string {
 	return v.AsString()
 }
 
+// view is what Langfuse's server makes of a shaped span (the fake's emulation of its
+// attribute mapping).
+func view(td ptrace.Traces, i int) langfusefake.Observation {
+	return langfusefake.Observe(spanAt(td, i))
+}
+
 func TestTraceAttributesOnEverySpan(t *testing.T) {
 	td := twoSpanTrace(nil)
 	Traces(td)
 	for i := 0; i < 2; i++ {
-		sp := spanAt(td, i)
-		assert.Equal(t, "lead-agent", get(t, sp, AttrTraceName))
-		assert.Equal(t, "thread-1", get(t, sp, AttrSessionID), "session from gen_ai.conversation.id of another span")
-		assert.Equal(t, "default", get(t, sp, AttrUserID), "DeerFlow: user falls back to default")
-		assert.Equal(t, []string{"env:staging", "model:gpt-4o"}, genai.StringsFromMap(sp.Attributes(), AttrTraceTags))
+		o := view(td, i)
+		assert.Equal(t, "lead-agent", o.TraceName)
+		assert.Equal(t, "thread-1", o.SessionID, "session from gen_ai.conversation.id of another span")
+		assert.Equal(t, "default", o.UserID, "DeerFlow: user falls back to default")
+		assert.Equal(t, []string{"env:staging", "model:gpt-4o"}, o.Tags)
 	}
-	assert.Equal(t, TypeAgent, get(t, spanAt(td, 0), AttrObservationType))
-	assert.Equal(t, TypeGeneration, get(t, spanAt(td, 1), AttrObservationType))
-	assert.Equal(t, "gpt-4o", get(t, spanAt(td, 1), AttrObservationModel))
+	assert.Equal(t, "thread-1", get(t, spanAt(td, 0), AttrSessionID), "stamped where missing")
+	_, has := spanAt(td, 1).Attributes().Get(AttrSessionID)
+	assert.False(t, has, "not duplicated where gen_ai.conversation.id already says it")
+
+	assert.Equal(t, TypeAgent, view(td, 0).Type)
+	assert.Equal(t, TypeGeneration, view(td, 1).Type)
+	assert.Equal(t, "gpt-4o", view(td, 1).Model)
 	assert.Equal(t, `{"input":10,"output":5,"total":15}`, get(t, spanAt(td, 1), AttrObservationUsage))
-	_, has := spanAt(td, 0).Attributes().Get(AttrObservationUsage)
-	assert.False(t, has, "no usage on the agent span")
+	assert.Empty(t, view(td, 0).Usage, "no usage on the agent span")
 	// own usage untouched (CONTRACT §2)
 	u, _ := genai.UsageFromMap(spanAt(td, 1).Attributes())
 	assert.Equal(t, genai.Usage{Input: 10, Output: 5}, u)
+}
+
+// The type and model are written only where Langfuse would infer something else.
+func TestTypeAndModelWhereInferenceDiffers(t *testing.T) {
+	td := twoSpanTrace(func(root, chat ptrace.Span) {
+		root.Attributes().Remove(genai.AttrOperationName)
+		root.Attributes().PutStr(genai.AttrToolName, "not-a-tool-call") // would infer tool
+		chat.Attributes().PutStr("ai.model.id", "vercel-model")         // would beat the request model
+	})
+	Traces(td)
+	assert.Equal(t, TypeSpan, view(td, 0).Type)
+	assert.Equal(t, "gpt-4o", view(td, 1).Model)
+
+	td = twoSpanTrace(func(_, chat ptrace.Span) {
+		chat.Attributes().PutStr("openinference.span.kind", "CHAIN")
+	})
+	Traces(td)
+	assert.Equal(t, TypeGeneration, get(t, spanAt(td, 1), AttrObservationType))
 }
 
 // Caller-provided langfuse.* values win (DeerFlow's set-if-absent, A4) and spread to
@@ -144,12 +172,12 @@ func TestEmitterValuesWin(t *testing.T) {
 	})
 	Traces(td)
 	for i := 0; i < 2; i++ {
-		sp := spanAt(td, i)
-		assert.Equal(t, "custom-agent", get(t, sp, AttrTraceName))
-		assert.Equal(t, "alice", get(t, sp, AttrUserID))
-		assert.Equal(t, []string{"team:a"}, genai.StringsFromMap(sp.Attributes(), AttrTraceTags))
+		o := view(td, i)
+		assert.Equal(t, "custom-agent", o.TraceName)
+		assert.Equal(t, "alice", o.UserID)
+		assert.Equal(t, []string{"team:a"}, o.Tags)
 	}
-	assert.Equal(t, "chain", get(t, spanAt(td, 1), AttrObservationType))
+	assert.Equal(t, "chain", view(td, 1).Type)
 }
 
 func TestRootNames(t *testing.T) {
@@ -157,14 +185,14 @@ func TestRootNames(t *testing.T) {
 		root.Attributes().PutStr(genai.AttrAgentName, "custom-agent")
 	})
 	Traces(td)
-	assert.Equal(t, "custom-agent", get(t, spanAt(td, 1), AttrTraceName))
+	assert.Equal(t, "custom-agent", view(td, 1).TraceName)
 
 	td = twoSpanTrace(func(root, _ ptrace.Span) {
 		root.Attributes().Remove(genai.AttrOperationName)
 		root.SetName("POST /runs")
 	})
 	Traces(td)
-	assert.Equal(t, "POST /runs", get(t, spanAt(td, 1), AttrTraceName))
+	assert.Equal(t, "POST /runs", view(td, 1).TraceName)
 
 	// no root in the batch: no invented name
 	td = twoSpanTrace(func(root, _ ptrace.Span) { root.SetParentSpanID([8]byte{9}) })
@@ -195,7 +223,6 @@ func TestSubagentUsageGoesToMetadata(t *testing.T) {
 	}
 	assert.Equal(t, []string{"c1", "c2"}, genai.StringsFromMap(a, MetaSubagentToolCallIDs))
 	assert.Equal(t, "lead_agent", get(t, spanAt(td, 1), MetaCaller))
-	assert.Equal(t, "lead_agent", get(t, spanAt(td, 1), MetaCallerBucket))
 }
 
 // A retried or re-queued batch is shaped again: the result must not change.
