@@ -46,6 +46,11 @@ type usageReceiver struct {
 	lfEvents *langfuse.Ingester
 	keys     [][]byte
 
+	// runsMu and eventsMu serialise plan → emit → commit per stateful face, so a PATCH
+	// (or an update) handled concurrently with its POST (or create) always finds it.
+	runsMu   sync.Mutex
+	eventsMu sync.Mutex
+
 	server   *http.Server
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -131,8 +136,12 @@ func (r *usageReceiver) flushLoop() {
 		case <-t.C:
 			now := r.now()
 			ctx := context.Background()
+			r.runsMu.Lock()
 			r.emitRuns(ctx, r.runs.Expired(now), true)
+			r.runsMu.Unlock()
+			r.eventsMu.Lock()
 			r.emitObservations(ctx, r.lfEvents.Expired(now), true)
+			r.eventsMu.Unlock()
 		}
 	}
 }
@@ -411,12 +420,16 @@ func (r *usageReceiver) ingestRuns(w http.ResponseWriter, req *http.Request, ops
 		writeJSON(w, http.StatusBadRequest, map[string]any{"message": "no valid runs in the request", "errors": errs})
 		return
 	}
+	r.runsMu.Lock()
 	plan := r.runs.Plan(ops)
 	if err := r.consume(req.Context(), plan.Build(), formatLangSmith); err != nil {
+		r.runsMu.Unlock()
 		r.writeRefused(w, err, http.StatusServiceUnavailable)
 		return
 	}
-	r.emitRuns(context.WithoutCancel(req.Context()), plan.Commit(r.now()), false)
+	evicted := plan.Commit(r.now())
+	r.runsMu.Unlock()
+	r.emitRuns(context.WithoutCancel(req.Context()), evicted, false)
 	resp := map[string]any{"accepted": len(ops), "errors": nonNil(errs)}
 	if len(errs) > 0 {
 		writeJSON(w, http.StatusMultiStatus, resp)
@@ -458,12 +471,16 @@ func (r *usageReceiver) handleLangfuseIngestion(w http.ResponseWriter, req *http
 		writeJSON(w, http.StatusBadRequest, map[string]any{"message": "Invalid request data", "errors": []string{err.Error()}})
 		return
 	}
+	r.eventsMu.Lock()
 	plan := r.lfEvents.Plan(events)
 	if err := r.consume(req.Context(), plan.Build(), formatLFIngest); err != nil {
+		r.eventsMu.Unlock()
 		r.writeRefused(w, err, http.StatusTooManyRequests)
 		return
 	}
-	r.emitObservations(context.WithoutCancel(req.Context()), plan.Commit(r.now()), false)
+	evicted := plan.Commit(r.now())
+	r.eventsMu.Unlock()
+	r.emitObservations(context.WithoutCancel(req.Context()), evicted, false)
 	resp := langfuse.Response{Successes: []langfuse.Success{}, Errors: nonNil(errs)}
 	for _, ev := range events {
 		resp.Successes = append(resp.Successes, langfuse.Success{ID: ev.ID, Status: http.StatusCreated})

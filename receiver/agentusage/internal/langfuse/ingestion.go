@@ -41,10 +41,12 @@ type Observation struct {
 	Created   bool // a *-create was seen
 }
 
-// Complete reports whether the observation can be emitted: traces and events at once,
-// spans and generations once they have an end time.
-func (o Observation) Complete() bool {
-	return o.IsTrace || o.Kind == "event" || !o.End.IsZero()
+// finished reports whether the observation itself is whole: a trace at once; an
+// observation once its create was seen (an update alone lacks name, model and usage —
+// the SDK sends events out of order, so an update can come first) and, except for
+// events, once it has an end time.
+func (o Observation) finished() bool {
+	return o.IsTrace || (o.Created && (o.Kind == "event" || !o.End.IsZero()))
 }
 
 // Success is one accepted event in the 207 answer.
@@ -302,7 +304,7 @@ func mergeObs(base, upd Observation) Observation {
 
 // traceInfo is what observations need from their trace-create.
 type traceInfo struct {
-	Name, SessionID, UserID, Caller string
+	Name, SessionID, UserID, Caller, RunID string
 }
 
 // Ingester turns events into spans, holding observations created without an end
@@ -359,14 +361,39 @@ func (in *Ingester) Plan(events []Event) *Plan {
 		}
 		merged[k] = cur
 	}
+	// An observation also waits for its trace-create, which carries the session, user
+	// and run that every span of the trace should have.
+	known := map[string]bool{}
+	for _, k := range order {
+		if o := merged[k]; o.IsTrace {
+			known[o.ID] = true
+		}
+	}
+	traceKnown := func(id string) bool {
+		if known[id] {
+			return true
+		}
+		_, ok := in.traces.Get(id)
+		return ok
+	}
 	p := &Plan{in: in}
 	for _, k := range order {
 		o := merged[k]
-		if o.Complete() {
+		if o.finished() && (o.IsTrace || traceKnown(o.TraceID)) {
 			p.Complete = append(p.Complete, o)
 		} else {
 			p.Park = append(p.Park, o)
 		}
+	}
+	// observations parked earlier that only waited for a trace-create of this batch
+	if len(known) > 0 {
+		inBatch := map[string]bool{}
+		for _, k := range order {
+			inBatch[k] = true
+		}
+		p.Complete = append(p.Complete, in.pending.Select(func(o Observation) bool {
+			return known[o.TraceID] && o.finished() && !inBatch[entityKey(o)]
+		})...)
 	}
 	return p
 }
@@ -417,7 +444,8 @@ func (in *Ingester) build(obs []Observation) ptrace.Traces {
 	b := spanutil.NewBuilder()
 	for _, o := range obs {
 		if o.IsTrace {
-			in.traces.Put(o.ID, traceInfo{Name: o.Name, SessionID: o.SessionID, UserID: o.UserID, Caller: spanutil.CallerFromTags(o.Tags)})
+			runID, _ := o.Metadata["run_id"].(string)
+			in.traces.Put(o.ID, traceInfo{Name: o.Name, SessionID: o.SessionID, UserID: o.UserID, Caller: spanutil.CallerFromTags(o.Tags), RunID: runID})
 		}
 	}
 	for _, o := range obs {
@@ -448,6 +476,9 @@ func (in *Ingester) build(obs []Observation) ptrace.Traces {
 			a.PutStr(genai.AttrEndUserID, user)
 		}
 		runID, _ := o.Metadata["run_id"].(string)
+		if runID == "" {
+			runID = ti.RunID
+		}
 		if runID == "" {
 			runID = o.TraceID
 		}

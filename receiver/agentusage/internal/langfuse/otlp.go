@@ -95,6 +95,62 @@ func MapOTLP(td ptrace.Traces) {
 	forEachSpan(td, func(s ptrace.Span) {
 		mapSpan(s, session[s.TraceID()], user[s.TraceID()])
 	})
+	inheritCallers(td)
+}
+
+// inheritCallers gives every span an agentmeter.caller and agentmeter.run.id: its own,
+// else its nearest ancestor's in the request (a subagent's invoke_agent under a tool
+// span is subagent:<name>), else lead_agent and the trace id, as DeerFlow counts
+// untagged calls.
+func inheritCallers(td ptrace.Traces) {
+	type node struct {
+		parent pcommon.SpanID
+		span   ptrace.Span
+	}
+	nodes := map[pcommon.SpanID]node{}
+	forEachSpan(td, func(s ptrace.Span) { nodes[s.SpanID()] = node{s.ParentSpanID(), s} })
+	var resolve func(id pcommon.SpanID, depth int) string
+	resolve = func(id pcommon.SpanID, depth int) string {
+		n, ok := nodes[id]
+		if !ok || depth > 256 {
+			return ""
+		}
+		a := n.span.Attributes()
+		if c := firstStr(a, genai.AttrCaller); c != "" {
+			return c
+		}
+		if firstStr(a, genai.AttrOperationName) == genai.OpInvokeAgent {
+			if p, ok := nodes[n.parent]; ok && firstStr(p.span.Attributes(), genai.AttrOperationName) == genai.OpExecuteTool {
+				c := genai.SubagentCaller(firstStr(a, genai.AttrAgentName))
+				a.PutStr(genai.AttrCaller, c)
+				return c
+			}
+		}
+		c := resolve(n.parent, depth+1)
+		if c != "" {
+			a.PutStr(genai.AttrCaller, c)
+		}
+		return c
+	}
+	runs := map[pcommon.TraceID]string{}
+	forEachSpan(td, func(s ptrace.Span) {
+		if r := firstStr(s.Attributes(), genai.AttrRunID); r != "" {
+			runs[s.TraceID()] = r
+		}
+	})
+	forEachSpan(td, func(s ptrace.Span) {
+		a := s.Attributes()
+		if resolve(s.SpanID(), 0) == "" {
+			a.PutStr(genai.AttrCaller, genai.BucketLeadAgent)
+		}
+		if _, has := a.Get(genai.AttrRunID); !has {
+			r := runs[s.TraceID()]
+			if r == "" {
+				r = s.TraceID().String()
+			}
+			a.PutStr(genai.AttrRunID, r)
+		}
+	})
 }
 
 func forEachSpan(td ptrace.Traces, f func(ptrace.Span)) {

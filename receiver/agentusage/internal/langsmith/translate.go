@@ -32,7 +32,8 @@ type runInfo struct {
 // or a late PATCH arriving in another request is still placed correctly.
 type Translator struct {
 	pending *spanutil.Pending[Run]
-	recent  *spanutil.Recent[runInfo]
+	recent  *spanutil.Recent[runInfo] // runs seen, emitted or parked
+	emitted *spanutil.Recent[bool]    // runs already turned into spans
 }
 
 // NewTranslator returns a translator holding unfinished runs for pendingTimeout, at
@@ -41,6 +42,7 @@ func NewTranslator(pendingTimeout time.Duration, maxPending int) *Translator {
 	return &Translator{
 		pending: spanutil.NewPending[Run](pendingTimeout, maxPending),
 		recent:  spanutil.NewRecent[runInfo](4 * maxPending),
+		emitted: spanutil.NewRecent[bool](4 * maxPending),
 	}
 }
 
@@ -82,7 +84,10 @@ func (t *Translator) Plan(ops []Op) *Plan {
 	p := &Plan{t: t}
 	for _, id := range order {
 		r := merged[id]
-		if r.Ended() {
+		// A PATCH whose POST we never saw waits for it (the SDKs may send them in
+		// separate, concurrent requests), unless the POST was already emitted.
+		_, emitted := t.emitted.Get(id)
+		if r.Ended() && (r.Posted || emitted) {
 			p.Complete = append(p.Complete, r)
 		} else {
 			p.Park = append(p.Park, r)
@@ -178,7 +183,7 @@ func (t *Translator) build(runs, also []Run) ptrace.Traces {
 	for _, r := range runs {
 		ri := t.info(r, lookup)
 		local[r.ID] = ri
-		t.recent.Put(r.ID, ri)
+		t.emitted.Put(r.ID, true)
 		t.span(b, r, ri, lookup)
 	}
 	for id, ri := range local {

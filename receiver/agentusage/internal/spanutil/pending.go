@@ -66,6 +66,19 @@ func (p *Pending[T]) Put(id string, v T, now time.Time) []T {
 	return evicted
 }
 
+// Select returns (without removing) the items for which keep is true.
+func (p *Pending[T]) Select(keep func(T) bool) []T {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []T
+	for _, e := range p.items {
+		if keep(e.v) {
+			out = append(out, e.v)
+		}
+	}
+	return out
+}
+
 // Remove deletes ids.
 func (p *Pending[T]) Remove(ids ...string) {
 	p.mu.Lock()

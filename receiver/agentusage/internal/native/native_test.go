@@ -1,0 +1,92 @@
+package native
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/goldentest"
+)
+
+var fixedNow = time.Date(2026, 1, 1, 0, 0, 9, 0, time.UTC)
+
+func TestGoldenRecords(t *testing.T) {
+	body, err := os.ReadFile(filepath.Join("testdata", "records.json"))
+	require.NoError(t, err)
+	res, err := Decode(body, fixedNow)
+	require.NoError(t, err)
+	assert.Equal(t, 4, res.Accepted)
+	require.Len(t, res.Errors, 1)
+	assert.Equal(t, 4, res.Errors[0].Index)
+	assert.Contains(t, res.Errors[0].Message, "total_tokens: is 4 but input_tokens + output_tokens is 5")
+	assert.Contains(t, res.Errors[0].Message, "cache_read_tokens")
+	goldentest.Compare(t, filepath.Join("testdata", "records.golden.json"), res.Traces)
+}
+
+func TestDecodeShapes(t *testing.T) {
+	one := `{"run_id":"r","source_run_id":"s","input_tokens":1,"output_tokens":2}`
+	for name, body := range map[string]string{
+		"object":  one,
+		"array":   "[" + one + "]",
+		"records": `{"records":[` + one + `]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			res, err := Decode([]byte(body), fixedNow)
+			require.NoError(t, err)
+			assert.Equal(t, 1, res.Accepted)
+			assert.Equal(t, 2, res.Traces.SpanCount(), "root + chat")
+		})
+	}
+	for name, body := range map[string]string{
+		"empty":        "",
+		"scalar":       "42",
+		"records type": `{"records":{}}`,
+		"broken":       `[{"run_id":`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Decode([]byte(body), fixedNow)
+			require.ErrorIs(t, err, ErrBody)
+		})
+	}
+}
+
+func TestRecordErrorsNameTheField(t *testing.T) {
+	cases := map[string]string{
+		`{"source_run_id":"s"}`:                                        "run_id: is required",
+		`{"run_id":"r","source_run_id":7}`:                             "source_run_id: must be a string",
+		`{"run_id":"r","source_run_id":"s","trace_id":"xyz"}`:          "trace_id: must be 32 hex digits or a UUID",
+		`{"run_id":"r","source_run_id":"s","output_tokens":1.5}`:       "output_tokens: must be a non-negative integer",
+		`{"run_id":"r","source_run_id":"s","reasoning_tokens":3}`:      "reasoning_tokens (3) exceed output_tokens (0)",
+		`{"run_id":"r","source_run_id":"s","start_time":"noon"}`:       "start_time:",
+		`{"run_id":"r","source_run_id":"s","response_tool_call_ids":[1]}`: "response_tool_call_ids[0]: must be a non-empty string",
+		`"just a string"`: "record must be a JSON object",
+	}
+	for body, want := range cases {
+		res, err := Decode([]byte("["+body+"]"), fixedNow)
+		require.NoError(t, err)
+		require.Len(t, res.Errors, 1, body)
+		assert.Contains(t, res.Errors[0].Message, want, body)
+	}
+}
+
+func TestSameRecordSameIDs(t *testing.T) {
+	body := []byte(`{"thread_id":"t","run_id":"r","source_run_id":"s","input_tokens":3,"output_tokens":1}`)
+	a, err := Decode(body, fixedNow)
+	require.NoError(t, err)
+	b, err := Decode(body, fixedNow.Add(time.Hour))
+	require.NoError(t, err)
+	sa := a.Traces.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	sb := b.Traces.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	for i := 0; i < sa.Len(); i++ {
+		assert.Equal(t, sa.At(i).TraceID(), sb.At(i).TraceID())
+		assert.Equal(t, sa.At(i).SpanID(), sb.At(i).SpanID())
+	}
+	u, ok := genai.UsageFromMap(sa.At(1).Attributes())
+	require.True(t, ok)
+	assert.Equal(t, genai.Usage{Input: 3, Output: 1}, u)
+}
