@@ -156,4 +156,3 @@ func persistentQueueRestart(t *testing.T, stop func(*Collector)) {
 	assert.Empty(t, srv.Problems())
 	t.Logf("%d spans queued across the restart, %d observations received (Langfuse upserts by id)", len(want), len(obs))
 }
-
