@@ -57,12 +57,12 @@ func TestDecodeShapes(t *testing.T) {
 
 func TestRecordErrorsNameTheField(t *testing.T) {
 	cases := map[string]string{
-		`{"source_run_id":"s"}`:                                        "run_id: is required",
-		`{"run_id":"r","source_run_id":7}`:                             "source_run_id: must be a string",
-		`{"run_id":"r","source_run_id":"s","trace_id":"xyz"}`:          "trace_id: must be 32 hex digits or a UUID",
-		`{"run_id":"r","source_run_id":"s","output_tokens":1.5}`:       "output_tokens: must be a non-negative integer",
-		`{"run_id":"r","source_run_id":"s","reasoning_tokens":3}`:      "reasoning_tokens (3) exceed output_tokens (0)",
-		`{"run_id":"r","source_run_id":"s","start_time":"noon"}`:       "start_time:",
+		`{"source_run_id":"s"}`:                                           "run_id: is required",
+		`{"run_id":"r","source_run_id":7}`:                                "source_run_id: must be a string",
+		`{"run_id":"r","source_run_id":"s","trace_id":"xyz"}`:             "trace_id: must be 32 hex digits or a UUID",
+		`{"run_id":"r","source_run_id":"s","output_tokens":1.5}`:          "output_tokens: must be a non-negative integer",
+		`{"run_id":"r","source_run_id":"s","reasoning_tokens":3}`:         "reasoning_tokens (3) exceed output_tokens (0)",
+		`{"run_id":"r","source_run_id":"s","start_time":"noon"}`:          "start_time:",
 		`{"run_id":"r","source_run_id":"s","response_tool_call_ids":[1]}`: "response_tool_call_ids[0]: must be a non-empty string",
 		`"just a string"`: "record must be a JSON object",
 	}

@@ -1,0 +1,51 @@
+package langfuse
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+)
+
+// FuzzDecodeIngestion: any legacy batch decodes or is refused; reassembly never panics.
+func FuzzDecodeIngestion(f *testing.F) {
+	for i := 1; i <= 3; i++ {
+		seed, _ := os.ReadFile(filepath.Join("testdata", "ingestion_sdk_"+string(rune('0'+i))+".json"))
+		f.Add(seed)
+	}
+	f.Add([]byte(`{"batch":[{"id":"x","type":"observation-update","body":{"id":"o","type":"GENERATION","usageDetails":{"prompt_tokens":"1e400"},"output":[[[[]]]]}}]}`))
+	f.Add([]byte(`{"batch":[{"id":"x","type":"event-create","body":{"id":"o","startTime":1e30,"usage":{"unit":"TOKENS","input":-5}}}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		events, _, err := DecodeIngestion(body)
+		if err != nil {
+			return
+		}
+		in := NewIngester(time.Minute, 10)
+		p := in.Plan(events)
+		p.Build()
+		p.Commit(t0)
+		in.BuildObservations(in.Drain())
+	})
+}
+
+// FuzzDecodeOTLP: protobuf and JSON bodies decode or are refused; mapping never panics.
+func FuzzDecodeOTLP(f *testing.F) {
+	seed, _ := os.ReadFile(filepath.Join("testdata", "otlp_sdk.json"))
+	f.Add(seed, true)
+	req := ptraceotlp.NewExportRequest()
+	if err := req.UnmarshalJSON(seed); err == nil {
+		if pb, err := req.MarshalProto(); err == nil {
+			f.Add(pb, false)
+		}
+	}
+	f.Add([]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","parentSpanId":"0102030405060708","attributes":[{"key":"langfuse.observation.type","value":{"stringValue":"agent"}},{"key":"langfuse.observation.usage_details","value":{"intValue":"3"}}]}]}]}]}`), true)
+	f.Fuzz(func(t *testing.T, body []byte, isJSON bool) {
+		ct := "application/x-protobuf"
+		if isJSON {
+			ct = "application/json"
+		}
+		_, _ = DecodeOTLP(ct, body)
+	})
+}

@@ -1,0 +1,138 @@
+package langfuse
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/goldentest"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func spansOf(td ptrace.Traces) []ptrace.Span {
+	var out []ptrace.Span
+	forEachSpan(td, func(s ptrace.Span) { out = append(out, s) })
+	return out
+}
+
+// What @langfuse/otel exported for test/sdk/langfuse-otel.mjs (captured, OTLP JSON).
+func TestGoldenSDKOTLP(t *testing.T) {
+	body, err := os.ReadFile(filepath.Join("testdata", "otlp_sdk.json"))
+	require.NoError(t, err)
+	td, err := DecodeOTLP("application/json", body)
+	require.NoError(t, err)
+	require.Equal(t, 5, td.SpanCount())
+	goldentest.Compare(t, filepath.Join("testdata", "otlp_sdk.golden.json"), td)
+}
+
+// The three batches the v3 SDK sent for test/sdk/langfuse-v3-ingestion.mjs (captured),
+// out of order (updates before creates, the trace-create in the middle): reassembled
+// into five complete spans.
+func TestGoldenSDKIngestionBatches(t *testing.T) {
+	in := NewIngester(time.Minute, 100)
+	all := ptrace.NewTraces()
+	for i := 1; i <= 3; i++ {
+		body, err := os.ReadFile(filepath.Join("testdata", fmt.Sprintf("ingestion_sdk_%d.json", i)))
+		require.NoError(t, err)
+		events, errs, err := DecodeIngestion(body)
+		require.NoError(t, err)
+		require.Empty(t, errs)
+		p := in.Plan(events)
+		td := p.Build()
+		require.Empty(t, p.Commit(t0))
+		goldentest.Merge(all, td)
+	}
+	assert.Equal(t, 0, in.Pending(), "every observation found its create, end and trace")
+	require.Equal(t, 5, all.SpanCount())
+	var sum genai.Usage
+	for _, s := range spansOf(all) {
+		if u, ok := genai.UsageFromMap(s.Attributes()); ok {
+			sum = sum.Add(u)
+		}
+		conv, _ := s.Attributes().Get(genai.AttrConversationID)
+		assert.Equal(t, "thread-lf3", conv.Str(), s.Name())
+	}
+	assert.Equal(t, genai.Usage{Input: 1200, Output: 90, CacheRead: 450, Reasoning: 10}, sum)
+	goldentest.Compare(t, filepath.Join("testdata", "ingestion_sdk.golden.json"), all)
+}
+
+func TestUsageFromDetails(t *testing.T) {
+	cases := []struct {
+		in   string
+		want genai.Usage
+	}{
+		{`{"input":70,"input_cached_tokens":30,"output":15,"output_reasoning_tokens":5,"total":120}`, genai.Usage{Input: 100, Output: 20, CacheRead: 30, Reasoning: 5}},
+		{`{"input":10,"cache_read_input_tokens":90,"cache_creation_input_tokens":5,"output":1}`, genai.Usage{Input: 105, Output: 1, CacheRead: 90, CacheCreation: 5}},
+		{`{"input":"8","input_cache_creation_5m":2,"input_cache_creation_1h":3,"output":2,"output_audio_tokens":1}`, genai.Usage{Input: 13, Output: 3, CacheCreation: 5}},
+		{`{"prompt_tokens":100,"completion_tokens":9,"prompt_tokens_details":{"cached_tokens":60},"completion_tokens_details":{"reasoning_tokens":4}}`, genai.Usage{Input: 100, Output: 9, CacheRead: 60, Reasoning: 4}},
+		{`{"input_tokens":50,"output_tokens":5,"input_tokens_details":{"cached_tokens":10}}`, genai.Usage{Input: 50, Output: 5, CacheRead: 10}},
+	}
+	for _, c := range cases {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(c.in), &m))
+		u, ok := UsageFromDetails(m)
+		require.True(t, ok, c.in)
+		assert.Equal(t, c.want, u, c.in)
+	}
+	_, ok := UsageFromDetails(map[string]any{"input": -1, "x": "y"})
+	assert.False(t, ok)
+}
+
+func TestIngestionEventErrors(t *testing.T) {
+	body := `{"batch":[
+ {"id":"a","type":"span-create","body":{"id":"s1","traceId":"t","startTime":"2026-01-01T00:00:00Z","metadata":"nope"}},
+ {"id":"b","type":"generation-create","body":{"traceId":"t"}},
+ {"id":"c","type":"trace-update","body":{"id":"t"}},
+ {"id":"d","type":"span-create","body":{"id":"s2","name":5}},
+ {"id":"e","type":"span-create","body":"x"},
+ {"id":"f","type":"sdk-log","body":{"log":"hi"}}
+]}`
+	events, errs, err := DecodeIngestion([]byte(body))
+	require.NoError(t, err)
+	require.Len(t, events, 1)
+	assert.True(t, events[0].Ignore)
+	require.Len(t, errs, 5)
+	want := []string{"batch[0].body.metadata: must be a JSON object", "batch[1].body.id: is required", "batch[2].type: unknown event type", "batch[3].body.name: must be a string", "batch[4].body: must be a JSON object"}
+	for i, w := range want {
+		assert.Contains(t, errs[i].Message, w)
+		assert.Equal(t, 400, errs[i].Status)
+	}
+	for _, bad := range []string{``, `[]`, `{"batch":3}`} {
+		_, _, err := DecodeIngestion([]byte(bad))
+		assert.ErrorIs(t, err, ErrBody, bad)
+	}
+}
+
+func TestObservationWithoutTraceCreateIsEmittedOnTimeout(t *testing.T) {
+	in := NewIngester(time.Minute, 100)
+	events, _, err := DecodeIngestion([]byte(`{"batch":[{"id":"a","type":"generation-create","body":{"id":"g","traceId":"t","model":"m","startTime":"2026-01-01T00:00:00Z","endTime":"2026-01-01T00:00:01Z","usage":{"promptTokens":3,"completionTokens":1}}}]}`))
+	require.NoError(t, err)
+	p := in.Plan(events)
+	assert.Zero(t, p.Build().SpanCount(), "waits for the trace-create")
+	p.Commit(t0)
+	expired := in.Expired(t0.Add(2 * time.Minute))
+	require.Len(t, expired, 1)
+	td := in.BuildObservations(expired)
+	s := spansOf(td)[0]
+	assert.Equal(t, "chat m", s.Name())
+	u, _ := genai.UsageFromMap(s.Attributes())
+	assert.Equal(t, genai.Usage{Input: 3, Output: 1}, u)
+}
+
+func TestOTLPDecodeErrors(t *testing.T) {
+	_, err := DecodeOTLP("text/plain", []byte("x"))
+	assert.ErrorIs(t, err, ErrBody)
+	_, err = DecodeOTLP("application/json", []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz"}]}]}]}`))
+	assert.ErrorIs(t, err, ErrBody)
+	_, err = DecodeOTLP("application/x-protobuf", []byte{0x0a, 0xff})
+	assert.ErrorIs(t, err, ErrBody)
+}

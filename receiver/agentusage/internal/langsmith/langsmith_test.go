@@ -1,0 +1,169 @@
+package langsmith
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/goldentest"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func spansOf(td ptrace.Traces) []ptrace.Span {
+	var out []ptrace.Span
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			for k := 0; k < sss.At(j).Spans().Len(); k++ {
+				out = append(out, sss.At(j).Spans().At(k))
+			}
+		}
+	}
+	return out
+}
+
+// What the official JS SDK sent for test/sdk/langsmith-deerflow-run.mjs (captured):
+// one multipart request, POST and PATCH of each run already combined by the SDK.
+func TestGoldenSDKMultipart(t *testing.T) {
+	body, err := os.ReadFile(filepath.Join("testdata", "multipart_sdk.txt"))
+	require.NoError(t, err)
+	ct, err := os.ReadFile(filepath.Join("testdata", "multipart_sdk.content-type"))
+	require.NoError(t, err)
+	ops, errs, err := DecodeMultipart(string(ct), bytes.NewReader(body))
+	require.NoError(t, err)
+	require.Empty(t, errs)
+	tr := NewTranslator(time.Minute, 100)
+	plan := tr.Plan(ops)
+	require.Empty(t, plan.Park, "every run ended")
+	td := plan.Build()
+	assert.Equal(t, 9, td.SpanCount())
+	goldentest.Compare(t, filepath.Join("testdata", "multipart_sdk.golden.json"), td)
+}
+
+const (
+	traceID = "01a22a31-cdc6-7000-8000-016bd484a2ba"
+	llmID   = "01a22a31-cdeb-7000-8000-037a8c6bd3a0"
+	toolID  = "01a22a31-cdeb-7000-8000-037a8c6bd3a1"
+)
+
+// POST and PATCH in separate batch requests become one span, in either order.
+func TestGoldenBatchPostThenPatch(t *testing.T) {
+	post := `{"post":[
+ {"id":"` + traceID + `","trace_id":"` + traceID + `","dotted_order":"20260101T000000000001Z` + traceID + `","name":"lead_agent","run_type":"chain","start_time":"2026-01-01T00:00:00.000001","extra":{"metadata":{"thread_id":"th","run_id":"run"}}},
+ {"id":"` + llmID + `","trace_id":"` + traceID + `","parent_run_id":"` + traceID + `","dotted_order":"20260101T000000000001Z` + traceID + `.20260101T000000100000Z` + llmID + `","name":"ChatAnthropic","run_type":"llm","start_time":"2026-01-01T00:00:00.1Z","extra":{"metadata":{"ls_provider":"anthropic","ls_model_name":"claude-sonnet"}}}
+]}`
+	patch := `{"patch":[
+ {"id":"` + llmID + `","trace_id":"` + traceID + `","dotted_order":"20260101T000000000001Z` + traceID + `.20260101T000000100000Z` + llmID + `","end_time":"2026-01-01T00:00:02Z",
+  "outputs":{"llm_output":{"usage":{"input_tokens":10,"cache_read_input_tokens":80,"cache_creation_input_tokens":5,"output_tokens":20}},
+   "generations":[[{"message":{"content":[{"type":"text","text":"x"},{"type":"tool_use","id":"toolu_1","name":"task"}]}}]]}},
+ {"id":"` + traceID + `","trace_id":"` + traceID + `","dotted_order":"20260101T000000000001Z` + traceID + `","end_time":"2026-01-01T00:00:03Z","error":"ValueError('boom')"}
+]}`
+	tr := NewTranslator(time.Minute, 100)
+	ops, errs, err := DecodeBatch([]byte(post))
+	require.NoError(t, err)
+	require.Empty(t, errs)
+	p1 := tr.Plan(ops)
+	assert.Zero(t, p1.Build().SpanCount(), "nothing ended yet")
+	p1.Commit(t0)
+	assert.Equal(t, 2, tr.Pending())
+
+	ops, errs, err = DecodeBatch([]byte(patch))
+	require.NoError(t, err)
+	require.Empty(t, errs)
+	p2 := tr.Plan(ops)
+	td := p2.Build()
+	p2.Commit(t0)
+	assert.Equal(t, 0, tr.Pending())
+	require.Equal(t, 2, td.SpanCount())
+	for _, s := range spansOf(td) {
+		if s.Name() == "chat claude-sonnet" {
+			u, ok := genai.UsageFromMap(s.Attributes())
+			require.True(t, ok)
+			assert.Equal(t, genai.Usage{Input: 95, Output: 20, CacheRead: 80, CacheCreation: 5}, u, "Anthropic cache is added into input")
+			assert.Equal(t, []string{"toolu_1"}, genai.StringsFromMap(s.Attributes(), genai.AttrResponseToolCallIDs))
+		}
+	}
+	goldentest.Compare(t, filepath.Join("testdata", "batch_post_patch.golden.json"), td)
+}
+
+func TestPatchBeforePostWaitsForPost(t *testing.T) {
+	tr := NewTranslator(time.Minute, 100)
+	patch, err := DecodeRun([]byte(`{"end_time":"2026-01-01T00:00:02Z","outputs":{"usage_metadata":{"input_tokens":4,"output_tokens":2}}}`), true, llmID)
+	require.NoError(t, err)
+	p := tr.Plan([]Op{patch})
+	assert.Zero(t, p.Build().SpanCount(), "a PATCH alone lacks name, type and model")
+	p.Commit(t0)
+	post, err := DecodeRun([]byte(`{"id":"`+llmID+`","trace_id":"`+traceID+`","parent_run_id":"`+traceID+`","name":"ChatOpenAI","run_type":"llm","start_time":"2026-01-01T00:00:01Z","extra":{"metadata":{"ls_model_name":"gpt-4o"}}}`), false, "")
+	require.NoError(t, err)
+	p = tr.Plan([]Op{post})
+	td := p.Build()
+	require.Equal(t, 1, td.SpanCount())
+	s := spansOf(td)[0]
+	assert.Equal(t, "chat gpt-4o", s.Name())
+	u, _ := genai.UsageFromMap(s.Attributes())
+	assert.Equal(t, genai.Usage{Input: 4, Output: 2}, u, "the PATCH's data is kept when the POST arrives later")
+}
+
+func TestExpiredAndEvicted(t *testing.T) {
+	tr := NewTranslator(time.Minute, 2)
+	for i, id := range []string{llmID, toolID, traceID} {
+		op, err := DecodeRun([]byte(`{"id":"`+id+`","name":"n","run_type":"chain","start_time":"2026-01-01T00:00:00Z"}`), false, "")
+		require.NoError(t, err)
+		p := tr.Plan([]Op{op})
+		evicted := p.Commit(t0.Add(time.Duration(i) * time.Second))
+		if i == 2 {
+			require.Len(t, evicted, 1, "the oldest run leaves a full store")
+			assert.Equal(t, llmID, evicted[0].ID)
+		}
+	}
+	assert.Empty(t, tr.Expired(t0.Add(30*time.Second)))
+	assert.Len(t, tr.Expired(t0.Add(2*time.Minute)), 2)
+}
+
+func TestDecodeErrorsNameTheField(t *testing.T) {
+	_, err := DecodeRun([]byte(`{"id":"`+llmID+`","start_time":{}}`), false, "")
+	require.ErrorIs(t, err, ErrBody)
+	assert.Contains(t, err.Error(), "start_time")
+	_, err = DecodeRun([]byte(`{"name":"x"}`), false, "")
+	assert.Contains(t, err.Error(), "id: is required")
+	_, err = DecodeRun([]byte(`[]`), false, "")
+	assert.Contains(t, err.Error(), "JSON")
+	_, errs, err := DecodeBatch([]byte(`{"post":[1,{"id":"`+llmID+`","extra":"x"}],"patch":[{"id":"`+llmID+`","trace_id":"t"}]}`))
+	require.NoError(t, err)
+	require.Len(t, errs, 3)
+	assert.Equal(t, "post[0]", errs[0].Field)
+	assert.Contains(t, errs[1].Message, "extra: must be a JSON object")
+	assert.Contains(t, errs[2].Message, "trace_id: must be a UUID")
+	_, _, err = DecodeMultipart("multipart/form-data", strings.NewReader(""))
+	assert.ErrorIs(t, err, ErrBody)
+}
+
+func TestSubagentChainUnderToolInLaterRequest(t *testing.T) {
+	tr := NewTranslator(time.Minute, 100)
+	tool := `{"id":"` + toolID + `","trace_id":"` + traceID + `","parent_run_id":"` + traceID + `","name":"task","run_type":"tool","start_time":"2026-01-01T00:00:01Z","inputs":{"tool_call":{"id":"call_9"}}}`
+	op, err := DecodeRun([]byte(tool), false, "")
+	require.NoError(t, err)
+	p := tr.Plan([]Op{op})
+	p.Build()
+	p.Commit(t0)
+	agentID := "01a22a31-cdeb-7000-8000-037a8c6bd3a2"
+	op, err = DecodeRun([]byte(`{"id":"`+agentID+`","trace_id":"`+traceID+`","parent_run_id":"`+toolID+`","name":"bash","run_type":"chain","start_time":"2026-01-01T00:00:02Z","end_time":"2026-01-01T00:00:03Z"}`), false, "")
+	require.NoError(t, err)
+	td := tr.Plan([]Op{op}).Build()
+	s := spansOf(td)[0]
+	assert.Equal(t, "invoke_agent bash", s.Name())
+	c, _ := s.Attributes().Get(genai.AttrCaller)
+	assert.Equal(t, "subagent:bash", c.Str())
+	id, _ := s.Attributes().Get(genai.AttrToolCallID)
+	assert.Equal(t, "call_9", id.Str(), "from the parked tool run")
+}
