@@ -99,16 +99,8 @@ func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 	if skipped > 0 {
 		e.logger.Warn("dropped spans without a valid trace or span id", zap.Int("spans", skipped))
 	}
-	encoded := make([]ingest.Encoded, 0, len(runs))
+	encoded := ingest.EncodeAll(runs)
 	var permanent []error
-	for i := range runs {
-		enc, err := ingest.Encode(&runs[i])
-		if err != nil {
-			permanent = append(permanent, err)
-			continue
-		}
-		encoded = append(encoded, enc)
-	}
 	chunks := ingest.Split(encoded, e.limits)
 	for i, chunk := range chunks {
 		err := e.client.Send(ctx, chunk)

@@ -5,10 +5,9 @@ package ingest
 
 import (
 	"bytes"
-	"encoding/json"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
-	"mime/multipart"
-	"net/textproto"
 	"strconv"
 
 	"github.com/agentmeter/agentmeter/exporter/langsmith/internal/runtree"
@@ -31,28 +30,43 @@ func (e *Encoded) Size() int {
 	return len(e.Head) + len(e.Inputs) + len(e.Outputs) + len(e.Extra) + len(e.Error)
 }
 
-// Encode serialises a run.
-func Encode(r *runtree.Run) (Encoded, error) {
-	e := Encoded{ID: r.Head.ID, Source: r.Source}
-	var err error
-	if e.Head, err = json.Marshal(&r.Head); err != nil {
-		return e, fmt.Errorf("encode run %s: %w", r.Head.ID, err)
+// EncodeAll serialises runs into one shared buffer; every part is a slice of it, so a
+// batch costs one growing allocation instead of several per run.
+func EncodeAll(runs []runtree.Run) []Encoded {
+	type offsets struct{ start, head, in, out, extra, err int }
+	offs := make([]offsets, len(runs))
+	buf := make([]byte, 0, 1536*len(runs))
+	for i := range runs {
+		r := &runs[i]
+		o := &offs[i]
+		o.start = len(buf)
+		buf = r.Head.AppendJSON(buf)
+		o.head = len(buf)
+		buf = r.Inputs.AppendJSON(buf)
+		o.in = len(buf)
+		buf = r.Outputs.AppendJSON(buf)
+		o.out = len(buf)
+		buf = r.Extra.AppendJSON(buf)
+		o.extra = len(buf)
+		if r.Error != "" {
+			buf = runtree.AppendJSONString(buf, r.Error)
+		}
+		o.err = len(buf)
 	}
-	if e.Inputs, err = json.Marshal(&r.Inputs); err != nil {
-		return e, fmt.Errorf("encode inputs of run %s: %w", r.Head.ID, err)
-	}
-	if e.Outputs, err = json.Marshal(&r.Outputs); err != nil {
-		return e, fmt.Errorf("encode outputs of run %s: %w", r.Head.ID, err)
-	}
-	if e.Extra, err = json.Marshal(&r.Extra); err != nil {
-		return e, fmt.Errorf("encode extra of run %s: %w", r.Head.ID, err)
-	}
-	if r.Error != "" {
-		if e.Error, err = json.Marshal(r.Error); err != nil {
-			return e, fmt.Errorf("encode error of run %s: %w", r.Head.ID, err)
+	out := make([]Encoded, len(runs))
+	for i := range runs {
+		o := offs[i]
+		e := &out[i]
+		e.ID, e.Source = runs[i].Head.ID, runs[i].Source
+		e.Head = buf[o.start:o.head:o.head]
+		e.Inputs = buf[o.head:o.in:o.in]
+		e.Outputs = buf[o.in:o.out:o.out]
+		e.Extra = buf[o.out:o.extra:o.extra]
+		if o.err > o.extra {
+			e.Error = buf[o.extra:o.err:o.err]
 		}
 	}
-	return e, nil
+	return out
 }
 
 // Limits bound one request: at most MaxRuns runs and MaxBytes uncompressed bytes. A run
@@ -108,46 +122,44 @@ func Split(runs []Encoded, l Limits) [][]Encoded {
 }
 
 // WriteMultipart writes runs as a multipart/form-data body ("post.<id>" plus one part per
-// split-out field, each application/json with its length) and returns the content type.
+// split-out field, each application/json with its Content-Length) and returns the content
+// type. Written by hand: mime/multipart's per-part header map and Fprintf cost more than
+// the JSON itself. The layout is what mime/multipart produces and parses.
 func WriteMultipart(buf *bytes.Buffer, runs []Encoded) (string, error) {
-	w := multipart.NewWriter(buf)
+	var rnd [16]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return "", fmt.Errorf("multipart boundary: %w", err)
+	}
+	boundary := hex.EncodeToString(rnd[:])
+	b := buf.AvailableBuffer()
 	for i := range runs {
 		r := &runs[i]
-		name := "post." + r.ID
-		if err := writePart(w, name, r.Head); err != nil {
-			return "", err
-		}
-		for _, p := range [...]struct {
-			suffix string
-			body   []byte
-		}{{".inputs", r.Inputs}, {".outputs", r.Outputs}, {".extra", r.Extra}, {".error", r.Error}} {
-			if p.body == nil {
-				continue
-			}
-			if err := writePart(w, name+p.suffix, p.body); err != nil {
-				return "", err
-			}
+		b = appendPart(b, boundary, r.ID, "", r.Head)
+		b = appendPart(b, boundary, r.ID, ".inputs", r.Inputs)
+		b = appendPart(b, boundary, r.ID, ".outputs", r.Outputs)
+		b = appendPart(b, boundary, r.ID, ".extra", r.Extra)
+		if r.Error != nil {
+			b = appendPart(b, boundary, r.ID, ".error", r.Error)
 		}
 	}
-	if err := w.Close(); err != nil {
-		return "", fmt.Errorf("close multipart body: %w", err)
-	}
-	return w.FormDataContentType(), nil
+	b = append(b, "--"...)
+	b = append(b, boundary...)
+	b = append(b, "--\r\n"...)
+	buf.Write(b)
+	return "multipart/form-data; boundary=" + boundary, nil
 }
 
-func writePart(w *multipart.Writer, name string, body []byte) error {
-	h := make(textproto.MIMEHeader, 3)
-	h.Set("Content-Disposition", `form-data; name="`+name+`"`)
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	pw, err := w.CreatePart(h)
-	if err != nil {
-		return fmt.Errorf("multipart part %s: %w", name, err)
-	}
-	if _, err := pw.Write(body); err != nil {
-		return fmt.Errorf("multipart part %s: %w", name, err)
-	}
-	return nil
+func appendPart(b []byte, boundary, id, suffix string, body []byte) []byte {
+	b = append(b, "--"...)
+	b = append(b, boundary...)
+	b = append(b, "\r\nContent-Disposition: form-data; name=\"post."...)
+	b = append(b, id...)
+	b = append(b, suffix...)
+	b = append(b, "\"\r\nContent-Type: application/json\r\nContent-Length: "...)
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	b = append(b, "\r\n\r\n"...)
+	b = append(b, body...)
+	return append(b, "\r\n"...)
 }
 
 // WriteBatch writes runs as a /runs/batch body {"post":[run,...]}: each full run is the

@@ -21,13 +21,7 @@ func encodedAgentTrace(t *testing.T, seed byte) []Encoded {
 	t.Helper()
 	td, _ := fakevendor.AgentTrace(seed, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	runs, _ := runtree.NewMapper("p", 100).Map(td)
-	out := make([]Encoded, len(runs))
-	for i := range runs {
-		var err error
-		out[i], err = Encode(&runs[i])
-		require.NoError(t, err)
-	}
-	return out
+	return EncodeAll(runs)
 }
 
 func TestSplit(t *testing.T) {

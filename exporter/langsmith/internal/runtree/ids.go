@@ -41,15 +41,15 @@ func uuidString(b [16]byte) string {
 // YYYYMMDDTHHMMSS + exactly 6 fractional digits + "Z", then the run UUID. LangSmith
 // rejects 3- or 9-digit fractions (vendor notes §2.4), so the format is fixed by hand.
 func AppendSegment(dst []byte, micros int64, runID string) []byte {
-	t := time.UnixMicro(micros).UTC()
-	dst = t.AppendFormat(dst, "20060102T150405")
-	us := t.Nanosecond() / 1000
-	var frac [6]byte
-	for i := 5; i >= 0; i-- {
-		frac[i] = byte('0' + us%10)
-		us /= 10
-	}
-	dst = append(dst, frac[:]...)
+	c := civilFromMicros(micros)
+	dst = appendDigits(dst, c.year, 4)
+	dst = appendDigits(dst, c.month, 2)
+	dst = appendDigits(dst, c.day, 2)
+	dst = append(dst, 'T')
+	dst = appendDigits(dst, c.hour, 2)
+	dst = appendDigits(dst, c.min, 2)
+	dst = appendDigits(dst, c.sec, 2)
+	dst = appendDigits(dst, c.micro, 6)
 	dst = append(dst, 'Z')
 	return append(dst, runID...)
 }
@@ -57,5 +57,45 @@ func AppendSegment(dst []byte, micros int64, runID string) []byte {
 // FormatTime renders a timestamp as RFC 3339 UTC with microseconds, the precision
 // LangSmith stores.
 func FormatTime(micros int64) string {
-	return time.UnixMicro(micros).UTC().Format("2006-01-02T15:04:05.000000Z")
+	c := civilFromMicros(micros)
+	b := make([]byte, 0, 27)
+	b = appendDigits(b, c.year, 4)
+	b = append(b, '-')
+	b = appendDigits(b, c.month, 2)
+	b = append(b, '-')
+	b = appendDigits(b, c.day, 2)
+	b = append(b, 'T')
+	b = appendDigits(b, c.hour, 2)
+	b = append(b, ':')
+	b = appendDigits(b, c.min, 2)
+	b = append(b, ':')
+	b = appendDigits(b, c.sec, 2)
+	b = append(b, '.')
+	b = appendDigits(b, c.micro, 6)
+	b = append(b, 'Z')
+	return string(b)
+}
+
+type civil struct{ year, month, day, hour, min, sec, micro int }
+
+// civilFromMicros splits a Unix time in microseconds into UTC calendar fields; it is
+// time.Time's formatting without the layout parsing, which was a visible cost per run.
+// Years outside 0..9999 are clamped by time.Time semantics below.
+func civilFromMicros(us int64) civil {
+	t := time.UnixMicro(us).UTC()
+	y, mo, d := t.Date()
+	h, mi, s := t.Clock()
+	return civil{y, int(mo), d, h, mi, s, t.Nanosecond() / 1000}
+}
+
+func appendDigits(dst []byte, v, width int) []byte {
+	if v < 0 {
+		v = 0
+	}
+	var buf [8]byte
+	for i := width - 1; i >= 0; i-- {
+		buf[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return append(dst, buf[:width]...)
 }

@@ -208,8 +208,34 @@ func cmpInt64(a, b int64) int {
 	return 0
 }
 
-// usageAttrs are moved into usage_metadata / subagent_usage instead of being copied
-// into metadata verbatim; content attributes are moved into inputs/outputs.
+// Metadata keys the exporter derives. Span attributes of the same name are not copied,
+// so every key appears once.
+const (
+	keyOTelTraceID      = "otel.trace_id"
+	keyOTelSpanID       = "otel.span_id"
+	keyOTelParentSpanID = "otel.parent_span_id"
+	keyOrphan           = "orphan"
+	keyThreadID         = "thread_id"
+	keySessionID        = "session_id"
+	keyUserID           = "user_id"
+	keyCaller           = "caller"
+	keyCallerBucket     = "caller_bucket"
+	keySubagentUsage    = "subagent_usage"
+	keyLSProvider       = "ls_provider"
+	keyLSModelName      = "ls_model_name"
+	// never written: LangSmith reads extra.metadata.usage_metadata as usage
+	keyUsageMetadata = "usage_metadata"
+)
+
+var derivedKeys = map[string]bool{
+	keyOTelTraceID: true, keyOTelSpanID: true, keyOTelParentSpanID: true, keyOrphan: true,
+	keyThreadID: true, keySessionID: true, keyUserID: true, keyCaller: true, keyCallerBucket: true,
+	keySubagentUsage: true, keyLSProvider: true, keyLSModelName: true, keyUsageMetadata: true,
+	genai.AttrServiceName: true,
+}
+
+// movedAttrs are not copied into metadata verbatim: usage goes to usage_metadata /
+// subagent_usage, content to inputs/outputs, and the rest under LangSmith's key names.
 var movedAttrs = map[string]bool{
 	genai.AttrUsageInput: true, genai.AttrUsageOutput: true, genai.AttrUsageCacheRead: true,
 	genai.AttrUsageCacheCreat: true, genai.AttrUsageCacheWrite: true, genai.AttrUsageReasoning: true,
@@ -217,6 +243,8 @@ var movedAttrs = map[string]bool{
 	genai.AttrSubagentCacheRead: true, genai.AttrSubagentCacheCreat: true, genai.AttrSubagentReasoning: true,
 	genai.AttrSubagentDispatches: true, genai.AttrSubagentToolCallIDs: true,
 	genai.AttrInputMessages: true, genai.AttrOutputMessages: true, genai.AttrSystemInstr: true,
+	// written under LangSmith's names instead (thread_id/session_id, user_id, caller)
+	genai.AttrConversationID: true, genai.AttrEndUserID: true, genai.AttrCaller: true,
 }
 
 // RunType maps a span to a LangSmith run type by gen_ai.operation.name (falling back to
@@ -260,51 +288,44 @@ func (m *Mapper) buildRun(s *spanInfo) Run {
 		StartTime: FormatTime(s.start), EndTime: FormatTime(end),
 		SessionName: m.project, Status: StatusSuccess,
 	}
-	md := make(map[string]any, attrs.Len()+8)
+	md := make(Metadata, 0, attrs.Len()+12)
 	attrs.Range(func(k string, v pcommon.Value) bool {
-		if !movedAttrs[k] {
-			md[k] = v.AsRaw()
+		if !movedAttrs[k] && !derivedKeys[k] {
+			md = append(md, KV{k, v})
 		}
 		return true
 	})
-	md["otel.trace_id"] = hex.EncodeToString(s.traceID[:])
-	md["otel.span_id"] = hex.EncodeToString(s.spanID[:])
+	md = append(md, KV{keyOTelTraceID, hex.EncodeToString(s.traceID[:])}, KV{keyOTelSpanID, hex.EncodeToString(s.spanID[:])})
 	if !s.parent.IsEmpty() {
-		md["otel.parent_span_id"] = hex.EncodeToString(s.parent[:])
+		md = append(md, KV{keyOTelParentSpanID, hex.EncodeToString(s.parent[:])})
 	}
 	if s.orphan != "" {
-		md["orphan"] = s.orphan
+		md = append(md, KV{keyOrphan, s.orphan})
 	}
 	if v := str(s.res.Attributes(), genai.AttrServiceName); v != "" {
-		md[genai.AttrServiceName] = v
+		md = append(md, KV{genai.AttrServiceName, v})
 	}
 	// LangSmith threads group runs by metadata thread_id / session_id (vendor notes §2.4)
 	if thread := str(attrs, genai.AttrConversationID); thread != "" {
-		md["thread_id"] = thread
-		md["session_id"] = thread
+		md = append(md, KV{keyThreadID, thread}, KV{keySessionID, thread})
 	}
 	if user := str(attrs, genai.AttrEndUserID); user != "" {
-		md["user_id"] = user
+		md = append(md, KV{keyUserID, user})
 	}
 	if caller := str(attrs, genai.AttrCaller); caller != "" {
-		md["caller"] = caller
-		md["caller_bucket"] = genai.CallerBucket(caller)
+		md = append(md, KV{keyCaller, caller}, KV{keyCallerBucket, genai.CallerBucket(caller)})
 		r.Head.Tags = []string{caller}
 	}
 	if sub, ok := genai.SubagentUsageFromMap(attrs); ok {
-		su := map[string]any{"usage": usageMetadata(sub)}
-		if v, ok := attrs.Get(genai.AttrSubagentDispatches); ok {
-			su["dispatches"] = v.AsRaw()
-		}
-		if ids := genai.StringsFromMap(attrs, genai.AttrSubagentToolCallIDs); len(ids) > 0 {
-			su["tool_call_ids"] = ids
-		}
+		su := &SubagentUsage{Usage: usageMetadata(sub)}
+		su.Dispatches, su.HasDispatches = attrs.Get(genai.AttrSubagentDispatches)
+		su.ToolCallIDs = genai.StringsFromMap(attrs, genai.AttrSubagentToolCallIDs)
 		// merged subagent usage is metadata only, never usage_metadata (CONTRACT §5), so
 		// LangSmith's trace totals stay the sum of each call's own usage
-		md["subagent_usage"] = su
+		md = append(md, KV{keySubagentUsage, su})
 	}
 
-	var params map[string]any
+	var params Metadata
 	switch runType {
 	case TypeLLM, TypeEmbedding:
 		model := str(attrs, genai.AttrRequestModel)
@@ -312,17 +333,14 @@ func (m *Mapper) buildRun(s *spanInfo) Run {
 			model = str(attrs, genai.AttrResponseModel)
 		}
 		if p := str(attrs, genai.AttrProviderName); p != "" {
-			md["ls_provider"] = p
+			md = append(md, KV{keyLSProvider, p})
 		}
 		if model != "" {
-			md["ls_model_name"] = model
-			params = map[string]any{"model": model}
+			md = append(md, KV{keyLSModelName, model})
+			params = append(params, KV{"model", model})
 		}
 		if v, ok := attrs.Get(genai.AttrRequestStream); ok && v.Type() == pcommon.ValueTypeBool {
-			if params == nil {
-				params = map[string]any{}
-			}
-			params["stream"] = v.Bool()
+			params = append(params, KV{"stream", v.Bool()})
 		}
 		if runType == TypeLLM {
 			if u, ok := genai.UsageFromMap(attrs); ok {
@@ -331,7 +349,7 @@ func (m *Mapper) buildRun(s *spanInfo) Run {
 		}
 	case TypeTool:
 		if t := str(attrs, genai.AttrToolName); t != "" {
-			params = map[string]any{"tool_name": t}
+			params = append(params, KV{"tool_name", t})
 		}
 	}
 	r.Extra = Extra{Metadata: md, InvocationParams: params}

@@ -91,27 +91,26 @@ func TestMapAgentTrace(t *testing.T) {
 		InputTokenDetails:  map[string]int64{"cache_read": 200, "cache_creation": 100},
 		OutputTokenDetails: map[string]int64{"reasoning": 50}}, chat.Outputs.UsageMetadata,
 		"own usage only, inclusive; the merged subagent usage is not added")
-	md := chat.Extra.Metadata
+	md := meta(t, chat)
 	assert.Equal(t, "openai", md["ls_provider"])
 	assert.Equal(t, "gpt-4o", md["ls_model_name"])
 	assert.Equal(t, "lead_agent", md["caller"])
-	sub := md["subagent_usage"].(map[string]any)
-	assert.Equal(t, &UsageMetadata{InputTokens: 500, OutputTokens: 80, TotalTokens: 580,
-		InputTokenDetails: map[string]int64{"cache_read": 100}}, sub["usage"])
-	assert.Equal(t, int64(1), sub["dispatches"])
-	assert.Equal(t, []string{"call-task-1"}, sub["tool_call_ids"])
+	assert.Equal(t, map[string]any{
+		"usage":      map[string]any{"input_tokens": 500.0, "output_tokens": 80.0, "total_tokens": 580.0, "input_token_details": map[string]any{"cache_read": 100.0}},
+		"dispatches": 1.0, "tool_call_ids": []any{"call-task-1"},
+	}, md["subagent_usage"])
 	for k := range md {
 		assert.False(t, strings.HasPrefix(k, "gen_ai.usage.") || strings.HasPrefix(k, "agentmeter.subagent.input"), k)
 	}
-	assert.Equal(t, map[string]any{"model": "gpt-4o"}, chat.Extra.InvocationParams)
+	assert.Equal(t, Metadata{{"model", "gpt-4o"}}, chat.Extra.InvocationParams)
 
 	task := rs["execute_tool task"]
 	assert.Equal(t, TypeTool, task.Head.RunType)
-	assert.Equal(t, map[string]any{"tool_name": "task"}, task.Extra.InvocationParams)
+	assert.Equal(t, Metadata{{"tool_name", "task"}}, task.Extra.InvocationParams)
 	researcher := rs["invoke_agent researcher"]
 	assert.Equal(t, SpanUUID(ids.Task), researcher.Head.ParentRunID)
 	assert.Equal(t, []string{"subagent:researcher"}, researcher.Head.Tags)
-	assert.Equal(t, "subagent", researcher.Extra.Metadata["caller_bucket"])
+	assert.Equal(t, "subagent", meta(t, researcher)["caller_bucket"])
 	assert.Equal(t, 2, strings.Count(researcher.Head.DottedOrder, "."), "root.task.researcher")
 
 	search := rs["execute_tool web_search"]
@@ -120,8 +119,8 @@ func TestMapAgentTrace(t *testing.T) {
 	assert.Equal(t, StatusSuccess, researcher.Head.Status)
 
 	for _, r := range runs {
-		assert.Equal(t, "thread-42", r.Extra.Metadata["thread_id"], r.Head.Name)
-		assert.Equal(t, "thread-42", r.Extra.Metadata["session_id"], r.Head.Name)
+		assert.Equal(t, "thread-42", meta(t, r)["thread_id"], r.Head.Name)
+		assert.Equal(t, "thread-42", meta(t, r)["session_id"], r.Head.Name)
 		assert.Equal(t, traceUUID, r.Head.TraceID)
 		if r.Head.RunType != TypeLLM {
 			assert.Nil(t, r.Outputs.UsageMetadata, r.Head.Name)
@@ -165,7 +164,7 @@ func TestChainsAcrossBatches(t *testing.T) {
 		runs, _ := m.Map(one)
 		require.Len(t, runs, 1)
 		assert.Equal(t, want[runs[0].Head.ID], runs[0].Head)
-		assert.NotContains(t, runs[0].Extra.Metadata, "orphan")
+		assert.NotContains(t, meta(t, runs[0]), "orphan")
 	}
 	assert.Equal(t, n, m.CachedSpans())
 }
@@ -188,7 +187,7 @@ func TestOrphans(t *testing.T) {
 	// the subagent's model call arrives first: parent unknown, no root yet -> re-rooted
 	runs, _ := m.Map(singleSpan(td, idx[ids.SubChat1]))
 	r := runs[0]
-	assert.Equal(t, OrphanRerooted, r.Extra.Metadata["orphan"])
+	assert.Equal(t, OrphanRerooted, meta(t, r)["orphan"])
 	assert.Equal(t, SpanUUID(ids.SubChat1), r.Head.ID)
 	assert.Equal(t, r.Head.ID, r.Head.TraceID, "a re-rooted orphan is the root of its own LangSmith trace")
 	assert.Empty(t, r.Head.ParentRunID)
@@ -197,7 +196,7 @@ func TestOrphans(t *testing.T) {
 	// another orphan of the same trace hangs under that root
 	runs, _ = m.Map(singleSpan(td, idx[ids.SubChat2]))
 	r2 := runs[0]
-	assert.Equal(t, OrphanAttachedToRoot, r2.Extra.Metadata["orphan"])
+	assert.Equal(t, OrphanAttachedToRoot, meta(t, r2)["orphan"])
 	assert.Equal(t, r.Head.ID, r2.Head.ParentRunID)
 	assert.Equal(t, r.Head.ID, r2.Head.TraceID)
 	assert.True(t, strings.HasPrefix(r2.Head.DottedOrder, r.Head.DottedOrder+"."))
@@ -206,12 +205,12 @@ func TestOrphans(t *testing.T) {
 	// the true root arrives later: it still gets the trace UUID, never colliding
 	runs, _ = m.Map(singleSpan(td, idx[ids.Lead]))
 	assert.Equal(t, TraceUUID(spans.At(0).TraceID()), runs[0].Head.ID)
-	assert.NotContains(t, runs[0].Extra.Metadata, "orphan")
+	assert.NotContains(t, meta(t, runs[0]), "orphan")
 	// and later orphans attach to the true root
 	runs, _ = m.Map(singleSpan(td, idx[ids.SearchTool]))
 	assert.Equal(t, TraceUUID(spans.At(0).TraceID()), runs[0].Head.ParentRunID)
-	assert.Equal(t, OrphanAttachedToRoot, runs[0].Extra.Metadata["orphan"])
-	assert.Equal(t, "b00300000000000"+"4", runs[0].Extra.Metadata["otel.parent_span_id"])
+	assert.Equal(t, OrphanAttachedToRoot, meta(t, runs[0])["orphan"])
+	assert.Equal(t, "b00300000000000"+"4", meta(t, runs[0])["otel.parent_span_id"])
 }
 
 func TestParentCycleDoesNotHang(t *testing.T) {
@@ -290,7 +289,7 @@ func TestContentPassThrough(t *testing.T) {
 	assert.Equal(t, TypeLLM, r.Head.RunType, "run type from the span name when the operation attribute is absent")
 	assert.JSONEq(t, `[{"role":"user","parts":[{"type":"text","content":"hi"}]}]`, string(r.Inputs.Messages))
 	assert.JSONEq(t, `"not json"`, string(r.Outputs.Messages))
-	assert.NotContains(t, r.Extra.Metadata, "gen_ai.input.messages")
+	assert.NotContains(t, meta(t, r), "gen_ai.input.messages")
 	assert.Nil(t, r.Outputs.UsageMetadata, "no usage attributes, no usage_metadata")
 }
 
@@ -311,4 +310,14 @@ func TestErrorFromExceptionEvent(t *testing.T) {
 	sp.Events().RemoveIf(func(ptrace.SpanEvent) bool { return true })
 	runs, _ = NewMapper("p", 10).Map(td)
 	assert.Equal(t, "error", runs[0].Error, "a failed run always has error text")
+}
+
+// meta decodes a run's extra.metadata as LangSmith will see it.
+func meta(t *testing.T, r Run) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(r.Extra.Metadata)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m), string(b))
+	return m
 }

@@ -1,6 +1,10 @@
 package runtree
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
 
 // Run types LangSmith accepts (there is no "agent" type: agents are chains).
 const (
@@ -73,6 +77,36 @@ type UsageMetadata struct {
 // Extra is the run's extra object: metadata (ls_provider, ls_model_name, thread ids,
 // merged subagent usage, span attributes) and invocation_params.
 type Extra struct {
-	Metadata         map[string]any `json:"metadata"`
-	InvocationParams map[string]any `json:"invocation_params,omitempty"`
+	Metadata         Metadata
+	InvocationParams Metadata
+}
+
+// Metadata is a JSON object kept as ordered key/values with unique keys, so span
+// attributes are written without building a map.
+type Metadata []KV
+
+// KV is one metadata entry. Value is a pcommon.Value, string, int64, bool, []string,
+// *UsageMetadata or *SubagentUsage.
+type KV struct {
+	Key   string
+	Value any
+}
+
+// Get returns the value of key.
+func (m Metadata) Get(key string) (any, bool) {
+	for i := range m {
+		if m[i].Key == key {
+			return m[i].Value, true
+		}
+	}
+	return nil, false
+}
+
+// SubagentUsage is the merged usage of the subagents a model call dispatched
+// (CONTRACT §3), written to extra.metadata.subagent_usage.
+type SubagentUsage struct {
+	Usage         *UsageMetadata
+	Dispatches    pcommon.Value
+	HasDispatches bool
+	ToolCallIDs   []string
 }
