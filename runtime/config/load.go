@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"sync"
@@ -46,45 +47,46 @@ func LoadFile(path string) (*Config, error) {
 	return cfg, nil
 }
 
+// fileConfig is the file's top level: the built-in sections decoded strictly in place
+// (so errors carry the file's own line numbers) and every other key collected for the
+// registered sections.
+type fileConfig struct {
+	Models    []Model              `yaml:"models"`
+	Agent     Agent                `yaml:"agent"`
+	Subagents Subagents            `yaml:"subagents"`
+	Sandbox   Sandbox              `yaml:"sandbox"`
+	Telemetry Telemetry            `yaml:"telemetry"`
+	Rest      map[string]yaml.Node `yaml:",inline"`
+}
+
 // Parse decodes YAML strictly (unknown keys are errors naming the key and line), applies
 // defaults and validates.
 func Parse(data []byte) (*Config, error) {
-	var top map[string]yaml.Node
-	if err := yaml.Unmarshal(data, &top); err != nil {
-		return nil, fmt.Errorf("parse yaml: %w", err)
+	var fc fileConfig
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, cleanYAMLError(err, 0)
 	}
-	cfg := &Config{Sections: map[string]any{}}
+	cfg := &Config{Models: fc.Models, Agent: fc.Agent, Subagents: fc.Subagents, Sandbox: fc.Sandbox,
+		Telemetry: fc.Telemetry, Sections: map[string]any{}}
 	var errs []error
-	keys := make([]string, 0, len(top))
-	for k := range top {
+	keys := make([]string, 0, len(fc.Rest))
+	for k := range fc.Rest {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	sectionsMu.RLock()
 	defer sectionsMu.RUnlock()
 	for _, key := range keys {
-		node := top[key]
-		var dst any
-		switch key {
-		case "models":
-			dst = &cfg.Models
-		case "agent":
-			dst = &cfg.Agent
-		case "subagents":
-			dst = &cfg.Subagents
-		case "sandbox":
-			dst = &cfg.Sandbox
-		case "telemetry":
-			dst = &cfg.Telemetry
-		default:
-			newValue, ok := sections[key]
-			if !ok {
-				errs = append(errs, fmt.Errorf("line %d: unknown key %q", node.Line, key))
-				continue
-			}
-			dst = newValue()
-			cfg.Sections[key] = dst
+		node := fc.Rest[key]
+		newValue, ok := sections[key]
+		if !ok {
+			errs = append(errs, fmt.Errorf("line %d: unknown key %q", node.Line, key))
+			continue
 		}
+		dst := newValue()
+		cfg.Sections[key] = dst
 		if err := decodeStrict(&node, dst); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", key, err))
 		}
@@ -105,9 +107,8 @@ func Parse(data []byte) (*Config, error) {
 	return cfg, nil
 }
 
-// decodeStrict re-encodes one node and decodes it with KnownFields, which yaml.v3 only
-// offers on a Decoder; its error names the unknown field and line ("field foo not found
-// in type config.Model").
+// decodeStrict re-encodes one section node and decodes it with KnownFields, which yaml.v3
+// only offers on a Decoder. Line numbers in its errors are shifted back to the file's.
 func decodeStrict(node *yaml.Node, dst any) error {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -117,21 +118,21 @@ func decodeStrict(node *yaml.Node, dst any) error {
 	dec := yaml.NewDecoder(&buf)
 	dec.KnownFields(true)
 	if err := dec.Decode(dst); err != nil {
-		return cleanYAMLError(err, dst)
+		return cleanYAMLError(err, node.Line-1)
 	}
 	return nil
 }
 
 // cleanYAMLError keeps yaml's message but drops the Go type names it mentions, so users
 // see "unknown key" wording.
-func cleanYAMLError(err error, _ any) error {
+func cleanYAMLError(err error, lineOffset int) error {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
 		msgs := make([]error, 0, len(te.Errors))
 		for _, e := range te.Errors {
-			msgs = append(msgs, errors.New(rewriteUnknown(e)))
+			msgs = append(msgs, errors.New(rewriteUnknown(e, lineOffset)))
 		}
 		return errors.Join(msgs...)
 	}
-	return err
+	return fmt.Errorf("parse yaml: %w", err)
 }

@@ -59,7 +59,15 @@ func New(cfg config.Model) (ChatModel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model %q: %w", cfg.Name, err)
 	}
-	return Wrap(p, InfoFromConfig(cfg)), nil
+	info := InfoFromConfig(cfg)
+	if info.Model == "" {
+		// Providers with a default model id (scripted) name it, so the chat span never
+		// reads "chat " with an empty gen_ai.request.model.
+		if n, ok := p.(interface{ ModelName() string }); ok {
+			info.Model = n.ModelName()
+		}
+	}
+	return Wrap(p, info), nil
 }
 
 // InfoFromConfig derives Info from a config entry.

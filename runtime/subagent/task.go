@@ -101,9 +101,8 @@ func (t *TaskTool) Call(ctx context.Context, call tool.Call) (tool.Result, error
 		res.Status = message.ToolError
 		res.Attributes[genai.AttrErrorType] = out.Status
 	}
-	if out.Status == StatusCancelled && ctx.Err() != nil {
-		return res, nil // the loop sees ctx cancelled and aborts the run after the batch
-	}
+	// On parent cancellation the cancelled message is returned normally; the agent loop
+	// sees ctx cancelled after the batch and aborts the run.
 	return res, nil
 }
 

@@ -296,3 +296,6 @@ func clip(s string, n int) string {
 	}
 	return s[:n] + "..."
 }
+
+// ModelName is the model id this provider answers as.
+func (m *Model) ModelName() string { return m.name }

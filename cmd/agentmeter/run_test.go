@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/runtime/message"
+	"github.com/agentmeter/agentmeter/runtime/state"
+)
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
+}
+
+func TestRunJSONDemoOffline(t *testing.T) {
+	t.Setenv("OTEL_SDK_DISABLED", "true")
+	cfg := writeConfig(t, "models: [{name: main, provider: scripted}]\nsandbox: {root: "+t.TempDir()+"}\n")
+	var out, errb bytes.Buffer
+	code := dispatch([]string{"run", "--config", cfg, "--thread", "t-1", "--json", "Compare", "Paris", "and", "Tokyo"}, &out, &errb)
+	require.Equal(t, 0, code, errb.String())
+	var got map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(out.Bytes(), &got))
+	keys := []string{}
+	for k := range got {
+		keys = append(keys, k)
+	}
+	assert.ElementsMatch(t, []string{"answer", "thread_id", "run_id", "trace_id", "completion"}, keys)
+	var res runOutput
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res))
+	assert.Equal(t, "t-1", res.ThreadID)
+	assert.Contains(t, res.Answer, "Tokyo")
+	c := res.Completion
+	assert.Equal(t, int64(13152), c.TotalTokens, "the demo script's exact usage")
+	assert.Equal(t, int64(9144), c.LeadAgentTokens)
+	assert.Equal(t, int64(3822), c.SubagentTokens)
+	assert.Equal(t, int64(186), c.MiddlewareTokens)
+	assert.Equal(t, int64(6), c.LLMCallCount)
+	assert.Equal(t, "Compare Paris and Tokyo", c.FirstHumanMessage)
+	assert.Equal(t, int64(9330), c.TokenUsageByModel["scripted-demo"].TotalTokens)
+	assert.Equal(t, int64(1152), c.TokenUsageByModel["scripted-demo-mini"].CacheReadTokens)
+	var completion map[string]any
+	require.NoError(t, json.Unmarshal(got["completion"], &completion))
+	for _, k := range []string{"total_input_tokens", "total_output_tokens", "total_tokens", "llm_call_count", "lead_agent_tokens",
+		"subagent_tokens", "middleware_tokens", "token_usage_by_model", "message_count", "last_ai_message", "first_human_message"} {
+		assert.Contains(t, completion, k, "DeerFlow field name")
+	}
+}
+
+func TestRunTextWithoutConfig(t *testing.T) {
+	t.Setenv("OTEL_SDK_DISABLED", "true")
+	t.Setenv("TMPDIR", t.TempDir())
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, dispatch([]string{"run", "hello"}, &out, &errb), errb.String())
+	assert.Contains(t, out.String(), "tokens: total 13152 (input 12397, output 755) in 6 model calls")
+	assert.Contains(t, out.String(), "by caller: lead_agent 9144, subagent 3822, middleware 186")
+	assert.Contains(t, out.String(), "scripted-demo-mini: total 3822")
+}
+
+func TestRunErrors(t *testing.T) {
+	t.Setenv("OTEL_SDK_DISABLED", "true")
+	var out, errb bytes.Buffer
+	assert.Equal(t, 2, dispatch([]string{"run"}, &out, &errb))
+	assert.Contains(t, errb.String(), "a PROMPT is required")
+
+	errb.Reset()
+	bad := writeConfig(t, "models:\n  - name: a\n    provider: scripted\n    colour: red\n")
+	assert.Equal(t, 1, dispatch([]string{"run", "--config", bad, "x"}, &out, &errb))
+	assert.Contains(t, errb.String(), `line 4: unknown key "colour"`)
+
+	errb.Reset()
+	assert.Equal(t, 1, dispatch([]string{"run", "--config", writeConfig(t, "models: [{name: a, provider: scripted}]\n"), "--thread", "../x", "q"}, &out, &errb))
+	assert.Contains(t, errb.String(), "--thread: sandbox: invalid thread id")
+
+	errb.Reset()
+	assert.Equal(t, 1, dispatch([]string{"run", "--config", writeConfig(t, "models: [{name: a, provider: scripted}]\nagent: {tools: [bash, nope]}\n"), "q"}, &out, &errb))
+	assert.Contains(t, errb.String(), `agent.tools: unknown tool "nope"`)
+}
+
+func TestDemoStepKind(t *testing.T) {
+	todos := func(items ...string) map[string]any {
+		var l []any
+		for i := 0; i < len(items); i += 2 {
+			l = append(l, map[string]any{"content": items[i], "status": items[i+1]})
+		}
+		return map[string]any{"todos": l}
+	}
+	prev := []state.Todo{{Content: "A", Status: "in_progress"}}
+	for _, tc := range []struct {
+		ai   message.Message
+		want string
+	}{
+		{message.AI("", message.ToolCall{Name: "write_todos", Args: todos("A", "completed")}), genai.StepTodoUpdate},
+		{message.AI("", message.ToolCall{Name: "write_todos", Args: todos("A", "in_progress")}), genai.StepToolBatch},
+		{message.AI("", message.ToolCall{Name: "write_todos", Args: todos()}), genai.StepTodoUpdate},
+		{message.AI("", message.ToolCall{Name: "task"}), genai.StepSubagentDispatch},
+		{message.AI("", message.ToolCall{Name: "task"}, message.ToolCall{Name: "task"}), genai.StepToolBatch},
+		{message.AI("", message.ToolCall{Name: "web_search"}), genai.StepToolBatch},
+		{message.AI("answer"), genai.StepFinalAnswer},
+		{message.AI(""), genai.StepThinking},
+	} {
+		assert.Equal(t, tc.want, stepKind(prev, tc.ai), "%v", tc.ai.ToolCalls)
+	}
+	assert.Equal(t, "New Conversation", fallbackTitle(" "))
+	assert.Equal(t, "short", fallbackTitle("short"))
+	long := fallbackTitle("this prompt is definitely longer than fifty characters in total")
+	assert.Equal(t, "this prompt is definitely longer than fifty charac...", long)
+}

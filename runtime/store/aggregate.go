@@ -1,0 +1,74 @@
+package store
+
+import "github.com/agentmeter/agentmeter/runtime/journal"
+
+// ModelTokens is one by_model entry of the token-usage response.
+type ModelTokens struct {
+	Tokens int64 `json:"tokens"`
+	Runs   int64 `json:"runs"`
+}
+
+// CallerTokens is the by_caller object.
+type CallerTokens struct {
+	LeadAgent  int64 `json:"lead_agent"`
+	Subagent   int64 `json:"subagent"`
+	Middleware int64 `json:"middleware"`
+}
+
+// TokenUsage is the aggregate of §7.3. Encoded with encoding/json its map keys are
+// sorted, so equal values are byte-identical JSON.
+type TokenUsage struct {
+	TotalTokens       int64                  `json:"total_tokens"`
+	TotalInputTokens  int64                  `json:"total_input_tokens"`
+	TotalOutputTokens int64                  `json:"total_output_tokens"`
+	TotalRuns         int64                  `json:"total_runs"`
+	ByModel           map[string]ModelTokens `json:"by_model"`
+	ByCaller          CallerTokens           `json:"by_caller"`
+}
+
+// AggregateRow is the per-row projection the aggregation SELECT returns.
+type AggregateRow struct {
+	ModelName         string
+	TotalTokens       int64
+	TotalInputTokens  int64
+	TotalOutputTokens int64
+	LeadAgentTokens   int64
+	SubagentTokens    int64
+	MiddlewareTokens  int64
+	ByModel           map[string]journal.ModelUsage
+}
+
+// Aggregate reduces rows as DeerFlow does in application code (§7.3): plain sums for the
+// totals and callers; by_model from each row's per-model JSON (a run using several models
+// counts once per model), or — for legacy rows with empty JSON — the row's total under
+// its model_name ("unknown" when empty).
+func Aggregate(rows []AggregateRow) TokenUsage {
+	u := TokenUsage{ByModel: map[string]ModelTokens{}}
+	for _, r := range rows {
+		u.TotalRuns++
+		u.TotalTokens += r.TotalTokens
+		u.TotalInputTokens += r.TotalInputTokens
+		u.TotalOutputTokens += r.TotalOutputTokens
+		u.ByCaller.LeadAgent += r.LeadAgentTokens
+		u.ByCaller.Subagent += r.SubagentTokens
+		u.ByCaller.Middleware += r.MiddlewareTokens
+		if len(r.ByModel) > 0 {
+			for name, mu := range r.ByModel {
+				b := u.ByModel[name]
+				b.Tokens += mu.TotalTokens
+				b.Runs++
+				u.ByModel[name] = b
+			}
+			continue
+		}
+		name := r.ModelName
+		if name == "" {
+			name = "unknown"
+		}
+		b := u.ByModel[name]
+		b.Tokens += r.TotalTokens
+		b.Runs++
+		u.ByModel[name] = b
+	}
+	return u
+}
