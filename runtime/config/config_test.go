@@ -50,9 +50,9 @@ telemetry: {capture_content: true}
 
 func TestUnknownKeysNameTheKey(t *testing.T) {
 	for src, want := range map[string]string{
-		"models:\n  - name: a\n    provider: scripted\n    modle: x\n": `line 4: unknown key "modle"`,
+		"models:\n  - name: a\n    provider: scripted\n    modle: x\n":         `line 4: unknown key "modle"`,
 		"models:\n  - {name: a, provider: scripted}\ntitle: {enabled: true}\n": `line 3: unknown key "title"`,
-		"models:\n  - {name: a, provider: scripted}\nagent: {recursion: 3}\n":   `line 3: unknown key "recursion"`,
+		"models:\n  - {name: a, provider: scripted}\nagent: {recursion: 3}\n":  `line 3: unknown key "recursion"`,
 	} {
 		_, err := Parse([]byte(src))
 		require.Error(t, err)

@@ -50,7 +50,9 @@ type probe struct {
 	inFly, peak  *atomic.Int64
 }
 
-func (probe) Spec() tool.Spec { return tool.Spec{Name: "probe", Parameters: map[string]any{"type": "object"}} }
+func (probe) Spec() tool.Spec {
+	return tool.Spec{Name: "probe", Parameters: map[string]any{"type": "object"}}
+}
 func (p probe) Call(ctx context.Context, _ tool.Call) (tool.Result, error) {
 	if p.inFly != nil {
 		n := p.inFly.Add(1)

@@ -153,7 +153,9 @@ func TestTodosAndClarification(t *testing.T) {
 
 type fixedSearch []SearchResult
 
-func (f fixedSearch) Search(_ context.Context, q string, n int) ([]SearchResult, error) { return f, nil }
+func (f fixedSearch) Search(_ context.Context, q string, n int) ([]SearchResult, error) {
+	return f, nil
+}
 
 func TestWebSearch(t *testing.T) {
 	_, err := run(t, WebSearch{}, &Env{}, map[string]any{"query": "x"})

@@ -95,9 +95,9 @@ conversations:
 func TestParseErrors(t *testing.T) {
 	for src, want := range map[string]string{
 		`conversations: []`: "conversations: at least one is required",
-		"conversations:\n  - {name: a, caller: x, turns: [{contnt: x}]}":                 "field contnt not found",
-		"conversations:\n  - {caller: x, turns: [{content: x}]}":                          "conversations[0].name is required",
-		"conversations:\n  - {name: a, caller: x, turns: [{tool_calls: [{id: c}]}]}":      "conversations[0].turns[0].tool_calls[0].name is required",
+		"conversations:\n  - {name: a, caller: x, turns: [{contnt: x}]}":                                   "field contnt not found",
+		"conversations:\n  - {caller: x, turns: [{content: x}]}":                                           "conversations[0].name is required",
+		"conversations:\n  - {name: a, caller: x, turns: [{tool_calls: [{id: c}]}]}":                       "conversations[0].turns[0].tool_calls[0].name is required",
 		"conversations:\n  - {name: a, caller: x, turns: [{usage: {input: 1, output: 1, cache_read: 5}}]}": "cache within input",
 	} {
 		_, err := Parse([]byte(src))
