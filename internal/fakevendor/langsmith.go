@@ -99,6 +99,7 @@ type LangSmith struct {
 	info        []byte // nil = 404
 	noMultipart bool
 	script      []LangSmithResponse
+	down        int // when non-zero every ingest request gets this status
 	runs        map[string]map[string]any
 	order       []string
 	requests    []LangSmithRequest
@@ -149,6 +150,13 @@ func (f *LangSmith) Script(rs ...LangSmithResponse) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.script = append(f.script, rs...)
+}
+
+// SetDown makes every ingest request fail with status (e.g. 503) until SetDown(0).
+func (f *LangSmith) SetDown(status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = status
 }
 
 // Runs returns the accepted runs by id (a later post of the same id replaces it).
@@ -255,7 +263,9 @@ func (f *LangSmith) ingest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var scripted *LangSmithResponse
-	if len(f.script) > 0 {
+	if f.down != 0 {
+		scripted = &LangSmithResponse{Status: f.down, Body: "down for the test"}
+	} else if len(f.script) > 0 {
 		scripted = &f.script[0]
 		f.script = f.script[1:]
 	}

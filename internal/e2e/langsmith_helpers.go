@@ -1,0 +1,63 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+// LangSmithCollectorConfig is an OTLP/HTTP → subagentmerge → batch → langsmith pipeline.
+// exporterYAML is the langsmith exporter's body (indented by the caller's 6 spaces);
+// extensionsYAML, when set, is the extensions section body and every extension listed
+// in service.extensions.
+func LangSmithCollectorConfig(otlpAddr, exporterYAML, extensionsYAML string, extensionIDs ...string) string {
+	ext, svcExt := "", ""
+	if extensionsYAML != "" {
+		ext = "extensions:\n" + extensionsYAML + "\n"
+		svcExt = fmt.Sprintf("  extensions: [%s]\n", strings.Join(extensionIDs, ", "))
+	}
+	return fmt.Sprintf(`%sreceivers:
+  otlp:
+    protocols:
+      http: {endpoint: %q}
+processors:
+  subagentmerge: {wait_duration: 300ms}
+  batch: {timeout: 100ms}
+exporters:
+  langsmith:
+%s
+service:
+%s  telemetry: {metrics: {level: none}, logs: {level: info}}
+  pipelines:
+    traces: {receivers: [otlp], processors: [subagentmerge, batch], exporters: [langsmith]}
+`, ext, otlpAddr, exporterYAML, svcExt)
+}
+
+// mergeWritten are the attributes subagentmerge writes (CONTRACT §3).
+var mergeWritten = map[string]bool{
+	genai.AttrSubagentInput: true, genai.AttrSubagentOutput: true, genai.AttrSubagentTotal: true,
+	genai.AttrSubagentCacheRead: true, genai.AttrSubagentCacheCreat: true, genai.AttrSubagentReasoning: true,
+	genai.AttrSubagentDispatches: true, genai.AttrSubagentToolCallIDs: true, genai.AttrMergeStatus: true,
+}
+
+// StripMergedUsage removes what subagentmerge writes, so the collector's own processor
+// does the merge.
+func StripMergedUsage(td ptrace.Traces) {
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				spans.At(k).Attributes().RemoveIf(func(key string, _ pcommon.Value) bool { return mergeWritten[key] })
+			}
+		}
+	}
+}
+
+func mkdir(path string) error { return os.MkdirAll(path, 0o700) }
