@@ -52,3 +52,14 @@ bench: collector build
 
 clean:
 	rm -rf $(BIN) _build
+
+# The README's main command: the scripted demo through the collector sidecar, offline.
+# Builds both binaries, then cmd/demoreport starts the collector (otelcol-config.yaml plus a
+# file exporter), runs `agentmeter run --json`, prints the answer, the per-call usage table
+# and the agentmeter_tokens_total lines from :8889/metrics, stops the collector, and exits
+# non-zero when the journal, the exported spans and Prometheus disagree.
+# DEMO_FLAGS passes flags through, e.g. DEMO_FLAGS="-runs 3 -keep".
+.PHONY: demo
+demo: collector build
+	$(GO) build -o $(BIN)/demoreport ./cmd/demoreport
+	$(BIN)/demoreport -collector $(COLLECTOR) -agentmeter $(BIN)/agentmeter -config otelcol-config.yaml $(DEMO_FLAGS)

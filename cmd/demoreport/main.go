@@ -159,14 +159,7 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		if res.TraceID != "" {
 			traceIDs[strings.ToLower(res.TraceID)] = true
 		}
-		c := res.Completion
-		journal.TotalInputTokens += c.TotalInputTokens
-		journal.TotalOutputTokens += c.TotalOutputTokens
-		journal.TotalTokens += c.TotalTokens
-		journal.LLMCallCount += c.LLMCallCount
-		journal.LeadAgentTokens += c.LeadAgentTokens
-		journal.SubagentTokens += c.SubagentTokens
-		journal.MiddlewareTokens += c.MiddlewareTokens
+		journal = journal.Add(res.Completion)
 	}
 
 	// 3. what the collector exported, and what Prometheus would scrape
@@ -195,8 +188,8 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	for _, s := range samples {
 		fmt.Fprintln(stdout, s.Line)
 	}
-	fmt.Fprintf(stdout, "\n== totals\njournal:    total_tokens %d (lead_agent %d, subagent %d, middleware %d), llm_call_count %d\n",
-		journal.TotalTokens, journal.LeadAgentTokens, journal.SubagentTokens, journal.MiddlewareTokens, journal.LLMCallCount)
+	fmt.Fprintf(stdout, "\n== totals (input+output; cache_read/cache_creation are parts of input, reasoning of output)\njournal:    total_tokens %d (lead_agent %d, subagent %d, middleware %d)\n",
+		journal.TotalTokens, journal.LeadAgentTokens, journal.SubagentTokens, journal.MiddlewareTokens)
 	fmt.Fprintf(stdout, "spans:      input+output %d (lead_agent %d, subagent %d, middleware %d), %d calls; all five token kinds %d\n",
 		spans.Usage.Total(), spans.ByCaller["lead_agent"], spans.ByCaller["subagent"], spans.ByCaller["middleware"], spans.Calls, AllKinds(spans.Usage))
 	fmt.Fprintf(stdout, "prometheus: input+output %.0f (lead_agent %.0f, subagent %.0f, middleware %.0f); sum(%s) %.0f\n",
@@ -277,7 +270,7 @@ func waitForCalls(ctx context.Context, path string, traceIDs map[string]bool, jo
 		}
 		calls = CallsFromTraces(tds, traceIDs)
 		t := Totals(calls)
-		if t.Usage.Total() == journal.TotalTokens && int64(t.Calls) == journal.LLMCallCount && hasMerge(calls, journal) {
+		if t.Usage.Total() == journal.TotalTokens && hasMerge(calls, journal) {
 			return calls, nil
 		}
 		if t.Usage.Total() != lastTotal {

@@ -36,6 +36,43 @@ type Completion struct {
 	LeadAgentTokens   int64 `json:"lead_agent_tokens"`
 	SubagentTokens    int64 `json:"subagent_tokens"`
 	MiddlewareTokens  int64 `json:"middleware_tokens"`
+	// keyed by the model that answered (DeerFlow's response model_name)
+	TokenUsageByModel map[string]ModelTotals `json:"token_usage_by_model"`
+}
+
+// ModelTotals is one entry of token_usage_by_model.
+type ModelTotals struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	TotalTokens  int64 `json:"total_tokens"`
+}
+
+// Add sums two journals (several demo runs).
+func (c Completion) Add(o Completion) Completion {
+	c.TotalInputTokens += o.TotalInputTokens
+	c.TotalOutputTokens += o.TotalOutputTokens
+	c.TotalTokens += o.TotalTokens
+	c.LLMCallCount += o.LLMCallCount
+	c.LeadAgentTokens += o.LeadAgentTokens
+	c.SubagentTokens += o.SubagentTokens
+	c.MiddlewareTokens += o.MiddlewareTokens
+	if len(o.TokenUsageByModel) > 0 && c.TokenUsageByModel == nil {
+		c.TokenUsageByModel = map[string]ModelTotals{}
+	} else if c.TokenUsageByModel != nil {
+		m := make(map[string]ModelTotals, len(c.TokenUsageByModel))
+		for k, v := range c.TokenUsageByModel {
+			m[k] = v
+		}
+		c.TokenUsageByModel = m
+	}
+	for k, v := range o.TokenUsageByModel {
+		cur := c.TokenUsageByModel[k]
+		cur.InputTokens += v.InputTokens
+		cur.OutputTokens += v.OutputTokens
+		cur.TotalTokens += v.TotalTokens
+		c.TokenUsageByModel[k] = cur
+	}
+	return c
 }
 
 // ByCaller is the journal's split of total tokens over the three caller buckets.
@@ -53,7 +90,7 @@ type Call struct {
 	SpanID     string
 	Start      uint64
 	Caller     string
-	Model      string
+	Model      string // the model that answered (gen_ai.response.model), else the requested one
 	StepKind   string
 	Own        genai.Usage
 	HasMerged  bool
@@ -89,7 +126,10 @@ func CallsFromTraces(tds []ptrace.Traces, traceIDs map[string]bool) []Call {
 					}
 					seen[key] = true
 					c := Call{TraceID: tid, SpanID: sp.SpanID().String(), Start: uint64(sp.StartTimestamp()), Own: own,
-						Caller: strAttr(a, genai.AttrCaller), Model: strAttr(a, genai.AttrRequestModel), StepKind: strAttr(a, genai.AttrStepKind)}
+						Caller: strAttr(a, genai.AttrCaller), Model: strAttr(a, genai.AttrResponseModel), StepKind: strAttr(a, genai.AttrStepKind)}
+					if c.Model == "" {
+						c.Model = strAttr(a, genai.AttrRequestModel)
+					}
 					if m, ok := genai.SubagentUsageFromMap(a); ok {
 						c.HasMerged, c.Merged = true, m
 					}
@@ -121,15 +161,17 @@ func strAttr(m pcommon.Map, key string) string {
 type SpanTotals struct {
 	Usage    genai.Usage
 	ByCaller map[string]int64 // input+output per caller bucket
+	ByModel  map[string]int64 // input+output per model
 	Calls    int
 }
 
 // Totals adds up the calls' own usage (never the merged block).
 func Totals(calls []Call) SpanTotals {
-	t := SpanTotals{ByCaller: map[string]int64{}}
+	t := SpanTotals{ByCaller: map[string]int64{}, ByModel: map[string]int64{}}
 	for _, c := range calls {
 		t.Usage = t.Usage.Add(c.Own)
 		t.ByCaller[genai.CallerBucket(c.Caller)] += c.Own.Total()
+		t.ByModel[c.Model] += c.Own.Total()
 		t.Calls++
 	}
 	return t
@@ -242,16 +284,18 @@ type PromTotals struct {
 	All         float64
 	InputOutput float64
 	ByCaller    map[string]float64 // input+output
+	ByModel     map[string]float64 // input+output
 }
 
 // SumTokens adds up agentmeter_tokens_total samples.
 func SumTokens(samples []PromSample) PromTotals {
-	t := PromTotals{ByCaller: map[string]float64{}}
+	t := PromTotals{ByCaller: map[string]float64{}, ByModel: map[string]float64{}}
 	for _, s := range samples {
 		t.All += s.Value
 		if tt := s.Labels[genai.LabelTokenType]; tt == genai.TokenTypeInput || tt == genai.TokenTypeOutput {
 			t.InputOutput += s.Value
 			t.ByCaller[s.Labels[genai.LabelCaller]] += s.Value
+			t.ByModel[s.Labels[genai.LabelModel]] += s.Value
 		}
 	}
 	return t
@@ -268,9 +312,6 @@ func Check(journal Completion, spans SpanTotals, prom PromTotals) error {
 		errs = append(errs, fmt.Errorf("journal input/output %d/%d != span input/output %d/%d",
 			journal.TotalInputTokens, journal.TotalOutputTokens, spans.Usage.Input, spans.Usage.Output))
 	}
-	if journal.LLMCallCount != int64(spans.Calls) {
-		errs = append(errs, fmt.Errorf("journal llm_call_count %d != spans with usage %d", journal.LLMCallCount, spans.Calls))
-	}
 	if prom.InputOutput != float64(spans.Usage.Total()) {
 		errs = append(errs, fmt.Errorf("prometheus agentmeter_tokens_total{token_type=~\"input|output\"} %v != span input+output %d", prom.InputOutput, spans.Usage.Total()))
 	}
@@ -285,25 +326,39 @@ func Check(journal Completion, spans SpanTotals, prom PromTotals) error {
 			errs = append(errs, fmt.Errorf("caller %s: journal %d != prometheus %v", bucket, want, got))
 		}
 	}
+	// llm_call_count is not compared: DeerFlow's journal counts the calls it observed
+	// itself (lead agent and middlewares), while subagent usage arrives as external records
+	for model, mt := range journal.TokenUsageByModel {
+		if got := spans.ByModel[model]; got != mt.TotalTokens {
+			errs = append(errs, fmt.Errorf("model %s: journal %d != spans %d", model, mt.TotalTokens, got))
+		}
+		if got := prom.ByModel[model]; got != float64(mt.TotalTokens) {
+			errs = append(errs, fmt.Errorf("model %s: journal %d != prometheus %v", model, mt.TotalTokens, got))
+		}
+	}
 	return errors.Join(errs...)
 }
 
 // WriteCallTable prints one row per model call: own usage, and the merged subagent usage on
-// the dispatching call.
+// the dispatching call ("-" on the others).
 func WriteCallTable(w io.Writer, calls []Call) error {
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "#\tcaller\tmodel\tstep\tinput\toutput\tcache_read\treasoning\ttotal\t| subagents: input\toutput\ttotal\tdispatches\t")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tcaller\tmodel\tstep\tinput\toutput\tcache_read\treasoning\ttotal\tsubagents: input\toutput\ttotal\tdispatches")
 	var own genai.Usage
 	for i, c := range calls {
-		merged := "\t\t\t\t"
+		merged := "-\t-\t-\t-"
 		if c.HasMerged {
-			merged = fmt.Sprintf("%d\t%d\t%d\t%d\t", c.Merged.Input, c.Merged.Output, c.Merged.Total(), c.Dispatches)
+			merged = fmt.Sprintf("%d\t%d\t%d\t%d", c.Merged.Input, c.Merged.Output, c.Merged.Total(), c.Dispatches)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t| %s\n", i+1, c.Caller, c.Model, c.StepKind,
+		step := c.StepKind
+		if step == "" {
+			step = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", i+1, c.Caller, c.Model, step,
 			c.Own.Input, c.Own.Output, c.Own.CacheRead, c.Own.Reasoning, c.Own.Total(), merged)
 		own = own.Add(c.Own)
 	}
-	fmt.Fprintf(tw, "\tall calls\t\t\t%d\t%d\t%d\t%d\t%d\t| \t\t\t\t\n", own.Input, own.Output, own.CacheRead, own.Reasoning, own.Total())
+	fmt.Fprintf(tw, "\tall calls\t\t\t%d\t%d\t%d\t%d\t%d\t\t\t\t\n", own.Input, own.Output, own.CacheRead, own.Reasoning, own.Total())
 	return tw.Flush()
 }
 

@@ -18,8 +18,9 @@ const exposition = `# HELP agentmeter_tokens_total Tokens used by model calls
 agentmeter_tokens_total{agent="lead_agent",caller="lead_agent",model="demo-large",provider="scripted",token_type="input"} 1200
 agentmeter_tokens_total{agent="lead_agent",caller="lead_agent",model="demo-large",provider="scripted",token_type="output"} 80
 agentmeter_tokens_total{agent="lead_agent",caller="lead_agent",model="demo-large",provider="scripted",token_type="cache_read"} 1000
-agentmeter_tokens_total{agent="researcher",caller="subagent",model="m \"q\" \\ x",provider="scripted",token_type="input"} 300
-agentmeter_tokens_total{agent="researcher",caller="subagent",model="demo-small",provider="scripted",token_type="output"} 45
+agentmeter_tokens_total{agent="researcher",caller="subagent",model="demo-small-2025",provider="scripted",token_type="input"} 300
+agentmeter_tokens_total{agent="x",caller="subagent",model="m \"q\" \\ x",provider="scripted",token_type="cache_read"} 0
+agentmeter_tokens_total{agent="researcher",caller="subagent",model="demo-small-2025",provider="scripted",token_type="output"} 45
 agentmeter_tokens_total{agent="lead_agent",caller="middleware",model="demo-small",provider="scripted",token_type="input"} 50
 agentmeter_tokens_total{agent="lead_agent",caller="middleware",model="demo-small",provider="scripted",token_type="output"} 5 1700000000000
 agentmeter_tokens_total_other 99
@@ -29,9 +30,9 @@ gen_ai_client_token_usage_sum{gen_ai_token_type="input"} 1550
 func TestParsePromTextAndSum(t *testing.T) {
 	samples, err := ParsePromText(strings.NewReader(exposition), "agentmeter_tokens_total")
 	require.NoError(t, err)
-	require.Len(t, samples, 7, "other metrics and comments are skipped")
-	assert.Equal(t, `m "q" \ x`, samples[3].Labels["model"], "escapes decoded")
-	assert.Equal(t, float64(5), samples[6].Value, "timestamp ignored")
+	require.Len(t, samples, 8, "other metrics and comments are skipped")
+	assert.Equal(t, `m "q" \ x`, samples[4].Labels["model"], "escapes decoded")
+	assert.Equal(t, float64(5), samples[7].Value, "timestamp ignored")
 
 	got := SumTokens(samples)
 	assert.Equal(t, float64(2680), got.All)
@@ -47,7 +48,7 @@ func TestParsePromTextAndSum(t *testing.T) {
 func demoTraces() ptrace.Traces {
 	td := ptrace.NewTraces()
 	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
-	add := func(id byte, start int64, caller, model string, own *genai.Usage, merged *genai.Usage) {
+	add := func(id byte, start int64, caller, model string, own *genai.Usage, merged *genai.Usage) ptrace.Span {
 		sp := ss.Spans().AppendEmpty()
 		sp.SetTraceID(pcommon.TraceID{7})
 		sp.SetSpanID(pcommon.SpanID{id})
@@ -62,8 +63,11 @@ func demoTraces() ptrace.Traces {
 			genai.PutSubagentUsage(a, *merged)
 			a.PutInt(genai.AttrSubagentDispatches, 2)
 		}
+		return sp
 	}
-	add(3, 30, "subagent:researcher", "demo-small", &genai.Usage{Input: 300, Output: 45}, nil)
+	// the provider answered with a dated model name: that is the call's model
+	add(3, 30, "subagent:researcher", "demo-small", &genai.Usage{Input: 300, Output: 45}, nil).
+		Attributes().PutStr(genai.AttrResponseModel, "demo-small-2025")
 	add(1, 10, "lead_agent", "demo-large", &genai.Usage{Input: 1200, Output: 80, CacheRead: 1000}, &genai.Usage{Input: 300, Output: 45})
 	add(2, 20, "", "", nil, nil) // invoke_agent / execute_tool: no usage, not a call
 	add(4, 40, "middleware:title", "demo-small", &genai.Usage{Input: 50, Output: 5}, nil)
@@ -80,10 +84,13 @@ func TestCallsFromTracesAndTotals(t *testing.T) {
 	assert.Equal(t, genai.Usage{Input: 300, Output: 45}, calls[0].Merged)
 	assert.Equal(t, int64(2), calls[0].Dispatches)
 	assert.False(t, calls[1].HasMerged)
+	assert.Equal(t, "demo-small-2025", calls[1].Model, "response model preferred")
+	assert.Equal(t, "demo-small", calls[2].Model, "request model when no response model")
 
 	tot := Totals(calls)
 	assert.Equal(t, genai.Usage{Input: 1550, Output: 130, CacheRead: 1000}, tot.Usage, "merged usage never counted")
 	assert.Equal(t, map[string]int64{"lead_agent": 1280, "subagent": 345, "middleware": 55}, tot.ByCaller)
+	assert.Equal(t, map[string]int64{"demo-large": 1280, "demo-small-2025": 345, "demo-small": 55}, tot.ByModel)
 	assert.Equal(t, int64(2680), AllKinds(tot.Usage))
 
 	assert.Empty(t, CallsFromTraces([]ptrace.Traces{td}, map[string]bool{"ffff": true}), "trace filter")
@@ -96,8 +103,14 @@ func TestCheck(t *testing.T) {
 	samples, err := ParsePromText(strings.NewReader(exposition), "agentmeter_tokens_total")
 	require.NoError(t, err)
 	prom := SumTokens(samples)
-	journal := Completion{TotalInputTokens: 1550, TotalOutputTokens: 130, TotalTokens: 1680, LLMCallCount: 3,
-		LeadAgentTokens: 1280, SubagentTokens: 345, MiddlewareTokens: 55}
+	half := Completion{TotalInputTokens: 775, TotalOutputTokens: 65, TotalTokens: 840, LLMCallCount: 1,
+		LeadAgentTokens: 640, SubagentTokens: 172, MiddlewareTokens: 28,
+		TokenUsageByModel: map[string]ModelTotals{"demo-large": {TotalTokens: 640}, "demo-small-2025": {TotalTokens: 172}, "demo-small": {TotalTokens: 28}}}
+	rest := Completion{TotalInputTokens: 775, TotalOutputTokens: 65, TotalTokens: 840, LLMCallCount: 1,
+		LeadAgentTokens: 640, SubagentTokens: 173, MiddlewareTokens: 27,
+		TokenUsageByModel: map[string]ModelTotals{"demo-large": {TotalTokens: 640}, "demo-small-2025": {TotalTokens: 173}, "demo-small": {TotalTokens: 27}}}
+	journal := Completion{}.Add(half).Add(rest) // two runs' journals
+	assert.Equal(t, int64(640), half.TokenUsageByModel["demo-large"].TotalTokens, "Add does not write into its operands")
 	require.NoError(t, Check(journal, spans, prom))
 
 	bad := journal
@@ -107,6 +120,12 @@ func TestCheck(t *testing.T) {
 	assert.Contains(t, err.Error(), "journal total_tokens 1700 != span own usage input+output 1680")
 	assert.Contains(t, err.Error(), "caller subagent: journal 365 != spans 345")
 	assert.Contains(t, err.Error(), "caller subagent: journal 365 != prometheus 345")
+
+	wrongModel := journal
+	wrongModel.TokenUsageByModel = map[string]ModelTotals{"demo-small": {TotalTokens: 400}}
+	err = Check(wrongModel, spans, prom)
+	assert.ErrorContains(t, err, "model demo-small: journal 400 != spans 55")
+	assert.ErrorContains(t, err, "model demo-small: journal 400 != prometheus 55")
 
 	lowProm := prom
 	lowProm.All -= 1000
@@ -120,6 +139,7 @@ func TestWriteCallTable(t *testing.T) {
 	out := buf.String()
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
 	require.Len(t, lines, 5, out) // header, 3 calls, total
-	assert.Regexp(t, `lead_agent\s+demo-large\s+1200\s+80\s+1000\s+0\s+1280\s+\|\s+300\s+45\s+345\s+2`, lines[1])
+	assert.Regexp(t, `lead_agent\s+demo-large\s+-\s+1200\s+80\s+1000\s+0\s+1280\s+300\s+45\s+345\s+2$`, lines[1])
+	assert.Regexp(t, `subagent:researcher\s+demo-small-2025\s+-\s+300\s+45\s+0\s+0\s+345\s+-\s+-\s+-\s+-$`, lines[2])
 	assert.Regexp(t, `all calls\s+1550\s+130\s+1000\s+0\s+1680`, lines[4])
 }

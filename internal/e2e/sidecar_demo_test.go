@@ -1,5 +1,3 @@
-//go:build ignore
-
 package e2e
 
 import (
@@ -104,7 +102,7 @@ func TestSidecarDemoRunsInPrometheus(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		vendors bool
-	}{{"exporters_off", false}, {"langfuse_and_langsmith_on", true}} {
+	}{{"exporters_off", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ports := setSidecarEnv(t)
 			dir := t.TempDir()
@@ -130,7 +128,7 @@ func TestSidecarDemoRunsInPrometheus(t *testing.T) {
 
 			const runs = 3
 			traceIDs := map[string]bool{}
-			var journalTotal, journalIn, journalOut, journalCalls int64
+			var journalTotal, journalIn, journalOut int64
 			journalByCaller := map[string]int64{}
 			for i := 0; i < runs; i++ {
 				res := runDemoAgent(t, ports.OTLPHTTP)
@@ -139,7 +137,6 @@ func TestSidecarDemoRunsInPrometheus(t *testing.T) {
 				journalTotal += c.TotalTokens
 				journalIn += c.TotalInputTokens
 				journalOut += c.TotalOutputTokens
-				journalCalls += c.LLMCallCount
 				journalByCaller[genai.BucketLeadAgent] += c.LeadAgentTokens
 				journalByCaller[genai.BucketSubagent] += c.SubagentTokens
 				journalByCaller[genai.BucketMiddleware] += c.MiddlewareTokens
@@ -150,8 +147,8 @@ func TestSidecarDemoRunsInPrometheus(t *testing.T) {
 			var su spanUsage
 			require.Eventually(t, func() bool {
 				su = sumSpans(tracesFile, traceIDs)
-				return su.usage.Total() == journalTotal && su.calls == journalCalls
-			}, 30*time.Second, 200*time.Millisecond, "exported spans never added up to the journals' %d tokens / %d calls", journalTotal, journalCalls)
+				return su.usage.Total() == journalTotal && su.merged == runs
+			}, 30*time.Second, 200*time.Millisecond, "exported spans never added up to the journals' %d tokens with one merged dispatching call per run", journalTotal)
 			assert.Equal(t, journalIn, su.usage.Input)
 			assert.Equal(t, journalOut, su.usage.Output)
 			assert.Equal(t, journalByCaller, su.byCaller, "spans per caller vs journals")
@@ -187,4 +184,32 @@ func TestSidecarDemoRunsInPrometheus(t *testing.T) {
 			assert.Empty(t, lf.Problems(), "langfuse protocol problems")
 		})
 	}
+}
+
+// `make demo`'s driver, end to end on free ports: it exits 0 only when the journal, the
+// exported spans and the Prometheus endpoint agree, and prints the answer, the call table
+// with the merged subagent usage and the counter lines.
+func TestMakeDemoReport(t *testing.T) {
+	setSidecarEnv(t)
+	report := filepath.Join(t.TempDir(), "demoreport")
+	build := exec.Command("go", "build", "-o", report, "./cmd/demoreport")
+	build.Dir = RepoRoot()
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build ./cmd/demoreport:\n%s", out)
+
+	cmd := exec.Command(report, "-collector", CollectorBinary(t), "-agentmeter", AgentmeterBinary(t),
+		"-config", filepath.Join(RepoRoot(), "otelcol-config.yaml"), "-runs", "2")
+	cmd.Dir = RepoRoot()
+	start := time.Now()
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, "demoreport:\n%s", out)
+	text := string(out)
+	t.Logf("demo took %s", time.Since(start))
+	assert.Contains(t, text, "OK: journal, spans and Prometheus agree")
+	assert.Equal(t, 2, strings.Count(text, "\nanswer: "), "one answer per run")
+	assert.Regexp(t, `(?m)^#\s+caller\s+model\s+step\s+input\s+output`, text)
+	// the dispatching call of each run shows the merged subagent usage and its dispatches
+	assert.Regexp(t, `(?m)^\d+\s+lead_agent\s+\S+\s+\S+(\s+\d+){5}\s+\d+\s+\d+\s+\d+\s+\d+\s*$`, text)
+	assert.Contains(t, text, `agentmeter_tokens_total{`)
+	assert.Contains(t, text, "collector stopped")
 }

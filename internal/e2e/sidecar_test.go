@@ -67,6 +67,7 @@ func TestSidecarConfigValidates(t *testing.T) {
 // chatSpan is one synthetic model call for the token-metrics test.
 type chatSpan struct {
 	caller, agentAttr, model, provider string
+	responseModel                      string       // gen_ai.response.model when the provider answered with another name
 	usage                              *genai.Usage // nil: the call reported no usage
 	cacheWriteOnly                     bool         // report cache creation under the newer cache_write key
 	dispatches                         bool         // this lead call asks for the trace's `task` tool call
@@ -120,6 +121,9 @@ func buildTrace(traceID byte, calls []chatSpan) ptrace.Traces {
 		a := sp.Attributes()
 		a.PutStr(genai.AttrRequestModel, c.model)
 		a.PutStr(genai.AttrProviderName, c.provider)
+		if c.responseModel != "" {
+			a.PutStr(genai.AttrResponseModel, c.responseModel)
+		}
 		if c.caller != "" {
 			a.PutStr(genai.AttrCaller, c.caller)
 		}
@@ -163,7 +167,11 @@ func (tt *tokenTally) add(agent string, c chatSpan) {
 		tt.byCaller[genai.CallerBucket(c.caller)] += k.Tokens
 		tt.byType[k.TokenType] += k.Tokens
 		tt.byAgent[agent] += k.Tokens
-		tt.byModel[c.model] += k.Tokens
+		model := c.model
+		if c.responseModel != "" {
+			model = c.responseModel // the model label is the model that answered
+		}
+		tt.byModel[model] += k.Tokens
 	}
 }
 
@@ -214,7 +222,7 @@ func TestSidecarTokenMetricsInPrometheus(t *testing.T) {
 	}, {
 		{caller: "", model: "gpt-4o", provider: "openai", usage: u(10, 5, 0, 0, 0)}, // untagged counts as lead
 		{caller: "subagent:researcher", agentAttr: "researcher-v2", model: "gpt-4o-mini", provider: "openai", usage: u(77, 33, 7, 3, 11)},
-		{caller: "middleware:summarize", model: "o3", provider: "openai", usage: u(5000, 2500, 4000, 0, 2000)},
+		{caller: "middleware:summarize", model: "o3", responseModel: "o3-2025-04-16", provider: "openai", usage: u(5000, 2500, 4000, 0, 2000)},
 	}}
 
 	var want tokenTally
