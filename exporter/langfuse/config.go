@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"go.opentelemetry.io/collector/config/configcompression"
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/config/configoptional"
@@ -36,8 +37,9 @@ const missingSettingsMessage = "Langfuse tracing is enabled but required setting
 // explicit YAML values override the environment.
 type Config struct {
 	// ClientConfig holds endpoint (the Langfuse base URL; default $LANGFUSE_BASE_URL, else
-	// https://cloud.langfuse.com), timeout (default 30s), compression (default gzip),
-	// TLS, proxy and the other HTTP client settings.
+	// https://cloud.langfuse.com), timeout (default 30s), compression (gzip, the default,
+	// or none: Langfuse takes no other encoding) with compression_params.level, TLS, proxy
+	// and the other HTTP client settings.
 	confighttp.ClientConfig `mapstructure:",squash"`
 
 	// PublicKey is the project's public key (pk-lf-…), the Basic-auth user.
@@ -81,7 +83,7 @@ func newConfig(env envconfig.Lookup) *Config {
 	client := confighttp.NewDefaultClientConfig()
 	client.Endpoint = env.FirstOr(DefaultEndpoint, EnvBaseURL)
 	client.Timeout = defaultTimeout
-	client.Compression = "gzip"
+	client.Compression = configcompression.TypeGzip
 	client.WriteBufferSize = 512 * 1024
 
 	tracing := env.First(EnvTracing)
@@ -138,6 +140,9 @@ func (c *Config) Validate() error {
 	}
 	if err := validateEndpoint(c.Endpoint); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Compression.IsCompressed() && c.Compression != configcompression.TypeGzip {
+		errs = append(errs, fmt.Errorf("compression must be gzip or none, not %q: Langfuse accepts only gzip request bodies", c.Compression))
 	}
 	return errors.Join(errs...)
 }

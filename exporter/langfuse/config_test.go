@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/config/configcompression"
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
@@ -136,7 +135,7 @@ func TestYAMLOverridesEnv(t *testing.T) {
 	want.PublicKey, want.SecretKey = "pk-lf-yaml", "sk-lf-yaml"
 	want.CheckCredentials = true
 	want.Timeout = 12 * time.Second
-	want.Compression = configcompression.TypeZstd
+	want.CompressionParams.Level = 9
 	want.Headers.Set("x-team", "agents")
 	q := want.QueueConfig.Get()
 	q.NumConsumers, q.QueueSize = 2, 500
@@ -187,6 +186,11 @@ func TestValidateEndpoint(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `endpoint must be an http or https URL, not scheme "ftp"`)
 	assert.NotContains(t, err.Error(), "hunter2")
+
+	cfg = loadConfig(t, nil, "zstd")
+	err = confmap.Validate(cfg)
+	require.Error(t, err)
+	assert.Equal(t, `compression must be gzip or none, not "zstd": Langfuse accepts only gzip request bodies`, err.Error())
 
 	for endpoint, want := range map[string]string{
 		"":                             "endpoint must be set",

@@ -47,6 +47,7 @@ type langfuseExporter struct {
 	auth        string // "Basic …"; never logged
 	userAgent   string
 	marshaler   ptrace.ProtoMarshaler
+	gzip        *gzipPool // nil: bodies are sent uncompressed
 }
 
 func newExporter(cfg *Config, set exporter.Settings) *langfuseExporter {
@@ -59,11 +60,15 @@ func newExporter(cfg *Config, set exporter.Settings) *langfuseExporter {
 		auth:        "Basic " + base64.StdEncoding.EncodeToString([]byte(string(cfg.PublicKey)+":"+string(cfg.SecretKey))),
 		userAgent: fmt.Sprintf("agentmeter-langfuse-exporter/%s (%s/%s)",
 			set.BuildInfo.Version, runtime.GOOS, runtime.GOARCH),
+		gzip: newGzipPool(cfg.Compression, int(cfg.CompressionParams.Level)),
 	}
 }
 
 func (e *langfuseExporter) start(ctx context.Context, host component.Host) error {
-	client, err := e.cfg.ToClient(ctx, host.GetExtensions(), e.settings)
+	// The exporter gzips bodies itself (gzip.go), so the client must not compress again.
+	clientCfg := e.cfg.ClientConfig
+	clientCfg.Compression = ""
+	client, err := clientCfg.ToClient(ctx, host.GetExtensions(), e.settings)
 	if err != nil {
 		return fmt.Errorf("langfuse: building the HTTP client: %w", err)
 	}
@@ -149,11 +154,20 @@ func (e *langfuseExporter) post(ctx context.Context, td ptrace.Traces) error {
 	if err != nil {
 		return consumererror.NewPermanent(fmt.Errorf("langfuse: encoding spans: %w", err))
 	}
+	encoding := ""
+	if e.gzip != nil {
+		buf := e.gzip.compress(body)
+		defer e.gzip.release(buf)
+		body, encoding = buf.Bytes(), "gzip"
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.tracesURL, bytes.NewReader(body))
 	if err != nil {
 		return consumererror.NewPermanent(fmt.Errorf("langfuse: building the request: %w", err))
 	}
 	req.Header.Set("Content-Type", contentTypeProtobuf)
+	if encoding != "" {
+		req.Header.Set("Content-Encoding", encoding)
+	}
 	req.Header.Set("Authorization", e.auth)
 	req.Header.Set(headerIngestionVersion, ingestionVersion)
 	req.Header.Set("User-Agent", e.userAgent)

@@ -1,6 +1,7 @@
 package shape
 
 import (
+	"encoding/json"
 	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -18,6 +19,7 @@ type traceInfo struct {
 	session      string
 	user         string
 	tags         []string
+	tagsJSON     string // tags as one JSON-array string, built once per trace
 	env          string
 	leadModel    string
 	leadModelAt  pcommon.Timestamp
@@ -40,14 +42,21 @@ type traceInfo struct {
 func Traces(td ptrace.Traces) {
 	facts := make([]spanFacts, 0, td.SpanCount())
 	infos := make(map[pcommon.TraceID]*traceInfo)
+	var lastID pcommon.TraceID
+	var last *traceInfo
 	forEach(td, func(env string, sp ptrace.Span) {
 		f := scan(sp.Attributes())
-		info := infos[sp.TraceID()]
-		if info == nil {
-			info = &traceInfo{}
-			infos[sp.TraceID()] = info
+		// spans of one trace usually sit together: skip the map for a run of them
+		if id := sp.TraceID(); last == nil || id != lastID {
+			last = infos[id]
+			if last == nil {
+				last = &traceInfo{}
+				infos[id] = last
+			}
+			lastID = id
 		}
-		info.observe(sp, &f, env)
+		f.trace = last
+		last.observe(sp, &f, env)
 		facts = append(facts, f)
 	})
 	for _, info := range infos {
@@ -55,7 +64,7 @@ func Traces(td ptrace.Traces) {
 	}
 	i := 0
 	forEach(td, func(_ string, sp ptrace.Span) {
-		stamp(sp.Attributes(), &facts[i], infos[sp.TraceID()])
+		stamp(sp.Attributes(), &facts[i], facts[i].trace)
 		i++
 	})
 }
@@ -77,6 +86,7 @@ func forEach(td ptrace.Traces, f func(env string, sp ptrace.Span)) {
 
 // spanFacts is what one pass over a span's attributes finds: everything shaping reads.
 type spanFacts struct {
+	trace                              *traceInfo
 	op, caller, mergeStatus, agentName string
 	metaCaller                         string // a caller moved by an earlier pass
 	traceName                          string // langfuse.trace.name
@@ -204,6 +214,12 @@ func (t *traceInfo) finish() {
 			t.tags = append(t.tags, tagModelPref+t.leadModel)
 		}
 	}
+	if len(t.tags) > 0 {
+		// Langfuse reads a JSON-array string as tags. One shared string per trace costs
+		// one small allocation per span, where a string-array attribute costs three.
+		b, _ := json.Marshal(t.tags)
+		t.tagsJSON = string(b)
+	}
 }
 
 // rootTraceName names a trace after its root span, as DeerFlow names it after the
@@ -242,8 +258,8 @@ func stamp(attrs pcommon.Map, f *spanFacts, t *traceInfo) {
 		if f.user() != t.user && f.lfUser == "" {
 			attrs.PutStr(AttrUserID, t.user)
 		}
-		if !f.hasTags && len(t.tags) > 0 {
-			genai.PutStrings(attrs, AttrTraceTags, t.tags)
+		if !f.hasTags && t.tagsJSON != "" {
+			attrs.PutStr(AttrTraceTags, t.tagsJSON)
 		}
 	}
 
@@ -289,10 +305,10 @@ func stamp(attrs pcommon.Map, f *spanFacts, t *traceInfo) {
 			}
 		}
 	}
-	if f.caller != "" && f.metaCaller == "" || f.hasSubagent {
+	if f.hasSubagent {
 		attrs.RemoveIf(func(k string, _ pcommon.Value) bool {
 			switch k {
-			case genai.AttrCaller, genai.AttrSubagentInput, genai.AttrSubagentOutput, genai.AttrSubagentTotal,
+			case genai.AttrSubagentInput, genai.AttrSubagentOutput, genai.AttrSubagentTotal,
 				genai.AttrSubagentCacheRead, genai.AttrSubagentCacheCreat, genai.AttrSubagentReasoning,
 				genai.AttrSubagentDispatches, genai.AttrSubagentToolCallIDs:
 				return true
