@@ -27,7 +27,7 @@ type traceInfo struct {
 }
 
 // Traces rewrites td in place for Langfuse. It adds attributes (set-if-absent for
-// anything an emitter may have set itself), moves agentmeter.caller and the merged
+// anything an emitter may have set itself), copies agentmeter.caller and moves the merged
 // agentmeter.subagent.* values into observation metadata, and never touches
 // gen_ai.usage.*, so applying it twice — a retried or re-queued batch — gives the same
 // spans.
@@ -280,9 +280,10 @@ func stamp(attrs pcommon.Map, f *spanFacts, t *traceInfo) {
 		}
 	}
 
-	// The caller and merged subagent usage move into observation metadata. Moved, not
-	// copied: Langfuse would otherwise also file the raw attributes under
-	// metadata.attributes, and every duplicate byte is sent (and gzipped) again.
+	// The caller and merged subagent usage go to observation metadata as top-level keys.
+	// The subagent values are moved, not copied: Langfuse would also file the raw
+	// attributes under metadata.attributes, and every duplicate byte is sent (and
+	// gzipped) again. agentmeter.caller stays: removing it costs more than its bytes.
 	if f.metaCaller == "" && f.caller != "" {
 		attrs.PutStr(MetaCaller, f.caller)
 	}
