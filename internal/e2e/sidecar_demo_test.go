@@ -102,7 +102,7 @@ func TestSidecarDemoRunsInPrometheus(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		vendors bool
-	}{{"exporters_off", false}} {
+	}{{"exporters_off", false}, {"langfuse_on", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ports := setSidecarEnv(t)
 			dir := t.TempDir()
