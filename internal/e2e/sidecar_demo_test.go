@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/fakevendor"
 	"github.com/agentmeter/agentmeter/internal/fakevendor/langfusefake"
 )
 
@@ -86,6 +87,14 @@ func sumSpans(path string, traceIDs map[string]bool) spanUsage {
 	return su
 }
 
+// uuidOf formats a 32-hex-digit trace id the way LangSmith ids are written.
+func uuidOf(hexID string) string {
+	if len(hexID) != 32 {
+		return hexID
+	}
+	return hexID[:8] + "-" + hexID[8:12] + "-" + hexID[12:16] + "-" + hexID[16:20] + "-" + hexID[20:]
+}
+
 func allKinds(u genai.Usage) int64 {
 	var n int64
 	for _, k := range u.Kinds() {
@@ -102,19 +111,28 @@ func TestSidecarDemoRunsInPrometheus(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		vendors bool
-	}{{"exporters_off", false}, {"langfuse_on", true}} {
+	}{{"exporters_off", false}, {"langsmith_and_langfuse_on", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ports := setSidecarEnv(t)
 			dir := t.TempDir()
 			tracesFile := filepath.Join(dir, "traces.jsonl")
 			t.Setenv("AGENTMETER_DEMO_TRACES_FILE", tracesFile)
-			var lf *langfusefake.Server
+			var (
+				lf *langfusefake.Server
+				ls *fakevendor.LangSmith
+			)
 			if tc.vendors {
 				lf = langfusefake.New(t)
 				t.Setenv("LANGFUSE_TRACING", "true")
 				t.Setenv("LANGFUSE_PUBLIC_KEY", lf.PublicKey)
 				t.Setenv("LANGFUSE_SECRET_KEY", lf.SecretKey)
 				t.Setenv("LANGFUSE_BASE_URL", lf.URL)
+				ls = fakevendor.NewLangSmith("lsv2-e2e-key")
+				t.Cleanup(ls.Close)
+				t.Setenv("LANGSMITH_TRACING", "true")
+				t.Setenv("LANGSMITH_API_KEY", ls.APIKey)
+				t.Setenv("LANGSMITH_ENDPOINT", ls.URL)
+				t.Setenv("LANGSMITH_PROJECT", "agentmeter-e2e")
 			} else {
 				t.Setenv("LANGFUSE_TRACING", "false")
 				t.Setenv("LANGSMITH_TRACING", "false")
@@ -182,6 +200,28 @@ func TestSidecarDemoRunsInPrometheus(t *testing.T) {
 				return total == journalTotal
 			}, 30*time.Second, 200*time.Millisecond, "langfuse-side usage never reached %d", journalTotal)
 			assert.Empty(t, lf.Problems(), "langfuse protocol problems")
+
+			// LangSmith: outputs.usage_metadata.total_tokens of the runs it received
+			wantRoots := map[string]bool{}
+			for tid := range traceIDs {
+				wantRoots[uuidOf(tid)] = true
+			}
+			var lsTotal int64
+			require.Eventually(t, func() bool {
+				lsTotal = 0
+				for _, run := range ls.Runs() {
+					if tid, _ := run["trace_id"].(string); !wantRoots[tid] {
+						continue
+					}
+					outputs, _ := run["outputs"].(map[string]any)
+					um, _ := outputs["usage_metadata"].(map[string]any)
+					if n, ok := um["total_tokens"].(float64); ok {
+						lsTotal += int64(n)
+					}
+				}
+				return lsTotal == journalTotal
+			}, 30*time.Second, 200*time.Millisecond, "langsmith-side usage never reached %d (last %d)", journalTotal, lsTotal)
+			assert.Empty(t, ls.Violations(), "langsmith protocol violations")
 		})
 	}
 }
