@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -33,6 +34,31 @@ const (
 	maxResponseRead        = 64 * 1024
 	maxServerMessage       = 512
 )
+
+// splicer is a shape.Splicer with its output buffer, pooled across requests.
+type splicer struct {
+	shape.Splicer
+	out []byte
+}
+
+var splicers = sync.Pool{New: func() any { return new(splicer) }}
+
+// pooledBody is a request body over a pooled buffer, handed back on Close (the
+// transport always closes a request body, even on errors).
+type pooledBody struct {
+	*bytes.Reader
+	once    sync.Once
+	release func()
+}
+
+func newPooledBody(b []byte, release func()) *pooledBody {
+	return &pooledBody{Reader: bytes.NewReader(b), release: release}
+}
+
+func (b *pooledBody) Close() error {
+	b.once.Do(b.release)
+	return nil
+}
 
 // errTooLarge is returned by post for a 413; sendAll splits the batch and resends.
 var errTooLarge = errors.New("langfuse rejected the request body as too large (HTTP 413)")
@@ -86,19 +112,21 @@ func (e *langfuseExporter) shutdown(context.Context) error {
 	return nil
 }
 
-// push shapes the spans for Langfuse and sends them. Shaping is idempotent, so a retry
-// (which calls push again with the same, already shaped, data) sends the same bytes.
+// push plans the Langfuse attributes of every span (shape.NewPlan) and sends the batch
+// with them spliced into the encoded request. td itself is not changed, so a retry plans
+// the same attributes again.
 func (e *langfuseExporter) push(ctx context.Context, td ptrace.Traces) error {
-	shape.Traces(td)
-	return e.sendAll(ctx, td)
+	plan := shape.NewPlan(td)
+	defer plan.Release()
+	return e.sendAll(ctx, td, plan)
 }
 
 // sendAll posts td; on 413 it splits the batch in halves and sends each, recursively,
 // until a single span is left. The result tells exporterhelper what to retry: only the
 // parts that failed with a retryable error (consumererror.Traces), so halves that went
 // through are not sent again.
-func (e *langfuseExporter) sendAll(ctx context.Context, td ptrace.Traces) error {
-	err := e.post(ctx, td)
+func (e *langfuseExporter) sendAll(ctx context.Context, td ptrace.Traces, plan *shape.Plan) error {
+	err := e.post(ctx, td, plan)
 	if !errors.Is(err, errTooLarge) {
 		return err
 	}
@@ -107,19 +135,29 @@ func (e *langfuseExporter) sendAll(ctx context.Context, td ptrace.Traces) error 
 		return consumererror.NewPermanent(fmt.Errorf("%w: a single span is over the server's limit, dropping it", err))
 	}
 	e.logger.Debug("Langfuse rejected the batch as too large; splitting it", zap.Int("spans", n))
+	// splitTraces keeps span order, so the plan splits at the same index
 	first, second := splitTraces(td, n/2)
-	return e.combine(first, e.sendAll(ctx, first), second, e.sendAll(ctx, second))
+	pa, pb := plan.Slice(0, n/2), plan.Slice(n/2, n)
+	return e.combine(
+		splitPart{first, pa, e.sendAll(ctx, first, pa)},
+		splitPart{second, pb, e.sendAll(ctx, second, pb)})
+}
+
+type splitPart struct {
+	td   ptrace.Traces
+	plan *shape.Plan
+	err  error
 }
 
 // combine merges the outcomes of two halves: permanent failures are logged and dropped,
-// retryable ones are returned with just their data.
-func (e *langfuseExporter) combine(a ptrace.Traces, errA error, b ptrace.Traces, errB error) error {
+// retryable ones are returned with just their data. That data gets its planned
+// attributes applied first: planned again on its own, a half that lacks its trace's root
+// span would lose the trace name and tags; applied, they are there and nothing is added
+// twice (plans are set-if-absent).
+func (e *langfuseExporter) combine(parts ...splitPart) error {
 	retry := ptrace.NewTraces()
 	var retryErrs, permErrs []error
-	for _, part := range []struct {
-		td  ptrace.Traces
-		err error
-	}{{a, errA}, {b, errB}} {
+	for _, part := range parts {
 		switch {
 		case part.err == nil:
 		case consumererror.IsPermanent(part.err):
@@ -128,7 +166,9 @@ func (e *langfuseExporter) combine(a ptrace.Traces, errA error, b ptrace.Traces,
 			data := part.td
 			var te consumererror.Traces
 			if errors.As(part.err, &te) {
-				data = te.Data()
+				data = te.Data() // a deeper split already applied its plan
+			} else {
+				part.plan.Apply(data)
 			}
 			data.ResourceSpans().MoveAndAppendTo(retry.ResourceSpans())
 			retryErrs = append(retryErrs, part.err)
@@ -149,21 +189,34 @@ func (e *langfuseExporter) combine(a ptrace.Traces, errA error, b ptrace.Traces,
 // post sends one OTLP/HTTP protobuf request and classifies the answer (vendor notes
 // §1.5): 2xx ok; 413 errTooLarge; 429, 5xx and network errors retryable (honouring
 // Retry-After); 400, 401, 403 and every other status permanent.
-func (e *langfuseExporter) post(ctx context.Context, td ptrace.Traces) error {
-	body, err := e.marshaler.MarshalTraces(td)
+func (e *langfuseExporter) post(ctx context.Context, td ptrace.Traces, plan *shape.Plan) error {
+	raw, err := e.marshaler.MarshalTraces(td)
 	if err != nil {
 		return consumererror.NewPermanent(fmt.Errorf("langfuse: encoding spans: %w", err))
 	}
+	sb := splicers.Get().(*splicer)
+	body, err := sb.Splice(sb.out[:0], raw, plan)
+	if err != nil {
+		splicers.Put(sb)
+		return consumererror.NewPermanent(fmt.Errorf("langfuse: adding Langfuse attributes: %w", err))
+	}
+	sb.out = body
+	// The transport may still read the body after Do returns (an early answer such as a
+	// 413 before the upload ended); a pooled buffer goes back only when it closes it.
+	reqBody := newPooledBody(body, func() { splicers.Put(sb) })
 	encoding := ""
 	if e.gzip != nil {
 		buf := e.gzip.compress(body)
-		defer e.gzip.release(buf)
-		body, encoding = buf.Bytes(), "gzip"
+		splicers.Put(sb)
+		reqBody = newPooledBody(buf.Bytes(), func() { e.gzip.release(buf) })
+		encoding = "gzip"
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.tracesURL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.tracesURL, reqBody)
 	if err != nil {
+		_ = reqBody.Close()
 		return consumererror.NewPermanent(fmt.Errorf("langfuse: building the request: %w", err))
 	}
+	req.ContentLength = int64(reqBody.Len())
 	req.Header.Set("Content-Type", contentTypeProtobuf)
 	if encoding != "" {
 		req.Header.Set("Content-Encoding", encoding)

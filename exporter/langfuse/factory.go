@@ -41,8 +41,9 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 	return exporterhelper.NewTraces(ctx, set, cfg, e.push,
 		exporterhelper.WithStart(e.start),
 		exporterhelper.WithShutdown(e.shutdown),
-		// push shapes spans in place; the pipeline clones for us when others read them too.
-		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}),
+		// push never changes the batch: Langfuse attributes are spliced into the encoded
+		// request (only the halves of a 413 split, which are copies, are changed).
+		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
 		// the HTTP client's timeout bounds each request, as in otlphttp; a 413 split
 		// sends several requests within one push.
 		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{Timeout: 0}),

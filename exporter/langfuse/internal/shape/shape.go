@@ -2,6 +2,7 @@ package shape
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -26,21 +27,23 @@ type traceInfo struct {
 	hasLeadModel bool
 }
 
-// Traces rewrites td in place for Langfuse. It adds attributes (set-if-absent for
-// anything an emitter may have set itself), copies agentmeter.caller and moves the merged
-// agentmeter.subagent.* values into observation metadata, and never touches
-// gen_ai.usage.*, so applying it twice — a retried or re-queued batch — gives the same
-// spans.
+// NewPlan works out, without changing td, the attributes each span of td needs for
+// Langfuse. Everything is set-if-absent: an attribute the span already carries (from its
+// emitter, or from an earlier plan applied to it) is never added again, and
+// gen_ai.usage.* is never touched (CONTRACT §2).
+//
+// It adds only what Langfuse's server would not derive by itself from the span (vendor
+// notes §1.7): every byte added is gzipped and sent for every span.
 //
 // Trace-level values are taken from the spans of the same trace in this batch; a trace
 // whose root span arrives in a later batch gets its name from that batch (subagentmerge
 // and batch upstream release whole traces, so this is the exception).
 //
-// It writes only what Langfuse's server would not derive by itself from the span
-// (vendor notes §1.7): every byte added is gzipped and sent for every span, and the
-// exporter must keep up with the stock otlphttp exporter.
-func Traces(td ptrace.Traces) {
-	facts := make([]spanFacts, 0, td.SpanCount())
+// The plan comes from a pool: Release it when done.
+func NewPlan(td ptrace.Traces) *Plan {
+	n := td.SpanCount()
+	p := planPool.Get().(*Plan)
+	facts := slices.Grow(p.facts[:0], n)
 	infos := make(map[pcommon.TraceID]*traceInfo)
 	var lastID pcommon.TraceID
 	var last *traceInfo
@@ -62,11 +65,24 @@ func Traces(td ptrace.Traces) {
 	for _, info := range infos {
 		info.finish()
 	}
+	p.facts = facts
+	p.items = slices.Grow(p.items[:0], n*5)
+	p.ioff = append(slices.Grow(p.ioff[:0], n+1), 0)
+	p.enc = slices.Grow(p.enc[:0], n*256)
+	p.eoff = append(slices.Grow(p.eoff[:0], n+1), 0)
 	i := 0
 	forEach(td, func(_ string, sp ptrace.Span) {
-		stamp(sp.Attributes(), &facts[i], facts[i].trace)
+		p.addSpan(sp.Attributes(), &facts[i])
 		i++
 	})
+	return p
+}
+
+// Traces applies NewPlan(td) to td in place.
+func Traces(td ptrace.Traces) {
+	p := NewPlan(td)
+	p.Apply(td)
+	p.Release()
 }
 
 func forEach(td ptrace.Traces, f func(env string, sp ptrace.Span)) {
@@ -97,6 +113,8 @@ type spanFacts struct {
 	hasType, hasLFModel, hasAIModelID  bool
 	hasOIKind                          bool
 	hasSubagent, hasUsage              bool
+	hasUsageDetails, hasMetaSubagent   bool
+	hasMetaMerge                       bool
 	hasToolAttrs                       bool
 }
 
@@ -152,6 +170,12 @@ func scan(attrs pcommon.Map) spanFacts {
 			f.hasSubagent = true
 		case genai.AttrUsageInput, genai.AttrUsageOutput:
 			f.hasUsage = true
+		case AttrObservationUsage:
+			f.hasUsageDetails = true
+		case MetaSubagentInput:
+			f.hasMetaSubagent = true
+		case MetaMergeStatus:
+			f.hasMetaMerge = true
 		}
 		return true
 	})
@@ -237,86 +261,69 @@ func rootTraceName(sp ptrace.Span, f *spanFacts) string {
 	return sp.Name()
 }
 
-// Span shapes one span on its own (no trace-level values).
-func Span(attrs pcommon.Map) {
-	f := scan(attrs)
-	stamp(attrs, &f, nil)
-}
-
-// stamp writes the Langfuse attributes the span needs. t may be nil.
-func stamp(attrs pcommon.Map, f *spanFacts, t *traceInfo) {
-	attrs.EnsureCapacity(attrs.Len() + 6)
+// addSpan plans the attributes of one span.
+func (p *Plan) addSpan(attrs pcommon.Map, f *spanFacts) {
+	t := f.trace
 	if t != nil {
 		if f.traceName == "" && t.name != "" {
-			attrs.PutStr(AttrTraceName, t.name)
+			p.str(AttrTraceName, t.name)
 		}
 		// session and user only where this span would otherwise read differently:
 		// gen_ai.conversation.id is already one of Langfuse's session attributes.
 		if t.session != "" && f.session() != t.session && f.lfSession == "" {
-			attrs.PutStr(AttrSessionID, t.session)
+			p.str(AttrSessionID, t.session)
 		}
 		if f.user() != t.user && f.lfUser == "" {
-			attrs.PutStr(AttrUserID, t.user)
+			p.str(AttrUserID, t.user)
 		}
 		if !f.hasTags && t.tagsJSON != "" {
-			attrs.PutStr(AttrTraceTags, t.tagsJSON)
+			p.str(AttrTraceTags, t.tagsJSON)
 		}
 	}
 
 	if !f.hasType && inferredType(f) != ObservationType(f.op) {
-		attrs.PutStr(AttrObservationType, ObservationType(f.op))
+		p.str(AttrObservationType, ObservationType(f.op))
 	}
 
 	if f.op == genai.OpChat {
 		// Langfuse prefers gen_ai.response.model, then ai.model.id, then the request
 		// model; name it only when the request model would lose to something else.
 		if !f.hasLFModel && f.respModel == "" && f.reqModel != "" && f.hasAIModelID {
-			attrs.PutStr(AttrObservationModel, f.reqModel)
+			p.str(AttrObservationModel, f.reqModel)
 		}
-		if f.hasUsage {
+		if f.hasUsage && !f.hasUsageDetails {
 			if u, ok := genai.UsageFromMap(attrs); ok {
-				attrs.PutStr(AttrObservationUsage, UsageDetails(u))
+				p.str(AttrObservationUsage, UsageDetails(u))
 			}
 		}
 	}
 
-	// The caller and merged subagent usage go to observation metadata as top-level keys.
-	// The subagent values are moved, not copied: Langfuse would also file the raw
-	// attributes under metadata.attributes, and every duplicate byte is sent (and
-	// gzipped) again. agentmeter.caller stays: removing it costs more than its bytes.
+	// The caller and merged subagent usage go to observation metadata as top-level
+	// keys (Langfuse also files every raw attribute under metadata.attributes).
 	if f.metaCaller == "" && f.caller != "" {
-		attrs.PutStr(MetaCaller, f.caller)
+		p.str(MetaCaller, f.caller)
 	}
-	if f.mergeStatus != "" {
-		putStrIfAbsent(attrs, MetaMergeStatus, f.mergeStatus)
+	if f.mergeStatus != "" && !f.hasMetaMerge {
+		p.str(MetaMergeStatus, f.mergeStatus)
 	}
-	if f.hasSubagent {
+	if f.hasSubagent && !f.hasMetaSubagent {
 		if su, ok := genai.SubagentUsageFromMap(attrs); ok {
-			attrs.PutInt(MetaSubagentInput, su.Input)
-			attrs.PutInt(MetaSubagentOutput, su.Output)
-			attrs.PutInt(MetaSubagentTotal, su.Total())
-			attrs.PutInt(MetaSubagentCacheRead, su.CacheRead)
-			attrs.PutInt(MetaSubagentCacheCreation, su.CacheCreation)
-			attrs.PutInt(MetaSubagentReasoning, su.Reasoning)
+			p.int(MetaSubagentInput, su.Input)
+			p.int(MetaSubagentOutput, su.Output)
+			p.int(MetaSubagentTotal, su.Total())
+			p.int(MetaSubagentCacheRead, su.CacheRead)
+			p.int(MetaSubagentCacheCreation, su.CacheCreation)
+			p.int(MetaSubagentReasoning, su.Reasoning)
 			if v, ok := attrs.Get(genai.AttrSubagentDispatches); ok {
-				attrs.PutInt(MetaSubagentDispatches, v.Int())
+				p.int(MetaSubagentDispatches, v.Int())
 			}
 			if ids := genai.StringsFromMap(attrs, genai.AttrSubagentToolCallIDs); len(ids) > 0 {
-				genai.PutStrings(attrs, MetaSubagentToolCallIDs, ids)
+				p.strs(MetaSubagentToolCallIDs, ids)
 			}
 		}
 	}
-	if f.hasSubagent {
-		attrs.RemoveIf(func(k string, _ pcommon.Value) bool {
-			switch k {
-			case genai.AttrSubagentInput, genai.AttrSubagentOutput, genai.AttrSubagentTotal,
-				genai.AttrSubagentCacheRead, genai.AttrSubagentCacheCreat, genai.AttrSubagentReasoning,
-				genai.AttrSubagentDispatches, genai.AttrSubagentToolCallIDs:
-				return true
-			}
-			return false
-		})
-	}
+	p.ioff = append(p.ioff, int32(len(p.items)))
+	p.eoff = append(p.eoff, int32(len(p.enc)))
 }
 
 // inferredType is the observation type Langfuse's server gives a span without
@@ -396,23 +403,23 @@ func UsageDetails(u genai.Usage) string {
 	b := UsageBuckets(u)
 	buf := make([]byte, 0, 128)
 	buf = append(buf, '{')
-	buf = appendKV(buf, UsageInput, b.Input, false)
+	buf = appendJSONInt(buf, UsageInput, b.Input, false)
 	if b.CacheRead != 0 {
-		buf = appendKV(buf, UsageCacheRead, b.CacheRead, true)
+		buf = appendJSONInt(buf, UsageCacheRead, b.CacheRead, true)
 	}
 	if b.CacheCreation != 0 {
-		buf = appendKV(buf, UsageCacheCreation, b.CacheCreation, true)
+		buf = appendJSONInt(buf, UsageCacheCreation, b.CacheCreation, true)
 	}
-	buf = appendKV(buf, UsageOutput, b.Output, true)
+	buf = appendJSONInt(buf, UsageOutput, b.Output, true)
 	if b.Reasoning != 0 {
-		buf = appendKV(buf, UsageReasoning, b.Reasoning, true)
+		buf = appendJSONInt(buf, UsageReasoning, b.Reasoning, true)
 	}
-	buf = appendKV(buf, UsageTotal, b.Total, true)
+	buf = appendJSONInt(buf, UsageTotal, b.Total, true)
 	buf = append(buf, '}')
 	return string(buf)
 }
 
-func appendKV(buf []byte, key string, v int64, comma bool) []byte {
+func appendJSONInt(buf []byte, key string, v int64, comma bool) []byte {
 	if comma {
 		buf = append(buf, ',')
 	}
@@ -445,13 +452,4 @@ func first(values ...string) string {
 		}
 	}
 	return ""
-}
-
-func putStrIfAbsent(m pcommon.Map, key, value string) {
-	if value == "" {
-		return
-	}
-	if _, ok := m.Get(key); !ok {
-		m.PutStr(key, value)
-	}
 }

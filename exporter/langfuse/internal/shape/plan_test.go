@@ -1,0 +1,145 @@
+package shape
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/internal/fakevendor/langfusefake"
+)
+
+// richBatch has several runs in several resource/scope spans, plus the span fields a
+// splice must carry over untouched: events, links, status, schema URLs, dropped counts.
+func richBatch() ptrace.Traces {
+	td := ptrace.NewTraces()
+	for i := 0; i < 3; i++ {
+		langfusefake.AppendAgentTrace(td, langfusefake.DefaultAgentRun())
+	}
+	rs := td.ResourceSpans().At(1)
+	rs.SetSchemaUrl("https://opentelemetry.io/schemas/1.26.0")
+	ss := rs.ScopeSpans().At(0)
+	ss.SetSchemaUrl("https://example/scope")
+	ss.Scope().SetVersion("1.2.3")
+	ss.Scope().Attributes().PutStr("scope.attr", "x")
+	sp := ss.Spans().At(2)
+	ev := sp.Events().AppendEmpty()
+	ev.SetName("gen_ai.choice")
+	ev.Attributes().PutStr("k", "v")
+	ln := sp.Links().AppendEmpty()
+	ln.SetTraceID(pcommon.TraceID{9})
+	ln.SetSpanID(pcommon.SpanID{9})
+	sp.Status().SetCode(ptrace.StatusCodeError)
+	sp.Status().SetMessage("tool failed")
+	sp.SetDroppedAttributesCount(3)
+	// an empty scope and an empty resource must survive too
+	rs.ScopeSpans().AppendEmpty().Scope().SetName("empty")
+	td.ResourceSpans().AppendEmpty().Resource().Attributes().PutStr("service.name", "idle")
+	return td
+}
+
+func marshal(t *testing.T, td ptrace.Traces) []byte {
+	t.Helper()
+	var m ptrace.ProtoMarshaler
+	b, err := m.MarshalTraces(td)
+	require.NoError(t, err)
+	return b
+}
+
+// The spliced bytes decode to exactly the batch with the plan applied.
+func TestSpliceEqualsApply(t *testing.T) {
+	td := richBatch()
+	plan := NewPlan(td)
+	var s Splicer
+	spliced, err := s.Splice(nil, marshal(t, td), plan)
+	require.NoError(t, err)
+
+	applied := ptrace.NewTraces()
+	td.CopyTo(applied)
+	plan.Apply(applied)
+
+	var um ptrace.ProtoUnmarshaler
+	got, err := um.UnmarshalTraces(spliced)
+	require.NoError(t, err)
+	assert.Equal(t, marshal(t, applied), marshal(t, got))
+	assert.Greater(t, len(spliced), len(marshal(t, td)))
+
+	// the splicer's buffers are reused: a second call gives the same bytes
+	again, err := s.Splice(nil, marshal(t, td), plan)
+	require.NoError(t, err)
+	assert.Equal(t, spliced, again)
+}
+
+// A plan sliced along a span-order split fits each half.
+func TestSlicedPlanFitsHalves(t *testing.T) {
+	td := richBatch()
+	plan := NewPlan(td)
+	n := td.SpanCount()
+	first, second := ptrace.NewTraces(), ptrace.NewTraces()
+	i := 0
+	forEach(td, func(_ string, sp ptrace.Span) {
+		dst := first
+		if i >= n/2 {
+			dst = second
+		}
+		i++
+		sp.CopyTo(dst.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty())
+	})
+	var s Splicer
+	for _, part := range []struct {
+		td   ptrace.Traces
+		plan *Plan
+	}{{first, plan.Slice(0, n/2)}, {second, plan.Slice(n/2, n)}} {
+		out, err := s.Splice(nil, marshal(t, part.td), part.plan)
+		require.NoError(t, err)
+		applied := ptrace.NewTraces()
+		part.td.CopyTo(applied)
+		part.plan.Apply(applied)
+		var um ptrace.ProtoUnmarshaler
+		got, err := um.UnmarshalTraces(out)
+		require.NoError(t, err)
+		assert.Equal(t, marshal(t, applied), marshal(t, got))
+	}
+}
+
+func TestSpliceRejectsMismatch(t *testing.T) {
+	td := richBatch()
+	plan := NewPlan(td)
+	var s Splicer
+	_, err := s.Splice(nil, marshal(t, td), plan.Slice(0, 2))
+	assert.ErrorContains(t, err, "more spans than the plan covers")
+	_, err = s.Splice(nil, marshal(t, ptrace.NewTraces()), plan)
+	assert.ErrorContains(t, err, "plan for")
+	_, err = s.Splice(nil, []byte{0x0a, 0xff}, plan)
+	assert.ErrorIs(t, err, errMalformed)
+}
+
+// Planning data that already carries the planned attributes adds nothing: a retried
+// half that was shaped before is not shaped twice.
+func TestPlanOnShapedDataIsEmpty(t *testing.T) {
+	td := richBatch()
+	Traces(td)
+	again := NewPlan(td)
+	for i := 0; i < again.Spans(); i++ {
+		assert.Empty(t, again.SpanAttrs(i), "span %d", i)
+	}
+}
+
+func BenchmarkPlanAndSplice(b *testing.B) {
+	td := ptrace.NewTraces()
+	for i := 0; i < 20; i++ {
+		langfusefake.AppendAgentTrace(td, langfusefake.DefaultAgentRun())
+	}
+	var m ptrace.ProtoMarshaler
+	var s Splicer
+	var out []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		raw, _ := m.MarshalTraces(td)
+		plan := NewPlan(td)
+		out, _ = s.Splice(out[:0], raw, plan)
+		plan.Release()
+	}
+}
