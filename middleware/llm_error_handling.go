@@ -176,16 +176,27 @@ func retryAfter(err error, now time.Time) (time.Duration, bool) {
 // limiter is the process-wide model-call concurrency cap, frozen at the first middleware
 // construction (DeerFlow: later configs are ignored).
 var (
-	limiterOnce sync.Once
-	limiterSem  chan struct{}
+	limiterMu     sync.Mutex
+	limiterFrozen bool
+	limiterSem    chan struct{}
 )
 
 func initLimiter(n int) {
-	limiterOnce.Do(func() {
-		if n > 0 {
-			limiterSem = make(chan struct{}, n)
-		}
-	})
+	limiterMu.Lock()
+	defer limiterMu.Unlock()
+	if limiterFrozen {
+		return
+	}
+	limiterFrozen = true
+	if n > 0 {
+		limiterSem = make(chan struct{}, n)
+	}
+}
+
+func currentLimiter() chan struct{} {
+	limiterMu.Lock()
+	defer limiterMu.Unlock()
+	return limiterSem
 }
 
 // LLMErrorHandlingMiddleware retries failed model calls with capped, decorrelated-jitter
@@ -321,10 +332,10 @@ func (m *LLMErrorHandlingMiddleware) WrapModelCall(ctx context.Context, req *age
 
 // attempt runs one call under the process-wide limiter (the permit covers this attempt only).
 func (m *LLMErrorHandlingMiddleware) attempt(ctx context.Context, req *agent.ModelRequest, next agent.ModelHandler) (*agent.ModelResponse, error) {
-	if limiterSem != nil {
+	if sem := currentLimiter(); sem != nil {
 		select {
-		case limiterSem <- struct{}{}:
-			defer func() { <-limiterSem }()
+		case sem <- struct{}{}:
+			defer func() { <-sem }()
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
