@@ -27,7 +27,7 @@ type retryAfterErr struct {
 	h http.Header
 }
 
-func (e retryAfterErr) Error() string        { return "rate limit: slow down" }
+func (e retryAfterErr) Error() string       { return "rate limit: slow down" }
 func (e retryAfterErr) Header() http.Header { return e.h }
 
 func llmMW(t *testing.T, clock Clock, mut func(*CircuitBreakerConfig)) *LLMErrorHandlingMiddleware {

@@ -205,7 +205,10 @@ func TestLoopWindowSlidingAndThreads(t *testing.T) {
 }
 
 func TestLoopToolFrequency(t *testing.T) {
-	m := loopMW(t, func(c *LoopDetectionConfig) { c.ToolFreqWarn, c.ToolFreqHardLimit = 3, 5; c.WarnThreshold, c.HardLimit = 10, 20 })
+	m := loopMW(t, func(c *LoopDetectionConfig) {
+		c.ToolFreqWarn, c.ToolFreqHardLimit = 3, 5
+		c.WarnThreshold, c.HardLimit = 10, 20
+	})
 	rt := testRuntime()
 	read := func(i int) message.ToolCall {
 		return call(fmt.Sprint(i), "read_file", map[string]any{"path": fmt.Sprintf("f%d", i)})
@@ -230,7 +233,9 @@ func TestLoopToolFrequency(t *testing.T) {
 	assert.Nil(t, u, "returns at the first hit (the warning at 2)")
 	assert.Contains(t, m2.Pending("thread-1", "run-1")[0], "bash 2 times")
 	assert.GreaterOrEqual(t, m2.FrequencyWindow(), 50)
-	m3 := loopMW(t, func(c *LoopDetectionConfig) { c.ToolFreqOverrides = map[string]ToolFreqOverride{"bash": {Warn: 100, HardLimit: 120}} })
+	m3 := loopMW(t, func(c *LoopDetectionConfig) {
+		c.ToolFreqOverrides = map[string]ToolFreqOverride{"bash": {Warn: 100, HardLimit: 120}}
+	})
 	assert.Equal(t, 120, m3.FrequencyWindow())
 }
 
