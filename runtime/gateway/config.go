@@ -1,0 +1,144 @@
+package gateway
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+)
+
+// Scopes an API key may carry.
+const (
+	ScopeThreadsRead  = "threads:read"
+	ScopeThreadsWrite = "threads:write"
+)
+
+// LocalUser is the single user of a gateway without api_keys.
+const LocalUser = "local"
+
+// Defaults used when a Config field is zero.
+const (
+	DefaultListen           = "127.0.0.1:8001"
+	DefaultMaxBodyBytes     = 1 << 20
+	DefaultMaxPromptChars   = 100_000
+	DefaultShutdownTimeout  = 30 * time.Second
+	DefaultProgressInterval = 5 * time.Second
+)
+
+// Config is the `gateway:` section of config.yaml.
+type Config struct {
+	// Listen is host:port (default 127.0.0.1:8001). Without api_keys only a loopback
+	// address is accepted.
+	Listen string `yaml:"listen"`
+	// APIKeys maps keys to users and scopes. The key itself never appears in the file:
+	// either key_env names the environment variable holding it, or key_sha256 is its
+	// hex SHA-256 digest.
+	APIKeys []APIKey `yaml:"api_keys"`
+	// MaxBodyBytes bounds a request body (default 1 MiB); larger bodies get 413.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxPromptChars bounds a run's input in characters (default 100000); longer gets 413.
+	MaxPromptChars int `yaml:"max_prompt_chars"`
+	// RunTimeout bounds one run (default 0: none); a run past it ends with status timeout.
+	RunTimeout time.Duration `yaml:"run_timeout"`
+	// ShutdownTimeout is how long running runs may finish after SIGTERM (default 30s);
+	// the rest are marked interrupted.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// ProgressInterval throttles progress snapshots written while a run goes (DeerFlow's
+	// 5s default).
+	ProgressInterval time.Duration `yaml:"progress_interval"`
+}
+
+// APIKey is one entry of api_keys.
+type APIKey struct {
+	KeyEnv    string   `yaml:"key_env"`
+	KeySHA256 string   `yaml:"key_sha256"`
+	UserID    string   `yaml:"user_id"`
+	Scopes    []string `yaml:"scopes"`
+}
+
+// NewConfig returns the section with its defaults (config.RegisterSection's newValue).
+func NewConfig() *Config {
+	return &Config{Listen: DefaultListen, MaxBodyBytes: DefaultMaxBodyBytes, MaxPromptChars: DefaultMaxPromptChars,
+		ShutdownTimeout: DefaultShutdownTimeout, ProgressInterval: DefaultProgressInterval}
+}
+
+// applyDefaults fills zero fields (a Config built in code rather than loaded).
+func (c *Config) applyDefaults() {
+	d := NewConfig()
+	if c.Listen == "" {
+		c.Listen = d.Listen
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = d.MaxBodyBytes
+	}
+	if c.MaxPromptChars == 0 {
+		c.MaxPromptChars = d.MaxPromptChars
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = d.ShutdownTimeout
+	}
+	if c.ProgressInterval == 0 {
+		c.ProgressInterval = d.ProgressInterval
+	}
+}
+
+// Validate collects every problem; messages name the YAML key under gateway.
+func (c *Config) Validate() error {
+	var errs []error
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil || port == "" {
+		errs = append(errs, fmt.Errorf("listen %q must be host:port", c.Listen))
+	} else if len(c.APIKeys) == 0 && !isLoopback(host) {
+		errs = append(errs, fmt.Errorf("listen %q: without api_keys the gateway serves one local user and binds loopback only (127.0.0.1, ::1 or localhost)", c.Listen))
+	}
+	if c.MaxBodyBytes < 0 {
+		errs = append(errs, errors.New("max_body_bytes must not be negative"))
+	}
+	if c.MaxPromptChars < 0 {
+		errs = append(errs, errors.New("max_prompt_chars must not be negative"))
+	}
+	if c.RunTimeout < 0 {
+		errs = append(errs, errors.New("run_timeout must not be negative"))
+	}
+	if c.ShutdownTimeout < 0 {
+		errs = append(errs, errors.New("shutdown_timeout must not be negative"))
+	}
+	if c.ProgressInterval < 0 {
+		errs = append(errs, errors.New("progress_interval must not be negative"))
+	}
+	for i, k := range c.APIKeys {
+		at := fmt.Sprintf("api_keys[%d]", i)
+		switch {
+		case k.KeyEnv == "" && k.KeySHA256 == "":
+			errs = append(errs, fmt.Errorf("%s: set key_env (the variable holding the key) or key_sha256 (its hex SHA-256); the key itself never goes in the file", at))
+		case k.KeyEnv != "" && k.KeySHA256 != "":
+			errs = append(errs, fmt.Errorf("%s: set key_env or key_sha256, not both", at))
+		case k.KeySHA256 != "":
+			if b, err := hex.DecodeString(k.KeySHA256); err != nil || len(b) != 32 {
+				errs = append(errs, fmt.Errorf("%s.key_sha256 must be 64 hex characters (a SHA-256 digest)", at))
+			}
+		}
+		if strings.TrimSpace(k.UserID) == "" {
+			errs = append(errs, fmt.Errorf("%s.user_id is required", at))
+		}
+		if len(k.Scopes) == 0 {
+			errs = append(errs, fmt.Errorf("%s.scopes: at least one of threads:read, threads:write is required", at))
+		}
+		for _, s := range k.Scopes {
+			if s != ScopeThreadsRead && s != ScopeThreadsWrite {
+				errs = append(errs, fmt.Errorf("%s.scopes: unknown scope %q (threads:read, threads:write)", at, s))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

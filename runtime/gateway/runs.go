@@ -1,0 +1,436 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/runtime/agent"
+	"github.com/agentmeter/agentmeter/runtime/journal"
+	"github.com/agentmeter/agentmeter/runtime/message"
+	"github.com/agentmeter/agentmeter/runtime/model"
+	"github.com/agentmeter/agentmeter/runtime/store"
+)
+
+// activeRun is a run this process executes.
+type activeRun struct {
+	threadID string
+	runID    string
+	cancel   context.CancelCauseFunc
+	done     chan struct{}
+	events   *eventLog
+}
+
+type createRunRequest struct {
+	// Input is the human message of the run.
+	Input string `json:"input"`
+}
+
+// storeTimeout bounds the bookkeeping writes made outside a request (progress,
+// completion): they must finish even when the run itself was cancelled.
+const storeTimeout = 15 * time.Second
+
+func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) {
+	threadID := r.PathValue("thread_id")
+	wait := false
+	if v := r.URL.Query().Get("wait"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "wait must be true or false, got %q", v)
+			return
+		}
+		wait = b
+	}
+	var req createRunRequest
+	if !s.decodeBody(w, r, &req, false) {
+		return
+	}
+	if n := len([]rune(req.Input)); n > s.cfg.MaxPromptChars {
+		writeError(w, http.StatusRequestEntityTooLarge, "input is %d characters; the limit is %d (gateway.max_prompt_chars)", n, s.cfg.MaxPromptChars)
+		return
+	}
+	if len(req.Input) == 0 || len([]rune(req.Input)) == 0 || isBlank(req.Input) {
+		writeError(w, http.StatusBadRequest, "input is required: a non-empty string")
+		return
+	}
+	if s.closing.Load() {
+		writeError(w, http.StatusServiceUnavailable, "the gateway is shutting down; no new runs are accepted")
+		return
+	}
+	_, exists, ok := s.checkOwner(w, r, p, threadID)
+	if !ok {
+		return
+	}
+	if !exists {
+		// A run on an unknown thread creates it, owned by the caller.
+		err := s.store.CreateThread(r.Context(), store.Thread{ID: threadID, UserID: p.UserID, CreatedAt: time.Now().UTC()})
+		if errors.Is(err, store.ErrExists) {
+			// Created concurrently: check ownership again.
+			if _, _, ok := s.checkOwner(w, r, p, threadID); !ok {
+				return
+			}
+		} else if err != nil {
+			s.internalError(w, "create thread", err)
+			return
+		}
+	}
+	lead, err := s.agents(r.Context(), threadID)
+	if err != nil {
+		s.internalError(w, "build agent", err)
+		return
+	}
+	run := store.Run{RunID: newID("run-"), ThreadID: threadID, UserID: p.UserID, Status: store.StatusPending,
+		ModelName: lead.ModelName, CreatedAt: time.Now().UTC()}
+	if err := s.store.CreateRun(r.Context(), run); err != nil {
+		s.internalError(w, "create run", err)
+		return
+	}
+	ar, err := s.start(run, lead, req.Input)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "%v", err)
+		return
+	}
+	if !wait {
+		writeJSON(w, http.StatusAccepted, run)
+		return
+	}
+	select {
+	case <-ar.done:
+	case <-r.Context().Done():
+		return // the client left; the run goes on
+	}
+	final, err := s.store.GetRun(r.Context(), run.RunID)
+	if err != nil {
+		s.internalError(w, "read run", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, final)
+}
+
+func isBlank(s string) bool {
+	for _, r := range s {
+		if r != ' ' && r != '\t' && r != '\n' && r != '\r' {
+			return false
+		}
+	}
+	return true
+}
+
+// start registers the run and executes it in the background.
+func (s *Server) start(run store.Run, lead Lead, input string) (*activeRun, error) {
+	ctx, cancel := context.WithCancelCause(s.runCtx)
+	ar := &activeRun{threadID: run.ThreadID, runID: run.RunID, cancel: cancel, done: make(chan struct{}), events: newEventLog()}
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		cancel(errShutdown)
+		s.finishUnstarted(run.RunID)
+		return nil, errors.New("the gateway is shutting down; no new runs are accepted")
+	}
+	s.active[run.RunID] = ar
+	s.runsWG.Add(1)
+	s.mu.Unlock()
+	s.metrics.active.Inc()
+	go s.execute(ctx, ar, run, lead, input)
+	return ar, nil
+}
+
+// finishUnstarted marks a run that never started interrupted.
+func (s *Server) finishUnstarted(runID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if _, err := s.store.InterruptRuns(ctx, []string{runID}, errShutdown.Error()); err != nil {
+		s.log.Error("gateway: interrupt unstarted run", "run_id", runID, "error", err)
+	}
+}
+
+// streamObserver forwards the lead agent's model responses to the run's event log as
+// they complete, and tracks the thread's context size. Subagent calls never reach it
+// (the executor isolates observers); middleware calls are not conversation messages.
+type streamObserver struct {
+	s        *Server
+	ar       *activeRun
+	cum      *usageSum
+	threadID string
+}
+
+// usageSum is the cumulative usage of the streamed AI messages (the end event's usage,
+// A17): missing keys count as zero and total is never derived.
+type usageSum struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	TotalTokens  int64 `json:"total_tokens"`
+}
+
+func (o streamObserver) ObserveModelCall(_ context.Context, rec model.CallRecord) {
+	if rec.Response == nil || genai.CallerBucket(rec.Caller) != genai.BucketLeadAgent {
+		return
+	}
+	msg := rec.Response.Message
+	if u := msg.UsageMetadata; u != nil {
+		o.s.mu.Lock()
+		o.cum.InputTokens += u.InputTokens
+		o.cum.OutputTokens += u.OutputTokens
+		o.cum.TotalTokens += u.TotalTokens
+		o.s.context[o.threadID] = contextTokens{tokens: u.InputTokens + u.OutputTokens, model: msg.ModelName()}
+		o.s.mu.Unlock()
+	}
+	o.ar.events.publish("messages", msg)
+}
+
+func (s *Server) execute(ctx context.Context, ar *activeRun, run store.Run, lead Lead, input string) {
+	start := time.Now()
+	defer s.runsWG.Done()
+	defer close(ar.done)
+	defer ar.events.close()
+	defer s.metrics.active.Dec()
+	defer ar.cancel(nil)
+	if s.cfg.RunTimeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeout(ctx, s.cfg.RunTimeout)
+		defer stop()
+	}
+	bg := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), storeTimeout)
+	}
+
+	ar.events.publish("metadata", map[string]string{"run_id": run.RunID, "thread_id": run.ThreadID})
+	{
+		c, cancel := bg()
+		_, err := s.store.MarkRunning(c, run.RunID)
+		cancel()
+		if err != nil {
+			s.log.Error("gateway: mark run running", "run_id", run.RunID, "error", err)
+		}
+	}
+	j := journal.New(journal.Options{
+		RunID: run.RunID, ThreadID: run.ThreadID, ProgressInterval: s.cfg.ProgressInterval,
+		ProgressReporter: func(snap journal.CompletionData) {
+			c, cancel := bg()
+			defer cancel()
+			if _, err := s.store.UpdateRunProgress(c, run.RunID, snap); err != nil {
+				s.log.Warn("gateway: progress snapshot", "run_id", run.RunID, "error", err)
+			}
+		},
+	})
+	cum := &usageSum{}
+	runCtx := model.WithObserver(ctx, streamObserver{s: s, ar: ar, cum: cum, threadID: run.ThreadID})
+	res, runErr := lead.Agent.Run(runCtx, agent.Input{
+		ThreadID: run.ThreadID, RunID: run.RunID, UserID: run.UserID, Journal: j, Sandbox: lead.Sandbox,
+		Messages: []message.Message{message.Human(input)},
+		Emit:     func(event string, payload map[string]any) { ar.events.publish(event, payload) },
+	})
+	j.Flush()
+	data := j.CompletionData()
+
+	c := store.Completion{Status: store.StatusSuccess, Usage: data}
+	switch cause := context.Cause(ctx); {
+	case runErr == nil:
+		if detail, failed := j.ErrorFallback(); failed {
+			c.Status, c.Error = store.StatusError, detail // §5.5: a fallback answer finalises as error
+		}
+	case errors.Is(cause, errCancelled):
+		c.Status, c.Error = store.StatusInterrupted, errCancelled.Error()
+	case errors.Is(cause, errShutdown):
+		c.Status, c.Error = store.StatusInterrupted, errShutdown.Error()
+	case errors.Is(cause, context.DeadlineExceeded) || errors.Is(runErr, context.DeadlineExceeded):
+		c.Status, c.Error = store.StatusTimeout, fmt.Sprintf("run exceeded gateway.run_timeout (%s)", s.cfg.RunTimeout)
+	default:
+		c.Status, c.Error = store.StatusError, runErr.Error()
+	}
+	if res != nil {
+		c.StopReason = res.StopReason
+		if res.TraceID != "" && res.TraceID != "00000000000000000000000000000000" {
+			c.TraceID = res.TraceID
+		}
+		for _, m := range res.State.Messages {
+			if m.Role == message.RoleTool {
+				ar.events.publish("messages", m)
+			}
+		}
+	}
+	{
+		cctx, cancel := bg()
+		changed, err := s.store.UpdateRunCompletion(cctx, run.RunID, c)
+		cancel()
+		if err != nil {
+			s.log.Error("gateway: persist run completion", "run_id", run.RunID, "error", err)
+		} else if !changed {
+			s.log.Warn("gateway: run completion not written (status guard)", "run_id", run.RunID, "status", c.Status)
+		}
+	}
+	s.metrics.runFinished(c.Status, time.Since(start), data)
+	end := map[string]any{"run_id": run.RunID, "status": c.Status, "usage": cum,
+		"token_usage": map[string]int64{"total_tokens": data.TotalTokens, "total_input_tokens": data.TotalInputTokens, "total_output_tokens": data.TotalOutputTokens}}
+	if c.Error != "" {
+		end["error"] = c.Error
+	}
+	if c.TraceID != "" {
+		end["trace_id"] = c.TraceID
+	}
+	ar.events.publish("end", end)
+
+	s.mu.Lock()
+	delete(s.active, run.RunID)
+	s.recent[run.RunID] = ar
+	s.order = append(s.order, run.RunID)
+	if len(s.order) > maxRecentRuns {
+		delete(s.recent, s.order[0])
+		s.order = s.order[1:]
+	}
+	s.mu.Unlock()
+}
+
+func (s *Server) lookup(runID string) *activeRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ar := s.active[runID]; ar != nil {
+		return ar
+	}
+	return s.recent[runID]
+}
+
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, p Principal) {
+	run, ok := s.findRun(w, r, p)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	ar := s.active[run.RunID]
+	s.mu.Unlock()
+	if ar == nil {
+		if run.Status.Final() {
+			writeError(w, http.StatusConflict, "Run %s already finished with status %s", run.RunID, run.Status)
+			return
+		}
+		writeError(w, http.StatusConflict, "Run %s is not executing in this gateway", run.RunID)
+		return
+	}
+	ar.cancel(errCancelled)
+	select {
+	case <-ar.done:
+	case <-time.After(10 * time.Second):
+	case <-r.Context().Done():
+		return
+	}
+	final, err := s.store.GetRun(r.Context(), run.RunID)
+	if err != nil {
+		s.internalError(w, "read run", err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, final)
+}
+
+// streamRun sends the run's events as Server-Sent Events: metadata, messages (AI
+// messages with usage_metadata as they complete, tool messages at the end), the task_*
+// events of subagents with their usage, and end (status, cumulative usage). A run no
+// longer in memory (finished before a restart) gets just its end event.
+func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, p Principal) {
+	run, ok := s.findRun(w, r, p)
+	if !ok {
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "streaming is not supported by this connection")
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	ar := s.lookup(run.RunID)
+	if ar == nil {
+		log := newEventLog()
+		log.publish("end", map[string]any{"run_id": run.RunID, "status": run.Status, "error": run.Error,
+			"token_usage": map[string]int64{"total_tokens": run.Usage.TotalTokens, "total_input_tokens": run.Usage.TotalInputTokens, "total_output_tokens": run.Usage.TotalOutputTokens}})
+		log.close()
+		ar = &activeRun{events: log}
+	}
+	keepalive := time.NewTicker(15 * time.Second)
+	defer keepalive.Stop()
+	next := 0
+	for {
+		evs, closed, changed := ar.events.read(next)
+		for _, e := range evs {
+			if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Name, e.Data); err != nil {
+				return
+			}
+		}
+		next += len(evs)
+		flusher.Flush()
+		if closed && len(evs) == 0 {
+			return
+		}
+		if len(evs) > 0 {
+			continue
+		}
+		select {
+		case <-changed:
+		case <-keepalive.C:
+			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
+				return
+			}
+			flusher.Flush()
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// Shutdown stops accepting requests and runs, lets running runs finish until ctx ends,
+// then cancels the rest: they are persisted as interrupted (with their counters so far),
+// and any row still pending or running is marked interrupted as a backstop. Streams end
+// with their runs. It returns after the store writes; the caller closes the store.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing.Store(true) // under mu: start never adds to runsWG after this
+	srv := s.httpSrv
+	s.mu.Unlock()
+	httpDone := make(chan error, 1)
+	if srv != nil {
+		go func() { httpDone <- srv.Shutdown(ctx) }()
+	} else {
+		httpDone <- nil
+	}
+	runsDone := make(chan struct{})
+	go func() { s.runsWG.Wait(); close(runsDone) }()
+	select {
+	case <-runsDone:
+	case <-ctx.Done():
+		s.mu.Lock()
+		n := len(s.active)
+		s.mu.Unlock()
+		s.log.Warn("gateway: shutdown deadline reached; interrupting runs", "runs", n)
+		s.cancelAll(errShutdown)
+		select {
+		case <-runsDone:
+		case <-time.After(storeTimeout):
+		}
+	}
+	// Backstop: whatever is still registered (a run goroutine stuck past the grace
+	// period) is marked interrupted so no row stays running forever.
+	s.mu.Lock()
+	var left []string
+	for id := range s.active {
+		left = append(left, id)
+	}
+	s.mu.Unlock()
+	var errs []error
+	if len(left) > 0 {
+		c, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		if _, err := s.store.InterruptRuns(c, left, errShutdown.Error()); err != nil {
+			errs = append(errs, fmt.Errorf("gateway: interrupt runs: %w", err))
+		}
+		cancel()
+	}
+	if err := <-httpDone; err != nil && srv != nil {
+		_ = srv.Close() // streams of runs that ended have returned; close the rest
+	}
+	s.cancelAll(errShutdown)
+	return errors.Join(errs...)
+}
