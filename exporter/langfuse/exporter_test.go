@@ -444,3 +444,61 @@ func forEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
 		}
 	}
 }
+
+// A split that cuts a trace: the retried half lacks the root span, yet keeps the trace
+// name and tags planned for the whole batch.
+func TestSplitRetryKeepsTraceAttributes(t *testing.T) {
+	srv := langfusefake.New(t)
+	srv.Script(
+		langfusefake.Response{Status: 413},
+		langfusefake.Response{Status: 200, Body: `{}`}, // first half (has the root): not ingested
+		langfusefake.Response{Status: 503},             // second half: retried alone
+	)
+	exp, _ := started(t, testConfig(srv))
+	td := traceBatch(1) // 9 spans: 4 + 5
+	require.NoError(t, exp.ConsumeTraces(context.Background(), td))
+	reqs := srv.Requests()
+	require.Len(t, reqs, 4)
+	assert.Equal(t, []int{9, 4, 5, 5}, []int{reqs[0].Spans, reqs[1].Spans, reqs[2].Spans, reqs[3].Spans})
+	obs := srv.Observations()
+	require.Len(t, obs, 5)
+	for _, o := range obs {
+		assert.NotEqual(t, "", o.ParentID, "the root was in the other half")
+		assert.Equal(t, "lead-agent", o.TraceName)
+		assert.Equal(t, []string{"env:production", "model:gpt-4o"}, o.Tags)
+		assert.Equal(t, "user-42", o.UserID)
+	}
+	assert.Empty(t, srv.Problems())
+}
+
+// The exporter declares MutatesData false: the batch it was given is left as it was.
+func TestInputNotMutated(t *testing.T) {
+	srv := langfusefake.New(t)
+	exp, _ := started(t, testConfig(srv))
+	assert.False(t, exp.Capabilities().MutatesData)
+	td := traceBatch(3)
+	before := ptrace.NewTraces()
+	td.CopyTo(before)
+	require.NoError(t, exp.ConsumeTraces(context.Background(), td))
+	var m ptrace.ProtoMarshaler
+	a, err := m.MarshalTraces(before)
+	require.NoError(t, err)
+	b, err := m.MarshalTraces(td)
+	require.NoError(t, err)
+	assert.Equal(t, a, b)
+	assert.Len(t, srv.Observations(), 27)
+}
+
+func TestCompressionNone(t *testing.T) {
+	srv := langfusefake.New(t)
+	cfg := testConfig(srv)
+	cfg.Compression = "none"
+	exp, _ := started(t, cfg)
+	require.NoError(t, exp.ConsumeTraces(context.Background(), traceBatch(1)))
+	reqs := srv.Requests()
+	require.Len(t, reqs, 1)
+	assert.False(t, reqs[0].Gzip)
+	assert.Equal(t, reqs[0].EncodedBytes, reqs[0].DecodedBytes)
+	assert.Len(t, srv.Observations(), 9)
+	assert.Empty(t, srv.Problems())
+}
