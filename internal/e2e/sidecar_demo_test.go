@@ -133,9 +133,6 @@ func TestSidecarDemoRunsInPrometheus(t *testing.T) {
 				t.Setenv("LANGSMITH_API_KEY", ls.APIKey)
 				t.Setenv("LANGSMITH_ENDPOINT", ls.URL)
 				t.Setenv("LANGSMITH_PROJECT", "agentmeter-e2e")
-			} else {
-				t.Setenv("LANGFUSE_TRACING", "false")
-				t.Setenv("LANGSMITH_TRACING", "false")
 			}
 			StartWithArgs(t, dir, ports.OTLPHTTP,
 				"--config", filepath.Join(RepoRoot(), "otelcol-config.yaml"),

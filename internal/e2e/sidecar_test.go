@@ -42,6 +42,10 @@ func setSidecarEnv(t *testing.T) sidecarPorts {
 	t.Setenv("AGENTMETER_PROMETHEUS_ENDPOINT", p.Prometheus)
 	t.Setenv("AGENTMETER_HEALTH_ENDPOINT", p.Health)
 	t.Setenv("AGENTMETER_TELEMETRY_PORT", fmt.Sprint(p.Telemetry))
+	// vendor exporters off whatever the developer's shell says (the first non-empty
+	// DeerFlow variable decides); a test that wants them sets them after this
+	t.Setenv("LANGSMITH_TRACING", "false")
+	t.Setenv("LANGFUSE_TRACING", "false")
 	return p
 }
 
@@ -58,6 +62,7 @@ func startShippedWithFile(t *testing.T, dir string, ports sidecarPorts) *Collect
 // The shipped config is valid for the distribution built from builder-config.yaml, with
 // the default environment (every exporter off).
 func TestSidecarConfigValidates(t *testing.T) {
+	setSidecarEnv(t)
 	bin := CollectorBinary(t)
 	cmd := exec.Command(bin, "validate", "--config", filepath.Join(RepoRoot(), "otelcol-config.yaml"))
 	out, err := cmd.CombinedOutput()
@@ -330,6 +335,7 @@ func dashboardQueries(t *testing.T) []string {
 
 // The deployment configs in deploy/ are valid for our distribution.
 func TestDeployCollectorConfigsValidate(t *testing.T) {
+	setSidecarEnv(t)
 	bin := CollectorBinary(t)
 	for _, f := range []string{"tier1-loadbalancer.yaml"} {
 		out, err := exec.Command(bin, "validate", "--config", filepath.Join(RepoRoot(), "deploy", f)).CombinedOutput()
@@ -341,4 +347,48 @@ func TestDeployCollectorConfigsValidate(t *testing.T) {
 		"--config", filepath.Join(RepoRoot(), "cmd", "demoreport", "overlay.yaml"),
 		"--feature-gates=confmap.enableMergeAppendOption").CombinedOutput()
 	assert.NoError(t, err, "validate the demo overlay:\n%s", out)
+}
+
+// The vendor exporters in the shipped config follow DeerFlow's switches: off by default,
+// on through any of DeerFlow's variables, and an enabled exporter without credentials
+// stops the collector at start with DeerFlow's message.
+func TestSidecarConfigVendorSwitches(t *testing.T) {
+	bin := CollectorBinary(t)
+	cfg := filepath.Join(RepoRoot(), "otelcol-config.yaml")
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		wantErr string
+	}{
+		{"all off", nil, ""},
+		{"langsmith on without key", map[string]string{"LANGSMITH_TRACING": "true"},
+			"LangSmith tracing is enabled but LANGSMITH_API_KEY (or LANGCHAIN_API_KEY) is not set."},
+		{"langsmith on through LANGCHAIN_TRACING_V2", map[string]string{"LANGSMITH_TRACING": "", "LANGCHAIN_TRACING_V2": "yes"},
+			"LangSmith tracing is enabled but LANGSMITH_API_KEY (or LANGCHAIN_API_KEY) is not set."},
+		{"langsmith on with key", map[string]string{"LANGSMITH_TRACING": "On", "LANGCHAIN_API_KEY": "lsv2-key"}, ""},
+		{"langfuse on without keys", map[string]string{"LANGFUSE_TRACING": "1"},
+			"Langfuse tracing is enabled but required settings are missing: LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY"},
+		{"langfuse on without secret", map[string]string{"LANGFUSE_TRACING": "true", "LANGFUSE_PUBLIC_KEY": "pk-lf-1"},
+			"Langfuse tracing is enabled but required settings are missing: LANGFUSE_SECRET_KEY"},
+		{"langfuse on with keys", map[string]string{"LANGFUSE_TRACING": "true", "LANGFUSE_PUBLIC_KEY": "pk-lf-1", "LANGFUSE_SECRET_KEY": "sk-lf-1"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			setSidecarEnv(t)
+			for _, k := range []string{"LANGSMITH_API_KEY", "LANGCHAIN_API_KEY", "LANGCHAIN_TRACING_V2", "LANGCHAIN_TRACING",
+				"LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY"} {
+				t.Setenv(k, "")
+			}
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			out, err := exec.Command(bin, "validate", "--config", cfg).CombinedOutput()
+			if tc.wantErr == "" {
+				assert.NoError(t, err, "%s", out)
+				return
+			}
+			assert.Error(t, err)
+			assert.Contains(t, string(out), tc.wantErr)
+			assert.NotContains(t, string(out), "sk-lf-1", "secrets never in errors")
+		})
+	}
 }
