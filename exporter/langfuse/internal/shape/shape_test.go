@@ -254,3 +254,22 @@ func BenchmarkTraces(b *testing.B) {
 		Traces(td)
 	}
 }
+
+// DeerFlow A3: no env and no model → no tags key; no thread → no session, user still set.
+func TestDeerFlowMetadataEdgeCases(t *testing.T) {
+	td := twoSpanTrace(func(root, chat ptrace.Span) {
+		chat.Attributes().Remove(genai.AttrRequestModel)
+		chat.Attributes().Remove(genai.AttrConversationID)
+	})
+	td.ResourceSpans().At(0).Resource().Attributes().Clear()
+	Traces(td)
+	for i := 0; i < 2; i++ {
+		a := spanAt(td, i).Attributes()
+		_, hasTags := a.Get(AttrTraceTags)
+		assert.False(t, hasTags)
+		_, hasSession := a.Get(AttrSessionID)
+		assert.False(t, hasSession)
+		assert.Equal(t, "default", view(td, i).UserID)
+		assert.Equal(t, "lead-agent", view(td, i).TraceName)
+	}
+}
