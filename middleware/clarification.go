@@ -182,6 +182,10 @@ func NormaliseOptions(v any) []string {
 		case nil:
 		case []any:
 			for _, e := range t {
+				if e == nil {
+					flat = append(flat, pyString(nil)) // a null inside a list renders as "None"
+					continue
+				}
 				walk(e)
 			}
 		case []string:
