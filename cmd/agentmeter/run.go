@@ -19,6 +19,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/journal"
 	"github.com/agentmeter/agentmeter/runtime/message"
 	"github.com/agentmeter/agentmeter/runtime/model"
+	_ "github.com/agentmeter/agentmeter/runtime/model/openai"   // registers provider "openai"
 	_ "github.com/agentmeter/agentmeter/runtime/model/scripted" // registers provider "scripted"
 	"github.com/agentmeter/agentmeter/runtime/sandbox"
 	"github.com/agentmeter/agentmeter/runtime/subagent"

@@ -90,4 +90,6 @@ func BenchmarkLoopOneCallSDKTracerJournal(b *testing.B) {
 }
 
 // Three model calls and two tool batches (three tool calls) per run.
-func BenchmarkLoopThreeCallsTwoToolBatches(b *testing.B) { benchRun(b, context.Background(), "three", false) }
+func BenchmarkLoopThreeCallsTwoToolBatches(b *testing.B) {
+	benchRun(b, context.Background(), "three", false)
+}

@@ -1,0 +1,211 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentmeter/agentmeter/runtime/config"
+	"github.com/agentmeter/agentmeter/runtime/message"
+	"github.com/agentmeter/agentmeter/runtime/model"
+)
+
+// fakeServer is a local OpenAI Chat Completions endpoint.
+type fakeServer struct {
+	mu       sync.Mutex
+	bodies   []map[string]any
+	auth     []string
+	handler  func(w http.ResponseWriter, body map[string]any)
+	requests int
+}
+
+func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/chat/completions" {
+		http.NotFound(w, r)
+		return
+	}
+	raw, _ := io.ReadAll(r.Body)
+	var body map[string]any
+	_ = json.Unmarshal(raw, &body)
+	f.mu.Lock()
+	f.bodies = append(f.bodies, body)
+	f.auth = append(f.auth, r.Header.Get("Authorization"))
+	f.requests++
+	f.mu.Unlock()
+	f.handler(w, body)
+}
+
+func sse(w http.ResponseWriter, chunks ...string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	for _, c := range chunks {
+		fmt.Fprintf(w, "data: %s\n\n", c)
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+func start(t *testing.T, f *fakeServer, mutate func(*config.Model)) (*Provider, model.ChatModel) {
+	t.Helper()
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	t.Setenv("TEST_OPENAI_KEY", "sk-test-secret")
+	cfg := config.Model{Name: "main", Provider: ProviderName, Model: "gpt-4o-mini", BaseURL: srv.URL + "/v1", APIKeyEnv: "TEST_OPENAI_KEY"}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	p, err := New(cfg)
+	require.NoError(t, err)
+	return p, model.Wrap(p, model.InfoFromConfig(cfg))
+}
+
+var conversation = []message.Message{
+	message.System("be brief"),
+	message.Human("weather?"),
+	{ID: "a1", Role: message.RoleAI, ToolCalls: []message.ToolCall{{ID: "call_1", Name: "web_search", Args: map[string]any{"query": "paris"}}}},
+	message.Tool("call_1", "web_search", "sunny", ""),
+}
+
+func TestStreamingUsageInFinalChunkWithoutChoices(t *testing.T) {
+	f := &fakeServer{handler: func(w http.ResponseWriter, _ map[string]any) {
+		sse(w,
+			`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini-2024","choices":[{"index":0,"delta":{"role":"assistant","content":"Sunny "}}]}`,
+			`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini-2024","choices":[{"index":0,"delta":{"content":"in Paris."},"finish_reason":"stop"}]}`,
+			`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini-2024","choices":[],"usage":{"prompt_tokens":120,"completion_tokens":8,"total_tokens":128,"prompt_tokens_details":{"cached_tokens":64},"completion_tokens_details":{"reasoning_tokens":3}}}`)
+	}}
+	_, m := start(t, f, nil)
+	var deltas []string
+	resp, err := m.Generate(context.Background(), &model.Request{Messages: conversation, OnDelta: func(d model.Delta) { deltas = append(deltas, d.Content) }})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"Sunny ", "in Paris."}, deltas)
+	assert.Equal(t, "Sunny in Paris.", resp.Message.Content)
+	assert.Equal(t, "chatcmpl-1", resp.ID)
+	assert.Equal(t, "gpt-4o-mini-2024", resp.Model)
+	assert.Equal(t, []string{"stop"}, resp.FinishReasons)
+	assert.Equal(t, &message.UsageMetadata{InputTokens: 120, OutputTokens: 8, TotalTokens: 128,
+		InputTokenDetails: &message.InputTokenDetails{CacheRead: 64}, OutputTokenDetails: &message.OutputTokenDetails{Reasoning: 3}},
+		resp.Message.UsageMetadata)
+	assert.Equal(t, "gpt-4o-mini-2024", resp.Message.ModelName())
+
+	body := f.bodies[0]
+	assert.Equal(t, true, body["stream"])
+	assert.Equal(t, map[string]any{"include_usage": true}, body["stream_options"], "include_usage on by default for a custom base_url")
+	assert.Equal(t, "Bearer sk-test-secret", f.auth[0])
+	msgs := body["messages"].([]any)
+	require.Len(t, msgs, 4)
+	assert.Equal(t, "system", msgs[0].(map[string]any)["role"])
+	asst := msgs[2].(map[string]any)
+	assert.Equal(t, "assistant", asst["role"])
+	tc := asst["tool_calls"].([]any)[0].(map[string]any)
+	assert.Equal(t, "call_1", tc["id"])
+	assert.JSONEq(t, `{"query":"paris"}`, tc["function"].(map[string]any)["arguments"].(string))
+	assert.Equal(t, map[string]any{"role": "tool", "content": "sunny", "tool_call_id": "call_1"}, msgs[3])
+}
+
+func TestStreamingUsageInLastChunkWithChoicesAndToolCalls(t *testing.T) {
+	f := &fakeServer{handler: func(w http.ResponseWriter, _ map[string]any) {
+		sse(w,
+			`{"id":"c2","object":"chat.completion.chunk","created":1,"model":"deepseek-chat","choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"think "}}]}`,
+			`{"id":"c2","object":"chat.completion.chunk","created":1,"model":"deepseek-chat","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"task","arguments":"{\"prompt\":"}},{"index":1,"id":"call_b","type":"function","function":{"name":"bash","arguments":""}}]}}]}`,
+			`{"id":"c2","object":"chat.completion.chunk","created":1,"model":"deepseek-chat","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"x\"}"}},{"index":1,"function":{"arguments":"{\"command\":\"ls\"}"}}]}}]}`,
+			`{"id":"c2","object":"chat.completion.chunk","created":1,"model":"deepseek-chat","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":106,"completion_tokens":112,"total_tokens":218,"prompt_tokens_details":{"cached_tokens":64}}}`)
+	}}
+	_, m := start(t, f, nil)
+	resp, err := m.Generate(context.Background(), &model.Request{Messages: conversation[:2],
+		Tools: []model.ToolSpec{{Name: "task", Description: "d", Parameters: map[string]any{"type": "object"}}}, ToolChoice: "auto"})
+	require.NoError(t, err)
+	assert.Equal(t, []message.ToolCall{
+		{ID: "call_a", Name: "task", Args: map[string]any{"prompt": "x"}},
+		{ID: "call_b", Name: "bash", Args: map[string]any{"command": "ls"}},
+	}, resp.Message.ToolCalls)
+	assert.Equal(t, "think ", resp.Message.AdditionalKwargs["reasoning_content"])
+	require.NotNil(t, resp.Message.UsageMetadata, "usage read from a final chunk that also has choices")
+	assert.Equal(t, int64(218), resp.Message.UsageMetadata.TotalTokens)
+	assert.Equal(t, int64(64), resp.Message.UsageMetadata.CacheRead())
+	assert.Equal(t, []string{"call_a", "call_b"}, resp.Message.ToolCallIDs())
+	body := f.bodies[0]
+	assert.Equal(t, "auto", body["tool_choice"])
+	tool := body["tools"].([]any)[0].(map[string]any)
+	assert.Equal(t, "function", tool["type"])
+	assert.Equal(t, "task", tool["function"].(map[string]any)["name"])
+}
+
+func TestStreamUsageFalseIsKept(t *testing.T) {
+	f := &fakeServer{handler: func(w http.ResponseWriter, _ map[string]any) {
+		sse(w, `{"id":"c3","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`)
+	}}
+	off := false
+	_, m := start(t, f, func(c *config.Model) { c.StreamUsage = &off })
+	resp, err := m.Generate(context.Background(), &model.Request{Messages: conversation[:2]})
+	require.NoError(t, err)
+	assert.NotContains(t, f.bodies[0], "stream_options", "explicit stream_usage: false is not overridden")
+	assert.Nil(t, resp.Message.UsageMetadata, "no usage reported means none")
+}
+
+func TestNonStreaming(t *testing.T) {
+	f := &fakeServer{handler: func(w http.ResponseWriter, _ map[string]any) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"cc-9","object":"chat.completion","created":1,"model":"gpt-4o-mini-2024","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_z","type":"function","function":{"name":"write_todos","arguments":"{\"todos\":[]}"}},{"id":"call_bad","type":"function","function":{"name":"bash","arguments":"{not json"}}]}}],"usage":{"prompt_tokens":50,"completion_tokens":10,"total_tokens":60,"prompt_tokens_details":{"cached_tokens":0,"cache_write_tokens":20}}}`)
+	}}
+	off := false
+	temp := 0.2
+	_, m := start(t, f, func(c *config.Model) { c.Stream = &off; c.MaxTokens = 256; c.Temperature = &temp })
+	resp, err := m.Generate(context.Background(), &model.Request{Messages: conversation[:2]})
+	require.NoError(t, err)
+	assert.Equal(t, "cc-9", resp.ID)
+	assert.Equal(t, []string{"tool_calls"}, resp.FinishReasons)
+	require.Len(t, resp.Message.ToolCalls, 2)
+	assert.Equal(t, map[string]any{"todos": []any{}}, resp.Message.ToolCalls[0].Args)
+	assert.Empty(t, resp.Message.ToolCalls[1].Args, "invalid JSON arguments are not guessed")
+	assert.Len(t, resp.Message.AdditionalKwargs["invalid_tool_calls"], 1)
+	assert.Equal(t, int64(20), resp.Message.UsageMetadata.InputTokenDetails.CacheCreation)
+	body := f.bodies[0]
+	assert.NotContains(t, body, "stream")
+	assert.NotContains(t, body, "stream_options")
+	assert.Equal(t, 256.0, body["max_tokens"])
+	assert.Equal(t, 0.2, body["temperature"])
+}
+
+func TestErrorsSurfaceWithoutRetries(t *testing.T) {
+	for _, code := range []int{429, 500, 503, 400} {
+		f := &fakeServer{handler: func(w http.ResponseWriter, _ map[string]any) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(code)
+			fmt.Fprintf(w, `{"error":{"message":"failure %d","type":"server_error","code":null,"param":null}}`, code)
+		}}
+		_, m := start(t, f, nil)
+		for _, stream := range []bool{true, false} {
+			_, err := m.Generate(context.Background(), &model.Request{Messages: conversation[:2], Stream: &stream})
+			var se *model.StatusError
+			require.True(t, errors.As(err, &se), "%d stream=%v: %v", code, stream, err)
+			assert.Equal(t, code, se.StatusCode)
+			assert.Equal(t, fmt.Sprintf("failure %d", code), se.Message)
+			assert.Equal(t, code == 429 || code >= 500, model.IsRetryable(err))
+			assert.NotContains(t, err.Error(), "sk-test-secret", "the key never appears in errors")
+		}
+		assert.Equal(t, 2, f.requests, "no SDK retries")
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	_, err := New(config.Model{Name: "m", Provider: ProviderName, Model: "x", APIKeyEnv: "AGENTMETER_UNSET_KEY_VAR"})
+	assert.EqualError(t, err, "api_key_env: environment variable AGENTMETER_UNSET_KEY_VAR is not set")
+	t.Setenv("OPENAI_API_KEY", "")
+	_, err = New(config.Model{Name: "m", Provider: ProviderName, Model: "x"})
+	assert.ErrorContains(t, err, "OPENAI_API_KEY is not set")
+	_, err = New(config.Model{Name: "m", Provider: ProviderName, Model: "x", BaseURL: "http://127.0.0.1:1/v1"})
+	assert.NoError(t, err, "keyless local endpoint")
+	_, err = New(config.Model{Name: "m", Provider: ProviderName})
+	assert.EqualError(t, err, "model is required")
+	_, err = model.New(config.Model{Name: "m", Provider: ProviderName, Model: "x", APIKeyEnv: "AGENTMETER_UNSET_KEY_VAR"})
+	assert.EqualError(t, err, `model "m": api_key_env: environment variable AGENTMETER_UNSET_KEY_VAR is not set`)
+	assert.True(t, strings.Contains(strings.Join(model.Providers(), ","), ProviderName))
+}
