@@ -1,0 +1,189 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentmeter/agentmeter/runtime/agent"
+	"github.com/agentmeter/agentmeter/runtime/model"
+	"github.com/agentmeter/agentmeter/runtime/state"
+)
+
+type named struct{ name string }
+
+func (n named) Name() string { return n.name }
+func (named) AfterModel(context.Context, *agent.Runtime, *state.State) (*state.Update, error) {
+	return nil, nil
+}
+
+type visionModel struct{ vision bool }
+
+func (visionModel) Generate(context.Context, *model.Request) (*model.Response, error) {
+	return nil, errors.New("unused")
+}
+func (v visionModel) Info() model.Info { return model.Info{Name: "m", SupportsVision: v.vision} }
+
+func ptr[T any](v T) *T { return &v }
+
+func build(t *testing.T, o Options) []string {
+	t.Helper()
+	c, err := BuildMiddlewares(o)
+	require.NoError(t, err)
+	return Names(c)
+}
+
+func allEnabled() Options {
+	cfg := DefaultConfig()
+	cfg.Summarization.Enabled = true
+	cfg.TokenBudget.Enabled = true
+	cfg.Guardrails.Enabled, cfg.Guardrails.Provider = true, "tool_policy"
+	cfg.Settings.PlanMode.Enabled = true
+	return Options{Config: cfg, Model: visionModel{true}}
+}
+
+func TestChainOrderDefaults(t *testing.T) {
+	assert.Equal(t, []string{
+		NameThreadData, NameUploads, NameSandbox, NameDanglingToolCall, NameLLMErrorHandling, NameToolErrorHandling,
+		NameDynamicContext, NameTokenUsage, NameTitle, NameMemory, NameSystemMessageCoalescing, NameSubagentLimit,
+		NameLoopDetection, NameTerminalResponse, NameModelLengthFinishReason, NameSafetyFinishReason, NameClarification,
+	}, build(t, Options{Config: DefaultConfig()}))
+}
+
+func TestChainOrderEverythingEnabled(t *testing.T) {
+	names := build(t, allEnabled())
+	assert.Equal(t, []string{
+		NameThreadData, NameUploads, NameSandbox, NameDanglingToolCall, NameLLMErrorHandling, NameGuardrail, NameToolErrorHandling,
+		NameDynamicContext, NameSummarization, NameTodo, NameTokenUsage, NameTitle, NameMemory, NameViewImage,
+		NameSystemMessageCoalescing, NameSubagentLimit, NameLoopDetection, NameTokenBudget,
+		NameTerminalResponse, NameModelLengthFinishReason, NameSafetyFinishReason, NameClarification,
+	}, names)
+	chain, err := BuildMiddlewares(allEnabled())
+	require.NoError(t, err)
+	h := Hooks(chain)
+	// middleware.md §3.3, restricted to the middlewares agentmeter builds.
+	assert.Equal(t, []string{NameThreadData, NameUploads, NameDynamicContext, NameTodo, NameLoopDetection, NameTokenBudget, NameTerminalResponse}, h.BeforeAgent)
+	assert.Equal(t, []string{NameSummarization, NameTodo, NameViewImage}, h.BeforeModel)
+	assert.Equal(t, []string{NameDanglingToolCall, NameLLMErrorHandling, NameSummarization, NameTodo, NameSystemMessageCoalescing,
+		NameLoopDetection, NameTokenBudget, NameTerminalResponse}, h.WrapModelCall)
+	assert.Equal(t, []string{NameSafetyFinishReason, NameModelLengthFinishReason, NameTerminalResponse, NameTokenBudget,
+		NameLoopDetection, NameSubagentLimit, NameViewImage, NameTitle, NameTokenUsage, NameTodo}, h.AfterModel, "reverse list order")
+	assert.Equal(t, []string{NameSandbox, NameGuardrail, NameToolErrorHandling, NameClarification}, h.WrapToolCall)
+	assert.Equal(t, []string{NameTerminalResponse, NameTokenBudget, NameLoopDetection, NameMemory, NameTodo, NameSandbox}, h.AfterAgent)
+}
+
+func TestChainConditions(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.LoopDetection.Enabled = false
+	cfg.SafetyFinishReason.Enabled = false
+	cfg.TokenUsage.Enabled = false
+	names := build(t, Options{Config: cfg, SubagentEnabled: ptr(false), Model: visionModel{false}})
+	for _, absent := range []string{NameLoopDetection, NameSafetyFinishReason, NameTokenUsage, NameSubagentLimit, NameViewImage, NameTodo, NameSummarization, NameGuardrail, NameTokenBudget} {
+		assert.NotContains(t, names, absent)
+	}
+	assert.Equal(t, NameClarification, names[len(names)-1])
+	// Guardrails enabled without a provider: not built (DeerFlow needs a provider).
+	g := DefaultConfig()
+	g.Guardrails.Enabled = true
+	assert.NotContains(t, build(t, Options{Config: g}), NameGuardrail)
+	// Plan mode from the runtime option wins over settings.
+	assert.Contains(t, build(t, Options{Config: DefaultConfig(), PlanMode: ptr(true)}), NameTodo)
+}
+
+func TestChainStrictRuntimeSpineOrder(t *testing.T) {
+	names := build(t, allEnabled())
+	spine := []string{NameThreadData, NameUploads, NameSandbox, NameDanglingToolCall, NameLLMErrorHandling, NameToolErrorHandling}
+	last := -1
+	for _, n := range spine {
+		i := slices.Index(names, n)
+		require.GreaterOrEqual(t, i, 0, n)
+		assert.Greater(t, i, last, n)
+		last = i
+		assert.Equal(t, 1, countOf(names, n), "exactly once: %s", n)
+	}
+	shared, err := BuildRuntimeMiddlewares(allEnabled())
+	require.NoError(t, err)
+	assert.Equal(t, Names(shared), names[:len(shared)], "the shared phase is the chain head")
+}
+
+func countOf(xs []string, x string) int {
+	n := 0
+	for _, y := range xs {
+		if y == x {
+			n++
+		}
+	}
+	return n
+}
+
+func TestChainCustomAndExtensionsBeforeTail(t *testing.T) {
+	RegisterExtension("test.ConfiguredGuard", func() (agent.Middleware, error) { return named{"ConfiguredGuard"}, nil })
+	RegisterExtension("test.ConfiguredAudit", func() (agent.Middleware, error) { return named{"ConfiguredAudit"}, nil })
+	RegisterExtension("test.Broken", func() (agent.Middleware, error) { return nil, errors.New("constructor failed") })
+	o := Options{Config: DefaultConfig(), Custom: []agent.Middleware{named{"CustomMiddleware"}}}
+	o.Config.Extensions.Middlewares = []string{"test.ConfiguredGuard", "test.ConfiguredAudit"}
+	names := build(t, o)
+	assert.Equal(t, []string{"CustomMiddleware", "ConfiguredGuard", "ConfiguredAudit", NameTerminalResponse,
+		NameModelLengthFinishReason, NameSafetyFinishReason, NameClarification}, names[len(names)-7:])
+
+	o.Config.Extensions.Middlewares = []string{"test.Missing"}
+	_, err := BuildMiddlewares(o)
+	assert.ErrorContains(t, err, `extensions.middlewares[0]: "test.Missing" is not a registered extension middleware`)
+	o.Config.Extensions.Middlewares = []string{"test.Broken"}
+	_, err = BuildMiddlewares(o)
+	assert.ErrorContains(t, err, "constructor failed")
+	assert.ErrorContains(t, (&ExtensionsConfig{Middlewares: []string{"nope"}}).Validate(), `middlewares[0]: "nope"`)
+}
+
+func TestAssertOrdering(t *testing.T) {
+	chain, err := BuildMiddlewares(allEnabled())
+	require.NoError(t, err)
+	require.NoError(t, AssertOrdering(chain))
+
+	swap := func(a, b string) []agent.Middleware {
+		c := slices.Clone(chain)
+		i, j := slices.IndexFunc(c, func(m agent.Middleware) bool { return m.Name() == a }), slices.IndexFunc(c, func(m agent.Middleware) bool { return m.Name() == b })
+		c[i], c[j] = c[j], c[i]
+		return c
+	}
+	var oe *OrderingError
+	err = AssertOrdering(swap(NameSafetyFinishReason, NameLoopDetection))
+	require.ErrorAs(t, err, &oe)
+	assert.ErrorContains(t, err, "SafetyFinishReasonMiddleware sees responses first")
+	assert.ErrorContains(t, AssertOrdering(swap(NameThreadData, NameUploads)), "ThreadDataMiddleware before UploadsMiddleware")
+	assert.ErrorContains(t, AssertOrdering(swap(NameDanglingToolCall, NameLLMErrorHandling)), "DanglingToolCallMiddleware before LLMErrorHandlingMiddleware")
+	assert.ErrorContains(t, AssertOrdering(swap(NameGuardrail, NameToolErrorHandling)), "GuardrailMiddleware before ToolErrorHandlingMiddleware")
+	assert.ErrorContains(t, AssertOrdering(append(slices.Clone(chain), named{"Late"})), "ClarificationMiddleware last")
+	assert.ErrorContains(t, AssertOrdering(append(slices.Clone(chain[:len(chain)-1]), named{NameTitle}, chain[len(chain)-1])), "appears twice")
+	// A custom after_model middleware registered after Safety breaks the invariant.
+	bad := slices.Clone(chain)
+	bad = slices.Insert(bad, len(bad)-1, agent.Middleware(named{"LateAfterModel"}))
+	assert.ErrorContains(t, AssertOrdering(bad), "LateAfterModel")
+}
+
+func TestSubagentChain(t *testing.T) {
+	c, err := BuildSubagentMiddlewares(Options{Config: DefaultConfig(), Model: visionModel{true}})
+	require.NoError(t, err)
+	names := Names(c)
+	assert.Equal(t, []string{NameThreadData, NameSandbox, NameDanglingToolCall, NameLLMErrorHandling, NameToolErrorHandling,
+		NameViewImage, NameLoopDetection, NameSafetyFinishReason, NameSystemMessageCoalescing}, names)
+	for _, absent := range []string{NameUploads, NameTitle, NameMemory, NameTokenUsage, NameSubagentLimit, NameClarification, NameTodo, NameTerminalResponse, NameDynamicContext} {
+		assert.NotContains(t, names, absent)
+	}
+	assert.Less(t, slices.Index(names, NameLoopDetection), slices.Index(names, NameSafetyFinishReason))
+	assert.NoError(t, AssertOrdering(c))
+	noVision, err := BuildSubagentMiddlewares(Options{Config: DefaultConfig(), Model: visionModel{false}})
+	require.NoError(t, err)
+	assert.NotContains(t, Names(noVision), NameViewImage)
+}
+
+func TestChainRunsInAgent(t *testing.T) {
+	chain, err := BuildMiddlewares(allEnabled())
+	require.NoError(t, err)
+	_, err = agent.New(agent.Config{Model: model.Wrap(&scriptedProvider{}, model.Info{Name: "m"}), Middlewares: chain})
+	require.NoError(t, err, "every middleware implements a hook and names are unique")
+}
