@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -249,4 +251,80 @@ func TestMakeDemoReport(t *testing.T) {
 	assert.Regexp(t, `(?m)^\d+\s+lead_agent\s+\S+\s+\S+(\s+\d+){5}\s+\d+\s+\d+\s+\d+\s+\d+\s*$`, text)
 	assert.Contains(t, text, `agentmeter_tokens_total{`)
 	assert.Contains(t, text, "collector stopped")
+}
+
+// docs/deploy.md's two-tier topology, for real: the agent sends to a tier-1 collector
+// running deploy/tier1-loadbalancer.yaml (its DNS resolver swapped for a static list of
+// the two tier-2 addresses), which routes by trace id to two tier-2 collectors running the
+// shipped otelcol-config.yaml. Every trace lands whole on one tier-2 collector (so each
+// run's dispatching call is merged), and Prometheus summing over both tier-2 collectors
+// equals the journals.
+func TestTwoTierTopologyCountsOnce(t *testing.T) {
+	type tier2 struct {
+		ports  sidecarPorts
+		traces string
+	}
+	var backends []tier2
+	for i := 0; i < 2; i++ {
+		ports := setSidecarEnv(t) // the env each collector inherits at its start
+		dir := t.TempDir()
+		tracesFile := filepath.Join(dir, "traces.jsonl")
+		t.Setenv("AGENTMETER_DEMO_TRACES_FILE", tracesFile)
+		startShippedWithFile(t, dir, ports)
+		backends = append(backends, tier2{ports, tracesFile})
+	}
+
+	// tier 1
+	raw, err := os.ReadFile(filepath.Join(RepoRoot(), "deploy", "tier1-loadbalancer.yaml"))
+	require.NoError(t, err)
+	dnsBlock := regexp.MustCompile(`(?m)^      dns:\n(^        .*\n)+`)
+	require.Regexp(t, dnsBlock, string(raw), "tier-1 config has no dns resolver block to swap")
+	static := fmt.Sprintf("      static:\n        hostnames: [%q, %q]\n", backends[0].ports.OTLPGRPC, backends[1].ports.OTLPGRPC)
+	tier1Cfg := dnsBlock.ReplaceAllLiteralString(string(raw), static)
+	tier1 := setSidecarEnv(t)
+	StartIn(t, t.TempDir(), tier1Cfg, tier1.OTLPHTTP)
+
+	prom := StartPrometheus(t, PrometheusOptions{Jobs: []ScrapeJob{{Name: "agentmeter",
+		Targets: []string{backends[0].ports.Prometheus, backends[1].ports.Prometheus}, HonorLabels: true}}})
+	prom.WaitForTargetsUp(t, "agentmeter", 2, 30*time.Second)
+
+	const runs = 6
+	traceIDs := map[string]bool{}
+	var journalTotal int64
+	journalByCaller := map[string]float64{}
+	for i := 0; i < runs; i++ {
+		res := runDemoAgent(t, tier1.OTLPHTTP)
+		traceIDs[strings.ToLower(res.TraceID)] = true
+		journalTotal += res.Completion.TotalTokens
+		journalByCaller[genai.BucketLeadAgent] += float64(res.Completion.LeadAgentTokens)
+		journalByCaller[genai.BucketSubagent] += float64(res.Completion.SubagentTokens)
+		journalByCaller[genai.BucketMiddleware] += float64(res.Completion.MiddlewareTokens)
+	}
+
+	// each trace whole on one backend, merged there
+	var a, b spanUsage
+	require.Eventually(t, func() bool {
+		a, b = sumSpans(backends[0].traces, traceIDs), sumSpans(backends[1].traces, traceIDs)
+		return a.usage.Total()+b.usage.Total() == journalTotal && a.merged+b.merged == runs
+	}, 30*time.Second, 200*time.Millisecond, "tier-2 spans never added up to %d tokens with %d merges", journalTotal, runs)
+	t.Logf("tier-2 split: %d and %d merged runs", a.merged, b.merged)
+	seen := map[string]int{} // trace id -> index of the backend that has it
+	for i, be := range backends {
+		tds, err := ReadTraces(be.traces)
+		require.NoError(t, err)
+		for _, sp := range Spans(tds) {
+			tid := sp.TraceID().String()
+			if j, ok := seen[tid]; ok && j != i {
+				t.Fatalf("trace %s split across tier-2 collectors", tid)
+			}
+			seen[tid] = i
+		}
+	}
+
+	prom.WaitForValue(t, `sum(agentmeter_tokens_total{token_type=~"input|output"})`, float64(journalTotal), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	byCaller, err := prom.QueryByLabel(ctx, `sum by (caller) (agentmeter_tokens_total{token_type=~"input|output"})`, "caller")
+	require.NoError(t, err)
+	assert.Equal(t, dropZeros(journalByCaller), dropZeros(byCaller))
 }
