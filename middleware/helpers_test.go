@@ -137,3 +137,8 @@ func mustApply(t *testing.T, s *state.State, u *state.Update) *state.State {
 	out := s.Apply(u)
 	return &out
 }
+
+type (
+	modelRequest  = model.Request
+	modelResponse = model.Response
+)

@@ -136,7 +136,11 @@ func errorTypeName(err error) string {
 		}
 		err = u
 	}
-	return strings.TrimPrefix(fmt.Sprintf("%T", err), "*")
+	name := strings.TrimPrefix(fmt.Sprintf("%T", err), "*")
+	if i := strings.LastIndex(name, "."); i >= 0 {
+		name = name[i+1:] // the class name, as DeerFlow reports it
+	}
+	return name
 }
 
 // retryAfter reads Retry-After-Ms / Retry-After from errors exposing them (a
