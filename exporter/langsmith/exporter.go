@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -19,7 +20,11 @@ import (
 // startCallTimeout bounds the /info and credential calls at start, like the JS SDK's 10 s.
 const startCallTimeout = 10 * time.Second
 
+// maxPooledBuffer keeps one huge batch from pinning its buffer forever.
+const maxPooledBuffer = 8 << 20
+
 type lsExporter struct {
+	bufs   sync.Pool // *[]byte run-encoding buffers
 	cfg    *Config
 	set    exporter.Settings
 	logger *zap.Logger
@@ -32,6 +37,7 @@ func newExporter(cfg *Config, set exporter.Settings) *lsExporter {
 	return &lsExporter{
 		cfg: cfg, set: set, logger: set.Logger,
 		mapper: runtree.NewMapper(cfg.Project, cfg.MaxCachedSpans),
+		bufs:   sync.Pool{New: func() any { return new([]byte) }},
 	}
 }
 
@@ -91,39 +97,69 @@ func (e *lsExporter) shutdown(context.Context) error {
 	return nil
 }
 
-// push maps the spans to runs and sends them in chunks within the /info limits. On a
-// retryable failure it returns only the spans not yet delivered, so a retry never sends
-// the delivered chunks again; permanent failures of one chunk do not stop the others.
+// maxInflightChunks bounds the requests one export has in flight: a big batch is cut
+// into several requests by the /info limits, and sending them side by side overlaps the
+// encoding and compression of one with the network wait of another.
+const maxInflightChunks = 4
+
+// push maps the spans to runs and sends them in chunks within the /info limits. On
+// retryable failures it returns only the spans of the chunks that were not delivered, so
+// a retry never sends a delivered chunk again; a permanent failure of one chunk does not
+// stop the others.
 func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 	runs, skipped := e.mapper.Map(td)
 	if skipped > 0 {
 		e.logger.Warn("dropped spans without a valid trace or span id", zap.Int("spans", skipped))
 	}
-	encoded := ingest.EncodeAll(runs)
-	var permanent []error
+	bufp := e.bufs.Get().(*[]byte)
+	encoded, buf := ingest.EncodeAll(runs, *bufp)
+	defer func() {
+		// the runs' bytes are dead once every chunk was answered
+		if cap(buf) <= maxPooledBuffer {
+			*bufp = buf
+			e.bufs.Put(bufp)
+		}
+	}()
 	chunks := ingest.Split(encoded, e.limits)
-	for i, chunk := range chunks {
-		err := e.client.Send(ctx, chunk)
-		if err == nil {
-			continue
+	errs := make([]error, len(chunks))
+	if len(chunks) == 1 {
+		errs[0] = e.client.Send(ctx, chunks[0])
+	} else {
+		sem := make(chan struct{}, maxInflightChunks)
+		var wg sync.WaitGroup
+		for i := range chunks {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				errs[i] = e.client.Send(ctx, chunks[i])
+			}()
 		}
-		if consumererror.IsPermanent(err) {
-			e.logger.Error("LangSmith refused a batch of runs; dropping them", zap.Int("runs", len(chunk)), zap.Error(err))
+		wg.Wait()
+	}
+
+	var permanent, retryable []error
+	var rest []runtree.SpanRef
+	for i, err := range errs {
+		switch {
+		case err == nil:
+		case consumererror.IsPermanent(err):
+			e.logger.Error("LangSmith refused a batch of runs; dropping them", zap.Int("runs", len(chunks[i])), zap.Error(err))
 			permanent = append(permanent, err)
-			continue
-		}
-		if i == 0 && len(permanent) == 0 {
-			return err
-		}
-		var rest []runtree.SpanRef
-		for _, c := range chunks[i:] {
-			for j := range c {
-				rest = append(rest, c[j].Source)
+		default:
+			retryable = append(retryable, err)
+			for j := range chunks[i] {
+				rest = append(rest, chunks[i][j].Source)
 			}
 		}
-		return consumererror.NewTraces(err, subset(td, rest))
 	}
-	if len(permanent) > 0 {
+	switch {
+	case len(retryable) > 0 && len(rest) == len(runs):
+		return retryable[0] // nothing delivered: retry the request as it is
+	case len(retryable) > 0:
+		// keep the first error as is: it may carry a Retry-After throttle
+		return consumererror.NewTraces(retryable[0], subset(td, rest))
+	case len(permanent) > 0:
 		return consumererror.NewPermanent(errors.Join(permanent...))
 	}
 	return nil

@@ -66,7 +66,7 @@ func NewClient(hc *http.Client, base, apiKey, tenantID, compression string, logg
 	switch compression {
 	case CompressionNone, CompressionGzip:
 	case CompressionZstd:
-		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(4))
 		if err != nil {
 			return nil, fmt.Errorf("zstd encoder: %w", err)
 		}

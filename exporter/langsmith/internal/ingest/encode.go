@@ -30,12 +30,13 @@ func (e *Encoded) Size() int {
 	return len(e.Head) + len(e.Inputs) + len(e.Outputs) + len(e.Extra) + len(e.Error)
 }
 
-// EncodeAll serialises runs into one shared buffer; every part is a slice of it, so a
-// batch costs one growing allocation instead of several per run.
-func EncodeAll(runs []runtree.Run) []Encoded {
+// EncodeAll serialises runs into one shared buffer, buf[:0] (reused when large enough);
+// every part is a slice of it, so a batch costs at most one growing allocation. The
+// returned buffer is what the parts point into: reuse it only when they are unused.
+func EncodeAll(runs []runtree.Run, buf []byte) ([]Encoded, []byte) {
 	type offsets struct{ start, head, in, out, extra, err int }
 	offs := make([]offsets, len(runs))
-	buf := make([]byte, 0, 1536*len(runs))
+	buf = buf[:0]
 	for i := range runs {
 		r := &runs[i]
 		o := &offs[i]
@@ -66,7 +67,7 @@ func EncodeAll(runs []runtree.Run) []Encoded {
 			e.Error = buf[o.extra:o.err:o.err]
 		}
 	}
-	return out
+	return out, buf
 }
 
 // Limits bound one request: at most MaxRuns runs and MaxBytes uncompressed bytes. A run
@@ -131,6 +132,11 @@ func WriteMultipart(buf *bytes.Buffer, runs []Encoded) (string, error) {
 		return "", fmt.Errorf("multipart boundary: %w", err)
 	}
 	boundary := hex.EncodeToString(rnd[:])
+	size := len(boundary) + 8
+	for i := range runs {
+		size += runs[i].wireSize() + 5*len(boundary)
+	}
+	buf.Grow(size)
 	b := buf.AvailableBuffer()
 	for i := range runs {
 		r := &runs[i]

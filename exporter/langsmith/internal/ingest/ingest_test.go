@@ -21,7 +21,8 @@ func encodedAgentTrace(t *testing.T, seed byte) []Encoded {
 	t.Helper()
 	td, _ := fakevendor.AgentTrace(seed, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	runs, _ := runtree.NewMapper("p", 100).Map(td)
-	return EncodeAll(runs)
+	enc, _ := EncodeAll(runs, nil)
+	return enc
 }
 
 func TestSplit(t *testing.T) {

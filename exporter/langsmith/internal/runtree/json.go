@@ -114,7 +114,14 @@ func (m Metadata) AppendJSON(dst []byte) []byte {
 		}
 		dst = appendString(dst, m[i].Key)
 		dst = append(dst, ':')
-		dst = appendAny(dst, m[i].Value)
+		switch {
+		case m[i].IsAttr:
+			dst = appendValue(dst, m[i].Attr)
+		case m[i].IsStr:
+			dst = appendString(dst, m[i].Str)
+		default:
+			dst = appendAny(dst, m[i].Value)
+		}
 	}
 	return append(dst, '}')
 }

@@ -291,29 +291,29 @@ func (m *Mapper) buildRun(s *spanInfo) Run {
 	md := make(Metadata, 0, attrs.Len()+12)
 	attrs.Range(func(k string, v pcommon.Value) bool {
 		if !movedAttrs[k] && !derivedKeys[k] {
-			md = append(md, KV{k, v})
+			md = append(md, KV{Key: k, Attr: v, IsAttr: true})
 		}
 		return true
 	})
-	md = append(md, KV{keyOTelTraceID, hex.EncodeToString(s.traceID[:])}, KV{keyOTelSpanID, hex.EncodeToString(s.spanID[:])})
+	md = append(md, StrKV(keyOTelTraceID, hex.EncodeToString(s.traceID[:])), StrKV(keyOTelSpanID, hex.EncodeToString(s.spanID[:])))
 	if !s.parent.IsEmpty() {
-		md = append(md, KV{keyOTelParentSpanID, hex.EncodeToString(s.parent[:])})
+		md = append(md, StrKV(keyOTelParentSpanID, hex.EncodeToString(s.parent[:])))
 	}
 	if s.orphan != "" {
-		md = append(md, KV{keyOrphan, s.orphan})
+		md = append(md, StrKV(keyOrphan, s.orphan))
 	}
 	if v := str(s.res.Attributes(), genai.AttrServiceName); v != "" {
-		md = append(md, KV{genai.AttrServiceName, v})
+		md = append(md, StrKV(genai.AttrServiceName, v))
 	}
 	// LangSmith threads group runs by metadata thread_id / session_id (vendor notes §2.4)
 	if thread := str(attrs, genai.AttrConversationID); thread != "" {
-		md = append(md, KV{keyThreadID, thread}, KV{keySessionID, thread})
+		md = append(md, StrKV(keyThreadID, thread), StrKV(keySessionID, thread))
 	}
 	if user := str(attrs, genai.AttrEndUserID); user != "" {
-		md = append(md, KV{keyUserID, user})
+		md = append(md, StrKV(keyUserID, user))
 	}
 	if caller := str(attrs, genai.AttrCaller); caller != "" {
-		md = append(md, KV{keyCaller, caller}, KV{keyCallerBucket, genai.CallerBucket(caller)})
+		md = append(md, StrKV(keyCaller, caller), StrKV(keyCallerBucket, genai.CallerBucket(caller)))
 		r.Head.Tags = []string{caller}
 	}
 	if sub, ok := genai.SubagentUsageFromMap(attrs); ok {
@@ -322,7 +322,7 @@ func (m *Mapper) buildRun(s *spanInfo) Run {
 		su.ToolCallIDs = genai.StringsFromMap(attrs, genai.AttrSubagentToolCallIDs)
 		// merged subagent usage is metadata only, never usage_metadata (CONTRACT §5), so
 		// LangSmith's trace totals stay the sum of each call's own usage
-		md = append(md, KV{keySubagentUsage, su})
+		md = append(md, KV{Key: keySubagentUsage, Value: su})
 	}
 
 	var params Metadata
@@ -333,14 +333,14 @@ func (m *Mapper) buildRun(s *spanInfo) Run {
 			model = str(attrs, genai.AttrResponseModel)
 		}
 		if p := str(attrs, genai.AttrProviderName); p != "" {
-			md = append(md, KV{keyLSProvider, p})
+			md = append(md, StrKV(keyLSProvider, p))
 		}
 		if model != "" {
-			md = append(md, KV{keyLSModelName, model})
-			params = append(params, KV{"model", model})
+			md = append(md, StrKV(keyLSModelName, model))
+			params = append(params, StrKV("model", model))
 		}
 		if v, ok := attrs.Get(genai.AttrRequestStream); ok && v.Type() == pcommon.ValueTypeBool {
-			params = append(params, KV{"stream", v.Bool()})
+			params = append(params, KV{Key: "stream", Value: v.Bool()})
 		}
 		if runType == TypeLLM {
 			if u, ok := genai.UsageFromMap(attrs); ok {
@@ -349,7 +349,7 @@ func (m *Mapper) buildRun(s *spanInfo) Run {
 		}
 	case TypeTool:
 		if t := str(attrs, genai.AttrToolName); t != "" {
-			params = append(params, KV{"tool_name", t})
+			params = append(params, StrKV("tool_name", t))
 		}
 	}
 	r.Extra = Extra{Metadata: md, InvocationParams: params}

@@ -102,11 +102,11 @@ func TestMapAgentTrace(t *testing.T) {
 	for k := range md {
 		assert.False(t, strings.HasPrefix(k, "gen_ai.usage.") || strings.HasPrefix(k, "agentmeter.subagent.input"), k)
 	}
-	assert.Equal(t, Metadata{{"model", "gpt-4o"}}, chat.Extra.InvocationParams)
+	assert.Equal(t, Metadata{StrKV("model", "gpt-4o")}, chat.Extra.InvocationParams)
 
 	task := rs["execute_tool task"]
 	assert.Equal(t, TypeTool, task.Head.RunType)
-	assert.Equal(t, Metadata{{"tool_name", "task"}}, task.Extra.InvocationParams)
+	assert.Equal(t, Metadata{StrKV("tool_name", "task")}, task.Extra.InvocationParams)
 	researcher := rs["invoke_agent researcher"]
 	assert.Equal(t, SpanUUID(ids.Task), researcher.Head.ParentRunID)
 	assert.Equal(t, []string{"subagent:researcher"}, researcher.Head.Tags)
@@ -320,4 +320,17 @@ func meta(t *testing.T, r Run) map[string]any {
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(b, &m), string(b))
 	return m
+}
+
+func TestCivilMatchesTime(t *testing.T) {
+	for _, us := range []int64{0, -1, 1, 951782400000000, 4102444799999999, -62135596800000000, 1709251200123456} {
+		tm := time.UnixMicro(us).UTC()
+		c := civilFromMicros(us)
+		y, mo, d := tm.Date()
+		assert.Equal(t, civil{y, int(mo), d, tm.Hour(), tm.Minute(), tm.Second(), tm.Nanosecond() / 1000}, c, "%d", us)
+	}
+	for us := int64(-5e15); us < 5e15; us += 7_777_777_777_777 {
+		tm := time.UnixMicro(us).UTC()
+		assert.Equal(t, tm.Format("2006-01-02T15:04:05.000000Z"), FormatTime(us))
+	}
 }

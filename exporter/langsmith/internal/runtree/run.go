@@ -85,17 +85,31 @@ type Extra struct {
 // attributes are written without building a map.
 type Metadata []KV
 
-// KV is one metadata entry. Value is a pcommon.Value, string, int64, bool, []string,
-// *UsageMetadata or *SubagentUsage.
+// StrKV is a string metadata entry.
+func StrKV(key, value string) KV { return KV{Key: key, Str: value, IsStr: true} }
+
+// KV is one metadata entry. Value is a string, int64, bool, []string, *UsageMetadata or
+// *SubagentUsage; span attributes are kept in Attr instead (IsAttr), which spares boxing
+// every attribute value into an interface.
 type KV struct {
-	Key   string
-	Value any
+	Key    string
+	Value  any
+	Attr   pcommon.Value
+	IsAttr bool
+	Str    string // used when IsStr: strings are most entries, and boxing them allocates
+	IsStr  bool
 }
 
 // Get returns the value of key.
 func (m Metadata) Get(key string) (any, bool) {
 	for i := range m {
 		if m[i].Key == key {
+			if m[i].IsAttr {
+				return m[i].Attr, true
+			}
+			if m[i].IsStr {
+				return m[i].Str, true
+			}
 			return m[i].Value, true
 		}
 	}
