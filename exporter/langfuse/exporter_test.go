@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -501,4 +502,38 @@ func TestCompressionNone(t *testing.T) {
 	assert.Equal(t, reqs[0].EncodedBytes, reqs[0].DecodedBytes)
 	assert.Len(t, srv.Observations(), 9)
 	assert.Empty(t, srv.Problems())
+}
+
+// Queue consumers push concurrently: pooled plans, splicers and gzip writers must not
+// mix requests (run with -race).
+func TestConcurrentPushes(t *testing.T) {
+	srv := langfusefake.New(t)
+	cfg := testConfig(srv)
+	q := exporterhelper.NewDefaultQueueConfig()
+	q.NumConsumers = 4
+	cfg.QueueConfig = configoptional.Some(q)
+	exp, err := NewFactory().CreateTraces(context.Background(), exportertest.NewNopSettings(componentType), cfg)
+	require.NoError(t, err)
+	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
+	var wg sync.WaitGroup
+	for i := 0; i < 40; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			assert.NoError(t, exp.ConsumeTraces(context.Background(), traceBatch(1+i%3)))
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, exp.Shutdown(context.Background())) // drains the queue
+	obs := srv.Observations()
+	want := 0
+	for i := 0; i < 40; i++ {
+		want += 9 * (1 + i%3)
+	}
+	assert.Len(t, obs, want)
+	assert.Len(t, langfusefake.ByID(obs), want, "every span once, none garbled into another")
+	assert.Empty(t, srv.Problems())
+	for tid, total := range langfusefake.TraceUsage(obs) {
+		assert.Equal(t, langfusefake.DefaultAgentRun().OwnTotal(), total, tid)
+	}
 }
