@@ -23,5 +23,11 @@ DO $$ BEGIN
   END IF;
 END $$;
 SQL
+# A database the role owns, for the gateway load test (bench/gateway.sh STORE=postgres);
+# the test suites create and drop their own databases.
+if ! runuser -u postgres -- psql -p "$AGENTMETER_PG_PORT" -tAc "SELECT 1 FROM pg_database WHERE datname = 'agentmeter'" | grep -q 1; then
+  runuser -u postgres -- createdb -p "$AGENTMETER_PG_PORT" -O agentmeter agentmeter
+fi
+export AGENTMETER_POSTGRES_DSN="postgres://agentmeter:agentmeter-ci@127.0.0.1:${AGENTMETER_PG_PORT}/agentmeter?sslmode=disable"
 export AGENTMETER_TEST_POSTGRES_DSN="postgres://agentmeter:agentmeter-ci@127.0.0.1:${AGENTMETER_PG_PORT}/postgres?sslmode=disable"
 runuser -u postgres -- psql -p "$AGENTMETER_PG_PORT" -tAc 'SELECT version()' | head -1

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Gateway load test: `agentmeter serve` on the scripted model, 500 concurrent runs across
+# 50 threads (POST ?wait=true, all in flight at once), then checks through the API that
+# every run row is complete, none is lost or duplicated, and each thread's token-usage
+# equals the sum of its runs' journals. Prints runs/s and latency percentiles.
+#
+#   bench/gateway.sh                      # SQLite (the default store)
+#   STORE=postgres bench/gateway.sh       # PostgreSQL: PG_DSN or AGENTMETER_POSTGRES_DSN
+#   RUNS=1000 THREADS=100 bench/gateway.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-500}
+THREADS=${THREADS:-50}
+STORE=${STORE:-sqlite}
+DELAY=${DELAY:-50ms}
+tmp=$(mktemp -d)
+pid=""
+cleanup() {
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid"; wait "$pid" || true; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+go build -o "$tmp/agentmeter" ./cmd/agentmeter
+go build -o "$tmp/load" ./bench/gateway_load
+
+# Every run: one lead call (with a delay so runs overlap) and the title middleware's call.
+cat > "$tmp/script.yaml" <<YAML
+conversations:
+  - name: lead
+    caller: lead_agent
+    turns:
+      - content: "bench answer"
+        delay: $DELAY
+        usage: {input: 1200, output: 80, cache_read: 1024}
+  - name: middleware
+    caller: "middleware:*"
+    turns:
+      - content: "Bench title"
+        usage: {input: 150, output: 6}
+YAML
+
+case "$STORE" in
+  sqlite) store_yaml="store:
+  driver: sqlite
+  dsn: $tmp/data/agentmeter.db" ;;
+  postgres)
+    dsn=${PG_DSN:-${AGENTMETER_POSTGRES_DSN:-}}
+    if [ -z "$dsn" ]; then echo "STORE=postgres needs PG_DSN or AGENTMETER_POSTGRES_DSN (a database the role owns; .ci/setup.d/40-postgres.sh exports it)"; exit 2; fi
+    export AGENTMETER_BENCH_PG_DSN=$dsn
+    store_yaml="store:
+  driver: postgres
+  dsn_env: AGENTMETER_BENCH_PG_DSN" ;;
+  *) echo "STORE must be sqlite or postgres"; exit 2 ;;
+esac
+
+export AGENTMETER_BENCH_KEY="bench-$(date +%s%N)"
+cat > "$tmp/config.yaml" <<YAML
+models:
+  - name: main
+    provider: scripted
+    model: scripted-bench
+    script: $tmp/script.yaml
+    context_window: 128000
+sandbox:
+  root: $tmp/threads
+telemetry:
+  enabled: false
+gateway:
+  listen: 127.0.0.1:0
+  api_keys:
+    - key_env: AGENTMETER_BENCH_KEY
+      user_id: bench
+      scopes: [threads:read, threads:write]
+$store_yaml
+YAML
+
+"$tmp/agentmeter" serve --config "$tmp/config.yaml" 2> "$tmp/serve.log" &
+pid=$!
+url=""
+for _ in $(seq 1 100); do
+  url=$(grep -o 'listening on http://[0-9.:]*' "$tmp/serve.log" | head -1 | sed 's/listening on //' || true)
+  [ -n "$url" ] && break
+  kill -0 "$pid" 2>/dev/null || { cat "$tmp/serve.log"; exit 1; }
+  sleep 0.1
+done
+[ -n "$url" ] || { echo "serve did not start"; cat "$tmp/serve.log"; exit 1; }
+echo "== $RUNS runs, $THREADS threads, store $STORE, model delay $DELAY, $(nproc) cores"
+set +e
+"$tmp/load" -url "$url" -key-env AGENTMETER_BENCH_KEY -runs "$RUNS" -threads "$THREADS"
+rc=$?
+set -e
+curl -s "$url/metrics" | grep -E '^agentmeter_gateway_(runs_total|caller_tokens_total)' || true
+if [ $rc -ne 0 ]; then tail -20 "$tmp/serve.log"; fi
+exit $rc

@@ -1,0 +1,273 @@
+// Command gateway_load is the load driver of bench/gateway.sh: it starts N runs across
+// T threads concurrently against a running `agentmeter serve` (scripted model), reports
+// runs/s and latency percentiles, then checks the store: every run row complete, no run
+// lost or duplicated, and each thread's token-usage totals equal the sum of its runs'
+// journals (the end event of each run's stream carries the journal's totals, computed in
+// memory, independently of the database).
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+type run struct {
+	RunID      string  `json:"run_id"`
+	ThreadID   string  `json:"thread_id"`
+	Status     string  `json:"status"`
+	Error      string  `json:"error"`
+	FinishedAt *string `json:"finished_at"`
+	Usage      struct {
+		TotalTokens       int64 `json:"total_tokens"`
+		TotalInputTokens  int64 `json:"total_input_tokens"`
+		TotalOutputTokens int64 `json:"total_output_tokens"`
+		LeadAgentTokens   int64 `json:"lead_agent_tokens"`
+		SubagentTokens    int64 `json:"subagent_tokens"`
+		MiddlewareTokens  int64 `json:"middleware_tokens"`
+	} `json:"usage"`
+}
+
+type totals struct {
+	Total, Input, Output int64
+}
+
+type tokenUsage struct {
+	TotalTokens       int64 `json:"total_tokens"`
+	TotalInputTokens  int64 `json:"total_input_tokens"`
+	TotalOutputTokens int64 `json:"total_output_tokens"`
+	TotalRuns         int64 `json:"total_runs"`
+	ByModel           map[string]struct {
+		Tokens int64 `json:"tokens"`
+	} `json:"by_model"`
+}
+
+var (
+	base   = flag.String("url", "http://127.0.0.1:8001", "gateway base URL")
+	key    = flag.String("key-env", "", "environment variable holding the API key (empty: local mode)")
+	nRuns  = flag.Int("runs", 500, "runs to start")
+	nThr   = flag.Int("threads", 50, "threads the runs are spread over")
+	prompt = flag.String("prompt", "bench run", "prompt prefix (the scripted model matches on it)")
+	client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1000, MaxConnsPerHost: 0}, Timeout: 10 * time.Minute}
+)
+
+func do(method, path, body string) (int, []byte, error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, *base+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if *key != "" {
+		req.Header.Set("Authorization", "Bearer "+os.Getenv(*key))
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// journalTotals reads a finished run's stream and returns the end event's token_usage.
+func journalTotals(threadID, runID string) (totals, string, error) {
+	req, _ := http.NewRequest("GET", *base+"/api/threads/"+threadID+"/runs/"+runID+"/stream", nil)
+	if *key != "" {
+		req.Header.Set("Authorization", "Bearer "+os.Getenv(*key))
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return totals{}, "", err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	ev := ""
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "event: ") {
+			ev = strings.TrimPrefix(line, "event: ")
+		}
+		if ev == "end" && strings.HasPrefix(line, "data: ") {
+			var end struct {
+				Status     string `json:"status"`
+				TokenUsage struct {
+					TotalTokens       int64 `json:"total_tokens"`
+					TotalInputTokens  int64 `json:"total_input_tokens"`
+					TotalOutputTokens int64 `json:"total_output_tokens"`
+				} `json:"token_usage"`
+			}
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &end); err != nil {
+				return totals{}, "", err
+			}
+			return totals{end.TokenUsage.TotalTokens, end.TokenUsage.TotalInputTokens, end.TokenUsage.TotalOutputTokens}, end.Status, nil
+		}
+	}
+	return totals{}, "", errors.New("stream ended without an end event")
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*p+0.999999) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func main() {
+	flag.Parse()
+	threads := make([]string, *nThr)
+	stamp := time.Now().UnixNano()
+	for i := range threads {
+		threads[i] = fmt.Sprintf("bench-%d-t%02d", stamp, i)
+	}
+	type result struct {
+		run     run
+		latency time.Duration
+		err     error
+	}
+	results := make([]result, *nRuns)
+	var wg sync.WaitGroup
+	start := time.Now()
+	gate := make(chan struct{})
+	for i := range *nRuns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate // start all at once: 500 runs in flight together
+			th := threads[i%len(threads)]
+			t0 := time.Now()
+			code, body, err := do("POST", "/api/threads/"+th+"/runs?wait=true", fmt.Sprintf(`{"input":%q}`, fmt.Sprintf("%s %d", *prompt, i)))
+			results[i].latency = time.Since(t0)
+			if err == nil && code != 200 {
+				err = fmt.Errorf("POST run: %d %s", code, body)
+			}
+			if err == nil {
+				err = json.Unmarshal(body, &results[i].run)
+			}
+			results[i].err = err
+		}()
+	}
+	close(gate)
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	var failures []string
+	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
+	var lat []time.Duration
+	byThread := map[string][]run{}
+	seen := map[string]bool{}
+	for i, r := range results {
+		if r.err != nil {
+			fail("run %d: %v", i, r.err)
+			continue
+		}
+		lat = append(lat, r.latency)
+		if seen[r.run.RunID] {
+			fail("run id %s returned twice", r.run.RunID)
+		}
+		seen[r.run.RunID] = true
+		byThread[r.run.ThreadID] = append(byThread[r.run.ThreadID], r.run)
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	fmt.Printf("runs: %d ok of %d across %d threads in %s\n", len(lat), *nRuns, *nThr, elapsed.Round(time.Millisecond))
+	fmt.Printf("throughput: %.1f runs/s\n", float64(len(lat))/elapsed.Seconds())
+	fmt.Printf("latency (POST ?wait=true): p50 %s  p90 %s  p99 %s  max %s\n",
+		percentile(lat, 0.50).Round(time.Millisecond), percentile(lat, 0.90).Round(time.Millisecond),
+		percentile(lat, 0.99).Round(time.Millisecond), percentile(lat, 1).Round(time.Millisecond))
+
+	// Verification against the store, through the API.
+	var grand totals
+	for _, th := range threads {
+		code, body, err := do("GET", "/api/threads/"+th, "")
+		if err != nil || code != 200 {
+			fail("GET thread %s: %d %v %s", th, code, err, body)
+			continue
+		}
+		var tr struct {
+			Runs []run `json:"runs"`
+		}
+		if err := json.Unmarshal(body, &tr); err != nil {
+			fail("thread %s: %v", th, err)
+			continue
+		}
+		want := map[string]bool{}
+		for _, r := range byThread[th] {
+			want[r.RunID] = true
+		}
+		stored := map[string]bool{}
+		var journals totals
+		for _, r := range tr.Runs {
+			if stored[r.RunID] {
+				fail("thread %s: run %s stored twice", th, r.RunID)
+			}
+			stored[r.RunID] = true
+			if !want[r.RunID] {
+				fail("thread %s: unexpected run %s", th, r.RunID)
+			}
+			if r.Status != "success" || r.FinishedAt == nil || r.Usage.TotalTokens <= 0 ||
+				r.Usage.LeadAgentTokens+r.Usage.SubagentTokens+r.Usage.MiddlewareTokens != r.Usage.TotalTokens {
+				fail("run %s incomplete: status %s error %q finished %v usage %+v", r.RunID, r.Status, r.Error, r.FinishedAt != nil, r.Usage)
+			}
+			j, status, err := journalTotals(th, r.RunID)
+			if err != nil || status != "success" {
+				fail("run %s stream: %s %v", r.RunID, status, err)
+				continue
+			}
+			if j.Total != r.Usage.TotalTokens || j.Input != r.Usage.TotalInputTokens || j.Output != r.Usage.TotalOutputTokens {
+				fail("run %s: row %+v != journal %+v", r.RunID, r.Usage, j)
+			}
+			journals.Total += j.Total
+			journals.Input += j.Input
+			journals.Output += j.Output
+		}
+		for id := range want {
+			if !stored[id] {
+				fail("thread %s: run %s lost", th, id)
+			}
+		}
+		code, body, err = do("GET", "/api/threads/"+th+"/token-usage", "")
+		if err != nil || code != 200 {
+			fail("token-usage %s: %d %v", th, code, err)
+			continue
+		}
+		var tu tokenUsage
+		if err := json.Unmarshal(body, &tu); err != nil {
+			fail("token-usage %s: %v", th, err)
+			continue
+		}
+		var byModel int64
+		for _, b := range tu.ByModel {
+			byModel += b.Tokens
+		}
+		if tu.TotalTokens != journals.Total || tu.TotalInputTokens != journals.Input || tu.TotalOutputTokens != journals.Output ||
+			tu.TotalRuns != int64(len(want)) || byModel != tu.TotalTokens {
+			fail("thread %s: token-usage %s != sum of %d journals %+v", th, body, len(want), journals)
+		}
+		grand.Total += journals.Total
+	}
+	fmt.Printf("verified: %d threads, %d run rows complete, token-usage == sum of journals (%d tokens)\n", len(threads), len(seen), grand.Total)
+	if len(failures) > 0 {
+		for i, f := range failures {
+			if i == 20 {
+				fmt.Printf("... and %d more\n", len(failures)-20)
+				break
+			}
+			fmt.Println("FAIL:", f)
+		}
+		os.Exit(1)
+	}
+	fmt.Println("PASS")
+}
