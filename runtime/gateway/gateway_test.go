@@ -536,3 +536,59 @@ func TestContextUsagePayload(t *testing.T) {
 		t.Fatalf("rounding = %s", b)
 	}
 }
+
+func TestRunTimeout(t *testing.T) {
+	e := newEnv(t, Config{APIKeys: testKeys(), RunTimeout: 200 * time.Millisecond})
+	run := decodeRun(t, e.expect(t, "POST", "/api/threads/t1/runs?wait=true", "alice-key", `{"input":"slow again"}`, 200, ""))
+	if run.Status != store.StatusTimeout || run.Error != "run exceeded gateway.run_timeout (200ms)" {
+		t.Fatalf("run = %+v", run)
+	}
+}
+
+// A running run's progress snapshots reach the store and show with include_active only.
+func TestIncludeActiveSeesLiveProgress(t *testing.T) {
+	e := authEnv(t)
+	run := decodeRun(t, e.expect(t, "POST", "/api/threads/t1/runs", "alice-key", `{"input":"show progress"}`, 202, ""))
+	want := `{"thread_id":"t1","total_tokens":110,"total_input_tokens":100,"total_output_tokens":10,"total_runs":1,"by_model":{"scripted-test":{"tokens":110,"runs":1}},"by_caller":{"lead_agent":110,"subagent":0,"middleware":0},"context_usage":{"token_count":110,"max_context_tokens":1000,"percentage":11}}`
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, got := e.do(t, "GET", "/api/threads/t1/token-usage?include_active=true", "alice-key", "")
+		if strings.TrimSpace(got) == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("include_active never showed the progress snapshot; last %s", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.expect(t, "GET", "/api/threads/t1/token-usage", "alice-key", "", 200,
+		`{"thread_id":"t1","total_tokens":0,"total_input_tokens":0,"total_output_tokens":0,"total_runs":0,"by_model":{},"by_caller":{"lead_agent":0,"subagent":0,"middleware":0},"context_usage":{"token_count":110,"max_context_tokens":1000,"percentage":11}}`)
+	got := decodeRun(t, e.expect(t, "POST", "/api/threads/t1/runs/"+run.RunID+"/cancel", "alice-key", "", 202, ""))
+	// The interrupted row keeps the counters of the work done.
+	if got.Status != store.StatusInterrupted || got.Usage.TotalTokens != 110 {
+		t.Fatalf("cancelled run = %+v", got)
+	}
+}
+
+// A run this process does not execute (another replica's, or from before a restart)
+// streams its end event once the store shows it final.
+func TestStreamOfRunFromElsewhere(t *testing.T) {
+	e := authEnv(t)
+	ctx := context.Background()
+	if err := e.store.CreateRun(ctx, store.Run{RunID: "remote", ThreadID: "t1", Status: store.StatusRunning}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_, _ = e.store.UpdateRunCompletion(ctx, "remote", store.Completion{Status: store.StatusSuccess,
+			Usage: journalUsage(42)})
+	}()
+	evs := readSSE(t, e, "/api/threads/t1/runs/remote/stream")
+	if len(evs) != 1 || evs[0].name != "end" || evs[0].data["status"] != "success" {
+		t.Fatalf("events = %+v", evs)
+	}
+	tu, _ := evs[0].data["token_usage"].(map[string]any)
+	if tu["total_tokens"] != float64(42) {
+		t.Fatalf("end = %+v", evs[0].data)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/agentmeter/agentmeter/runtime/journal"
 )
 
 // Every run goroutine, stream and timer ends by Shutdown.
@@ -13,4 +15,8 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 	)
+}
+
+func journalUsage(total int64) journal.CompletionData {
+	return journal.CompletionData{TotalTokens: total, TotalInputTokens: total, LeadAgentTokens: total}
 }

@@ -30,6 +30,9 @@ type createRunRequest struct {
 	Input string `json:"input"`
 }
 
+// maxContextThreads bounds the per-thread context sizes kept for context_usage.
+const maxContextThreads = 100_000
+
 // storeTimeout bounds the bookkeeping writes made outside a request (progress,
 // completion): they must finish even when the run itself was cancelled.
 const storeTimeout = 15 * time.Second
@@ -53,7 +56,7 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) 
 		writeError(w, http.StatusRequestEntityTooLarge, "input is %d characters; the limit is %d (gateway.max_prompt_chars)", n, s.cfg.MaxPromptChars)
 		return
 	}
-	if len(req.Input) == 0 || len([]rune(req.Input)) == 0 || isBlank(req.Input) {
+	if isBlank(req.Input) {
 		writeError(w, http.StatusBadRequest, "input is required: a non-empty string")
 		return
 	}
@@ -176,6 +179,12 @@ func (o streamObserver) ObserveModelCall(_ context.Context, rec model.CallRecord
 		o.cum.InputTokens += u.InputTokens
 		o.cum.OutputTokens += u.OutputTokens
 		o.cum.TotalTokens += u.TotalTokens
+		if _, known := o.s.context[o.threadID]; !known && len(o.s.context) >= maxContextThreads {
+			for k := range o.s.context { // bounded memory: forget an arbitrary thread
+				delete(o.s.context, k)
+				break
+			}
+		}
 		o.s.context[o.threadID] = contextTokens{tokens: u.InputTokens + u.OutputTokens, model: msg.ModelName()}
 		o.s.mu.Unlock()
 	}
@@ -344,6 +353,28 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, p Principal) 
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	ar := s.lookup(run.RunID)
+	if ar == nil {
+		// Not executing here (finished before a restart, or running on another replica
+		// sharing the database): wait for a final status, then send its end event.
+		poll := time.NewTicker(500 * time.Millisecond)
+		defer poll.Stop()
+		for !run.Status.Final() {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-poll.C:
+			}
+			if ar = s.lookup(run.RunID); ar != nil {
+				break
+			}
+			latest, err := s.store.GetRun(r.Context(), run.RunID)
+			if err != nil {
+				s.log.Warn("gateway: stream: read run", "run_id", run.RunID, "error", err)
+				return
+			}
+			run = latest
+		}
+	}
 	if ar == nil {
 		log := newEventLog()
 		log.publish("end", map[string]any{"run_id": run.RunID, "status": run.Status, "error": run.Error,
