@@ -138,7 +138,7 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 	assert.Contains(t, err.Error(), "id: is required")
 	_, err = DecodeRun([]byte(`[]`), false, "")
 	assert.Contains(t, err.Error(), "JSON")
-	_, errs, err := DecodeBatch([]byte(`{"post":[1,{"id":"`+llmID+`","extra":"x"}],"patch":[{"id":"`+llmID+`","trace_id":"t"}]}`))
+	_, errs, err := DecodeBatch([]byte(`{"post":[1,{"id":"` + llmID + `","extra":"x"}],"patch":[{"id":"` + llmID + `","trace_id":"t"}]}`))
 	require.NoError(t, err)
 	require.Len(t, errs, 3)
 	assert.Equal(t, "post[0]", errs[0].Field)

@@ -31,6 +31,7 @@ type Record struct {
 	ModelName           string
 	Provider            string
 	Usage               genai.Usage
+	HasUsage            bool // false: the call reported no usage, so the span gets none (CONTRACT §2)
 	ToolCallID          string
 	ResponseToolCallIDs []string
 	Start, End          time.Time
@@ -182,6 +183,11 @@ func parseRecord(raw json.RawMessage, now time.Time) (Record, error) {
 				continue
 			}
 			r.ResponseToolCallIDs = append(r.ResponseToolCallIDs, s)
+		}
+	}
+	for _, k := range []string{"input_tokens", "output_tokens", "total_tokens", "cache_read_tokens", "cache_creation_tokens", "reasoning_tokens"} {
+		if v, ok := m[k]; ok && v != nil {
+			r.HasUsage = true
 		}
 	}
 	r.Usage = genai.Usage{
@@ -369,7 +375,9 @@ func Build(recs []Record) ptrace.Traces {
 				a.PutStr(genai.AttrRequestModel, r.ModelName)
 				a.PutStr(genai.AttrResponseModel, r.ModelName)
 			}
-			genai.PutUsage(a, r.Usage)
+			if r.HasUsage {
+				genai.PutUsage(a, r.Usage)
+			}
 			if len(r.ResponseToolCallIDs) > 0 {
 				genai.PutStrings(a, genai.AttrResponseToolCallIDs, r.ResponseToolCallIDs)
 			}

@@ -74,6 +74,14 @@ func TestRecordErrorsNameTheField(t *testing.T) {
 	}
 }
 
+func TestRecordWithoutUsageHasNoUsageAttributes(t *testing.T) {
+	res, err := Decode([]byte(`{"run_id":"r","source_run_id":"s","model_name":"m"}`), fixedNow)
+	require.NoError(t, err)
+	chat := res.Traces.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(1)
+	_, ok := genai.UsageFromMap(chat.Attributes())
+	assert.False(t, ok, "no usage reported: no usage attributes, not zeros")
+}
+
 func TestSameRecordSameIDs(t *testing.T) {
 	body := []byte(`{"thread_id":"t","run_id":"r","source_run_id":"s","input_tokens":3,"output_tokens":1}`)
 	a, err := Decode(body, fixedNow)
