@@ -173,7 +173,11 @@ func (m *MemoryMiddleware) update(ctx context.Context, rt *agent.Runtime, user, 
 		if len(lines) > keep {
 			lines = lines[len(lines)-keep:]
 		}
-		return m.store.Save(ctx, user, agentName, strings.Join(lines, "\n")+"\n")
+		next := strings.Join(lines, "\n") + "\n"
+		if next == prev {
+			return nil // unchanged: skip the write (DeerFlow debounces memory updates)
+		}
+		return m.store.Save(ctx, user, agentName, next)
 	}
 	var cm model.ChatModel
 	if m.models != nil {
