@@ -340,3 +340,21 @@ func TestFactory(t *testing.T) {
 }
 
 func fmtAny(v any) string { return fmt.Sprint(v) }
+
+// With the default in-memory queue, shutdown drains what was accepted and leaves no
+// goroutine behind (goleak in TestMain).
+func TestQueuedLifecycle(t *testing.T) {
+	fake := newFake(t)
+	cfg := newDefaultConfig(envconfig.FromMap(map[string]string{"LANGSMITH_TRACING": "true", "LANGSMITH_API_KEY": testKey}))
+	cfg.ClientConfig.Endpoint = fake.URL
+	exp, err := NewFactory().CreateTraces(context.Background(), exportertest.NewNopSettings(componentType), cfg)
+	require.NoError(t, err)
+	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
+	for seed := byte(1); seed <= 5; seed++ {
+		td, _ := fakevendor.AgentTrace(seed, base)
+		require.NoError(t, exp.ConsumeTraces(context.Background(), td))
+	}
+	require.NoError(t, exp.Shutdown(context.Background()))
+	assert.Equal(t, 40, fake.RunCount())
+	assert.Empty(t, fake.Violations())
+}

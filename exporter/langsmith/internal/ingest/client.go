@@ -77,11 +77,12 @@ func NewClient(hc *http.Client, base, apiKey, tenantID, compression string, logg
 	return c, nil
 }
 
-// Close releases the compressor.
+// Close releases the compressor and idle connections.
 func (c *Client) Close() {
 	if c.zstdEnc != nil {
 		_ = c.zstdEnc.Close()
 	}
+	c.http.CloseIdleConnections()
 }
 
 // UsesBatchEndpoint reports whether the client fell back to /runs/batch.
