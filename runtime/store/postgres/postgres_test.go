@@ -103,3 +103,17 @@ func TestBadDSNDoesNotLeakPassword(t *testing.T) {
 		t.Fatalf("bad DSN error = %v", err)
 	}
 }
+
+func openBench(b *testing.B) *sqlstore.Store {
+	srv := storetest.RequirePostgres(b, server, serverErr)
+	s, err := postgres.Open(context.Background(), srv.NewDatabase(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+func BenchmarkRunLifecycle(b *testing.B) { storetest.BenchRunLifecycle(b, openBench(b)) }
+
+func BenchmarkAggregate100Runs(b *testing.B) { storetest.BenchAggregate(b, openBench(b), 100) }

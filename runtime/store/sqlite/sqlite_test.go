@@ -82,3 +82,16 @@ func TestOpenRequiresPath(t *testing.T) {
 		t.Fatal("empty path accepted")
 	}
 }
+
+func openBench(b *testing.B) *sqlstore.Store {
+	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+func BenchmarkRunLifecycle(b *testing.B) { storetest.BenchRunLifecycle(b, openBench(b)) }
+
+func BenchmarkAggregate100Runs(b *testing.B) { storetest.BenchAggregate(b, openBench(b), 100) }

@@ -1,0 +1,56 @@
+package storetest
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/agentmeter/agentmeter/runtime/journal"
+	"github.com/agentmeter/agentmeter/runtime/store"
+)
+
+// BenchRunLifecycle measures one run's writes: create, mark running, one progress
+// snapshot and the completion.
+func BenchRunLifecycle(b *testing.B, s store.RunStore) {
+	u := journal.CompletionData{TotalTokens: 1436, TotalInputTokens: 1350, TotalOutputTokens: 86, LeadAgentTokens: 1280, MiddlewareTokens: 156,
+		TokenUsageByModel: map[string]journal.ModelUsage{"m": {InputTokens: 1350, OutputTokens: 86, TotalTokens: 1436, CacheReadTokens: 1024}}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		id := fmt.Sprintf("bench-run-%d", i)
+		if err := s.CreateRun(ctx, store.Run{RunID: id, ThreadID: fmt.Sprintf("bench-t%d", i%50), ModelName: "m"}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.MarkRunning(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.UpdateRunProgress(ctx, id, u); err != nil {
+			b.Fatal(err)
+		}
+		if ok, err := s.UpdateRunCompletion(ctx, id, store.Completion{Status: store.StatusSuccess, Usage: u}); err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+	}
+}
+
+// BenchAggregate measures the token-usage aggregation of a thread with rows runs.
+func BenchAggregate(b *testing.B, s store.RunStore, rows int) {
+	u := journal.CompletionData{TotalTokens: 300, LeadAgentTokens: 100, SubagentTokens: 150, MiddlewareTokens: 50,
+		TokenUsageByModel: map[string]journal.ModelUsage{"lead": {TotalTokens: 100}, "sub": {TotalTokens: 150}, "mw": {TotalTokens: 50}}}
+	for i := range rows {
+		id := fmt.Sprintf("agg-%d", i)
+		if err := s.CreateRun(ctx, store.Run{RunID: id, ThreadID: "agg", Status: store.StatusRunning}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.UpdateRunCompletion(ctx, id, store.Completion{Status: store.StatusSuccess, Usage: u}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		got, err := s.AggregateTokensByThread(ctx, "agg", false)
+		if err != nil || got.TotalRuns != int64(rows) {
+			b.Fatal(got.TotalRuns, err)
+		}
+	}
+}
