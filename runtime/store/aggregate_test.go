@@ -11,7 +11,7 @@ func TestAggregateCountsAMultiModelRunOncePerModel(t *testing.T) {
 	u := Aggregate([]AggregateRow{
 		{TotalTokens: 30, LeadAgentTokens: 30, ModelName: "ignored-when-json", ByModel: map[string]journal.ModelUsage{"a": {TotalTokens: 10}, "b": {TotalTokens: 20}}},
 		{TotalTokens: 5, LeadAgentTokens: 5, ByModel: map[string]journal.ModelUsage{"a": {}}}, // missing total counts 0
-		{TotalTokens: 7, LeadAgentTokens: 7},                                                  // legacy without model name
+		{TotalTokens: 7, LeadAgentTokens: 7}, // legacy without model name
 	})
 	b, _ := json.Marshal(u)
 	want := `{"total_tokens":42,"total_input_tokens":0,"total_output_tokens":0,"total_runs":3,"by_model":{"a":{"tokens":10,"runs":2},"b":{"tokens":20,"runs":1},"unknown":{"tokens":7,"runs":1}},"by_caller":{"lead_agent":42,"subagent":0,"middleware":0}}`
