@@ -123,13 +123,8 @@ func BuildPatchedMessages(msgs []message.Message) ([]message.Message, bool) {
 		}
 	}
 
-	// Pass 2: index results FIFO per id; then rebuild.
-	known := map[string]bool{}
-	for _, cs := range calls {
-		for _, c := range cs {
-			known[c.id] = true
-		}
-	}
+	// Pass 2: index results FIFO per id; then rebuild. Results whose id no call has are
+	// orphans: never emitted.
 	queue := map[string][]int{}
 	for j, m := range work {
 		if m.IsTool() {
@@ -170,7 +165,6 @@ func BuildPatchedMessages(msgs []message.Message) ([]message.Message, bool) {
 	for j, m := range work {
 		if m.IsTool() && !used[j] {
 			changed = true // orphan dropped
-			_ = known
 		}
 	}
 	if !changed && sameOrder(out, msgs) {

@@ -330,6 +330,8 @@ func (m *LLMErrorHandlingMiddleware) WrapModelCall(ctx context.Context, req *age
 				m.breaker.ReleaseProbe()
 			}
 		}
+		record(req.Runtime, "llm_error_handling", NameLLMErrorHandling, "wrap_model_call", "fallback",
+			map[string]any{"error_type": errorTypeName(err), "error_reason": reason, "attempts": attempt})
 		return fallbackResponse(userMessage(err, reason), errorTypeName(err), reason, err.Error()), nil
 	}
 }

@@ -110,7 +110,9 @@ func (m *SafetyFinishReasonMiddleware) AfterModel(_ context.Context, rt *agent.R
 	if _, done := last.AdditionalKwargs[KwargSafetyTermination]; done {
 		return nil, nil // idempotent
 	}
-	hasCalls := hasToolIntent(last) && (len(last.ToolCalls) > 0 || last.AdditionalKwargs["tool_calls"] != nil || last.AdditionalKwargs["function_call"] != nil)
+	_, rawCalls := last.AdditionalKwargs["tool_calls"]
+	_, fnCall := last.AdditionalKwargs["function_call"]
+	hasCalls := len(last.ToolCalls) > 0 || rawCalls || fnCall
 	blank := strings.TrimSpace(last.Content) == ""
 	if !hasCalls && !blank {
 		return nil, nil // visible text without tool calls is left untouched

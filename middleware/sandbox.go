@@ -141,7 +141,7 @@ func (m *SandboxMiddleware) slot(rt *agent.Runtime) *runSandbox {
 
 // BeforeAgent acquires eagerly when the state has no sandbox and a thread id exists.
 func (m eagerSandboxMiddleware) BeforeAgent(ctx context.Context, rt *agent.Runtime, st *state.State) (*state.Update, error) {
-	if st.Sandbox != nil && st.Sandbox.SandboxID != "" || rt == nil || rt.ThreadID == "" {
+	if (st.Sandbox != nil && st.Sandbox.SandboxID != "") || rt == nil || rt.ThreadID == "" {
 		return nil, nil
 	}
 	sb, err := m.provider.Acquire(ctx, rt.ThreadID, userID(rt))

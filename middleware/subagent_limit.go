@@ -102,6 +102,9 @@ func (m *SubagentLimitMiddleware) AfterModel(_ context.Context, rt *agent.Runtim
 		u.Extra = map[string]any{DelegationsKey: entries}
 	}
 	if len(tasks) <= allowed {
+		if u.IsZero() {
+			return nil, nil
+		}
 		return u, nil
 	}
 	kept := map[string]bool{}

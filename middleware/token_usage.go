@@ -63,8 +63,8 @@ func (m *TokenUsageMiddleware) AfterModel(ctx context.Context, _ *agent.Runtime,
 		}
 		m.Logger.Info(line)
 	}
-	// The merge may have produced an update of the last message too (never: the last
-	// message is an AI message, merges target earlier ones), so start from the original.
+	// Merges only touch earlier messages (the walk starts before the last one), so the
+	// attribution starts from the last message as it is.
 	attr := BuildAttribution(last, st.Todos)
 	model.ResponseSpan(ctx).SetAttributes(attribute.String(genai.AttrStepKind, attr["kind"].(string)))
 	if !sameJSON(last.AdditionalKwargs[KwargAttribution], attr) {
