@@ -60,7 +60,7 @@ type pendingCall struct {
 // BuildPatchedMessages is DeerFlow's _build_patched_messages: it returns the patched list
 // and true, or (nil, false) when the history needs no change.
 func BuildPatchedMessages(msgs []message.Message) ([]message.Message, bool) {
-	if len(msgs) == 0 {
+	if len(msgs) == 0 || wellFormed(msgs) {
 		return nil, false
 	}
 	changed := false
@@ -171,6 +171,53 @@ func BuildPatchedMessages(msgs []message.Message) ([]message.Message, bool) {
 		return nil, false
 	}
 	return out, true
+}
+
+// wellFormed is the allocation-free fast path for the common case: every AI message's
+// structured calls have non-blank ids and names, there are no invalid or raw-only calls,
+// each AI message is followed immediately by its ToolMessages in call order, and no
+// ToolMessage stands anywhere else.
+func wellFormed(msgs []message.Message) bool {
+	for i := 0; i < len(msgs); i++ {
+		m := msgs[i]
+		if m.IsTool() {
+			return false // not directly after its AI message
+		}
+		if !m.IsAI() {
+			continue
+		}
+		if _, ok := m.AdditionalKwargs[kwargInvalidToolCalls]; ok {
+			return false
+		}
+		if len(m.ToolCalls) == 0 {
+			if _, ok := m.AdditionalKwargs[kwargRawToolCalls]; ok {
+				return false
+			}
+			continue
+		}
+		n := len(m.ToolCalls)
+		if i+n >= len(msgs) {
+			return false // unanswered calls at the end
+		}
+		for k, c := range m.ToolCalls {
+			if strings.TrimSpace(c.ID) == "" || strings.TrimSpace(c.Name) == "" {
+				return false
+			}
+			for _, d := range m.ToolCalls[:k] {
+				if d.ID == c.ID {
+					return false // duplicate ids in one message: let the full pass pair them
+				}
+			}
+		}
+		for k, c := range m.ToolCalls {
+			// In call order, as the full pass would re-emit them.
+			if t := msgs[i+1+k]; !t.IsTool() || t.ToolCallID != c.ID {
+				return false
+			}
+		}
+		i += n
+	}
+	return true
 }
 
 func sameOrder(a, b []message.Message) bool {

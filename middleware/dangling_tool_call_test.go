@@ -146,3 +146,16 @@ func TestDanglingWrapModelCall(t *testing.T) {
 	assert.Equal(t, []string{"human", "ai", "tool:c", "human"}, roles(seen), "placeholder right after its AI message, not at the end")
 	assert.Len(t, dangling.Request.Messages, 3, "the request rewrite is ephemeral")
 }
+
+// The fast path must agree with the full pass: results out of call order are regrouped.
+func TestDanglingFastPathAgreesWithFullPass(t *testing.T) {
+	reordered := []message.Message{aiMsg("a", "", call("c1", "ls", nil), call("c2", "ls", nil)),
+		toolMsg("t2", "c2", "ls", "2"), toolMsg("t1", "c1", "ls", "1")}
+	out, ok := BuildPatchedMessages(reordered)
+	require.True(t, ok)
+	assert.Equal(t, []string{"ai", "tool:c1", "tool:c2"}, roles(out))
+	dup := []message.Message{aiMsg("a", "", call("c", "ls", nil), call("c", "ls", nil)), toolMsg("t1", "c", "ls", "1"), toolMsg("t2", "c", "ls", "2")}
+	assert.False(t, wellFormed(dup))
+	_, ok = BuildPatchedMessages(dup)
+	assert.False(t, ok, "reused ids paired FIFO: nothing to change")
+}
