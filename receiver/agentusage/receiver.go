@@ -126,7 +126,7 @@ func (r *usageReceiver) Shutdown(ctx context.Context) error {
 
 func (r *usageReceiver) flushLoop() {
 	every := r.cfg.PendingTimeout / 4
-	every = min(max(every, 50*time.Millisecond), 5*time.Second)
+	every = min(max(every, 50*time.Millisecond), 5*time.Second, langfuse.RootIdle/4)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

@@ -309,15 +309,28 @@ type traceInfo struct {
 
 // Ingester turns events into spans, holding observations created without an end
 // time until their update (or a timeout), like the LangSmith face does for runs.
+//
+// A trace-create has no end, yet its span is the root of the trace: emitting it at
+// once would let subagentmerge see "root present, every parent present" and release
+// the trace before the SDK's later batches (with the subagents) arrive. So the root
+// span is held until its trace has been quiet for RootIdle (any event of the trace
+// restarts the wait), then emitted; it carries no usage, so the delay costs nothing
+// but latency.
 type Ingester struct {
 	pending *spanutil.Pending[Observation]
+	roots   *spanutil.Pending[Observation]
 	traces  *spanutil.Recent[traceInfo]
 }
+
+// RootIdle is how long a Langfuse trace must be quiet before its root span is emitted
+// (at most the pending timeout).
+const RootIdle = 2 * time.Second
 
 // NewIngester returns an ingester that parks unfinished observations for timeout.
 func NewIngester(timeout time.Duration, maxPending int) *Ingester {
 	return &Ingester{
 		pending: spanutil.NewPending[Observation](timeout, maxPending),
+		roots:   spanutil.NewPending[Observation](min(RootIdle, timeout), maxPending),
 		traces:  spanutil.NewRecent[traceInfo](maxPending),
 	}
 }
@@ -326,7 +339,9 @@ func NewIngester(timeout time.Duration, maxPending int) *Ingester {
 type Plan struct {
 	Complete []Observation
 	Park     []Observation
-	in       *Ingester
+	// Roots are the batch's trace-creates (merged with held ones), held until quiet.
+	Roots []Observation
+	in    *Ingester
 }
 
 func entityKey(o Observation) string {
@@ -348,7 +363,9 @@ func (in *Ingester) Plan(events []Event) *Plan {
 		}
 		k := entityKey(ev.Obs)
 		cur, ok := merged[k]
-		if !ok {
+		if !ok && ev.Obs.IsTrace {
+			cur, ok = in.roots.Get(k)
+		} else if !ok {
 			cur, ok = in.pending.Get(k)
 		}
 		if ok {
@@ -379,7 +396,11 @@ func (in *Ingester) Plan(events []Event) *Plan {
 	p := &Plan{in: in}
 	for _, k := range order {
 		o := merged[k]
-		if o.finished() && (o.IsTrace || traceKnown(o.TraceID)) {
+		if o.IsTrace {
+			p.Roots = append(p.Roots, o)
+			continue
+		}
+		if o.finished() && traceKnown(o.TraceID) {
 			p.Complete = append(p.Complete, o)
 		} else {
 			p.Park = append(p.Park, o)
@@ -399,7 +420,17 @@ func (in *Ingester) Plan(events []Event) *Plan {
 }
 
 // Build turns the complete observations into spans.
-func (p *Plan) Build() ptrace.Traces { return p.in.build(p.Complete) }
+func (p *Plan) Build() ptrace.Traces {
+	for _, r := range p.Roots { // their attributes reach observations of this batch
+		p.in.rememberTrace(r)
+	}
+	return p.in.build(p.Complete)
+}
+
+func (in *Ingester) rememberTrace(o Observation) {
+	runID, _ := o.Metadata["run_id"].(string)
+	in.traces.Put(o.ID, traceInfo{Name: o.Name, SessionID: o.SessionID, UserID: o.UserID, Caller: spanutil.CallerFromTags(o.Tags), RunID: runID})
+}
 
 // Commit records the plan once the pipeline accepted its spans and returns
 // observations evicted from a full store.
@@ -411,26 +442,46 @@ func (p *Plan) Commit(now time.Time) []Observation {
 	for _, o := range p.Park {
 		evicted = append(evicted, p.in.pending.Put(entityKey(o), o, now)...)
 	}
+	for _, r := range p.Roots {
+		evicted = append(evicted, p.in.roots.Put(entityKey(r), r, now)...)
+		p.in.roots.Touch(entityKey(r), now)
+	}
+	for _, group := range [][]Observation{p.Complete, p.Park} {
+		for _, o := range group {
+			p.in.roots.Touch(rootKey(o.TraceID), now)
+		}
+	}
 	return evicted
 }
 
-// Expired removes and returns observations parked longer than the timeout.
-func (in *Ingester) Expired(now time.Time) []Observation { return in.pending.Expired(now) }
+func rootKey(traceID string) string { return entityKey(Observation{IsTrace: true, ID: traceID}) }
 
-// Drain removes and returns every parked observation.
-func (in *Ingester) Drain() []Observation { return in.pending.Drain() }
+// Expired removes and returns observations parked longer than the timeout and trace
+// roots quiet for RootIdle.
+func (in *Ingester) Expired(now time.Time) []Observation {
+	return append(in.pending.Expired(now), in.roots.Expired(now)...)
+}
+
+// Drain removes and returns every parked observation and held root.
+func (in *Ingester) Drain() []Observation {
+	return append(in.pending.Drain(), in.roots.Drain()...)
+}
 
 // Repark puts observations back after a refused flush.
 func (in *Ingester) Repark(obs []Observation, now time.Time) []Observation {
 	var evicted []Observation
 	for _, o := range obs {
+		if o.IsTrace {
+			evicted = append(evicted, in.roots.Put(entityKey(o), o, now)...)
+			continue
+		}
 		evicted = append(evicted, in.pending.Put(entityKey(o), o, now)...)
 	}
 	return evicted
 }
 
-// Pending is the number of parked observations.
-func (in *Ingester) Pending() int { return in.pending.Len() }
+// Pending is the number of parked observations and held roots.
+func (in *Ingester) Pending() int { return in.pending.Len() + in.roots.Len() }
 
 // BuildObservations turns observations (e.g. expired ones) into spans as they are.
 func (in *Ingester) BuildObservations(obs []Observation) ptrace.Traces { return in.build(obs) }
@@ -444,8 +495,7 @@ func (in *Ingester) build(obs []Observation) ptrace.Traces {
 	b := spanutil.NewBuilder()
 	for _, o := range obs {
 		if o.IsTrace {
-			runID, _ := o.Metadata["run_id"].(string)
-			in.traces.Put(o.ID, traceInfo{Name: o.Name, SessionID: o.SessionID, UserID: o.UserID, Caller: spanutil.CallerFromTags(o.Tags), RunID: runID})
+			in.rememberTrace(o)
 		}
 	}
 	for _, o := range obs {

@@ -51,7 +51,12 @@ func TestGoldenSDKIngestionBatches(t *testing.T) {
 		require.Empty(t, p.Commit(t0))
 		goldentest.Merge(all, td)
 	}
-	assert.Equal(t, 0, in.Pending(), "every observation found its create, end and trace")
+	assert.Equal(t, 1, in.Pending(), "every observation found its create, end and trace; the root waits for quiet")
+	assert.Empty(t, in.Expired(t0.Add(RootIdle/2)))
+	roots := in.Expired(t0.Add(RootIdle))
+	require.Len(t, roots, 1)
+	goldentest.Merge(all, in.BuildObservations(roots))
+	assert.Equal(t, 0, in.Pending())
 	require.Equal(t, 5, all.SpanCount())
 	var sum genai.Usage
 	for _, s := range spansOf(all) {
@@ -135,4 +140,29 @@ func TestOTLPDecodeErrors(t *testing.T) {
 	assert.ErrorIs(t, err, ErrBody)
 	_, err = DecodeOTLP("application/x-protobuf", []byte{0x0a, 0xff})
 	assert.ErrorIs(t, err, ErrBody)
+}
+
+// The flat fast path and encoding/json agree on every shape.
+func TestUsageDetailsFastPathMatchesDecoder(t *testing.T) {
+	for _, s := range []string{
+		`{"input":70,"input_cached_tokens":30,"output":15,"output_reasoning_tokens":5,"total":120}`,
+		` { "input" : 1 , "cache_creation_input_tokens":2 } `,
+		`{}`,
+		`{"input":1.5}`,
+		`{"input":"8"}`,
+		`{"prompt_tokens":100,"completion_tokens":9}`,
+		`{"in\"put":3}`,
+		`{"input":-1}`,
+		`{"input":1}x`,
+		`not json`,
+	} {
+		var ud map[string]any
+		want, wantOK := genai.Usage{}, false
+		if json.Unmarshal([]byte(s), &ud) == nil {
+			want, wantOK = UsageFromDetails(ud)
+		}
+		got, ok := usageFromDetailsJSON(s)
+		assert.Equal(t, wantOK, ok, s)
+		assert.Equal(t, want, got, s)
+	}
 }

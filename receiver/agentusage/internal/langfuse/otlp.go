@@ -253,11 +253,8 @@ func mapSpan(s ptrace.Span, session, user string) {
 			}
 		}
 		if v, ok := a.Get(lfUsageDetails); ok {
-			var ud map[string]any
-			if json.Unmarshal([]byte(v.AsString()), &ud) == nil {
-				if u, ok := UsageFromDetails(ud); ok {
-					genai.PutUsage(a, u)
-				}
+			if u, ok := usageFromDetailsJSON(v.AsString()); ok {
+				genai.PutUsage(a, u)
 			}
 		}
 		if _, has := a.Get(genai.AttrResponseToolCallIDs); !has {
@@ -356,30 +353,120 @@ func UsageFromDetails(ud map[string]any) (genai.Usage, bool) {
 		}
 		return u, true
 	}
-	found := false
+	var acc bucketAcc
 	for k, v := range ud {
-		c, ok := spanutil.ToInt64(v)
-		if !ok {
-			continue
-		}
-		found = true
-		switch {
-		case k == "total":
-			// derived: the contract has no total attribute
-		case k == "input_cached_tokens" || k == "input_cache_read" || k == "cache_read_input_tokens" || k == "input_cached":
-			u.CacheRead += c
-			u.Input += c
-		case strings.HasPrefix(k, "input_cache_creation") || k == "cache_creation_input_tokens" || k == "input_cache_write":
-			u.CacheCreation += c
-			u.Input += c
-		case k == "output_reasoning_tokens" || k == "output_reasoning":
-			u.Reasoning += c
-			u.Output += c
-		case k == "input" || strings.HasPrefix(k, "input_"):
-			u.Input += c
-		case k == "output" || strings.HasPrefix(k, "output_"):
-			u.Output += c
+		if c, ok := spanutil.ToInt64(v); ok {
+			acc.add(k, c)
 		}
 	}
-	return u, found
+	return acc.u, acc.found
+}
+
+// bucketAcc folds Langfuse's exclusive usage keys into the contract's inclusive usage.
+type bucketAcc struct {
+	u     genai.Usage
+	found bool
+}
+
+func (b *bucketAcc) add(k string, c int64) {
+	b.found = true
+	u := &b.u
+	switch {
+	case k == "total":
+		// derived: the contract has no total attribute
+	case k == "input_cached_tokens" || k == "input_cache_read" || k == "cache_read_input_tokens" || k == "input_cached":
+		u.CacheRead += c
+		u.Input += c
+	case strings.HasPrefix(k, "input_cache_creation") || k == "cache_creation_input_tokens" || k == "input_cache_write":
+		u.CacheCreation += c
+		u.Input += c
+	case k == "output_reasoning_tokens" || k == "output_reasoning":
+		u.Reasoning += c
+		u.Output += c
+	case k == "input" || strings.HasPrefix(k, "input_"):
+		u.Input += c
+	case k == "output" || strings.HasPrefix(k, "output_"):
+		u.Output += c
+	}
+}
+
+// usageFromDetailsJSON is UsageFromDetails for the JSON string of
+// langfuse.observation.usage_details. The SDKs send a flat object of counts; that
+// common case is scanned without building a map (it is most of this face's cost),
+// anything else goes through encoding/json.
+func usageFromDetailsJSON(s string) (genai.Usage, bool) {
+	if u, ok, flat := scanFlatCounts(s); flat {
+		return u, ok
+	}
+	var ud map[string]any
+	if json.Unmarshal([]byte(s), &ud) != nil {
+		return genai.Usage{}, false
+	}
+	return UsageFromDetails(ud)
+}
+
+// scanFlatCounts reads {"key": <non-negative integer>, ...} with plain keys. flat is
+// false for anything else (nested objects, escapes, strings, floats, OpenAI-shaped
+// keys), and the caller falls back to the full decoder.
+func scanFlatCounts(s string) (u genai.Usage, ok, flat bool) {
+	var acc bucketAcc
+	i := skipWS(s, 0)
+	if i >= len(s) || s[i] != '{' {
+		return u, false, false
+	}
+	i = skipWS(s, i+1)
+	if i < len(s) && s[i] == '}' {
+		return u, false, skipWS(s, i+1) == len(s)
+	}
+	for {
+		if i >= len(s) || s[i] != '"' {
+			return u, false, false
+		}
+		j := i + 1
+		for j < len(s) && s[j] != '"' && s[j] != '\\' {
+			j++
+		}
+		if j >= len(s) || s[j] != '"' {
+			return u, false, false
+		}
+		key := s[i+1 : j]
+		switch key {
+		case "prompt_tokens", "completion_tokens", "input_tokens", "output_tokens":
+			return u, false, false // OpenAI shapes are inclusive: the slow path knows them
+		}
+		i = skipWS(s, j+1)
+		if i >= len(s) || s[i] != ':' {
+			return u, false, false
+		}
+		i = skipWS(s, i+1)
+		start := i
+		var n int64
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			if n > (1<<62)/10 {
+				return u, false, false
+			}
+			n = n*10 + int64(s[i]-'0')
+			i++
+		}
+		if i == start {
+			return u, false, false
+		}
+		acc.add(key, n)
+		i = skipWS(s, i)
+		if i < len(s) && s[i] == ',' {
+			i = skipWS(s, i+1)
+			continue
+		}
+		if i < len(s) && s[i] == '}' && skipWS(s, i+1) == len(s) {
+			return acc.u, acc.found, true
+		}
+		return u, false, false
+	}
+}
+
+func skipWS(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	return i
 }

@@ -79,6 +79,16 @@ func (p *Pending[T]) Select(keep func(T) bool) []T {
 	return out
 }
 
+// Touch restarts the timeout of id, if held: the store then expires items that have
+// been quiet for the timeout rather than old ones.
+func (p *Pending[T]) Touch(id string, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.items[id]; ok {
+		e.added = now
+	}
+}
+
 // Remove deletes ids.
 func (p *Pending[T]) Remove(ids ...string) {
 	p.mu.Lock()
