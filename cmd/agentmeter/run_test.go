@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -114,4 +116,19 @@ func TestDemoStepKind(t *testing.T) {
 	assert.Equal(t, "short", fallbackTitle("short"))
 	long := fallbackTitle("this prompt is definitely longer than fifty characters in total")
 	assert.Equal(t, "this prompt is definitely longer than fifty charac...", long)
+}
+
+// A run with no collector listening finishes promptly and prints exactly one warning.
+func TestRunWithoutCollectorWarnsOnceAndFinishes(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	cfg := writeConfig(t, "models: [{name: main, provider: scripted}]\nsandbox: {root: "+t.TempDir()+"}\ntelemetry: {export_timeout: 1s}\n")
+	var out, errb bytes.Buffer
+	start := time.Now()
+	require.Equal(t, 0, dispatch([]string{"run", "--config", cfg, "--json", "Compare Paris and Tokyo"}, &out, &errb))
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Equal(t, 1, strings.Count(errb.String(), "warning"), errb.String())
+	var res runOutput
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res))
+	assert.Equal(t, int64(13152), res.Completion.TotalTokens, "telemetry loss never changes the run")
+	assert.Len(t, res.TraceID, 32)
 }
