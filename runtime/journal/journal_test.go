@@ -264,3 +264,32 @@ func TestConcurrentUse(t *testing.T) {
 	assert.Equal(t, int64(26*2+2), d.TotalTokens)
 	assertInvariants(t, d)
 }
+
+type valueError struct{}
+
+func (valueError) Error() string { return "bad value" }
+
+// A11 test_on_chain_error_writes_run_error, test_on_llm_end_with_tool_calls_produces_ai_tool_call,
+// test_on_llm_end_subagent_no_ai_message, test_middleware_tag_variants.
+func TestLifecycleAndToolCallEvents(t *testing.T) {
+	j := New(Options{})
+	j.OnRunStart("lead_agent")
+	tc := message.AI("", message.ToolCall{ID: "call_1", Name: "bash", Args: map[string]any{"command": "ls"}})
+	end(j, "r1", "", tc)
+	end(j, "r2", "subagent:research", message.AI("sub text"))
+	j.RecordMiddleware("title", "TitleMiddleware", "after_model", "set", nil)
+	j.RecordMiddleware("summarize", "SummarizationMiddleware", "before_model", "compact", nil)
+	j.OnRunError(valueError{})
+	ev := j.Events()
+	require.Len(t, ev, 6)
+	assert.Equal(t, "run.start", ev[0].Type)
+	got := ev[1].Content.(message.Message)
+	assert.Equal(t, []message.ToolCall{{ID: "call_1", Name: "bash", Args: map[string]any{"command": "ls"}}}, got.ToolCalls, "tool calls preserved in the event")
+	assert.Equal(t, "llm.ai.response", ev[2].Type, "subagent responses still produce an event")
+	assert.Equal(t, "subagent:research", ev[2].Metadata["caller"])
+	assert.Equal(t, []string{"middleware:title", "middleware:summarize"}, []string{ev[3].Type, ev[4].Type})
+	assert.Equal(t, "run.error", ev[5].Type)
+	assert.Equal(t, "bad value", ev[5].Content)
+	assert.Equal(t, "journal.valueError", ev[5].Metadata["error_type"])
+	assert.Equal(t, int64(2), j.CompletionData().MessageCount)
+}
