@@ -86,10 +86,16 @@ type Item struct {
 	Tokens int64 // input + output tokens the item reports as its own usage
 }
 
+// Keys of Stats.Faulted besides HTTP statuses.
+const (
+	ResetKey = 0  // connections reset mid-body
+	SlowKey  = -1 // requests delayed past the client's timeout
+)
+
 // Stats are the front's counters.
 type Stats struct {
 	Requests   int         // ingest requests seen
-	Faulted    map[int]int // answers by status given by a fault (0 = connection reset)
+	Faulted    map[int]int // answers by status given by a fault (ResetKey, SlowKey: resets, delays)
 	Slowed     int         // requests delayed by a Slow fault
 	Accepted   int         // distinct items the vendor accepted
 	Duplicates int         // items accepted again after their first acceptance
@@ -287,6 +293,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case Slow:
 		f.mu.Lock()
 		f.slowed++
+		f.faulted[SlowKey]++
 		f.mu.Unlock()
 		// ingested after the delay even if the client has given up: what a slow vendor
 		// does, and why a retry after a client timeout makes a duplicate
@@ -364,7 +371,7 @@ func (f *Front) reset(w http.ResponseWriter, r *http.Request) {
 	}
 	_, _ = io.CopyN(io.Discard, r.Body, half)
 	f.mu.Lock()
-	f.faulted[0]++
+	f.faulted[ResetKey]++
 	f.mu.Unlock()
 	hj, ok := w.(http.Hijacker)
 	if !ok {
