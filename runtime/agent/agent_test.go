@@ -277,11 +277,9 @@ func TestToolCallsRunConcurrentlyInOrder(t *testing.T) {
 	p := &fakeProvider{turns: []message.Message{aiTurn("", nil, calls...), aiTurn("ok", nil)}}
 	a, err := New(Config{Model: newModel(p), Tools: []tool.Tool{slow}})
 	require.NoError(t, err)
-	start := time.Now()
 	res, err := a.Run(context.Background(), Input{Messages: []message.Message{message.Human("go")}})
 	require.NoError(t, err)
-	assert.Less(t, time.Since(start), 180*time.Millisecond, "4 × 50 ms ran in parallel")
-	assert.Equal(t, int64(4), peak.Load())
+	assert.Equal(t, int64(4), peak.Load(), "all four calls were in flight at once")
 	var ids []string
 	for _, m := range res.State.Messages {
 		if m.IsTool() {

@@ -227,11 +227,11 @@ func TestProgressSnapshots(t *testing.T) {
 	assert.Equal(t, "Answer", s[0].LastAIMessage)
 
 	got = nil
-	j = New(Options{ProgressReporter: report, ProgressInterval: 50 * time.Millisecond})
+	j = New(Options{ProgressReporter: report, ProgressInterval: 300 * time.Millisecond})
 	end(j, "r1", "", ai("First", 10, 5, 15, ""))
 	end(j, "r2", "", ai("Second", 20, 10, 30, ""))
 	require.Len(t, snap(), 1, "second update inside the window is delayed")
-	require.Eventually(t, func() bool { return len(snap()) == 2 }, 2*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(snap()) == 2 }, 5*time.Second, 5*time.Millisecond)
 	last := snap()[1]
 	assert.Equal(t, int64(45), last.TotalTokens)
 	assert.Equal(t, int64(2), last.LLMCallCount)
