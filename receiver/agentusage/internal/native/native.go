@@ -57,6 +57,9 @@ var ErrBody = errors.New("request body")
 // Each bad record is reported by index and skipped; the good ones still become spans.
 // now fills a missing end_time.
 func Decode(body []byte, now time.Time) (Result, error) {
+	if recs, err := decodeFast(body, now); err == nil {
+		return Result{Traces: Build(recs), Accepted: len(recs)}, nil
+	}
 	items, err := splitItems(body)
 	if err != nil {
 		return Result{}, err
@@ -214,6 +217,12 @@ func parseRecord(raw json.RawMessage, now time.Time) (Record, error) {
 	if err := errors.Join(errs...); err != nil {
 		return Record{}, err
 	}
+	finish(&r, now)
+	return r, nil
+}
+
+// finish fills the defaults of a valid record.
+func finish(r *Record, now time.Time) {
 	if r.End.IsZero() {
 		r.End = now
 	}
@@ -223,7 +232,6 @@ func parseRecord(raw json.RawMessage, now time.Time) (Record, error) {
 	if r.Caller == "" {
 		r.Caller = genai.BucketLeadAgent
 	}
-	return r, nil
 }
 
 // traceKey identifies the trace of a record: its trace_id, else its run.

@@ -1,6 +1,7 @@
 package native
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -97,4 +98,24 @@ func TestSameRecordSameIDs(t *testing.T) {
 	u, ok := genai.UsageFromMap(sa.At(1).Attributes())
 	require.True(t, ok)
 	assert.Equal(t, genai.Usage{Input: 3, Output: 1}, u)
+}
+
+// The typed fast path and the generic path build the same spans for valid bodies.
+func TestFastPathMatchesGenericPath(t *testing.T) {
+	body, err := os.ReadFile(filepath.Join("testdata", "records.json"))
+	require.NoError(t, err)
+	var env struct{ Records []json.RawMessage }
+	require.NoError(t, json.Unmarshal(body, &env))
+	valid, _ := json.Marshal(map[string]any{"records": env.Records[:4]}) // the fifth is invalid
+	fast, err := decodeFast(valid, fixedNow)
+	require.NoError(t, err)
+	var generic []Record
+	for _, raw := range env.Records[:4] {
+		r, err := parseRecord(raw, fixedNow)
+		require.NoError(t, err)
+		generic = append(generic, r)
+	}
+	assert.Equal(t, generic, fast)
+	_, err = decodeFast(body, fixedNow)
+	assert.ErrorIs(t, err, errSlowPath, "an invalid record sends the body to the generic path")
 }
