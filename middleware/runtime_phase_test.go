@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -147,22 +148,44 @@ func TestSandboxLazyAcquireAndRelease(t *testing.T) {
 	assert.Nil(t, rt.Sandbox, "the shared runtime is not mutated")
 
 	after := m.(agent.AfterAgentHook)
+	_, err = after.AfterAgent(context.Background(), rt, st())
+	require.NoError(t, err)
+	_, rel := p.Counts()
+	assert.Equal(t, 1, rel, "released from the run context when the state has none")
 	s := st()
 	s.Sandbox = &state.Sandbox{SandboxID: id}
 	_, err = after.AfterAgent(context.Background(), rt, s)
 	require.NoError(t, err)
-	_, rel := p.Counts()
-	assert.Equal(t, 1, rel, "released from state")
-	_, err = after.AfterAgent(context.Background(), rt, st())
+	_, rel = p.Counts()
+	assert.Equal(t, 1, rel, "released once per run")
+	_, err = after.AfterAgent(context.Background(), testRuntime(), s)
 	require.NoError(t, err)
 	_, rel = p.Counts()
-	assert.Equal(t, 2, rel, "released from the run context when the state has none")
+	assert.Equal(t, 2, rel, "a later run of the thread releases the id from the state")
 	foreign := st()
 	foreign.Sandbox = &state.Sandbox{SandboxID: "restored:parent"}
 	_, err = after.AfterAgent(context.Background(), testRuntime(), foreign)
 	require.NoError(t, err)
 	_, rel = p.Counts()
 	assert.Equal(t, 2, rel, "not ours: not released")
+}
+
+// A cancelled run skips after_agent; the lazily acquired sandbox is released anyway.
+func TestSandboxReleasedOnCancellation(t *testing.T) {
+	p := NewLocalSandboxProvider(RuntimeSettings{BaseDir: t.TempDir()})
+	m := NewSandboxMiddleware(p, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	rt := testRuntime()
+	_, err := m.(agent.WrapToolCallHook).WrapToolCall(ctx, &agent.ToolRequest{Call: call("c", "ls", nil), State: st(), Runtime: rt},
+		func(_ context.Context, req *agent.ToolRequest) (*agent.ToolResponse, error) {
+			return &agent.ToolResponse{Message: message.Tool("c", "ls", "ok", "")}, nil
+		})
+	require.NoError(t, err)
+	cancel()
+	require.Eventually(t, func() bool { _, rel := p.Counts(); return rel == 1 }, 2*time.Second, 5*time.Millisecond)
+	_, _ = m.(agent.AfterAgentHook).AfterAgent(context.Background(), rt, st())
+	_, rel := p.Counts()
+	assert.Equal(t, 1, rel, "never released twice")
 }
 
 func TestSandboxEagerAndEmbedderSupplied(t *testing.T) {

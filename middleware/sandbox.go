@@ -129,10 +129,30 @@ func (*SandboxMiddleware) Name() string { return NameSandbox }
 
 const sandboxRunKey = "middleware.sandbox"
 
-// runSandbox is the run's sandbox slot; once guards concurrent first tool calls.
+// runSandbox is the run's sandbox slot; its mutex guards concurrent first tool calls.
+// stopWatch cancels the cancellation watcher of a lazily acquired sandbox.
 type runSandbox struct {
-	mu sync.Mutex
-	sb sandbox.Sandbox
+	mu        sync.Mutex
+	sb        sandbox.Sandbox
+	released  bool
+	stopWatch func() bool
+}
+
+// release gives the slot's sandbox back once, whoever gets there first: after_agent, or
+// the watcher when the run is cancelled (after_agent does not run then).
+func (s *runSandbox) release(p SandboxProvider, id string) (bool, error) {
+	s.mu.Lock()
+	if s.released {
+		s.mu.Unlock()
+		return false, nil
+	}
+	s.released = true
+	stop := s.stopWatch
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	return true, p.Release(id)
 }
 
 func (m *SandboxMiddleware) slot(rt *agent.Runtime) *runSandbox {
@@ -187,6 +207,10 @@ func (m *SandboxMiddleware) WrapToolCall(ctx context.Context, req *agent.ToolReq
 		}
 		slot.sb, acquiredNow = sb, true
 		rt.Context.Set("sandbox_id", sb.ID())
+		// A cancelled run skips after_agent: release the sandbox when the run's context
+		// ends early, so it is never leaked.
+		id := sb.ID()
+		slot.stopWatch = context.AfterFunc(ctx, func() { _, _ = slot.release(m.provider, id) })
 	}
 	sb := slot.sb
 	slot.mu.Unlock()
@@ -222,8 +246,20 @@ func (m *SandboxMiddleware) AfterAgent(_ context.Context, rt *agent.Runtime, st 
 	if _, ok := m.provider.Get(id); !ok {
 		return nil, nil // restored from another provider/process: not ours to release
 	}
-	if err := m.provider.Release(id); err != nil {
+	slot := m.slot(rt)
+	slot.mu.Lock()
+	mine := slot.sb != nil && slot.sb.ID() == id
+	slot.mu.Unlock()
+	if !mine {
+		// Acquired in an earlier run of the thread (id from the state): a fresh slot.
+		slot = &runSandbox{}
+	}
+	released, err := slot.release(m.provider, id)
+	if err != nil {
 		return nil, fmt.Errorf("release sandbox %s: %w", id, err)
+	}
+	if !released {
+		return nil, nil
 	}
 	record(rt, "sandbox", NameSandbox, "after_agent", "release", map[string]any{"sandbox_id": id})
 	return nil, nil
