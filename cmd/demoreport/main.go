@@ -99,7 +99,8 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	otlpHTTP := envOr("AGENTMETER_OTLP_HTTP_ENDPOINT", "127.0.0.1:4318")
 	promAddr := envOr("AGENTMETER_PROMETHEUS_ENDPOINT", "127.0.0.1:8889")
 	health := envOr("AGENTMETER_HEALTH_ENDPOINT", "127.0.0.1:13133")
-	for _, addr := range []string{otlpHTTP, envOr("AGENTMETER_OTLP_GRPC_ENDPOINT", "127.0.0.1:4317"), promAddr, health} {
+	telemetry := net.JoinHostPort(envOr("AGENTMETER_TELEMETRY_HOST", "127.0.0.1"), envOr("AGENTMETER_TELEMETRY_PORT", "8888"))
+	for _, addr := range []string{otlpHTTP, envOr("AGENTMETER_OTLP_GRPC_ENDPOINT", "127.0.0.1:4317"), promAddr, health, telemetry} {
 		if err := portFree(addr); err != nil {
 			return err
 		}
@@ -119,18 +120,25 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err := col.Start(); err != nil {
 		return fmt.Errorf("start collector %s: %w", o.collector, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- col.Wait() }()
+	// exited is closed when the collector process ends; waitErr is its exit status then
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = col.Wait(); close(exited) }()
 	stopped := false
 	stop := func() error {
 		if stopped {
 			return nil
 		}
 		stopped = true
+		select {
+		case <-exited:
+			return fmt.Errorf("collector had already exited: %v", waitErr)
+		default:
+		}
 		_ = col.Process.Signal(syscall.SIGTERM)
 		select {
-		case err := <-exited:
-			return err
+		case <-exited:
+			return waitErr
 		case <-time.After(20 * time.Second):
 			_ = col.Process.Kill()
 			<-exited
@@ -139,7 +147,7 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	defer stop() //nolint:errcheck // stopped explicitly on the success path
 	collectorLog := func() string { b, _ := os.ReadFile(logPath); return tail(string(b), 40) }
-	if err := waitHealthy(ctx, "http://"+health+"/", exited); err != nil {
+	if err := waitHealthy(ctx, "http://"+health+"/", exited, func() error { return waitErr }); err != nil {
 		return fmt.Errorf("collector not healthy: %w\ncollector log:\n%s", err, collectorLog())
 	}
 	fmt.Fprintf(stdout, "collector up: OTLP http://%s, metrics http://%s/metrics, health http://%s/\n", otlpHTTP, promAddr, health)
@@ -216,11 +224,11 @@ func portFree(addr string) error {
 	return l.Close()
 }
 
-func waitHealthy(ctx context.Context, url string, exited <-chan error) error {
+func waitHealthy(ctx context.Context, url string, exited <-chan struct{}, exitErr func() error) error {
 	for {
 		select {
-		case err := <-exited:
-			return fmt.Errorf("collector exited: %v", err)
+		case <-exited:
+			return fmt.Errorf("collector exited: %v", exitErr())
 		case <-ctx.Done():
 			return ctx.Err()
 		default:
