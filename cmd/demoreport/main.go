@@ -100,7 +100,8 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	promAddr := envOr("AGENTMETER_PROMETHEUS_ENDPOINT", "127.0.0.1:8889")
 	health := envOr("AGENTMETER_HEALTH_ENDPOINT", "127.0.0.1:13133")
 	telemetry := net.JoinHostPort(envOr("AGENTMETER_TELEMETRY_HOST", "127.0.0.1"), envOr("AGENTMETER_TELEMETRY_PORT", "8888"))
-	for _, addr := range []string{otlpHTTP, envOr("AGENTMETER_OTLP_GRPC_ENDPOINT", "127.0.0.1:4317"), promAddr, health, telemetry} {
+	for _, addr := range []string{otlpHTTP, envOr("AGENTMETER_OTLP_GRPC_ENDPOINT", "127.0.0.1:4317"), promAddr, health, telemetry,
+		envOr("AGENTMETER_AGENTUSAGE_ENDPOINT", "127.0.0.1:4319")} {
 		if err := portFree(addr); err != nil {
 			return err
 		}

@@ -30,7 +30,7 @@ func fakeBinary(t *testing.T, script string) string {
 
 func setPorts(t *testing.T) {
 	for _, k := range []string{"AGENTMETER_OTLP_GRPC_ENDPOINT", "AGENTMETER_OTLP_HTTP_ENDPOINT",
-		"AGENTMETER_PROMETHEUS_ENDPOINT", "AGENTMETER_HEALTH_ENDPOINT"} {
+		"AGENTMETER_PROMETHEUS_ENDPOINT", "AGENTMETER_HEALTH_ENDPOINT", "AGENTMETER_AGENTUSAGE_ENDPOINT"} {
 		t.Setenv(k, freeAddr(t))
 	}
 	_, port, _ := net.SplitHostPort(freeAddr(t))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,8 +24,8 @@ import (
 // sidecarPorts are the addresses of one collector started from the shipped
 // otelcol-config.yaml; the config reads them from AGENTMETER_* environment variables.
 type sidecarPorts struct {
-	OTLPGRPC, OTLPHTTP, Prometheus, Health string
-	Telemetry                              int
+	OTLPGRPC, OTLPHTTP, Prometheus, Health, AgentUsage string
+	Telemetry                                          int
 }
 
 // setSidecarEnv points the shipped config at free loopback ports (t.Setenv, so the
@@ -35,12 +37,14 @@ func setSidecarEnv(t *testing.T) sidecarPorts {
 		OTLPHTTP:   fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
 		Prometheus: fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
 		Health:     fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
+		AgentUsage: fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
 		Telemetry:  FreePort(t),
 	}
 	t.Setenv("AGENTMETER_OTLP_GRPC_ENDPOINT", p.OTLPGRPC)
 	t.Setenv("AGENTMETER_OTLP_HTTP_ENDPOINT", p.OTLPHTTP)
 	t.Setenv("AGENTMETER_PROMETHEUS_ENDPOINT", p.Prometheus)
 	t.Setenv("AGENTMETER_HEALTH_ENDPOINT", p.Health)
+	t.Setenv("AGENTMETER_AGENTUSAGE_ENDPOINT", p.AgentUsage)
 	t.Setenv("AGENTMETER_TELEMETRY_PORT", fmt.Sprint(p.Telemetry))
 	// vendor exporters off whatever the developer's shell says (the first non-empty
 	// DeerFlow variable decides); a test that wants them sets them after this
@@ -391,4 +395,65 @@ func TestSidecarConfigVendorSwitches(t *testing.T) {
 			assert.NotContains(t, string(out), "sk-lf-1", "secrets never in errors")
 		})
 	}
+}
+
+// Usage records posted to the agentusage receiver of the shipped config are merged and
+// counted like the runtime's spans: Prometheus shows them per caller, and the lead call
+// that dispatched the subagent carries its merged usage.
+func TestSidecarAgentUsageRecordsCounted(t *testing.T) {
+	ports := setSidecarEnv(t)
+	dir := t.TempDir()
+	tracesFile := filepath.Join(dir, "traces.jsonl")
+	t.Setenv("AGENTMETER_DEMO_TRACES_FILE", tracesFile)
+	startShippedWithFile(t, dir, ports)
+	prom := StartPrometheus(t, PrometheusOptions{Jobs: []ScrapeJob{{Name: "agentmeter", Targets: []string{ports.Prometheus}, HonorLabels: true}}})
+	prom.WaitForTargetsUp(t, "agentmeter", 1, 30*time.Second)
+
+	body := `{"records": [
+	  {"run_id": "run-au-1", "source_run_id": "llm-1", "caller": "lead_agent", "model_name": "gpt-4o", "provider": "openai",
+	   "input_tokens": 900, "output_tokens": 100, "cache_read_tokens": 512, "response_tool_call_ids": ["call_au_1"]},
+	  {"run_id": "run-au-1", "source_run_id": "llm-2", "caller": "subagent:researcher", "model_name": "gpt-4o-mini", "provider": "openai",
+	   "input_tokens": 300, "output_tokens": 40, "reasoning_tokens": 10, "tool_call_id": "call_au_1"},
+	  {"run_id": "run-au-1", "source_run_id": "llm-3", "caller": "middleware:title", "model_name": "gpt-4o-mini", "provider": "openai",
+	   "input_tokens": 50, "output_tokens": 8}
+	]}`
+	var (
+		status int
+		answer []byte
+	)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Post("http://"+ports.AgentUsage+"/v1/usage", "application/json", strings.NewReader(body))
+		if err == nil {
+			status = resp.StatusCode
+			answer, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "agentusage never answered: %v", err) // may still be binding
+	}
+	require.Equal(t, http.StatusOK, status, "%s", answer)
+
+	prom.WaitForValue(t, `sum(agentmeter_tokens_total{token_type=~"input|output"})`, 1398, 30*time.Second)
+	prom.WaitForValue(t, `sum(agentmeter_tokens_total)`, 1398+512+10, 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	byCaller, err := prom.QueryByLabel(ctx, `sum by (caller) (agentmeter_tokens_total{token_type=~"input|output"})`, "caller")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]float64{"lead_agent": 1000, "subagent": 340, "middleware": 58}, byCaller)
+	byAgent, err := prom.QueryByLabel(ctx, `sum by (agent) (agentmeter_tokens_total{token_type=~"input|output"})`, "agent")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]float64{"lead_agent": 1058, "researcher": 340}, byAgent)
+
+	var merged genai.Usage
+	require.Eventually(t, func() bool {
+		tds, _ := ReadTraces(tracesFile)
+		for _, sp := range Spans(tds) {
+			if u, ok := genai.SubagentUsageFromMap(sp.Attributes()); ok {
+				merged = u
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 100*time.Millisecond, "no dispatching call was merged")
+	assert.Equal(t, genai.Usage{Input: 300, Output: 40, Reasoning: 10}, merged)
 }
