@@ -198,18 +198,22 @@ func BenchmarkThroughputVsOTLP(b *testing.B) {
 
 	// sub-benchmarks run in order: the otlp baseline first, then each face reports its
 	// ratio to the baseline measured in the same run
-	// ratio_vs_otlp compares with OTLP/HTTP protobuf (the target); ratio_vs_otlp_json with
-	// OTLP/HTTP JSON, the like-for-like baseline for the JSON faces.
-	var baseline, baselineJSON float64
-	b.Run("otlp", func(b *testing.B) { baseline = measure(b, "http://"+otlpAddr, ps["otlp"]) })
-	b.Run("otlp_json", func(b *testing.B) { baselineJSON = measure(b, "http://"+otlpAddr, ps["otlp_json"]) })
+	// Each face is measured right after its own OTLP/HTTP protobuf and OTLP/HTTP JSON
+	// baselines, so a change in machine load (the CI box is shared) hits both sides of
+	// a ratio alike. ratio_vs_otlp is the target (>= 0.5); ratio_vs_otlp_json is the
+	// like-for-like comparison for the JSON faces.
 	for _, face := range []string{"native", "langsmith_batch", "langsmith_multipart", "langfuse_otlp", "langfuse_ingestion"} {
 		b.Run(face, func(b *testing.B) {
-			r := measure(b, "http://"+cfg.ServerConfig.NetAddr.Endpoint, ps[face])
-			if baseline > 0 && baselineJSON > 0 {
-				b.ReportMetric(r/baseline, "ratio_vs_otlp")
-				b.ReportMetric(r/baselineJSON, "ratio_vs_otlp_json")
-			}
+			var base, baseJSON float64
+			b.Run("otlp", func(b *testing.B) { base = measure(b, "http://"+otlpAddr, ps["otlp"]) })
+			b.Run("otlp_json", func(b *testing.B) { baseJSON = measure(b, "http://"+otlpAddr, ps["otlp_json"]) })
+			b.Run("agentusage", func(b *testing.B) {
+				r := measure(b, "http://"+cfg.ServerConfig.NetAddr.Endpoint, ps[face])
+				if base > 0 && baseJSON > 0 {
+					b.ReportMetric(r/base, "ratio_vs_otlp")
+					b.ReportMetric(r/baseJSON, "ratio_vs_otlp_json")
+				}
+			})
 		})
 	}
 }
