@@ -135,14 +135,14 @@ func (r *FaultRig) SteadyLoad() (*faulty.Load, func()) {
 	return r.LoadAt(100*time.Millisecond, 2, 0)
 }
 
-// LoadAt starts a retrying sender; stop ends it after the request in flight is
-// accepted (a sender that retries never gives up on accepted-for-send data).
+// LoadAt starts a retrying sender; stop ends it, abandoning a request still being
+// refused (it was never accepted, so it is not counted as sent).
 func (r *FaultRig) LoadAt(interval time.Duration, perRequest, pad int) (*faulty.Load, func()) {
 	l := &faulty.Load{Addr: r.OTLP, TracesPerRequest: perRequest, Interval: interval, PadBytes: pad}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); l.Run(ctx, context.Background()) }()
+	go func() { defer wg.Done(); l.Run(ctx, ctx) }()
 	var once sync.Once
 	stop := func() { once.Do(func() { cancel(); wg.Wait() }) }
 	r.t.Cleanup(stop)
