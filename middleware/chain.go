@@ -14,6 +14,11 @@ import (
 
 // DeerFlow class names, used as Name() and in ordering checks.
 const (
+	NameInputSanitization       = "InputSanitizationMiddleware"
+	NameToolOutputBudget        = "ToolOutputBudgetMiddleware"
+	NameToolResultSanitization  = "ToolResultSanitizationMiddleware"
+	NameSandboxAudit            = "SandboxAuditMiddleware"
+	NameReadBeforeWrite         = "ReadBeforeWriteMiddleware"
 	NameThreadData              = "ThreadDataMiddleware"
 	NameUploads                 = "UploadsMiddleware"
 	NameSandbox                 = "SandboxMiddleware"
@@ -94,16 +99,22 @@ func (o *Options) supportsVision() bool {
 }
 
 // BuildRuntimeMiddlewares is the runtime-shared phase of the lead agent
-// (build_lead_runtime_middlewares, middleware.md §3.1): ThreadData, Uploads, Sandbox,
-// DanglingToolCall, LLMErrorHandling, Guardrail (when enabled), ToolErrorHandling.
+// (build_lead_runtime_middlewares, middleware.md §3.1): InputSanitization,
+// ToolOutputBudget, ToolResultSanitization, ThreadData, Uploads, Sandbox, DanglingToolCall,
+// LLMErrorHandling, Guardrail (when enabled), SandboxAudit, ReadBeforeWrite (when
+// enabled), ToolErrorHandling.
 func BuildRuntimeMiddlewares(o Options) ([]agent.Middleware, error) {
 	return buildRuntime(o, true)
 }
 
 func buildRuntime(o Options, lead bool) ([]agent.Middleware, error) {
 	cfg := o.Config
-	td := NewThreadDataMiddleware(cfg.Settings.Runtime)
-	out := []agent.Middleware{td}
+	out := []agent.Middleware{
+		NewInputSanitizationMiddleware(),
+		NewToolOutputBudgetMiddleware(cfg.ToolOutput),
+		NewToolResultSanitizationMiddleware(),
+		NewThreadDataMiddleware(cfg.Settings.Runtime),
+	}
 	if lead {
 		out = append(out, NewUploadsMiddleware())
 	}
@@ -128,6 +139,10 @@ func buildRuntime(o Options, lead bool) ([]agent.Middleware, error) {
 			}
 		}
 		out = append(out, NewGuardrailMiddleware(p, cfg.Guardrails.FailClosed))
+	}
+	out = append(out, NewSandboxAuditMiddleware())
+	if cfg.ReadBeforeWrite.Enabled {
+		out = append(out, NewReadBeforeWriteMiddleware())
 	}
 	out = append(out, NewToolErrorHandlingMiddleware())
 	return out, nil
@@ -305,6 +320,9 @@ func AssertOrdering(chain []agent.Middleware) error {
 	}
 	var errs []error
 	for _, pair := range [][2]string{
+		{NameInputSanitization, NameThreadData}, {NameToolOutputBudget, NameToolResultSanitization},
+		{NameToolResultSanitization, NameSandbox}, {NameSandbox, NameSandboxAudit}, {NameSandboxAudit, NameReadBeforeWrite},
+		{NameReadBeforeWrite, NameToolErrorHandling}, {NameGuardrail, NameSandboxAudit},
 		{NameThreadData, NameUploads}, {NameThreadData, NameSandbox}, {NameUploads, NameSandbox},
 		{NameDanglingToolCall, NameLLMErrorHandling}, {NameGuardrail, NameToolErrorHandling},
 	} {

@@ -48,7 +48,8 @@ func allEnabled() Options {
 
 func TestChainOrderDefaults(t *testing.T) {
 	assert.Equal(t, []string{
-		NameThreadData, NameUploads, NameSandbox, NameDanglingToolCall, NameLLMErrorHandling, NameToolErrorHandling,
+		NameInputSanitization, NameToolOutputBudget, NameToolResultSanitization,
+		NameThreadData, NameUploads, NameSandbox, NameDanglingToolCall, NameLLMErrorHandling, NameSandboxAudit, NameReadBeforeWrite, NameToolErrorHandling,
 		NameDynamicContext, NameTokenUsage, NameTitle, NameMemory, NameSystemMessageCoalescing, NameSubagentLimit,
 		NameLoopDetection, NameTerminalResponse, NameModelLengthFinishReason, NameSafetyFinishReason, NameClarification,
 	}, build(t, Options{Config: DefaultConfig()}))
@@ -57,7 +58,9 @@ func TestChainOrderDefaults(t *testing.T) {
 func TestChainOrderEverythingEnabled(t *testing.T) {
 	names := build(t, allEnabled())
 	assert.Equal(t, []string{
-		NameThreadData, NameUploads, NameSandbox, NameDanglingToolCall, NameLLMErrorHandling, NameGuardrail, NameToolErrorHandling,
+		NameInputSanitization, NameToolOutputBudget, NameToolResultSanitization,
+		NameThreadData, NameUploads, NameSandbox, NameDanglingToolCall, NameLLMErrorHandling, NameGuardrail,
+		NameSandboxAudit, NameReadBeforeWrite, NameToolErrorHandling,
 		NameDynamicContext, NameSummarization, NameTodo, NameTokenUsage, NameTitle, NameMemory, NameViewImage,
 		NameSystemMessageCoalescing, NameSubagentLimit, NameLoopDetection, NameTokenBudget,
 		NameTerminalResponse, NameModelLengthFinishReason, NameSafetyFinishReason, NameClarification,
@@ -68,11 +71,12 @@ func TestChainOrderEverythingEnabled(t *testing.T) {
 	// middleware.md §3.3, restricted to the middlewares agentmeter builds.
 	assert.Equal(t, []string{NameThreadData, NameUploads, NameDynamicContext, NameTodo, NameLoopDetection, NameTokenBudget, NameTerminalResponse}, h.BeforeAgent)
 	assert.Equal(t, []string{NameSummarization, NameTodo, NameViewImage}, h.BeforeModel)
-	assert.Equal(t, []string{NameDanglingToolCall, NameLLMErrorHandling, NameSummarization, NameTodo, NameSystemMessageCoalescing,
+	assert.Equal(t, []string{NameInputSanitization, NameToolOutputBudget, NameDanglingToolCall, NameLLMErrorHandling, NameSummarization, NameTodo, NameSystemMessageCoalescing,
 		NameLoopDetection, NameTokenBudget, NameTerminalResponse}, h.WrapModelCall)
 	assert.Equal(t, []string{NameSafetyFinishReason, NameModelLengthFinishReason, NameTerminalResponse, NameTokenBudget,
 		NameLoopDetection, NameSubagentLimit, NameViewImage, NameTitle, NameTokenUsage, NameTodo}, h.AfterModel, "reverse list order")
-	assert.Equal(t, []string{NameSandbox, NameGuardrail, NameToolErrorHandling, NameClarification}, h.WrapToolCall)
+	assert.Equal(t, []string{NameToolOutputBudget, NameToolResultSanitization, NameSandbox, NameGuardrail, NameSandboxAudit,
+		NameReadBeforeWrite, NameToolErrorHandling, NameClarification}, h.WrapToolCall)
 	assert.Equal(t, []string{NameTerminalResponse, NameTokenBudget, NameLoopDetection, NameMemory, NameTodo, NameSandbox}, h.AfterAgent)
 }
 
@@ -81,8 +85,9 @@ func TestChainConditions(t *testing.T) {
 	cfg.LoopDetection.Enabled = false
 	cfg.SafetyFinishReason.Enabled = false
 	cfg.TokenUsage.Enabled = false
+	cfg.ReadBeforeWrite.Enabled = false
 	names := build(t, Options{Config: cfg, SubagentEnabled: ptr(false), Model: visionModel{false}})
-	for _, absent := range []string{NameLoopDetection, NameSafetyFinishReason, NameTokenUsage, NameSubagentLimit, NameViewImage, NameTodo, NameSummarization, NameGuardrail, NameTokenBudget} {
+	for _, absent := range []string{NameLoopDetection, NameSafetyFinishReason, NameTokenUsage, NameSubagentLimit, NameViewImage, NameTodo, NameSummarization, NameGuardrail, NameTokenBudget, NameReadBeforeWrite} {
 		assert.NotContains(t, names, absent)
 	}
 	assert.Equal(t, NameClarification, names[len(names)-1])
@@ -96,7 +101,9 @@ func TestChainConditions(t *testing.T) {
 
 func TestChainStrictRuntimeSpineOrder(t *testing.T) {
 	names := build(t, allEnabled())
-	spine := []string{NameThreadData, NameUploads, NameSandbox, NameDanglingToolCall, NameLLMErrorHandling, NameToolErrorHandling}
+	// test_build_lead_runtime_middlewares_chain_order_matches_agents_md.
+	spine := []string{NameInputSanitization, NameToolOutputBudget, NameThreadData, NameUploads, NameSandbox, NameDanglingToolCall,
+		NameLLMErrorHandling, NameSandboxAudit, NameReadBeforeWrite, NameToolErrorHandling}
 	last := -1
 	for _, n := range spine {
 		i := slices.Index(names, n)
@@ -169,8 +176,8 @@ func TestSubagentChain(t *testing.T) {
 	c, err := BuildSubagentMiddlewares(Options{Config: DefaultConfig(), Model: visionModel{true}})
 	require.NoError(t, err)
 	names := Names(c)
-	assert.Equal(t, []string{NameThreadData, NameSandbox, NameDanglingToolCall, NameLLMErrorHandling, NameToolErrorHandling,
-		NameViewImage, NameLoopDetection, NameSafetyFinishReason, NameSystemMessageCoalescing}, names)
+	assert.Equal(t, []string{NameInputSanitization, NameToolOutputBudget, NameToolResultSanitization, NameThreadData, NameSandbox,
+		NameDanglingToolCall, NameLLMErrorHandling, NameSandboxAudit, NameReadBeforeWrite, NameToolErrorHandling, NameViewImage, NameLoopDetection, NameSafetyFinishReason, NameSystemMessageCoalescing}, names)
 	for _, absent := range []string{NameUploads, NameTitle, NameMemory, NameTokenUsage, NameSubagentLimit, NameClarification, NameTodo, NameTerminalResponse, NameDynamicContext} {
 		assert.NotContains(t, names, absent)
 	}

@@ -25,6 +25,8 @@ const (
 	SectionTokenBudget        = "token_budget"
 	SectionExtensions         = "extensions"
 	SectionSettings           = "settings"
+	SectionToolOutput         = "tool_output"
+	SectionReadBeforeWrite    = "read_before_write"
 )
 
 func init() {
@@ -39,6 +41,8 @@ func init() {
 	config.RegisterSection(SectionTokenBudget, func() any { v := DefaultTokenBudgetConfig(); return &v })
 	config.RegisterSection(SectionExtensions, func() any { v := ExtensionsConfig{}; return &v })
 	config.RegisterSection(SectionSettings, func() any { v := DefaultSettings(); return &v })
+	config.RegisterSection(SectionToolOutput, func() any { v := DefaultToolOutputConfig(); return &v })
+	config.RegisterSection(SectionReadBeforeWrite, func() any { v := ReadBeforeWriteConfig{Enabled: true}; return &v })
 }
 
 // CircuitBreakerConfig configures LLMErrorHandlingMiddleware (DeerFlow's circuit_breaker
@@ -322,6 +326,11 @@ func (c *ExtensionsConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
+// ReadBeforeWriteConfig is the read_before_write section.
+type ReadBeforeWriteConfig struct {
+	Enabled bool `yaml:"enabled"` // default true
+}
+
 // Settings mirrors DeerFlow's settings.json (the seed's skeleton) as a YAML section.
 type Settings struct {
 	Runtime  RuntimeSettings  `yaml:"runtime"`
@@ -411,6 +420,8 @@ type Config struct {
 	TokenBudget        TokenBudgetConfig
 	Extensions         ExtensionsConfig
 	Settings           Settings
+	ToolOutput         ToolOutputConfig
+	ReadBeforeWrite    ReadBeforeWriteConfig
 }
 
 // DefaultConfig is the configuration of a config.yaml without middleware sections.
@@ -420,6 +431,7 @@ func DefaultConfig() Config {
 		TokenUsage: DefaultTokenUsageConfig(), LoopDetection: DefaultLoopDetectionConfig(),
 		SafetyFinishReason: DefaultSafetyFinishReasonConfig(), Summarization: DefaultSummarizationConfig(),
 		Title: DefaultTitleConfig(), TokenBudget: DefaultTokenBudgetConfig(), Settings: DefaultSettings(),
+		ToolOutput: DefaultToolOutputConfig(), ReadBeforeWrite: ReadBeforeWriteConfig{Enabled: true},
 	}
 }
 
@@ -479,6 +491,14 @@ func ConfigFrom(c *config.Config) Config {
 			if p, ok := v.(*Settings); ok {
 				*d = *p
 			}
+		case *ToolOutputConfig:
+			if p, ok := v.(*ToolOutputConfig); ok {
+				*d = *p
+			}
+		case *ReadBeforeWriteConfig:
+			if p, ok := v.(*ReadBeforeWriteConfig); ok {
+				*d = *p
+			}
 		}
 	}
 	set(SectionCircuitBreaker, &out.CircuitBreaker)
@@ -492,6 +512,8 @@ func ConfigFrom(c *config.Config) Config {
 	set(SectionTokenBudget, &out.TokenBudget)
 	set(SectionExtensions, &out.Extensions)
 	set(SectionSettings, &out.Settings)
+	set(SectionToolOutput, &out.ToolOutput)
+	set(SectionReadBeforeWrite, &out.ReadBeforeWrite)
 	return out
 }
 

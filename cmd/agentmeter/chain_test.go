@@ -19,10 +19,11 @@ func TestChainCommandJSON(t *testing.T) {
 		Hooks       map[string][]string `json:"hooks"`
 	}
 	require.NoError(t, json.Unmarshal(out.Bytes(), &got))
-	assert.Equal(t, "ThreadDataMiddleware", got.Middlewares[0])
+	assert.Equal(t, "InputSanitizationMiddleware", got.Middlewares[0])
 	assert.Equal(t, "ClarificationMiddleware", got.Middlewares[len(got.Middlewares)-1])
 	assert.Len(t, got.Hooks, 6)
-	assert.Equal(t, []string{"SandboxMiddleware", "ToolErrorHandlingMiddleware", "ClarificationMiddleware"}, got.Hooks["wrap_tool_call"])
+	assert.Equal(t, []string{"ToolOutputBudgetMiddleware", "ToolResultSanitizationMiddleware", "SandboxMiddleware",
+		"SandboxAuditMiddleware", "ReadBeforeWriteMiddleware", "ToolErrorHandlingMiddleware", "ClarificationMiddleware"}, got.Hooks["wrap_tool_call"])
 	assert.Equal(t, []string{"SafetyFinishReasonMiddleware", "ModelLengthFinishReasonMiddleware", "TerminalResponseMiddleware",
 		"LoopDetectionMiddleware", "SubagentLimitMiddleware", "TitleMiddleware", "TokenUsageMiddleware"}, got.Hooks["after_model"])
 	assert.Equal(t, []string{}, got.Hooks["before_model"], "empty hooks are [] not null")

@@ -95,8 +95,10 @@ service:
 		Hooks       map[string][]string `json:"hooks"`
 	}
 	require.NoError(t, json.Unmarshal(chainOut.Bytes(), &described), chainOut.String())
-	assert.Equal(t, []string{"ThreadDataMiddleware", "UploadsMiddleware", "SandboxMiddleware", "DanglingToolCallMiddleware",
-		"LLMErrorHandlingMiddleware", "GuardrailMiddleware", "ToolErrorHandlingMiddleware", "DynamicContextMiddleware",
+	assert.Equal(t, []string{"InputSanitizationMiddleware", "ToolOutputBudgetMiddleware", "ToolResultSanitizationMiddleware",
+		"ThreadDataMiddleware", "UploadsMiddleware", "SandboxMiddleware", "DanglingToolCallMiddleware",
+		"LLMErrorHandlingMiddleware", "GuardrailMiddleware", "SandboxAuditMiddleware", "ReadBeforeWriteMiddleware",
+		"ToolErrorHandlingMiddleware", "DynamicContextMiddleware",
 		"SummarizationMiddleware", "TodoMiddleware", "TokenUsageMiddleware", "TitleMiddleware", "MemoryMiddleware",
 		"ViewImageMiddleware", "SystemMessageCoalescingMiddleware", "SubagentLimitMiddleware", "LoopDetectionMiddleware",
 		"TokenBudgetMiddleware", "TerminalResponseMiddleware", "ModelLengthFinishReasonMiddleware",
