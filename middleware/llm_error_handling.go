@@ -285,7 +285,7 @@ func (m *LLMErrorHandlingMiddleware) WrapModelCall(ctx context.Context, req *age
 	if m.cfg.Enabled {
 		var ok bool
 		if ok, probe = m.breaker.Allow(); !ok {
-			return fallbackResponse(CircuitOpenMessage, "CircuitBreakerOpen", "circuit_open", circuitOpenDetail), nil
+			return journalFallback(req.Runtime, fallbackResponse(CircuitOpenMessage, "CircuitBreakerOpen", "circuit_open", circuitOpenDetail)), nil
 		}
 	}
 	var prevDelay time.Duration
@@ -332,8 +332,18 @@ func (m *LLMErrorHandlingMiddleware) WrapModelCall(ctx context.Context, req *age
 		}
 		record(req.Runtime, "llm_error_handling", NameLLMErrorHandling, "wrap_model_call", "fallback",
 			map[string]any{"error_type": errorTypeName(err), "error_reason": reason, "attempts": attempt})
-		return fallbackResponse(userMessage(err, reason), errorTypeName(err), reason, err.Error()), nil
+		return journalFallback(req.Runtime, fallbackResponse(userMessage(err, reason), errorTypeName(err), reason, err.Error())), nil
 	}
+}
+
+// journalFallback reports the fallback answer to the run journal like a response without
+// usage, so the journal marks the run as ended by an LLM-error fallback (the gateway then
+// finalises it with status error, §5.5). No tokens are counted: no model answered.
+func journalFallback(rt *agent.Runtime, resp *agent.ModelResponse) *agent.ModelResponse {
+	if rt != nil && rt.Journal != nil {
+		rt.Journal.OnLLMEnd("fallback:"+resp.Message.ID, rt.Caller, []message.Message{resp.Message}, 0)
+	}
+	return resp
 }
 
 // attempt runs one call under the process-wide limiter (the permit covers this attempt only).

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentmeter/agentmeter/runtime/agent"
+	"github.com/agentmeter/agentmeter/runtime/journal"
 	"github.com/agentmeter/agentmeter/runtime/message"
 	"github.com/agentmeter/agentmeter/runtime/model"
 )
@@ -89,7 +90,14 @@ func TestLLMTransientExhaustionIsErrorFallback(t *testing.T) {
 	m := llmMW(t, clock, nil)
 	e503 := &model.StatusError{Provider: "openai", StatusCode: 503, Message: "upstream"}
 	calls := 0
-	resp, err := m.WrapModelCall(context.Background(), modelReq(testRuntime()), failingHandler(&calls, e503, e503, e503))
+	rt := testRuntime()
+	j := journal.New(journal.Options{})
+	rt.Journal = j
+	resp, err := m.WrapModelCall(context.Background(), modelReq(rt), failingHandler(&calls, e503, e503, e503))
+	detail, failed := j.ErrorFallback()
+	assert.True(t, failed, "the journal marks the run as ended by a fallback")
+	assert.Contains(t, detail, "HTTP 503")
+	assert.Zero(t, j.CompletionData().TotalTokens)
 	require.NoError(t, err)
 	assert.Equal(t, 3, calls)
 	assert.Contains(t, resp.Message.Content, "temporarily unavailable")
@@ -320,4 +328,15 @@ func TestLimiterCapsConcurrentCalls(t *testing.T) {
 	close(release)
 	wg.Wait()
 	assert.Equal(t, 2, peak)
+}
+
+// In a real loop the fallback ends the run with a visible answer instead of an error.
+func TestLLMFallbackEndsRunInLoop(t *testing.T) {
+	m := llmMW(t, newFakeClock(), func(c *CircuitBreakerConfig) { c.RetryMaxAttempts = 2 })
+	p := &scriptedProvider{turns: []func(*model.Request) (*model.Response, error){
+		fail(&model.StatusError{StatusCode: 502, Message: "bad gateway"}), fail(&model.StatusError{StatusCode: 502, Message: "bad gateway"}),
+	}}
+	res := runAgent(t, p, []agent.Middleware{NewDanglingToolCallMiddleware(), m}, "hi")
+	assert.Equal(t, TransientMessage, res.Answer)
+	assert.Len(t, p.requests(), 2)
 }
