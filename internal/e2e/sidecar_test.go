@@ -30,7 +30,7 @@ type sidecarPorts struct {
 
 // setSidecarEnv points the shipped config at free loopback ports (t.Setenv, so the
 // collector process started next inherits them).
-func setSidecarEnv(t *testing.T) sidecarPorts {
+func setSidecarEnv(t testing.TB) sidecarPorts {
 	t.Helper()
 	p := sidecarPorts{
 		OTLPGRPC:   fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
@@ -55,7 +55,7 @@ func setSidecarEnv(t *testing.T) sidecarPorts {
 
 // startShippedWithFile runs the collector on otelcol-config.yaml plus make demo's overlay,
 // which appends a file exporter ($AGENTMETER_DEMO_TRACES_FILE) to the traces pipeline.
-func startShippedWithFile(t *testing.T, dir string, ports sidecarPorts) *Collector {
+func startShippedWithFile(t testing.TB, dir string, ports sidecarPorts) *Collector {
 	t.Helper()
 	return StartWithArgs(t, dir, ports.OTLPHTTP,
 		"--config", filepath.Join(RepoRoot(), "otelcol-config.yaml"),
