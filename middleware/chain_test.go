@@ -194,3 +194,44 @@ func TestChainRunsInAgent(t *testing.T) {
 	_, err = agent.New(agent.Config{Model: model.Wrap(&scriptedProvider{}, model.Info{Name: "m"}), Middlewares: chain})
 	require.NoError(t, err, "every middleware implements a hook and names are unique")
 }
+
+func findMW[T agent.Middleware](chain []agent.Middleware) T {
+	var zero T
+	for _, m := range chain {
+		if t, ok := m.(T); ok {
+			return t
+		}
+	}
+	return zero
+}
+
+// test_build_middlewares_passes_subagent_total_limit_from_app_config and
+// test_build_middlewares_allows_runtime_subagent_total_limit_override.
+func TestChainSubagentLimitsFromConfigAndRuntime(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Settings.Subagent.MaxTotalPerRun = 7
+	chain, err := BuildMiddlewares(Options{Config: cfg, SubagentEnabled: ptr(true), MaxConcurrentSubagents: 3})
+	require.NoError(t, err)
+	c, total := findMW[*SubagentLimitMiddleware](chain).Limits()
+	assert.Equal(t, []int{3, 7}, []int{c, total})
+	chain, err = BuildMiddlewares(Options{Config: cfg, MaxTotalSubagents: 5})
+	require.NoError(t, err)
+	_, total = findMW[*SubagentLimitMiddleware](chain).Limits()
+	assert.Equal(t, 5, total, "the runtime override wins")
+}
+
+// test_build_middlewares_uses_loop_detection_config.
+func TestChainLoopDetectionConfigPropagates(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.LoopDetection.WarnThreshold, cfg.LoopDetection.HardLimit = 7, 9
+	cfg.LoopDetection.WindowSize, cfg.LoopDetection.MaxTrackedThreads = 30, 40
+	chain, err := BuildMiddlewares(Options{Config: cfg})
+	require.NoError(t, err)
+	ld := findMW[*LoopDetectionMiddleware](chain)
+	require.NotNil(t, ld)
+	assert.Equal(t, []int{7, 9, 30, 40}, []int{ld.cfg.WarnThreshold, ld.cfg.HardLimit, ld.cfg.WindowSize, ld.cfg.MaxTrackedThreads})
+	bad := DefaultConfig()
+	bad.LoopDetection.HardLimit = 1
+	_, err = BuildMiddlewares(Options{Config: bad})
+	assert.ErrorContains(t, err, "loop_detection: hard_limit must be at least warn_threshold")
+}

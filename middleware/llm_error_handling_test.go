@@ -340,3 +340,35 @@ func TestLLMFallbackEndsRunInLoop(t *testing.T) {
 	assert.Equal(t, TransientMessage, res.Answer)
 	assert.Len(t, p.requests(), 2)
 }
+
+// test_limiter_cancellation_does_not_leak_capacity.
+func TestLimiterCancellationDoesNotLeakCapacity(t *testing.T) {
+	limiterMu.Lock()
+	prevFrozen, prevSem := limiterFrozen, limiterSem
+	limiterFrozen, limiterSem = false, nil
+	limiterMu.Unlock()
+	t.Cleanup(func() {
+		limiterMu.Lock()
+		limiterFrozen, limiterSem = prevFrozen, prevSem
+		limiterMu.Unlock()
+	})
+	m := llmMW(t, newFakeClock(), func(c *CircuitBreakerConfig) { c.MaxConcurrentCalls = 1 })
+	hold, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		_, _ = m.WrapModelCall(context.Background(), modelReq(testRuntime()), func(context.Context, *agent.ModelRequest) (*agent.ModelResponse, error) {
+			close(hold)
+			<-release
+			return &agent.ModelResponse{Message: aiMsg("x", "ok")}, nil
+		})
+	}()
+	<-hold
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := m.WrapModelCall(ctx, modelReq(testRuntime()), okHandler("never"))
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "a waiter gives up with its context")
+	close(release)
+	require.Eventually(t, func() bool {
+		resp, err := m.WrapModelCall(context.Background(), modelReq(testRuntime()), okHandler("free"))
+		return err == nil && resp.Message.Content == "free"
+	}, time.Second, 5*time.Millisecond, "the slot is free again")
+}
