@@ -296,6 +296,11 @@ func TestSidecarTokenMetricsInPrometheus(t *testing.T) {
 	// still only its own usage was counted above
 	var dispatching []ptrace.Span
 	for _, sp := range WaitForSpans(t, tracesFile, 14, 30*time.Second) {
+		// the metrics path labels its own copy: exported spans never carry its keys
+		for _, k := range []string{"caller", "agent", "model", "provider", "token_type"} {
+			_, has := sp.Attributes().Get(k)
+			assert.False(t, has, "exported span %s carries the metrics label %q", sp.Name(), k)
+		}
 		if len(genai.StringsFromMap(sp.Attributes(), genai.AttrResponseToolCallIDs)) > 0 {
 			dispatching = append(dispatching, sp)
 		}
