@@ -26,6 +26,7 @@ const (
 	NameLLMErrorHandling        = "LLMErrorHandlingMiddleware"
 	NameGuardrail               = "GuardrailMiddleware"
 	NameToolErrorHandling       = "ToolErrorHandlingMiddleware"
+	NameDurableContext          = "DurableContextMiddleware"
 	NameDynamicContext          = "DynamicContextMiddleware"
 	NameSummarization           = "SummarizationMiddleware"
 	NameTodo                    = "TodoMiddleware"
@@ -149,7 +150,7 @@ func buildRuntime(o Options, lead bool) ([]agent.Middleware, error) {
 }
 
 // BuildLeadMiddlewares is the lead-agent phase (middleware.md §3.2), in DeerFlow's order:
-// DynamicContext, Summarization, Todo, TokenUsage, Title, Memory, ViewImage,
+// DynamicContext, DurableContext, Summarization, Todo, TokenUsage, Title, Memory, ViewImage,
 // SystemMessageCoalescing, SubagentLimit, LoopDetection, TokenBudget — each only under
 // its condition.
 func BuildLeadMiddlewares(o Options) ([]agent.Middleware, error) {
@@ -158,7 +159,7 @@ func BuildLeadMiddlewares(o Options) ([]agent.Middleware, error) {
 	if store == nil {
 		store = NewFileMemoryStore(cfg.Settings.Runtime)
 	}
-	out := []agent.Middleware{NewDynamicContextMiddleware(o.clock(), store, cfg.Settings.Memory)}
+	out := []agent.Middleware{NewDynamicContextMiddleware(o.clock(), store, cfg.Settings.Memory), NewDurableContextMiddleware()}
 	if cfg.Summarization.Enabled {
 		s, err := NewSummarizationMiddleware(cfg.Summarization, o.Models)
 		if err != nil {
@@ -325,6 +326,7 @@ func AssertOrdering(chain []agent.Middleware) error {
 		{NameReadBeforeWrite, NameToolErrorHandling}, {NameGuardrail, NameSandboxAudit},
 		{NameThreadData, NameUploads}, {NameThreadData, NameSandbox}, {NameUploads, NameSandbox},
 		{NameDanglingToolCall, NameLLMErrorHandling}, {NameGuardrail, NameToolErrorHandling},
+		{NameDurableContext, NameSummarization}, {NameDurableContext, NameSubagentLimit},
 	} {
 		if err := before(pair[0], pair[1]); err != nil {
 			errs = append(errs, err)

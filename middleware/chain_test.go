@@ -50,7 +50,7 @@ func TestChainOrderDefaults(t *testing.T) {
 	assert.Equal(t, []string{
 		NameInputSanitization, NameToolOutputBudget, NameToolResultSanitization,
 		NameThreadData, NameUploads, NameSandbox, NameDanglingToolCall, NameLLMErrorHandling, NameSandboxAudit, NameReadBeforeWrite, NameToolErrorHandling,
-		NameDynamicContext, NameTokenUsage, NameTitle, NameMemory, NameSystemMessageCoalescing, NameSubagentLimit,
+		NameDynamicContext, NameDurableContext, NameTokenUsage, NameTitle, NameMemory, NameSystemMessageCoalescing, NameSubagentLimit,
 		NameLoopDetection, NameTerminalResponse, NameModelLengthFinishReason, NameSafetyFinishReason, NameClarification,
 	}, build(t, Options{Config: DefaultConfig()}))
 }
@@ -61,7 +61,7 @@ func TestChainOrderEverythingEnabled(t *testing.T) {
 		NameInputSanitization, NameToolOutputBudget, NameToolResultSanitization,
 		NameThreadData, NameUploads, NameSandbox, NameDanglingToolCall, NameLLMErrorHandling, NameGuardrail,
 		NameSandboxAudit, NameReadBeforeWrite, NameToolErrorHandling,
-		NameDynamicContext, NameSummarization, NameTodo, NameTokenUsage, NameTitle, NameMemory, NameViewImage,
+		NameDynamicContext, NameDurableContext, NameSummarization, NameTodo, NameTokenUsage, NameTitle, NameMemory, NameViewImage,
 		NameSystemMessageCoalescing, NameSubagentLimit, NameLoopDetection, NameTokenBudget,
 		NameTerminalResponse, NameModelLengthFinishReason, NameSafetyFinishReason, NameClarification,
 	}, names)
@@ -70,11 +70,11 @@ func TestChainOrderEverythingEnabled(t *testing.T) {
 	h := Hooks(chain)
 	// middleware.md §3.3, restricted to the middlewares agentmeter builds.
 	assert.Equal(t, []string{NameThreadData, NameUploads, NameDynamicContext, NameTodo, NameLoopDetection, NameTokenBudget, NameTerminalResponse}, h.BeforeAgent)
-	assert.Equal(t, []string{NameSummarization, NameTodo, NameViewImage}, h.BeforeModel)
-	assert.Equal(t, []string{NameInputSanitization, NameToolOutputBudget, NameDanglingToolCall, NameLLMErrorHandling, NameSummarization, NameTodo, NameSystemMessageCoalescing,
+	assert.Equal(t, []string{NameDurableContext, NameSummarization, NameTodo, NameViewImage}, h.BeforeModel)
+	assert.Equal(t, []string{NameInputSanitization, NameToolOutputBudget, NameDanglingToolCall, NameLLMErrorHandling, NameDurableContext, NameTodo, NameSystemMessageCoalescing,
 		NameLoopDetection, NameTokenBudget, NameTerminalResponse}, h.WrapModelCall)
 	assert.Equal(t, []string{NameSafetyFinishReason, NameModelLengthFinishReason, NameTerminalResponse, NameTokenBudget,
-		NameLoopDetection, NameSubagentLimit, NameViewImage, NameTitle, NameTokenUsage, NameTodo}, h.AfterModel, "reverse list order")
+		NameLoopDetection, NameSubagentLimit, NameViewImage, NameTitle, NameTokenUsage, NameTodo, NameDurableContext}, h.AfterModel, "reverse list order")
 	assert.Equal(t, []string{NameToolOutputBudget, NameToolResultSanitization, NameSandbox, NameGuardrail, NameSandboxAudit,
 		NameReadBeforeWrite, NameToolErrorHandling, NameClarification}, h.WrapToolCall)
 	assert.Equal(t, []string{NameTerminalResponse, NameTokenBudget, NameLoopDetection, NameMemory, NameTodo, NameSandbox}, h.AfterAgent)

@@ -12,6 +12,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/message"
 	"github.com/agentmeter/agentmeter/runtime/model"
 	"github.com/agentmeter/agentmeter/runtime/state"
+	"github.com/agentmeter/agentmeter/runtime/tool"
 )
 
 // fakeClock is a manual clock; Sleep records the delay and advances time.
@@ -142,3 +143,13 @@ type (
 	modelRequest  = model.Request
 	modelResponse = model.Response
 )
+
+// taskStub is a task tool that answers at once.
+type taskStub struct{}
+
+func (taskStub) Spec() tool.Spec {
+	return tool.Spec{Name: "task", Description: "task", Parameters: map[string]any{"type": "object", "properties": map[string]any{}}}
+}
+func (taskStub) Call(context.Context, tool.Call) (tool.Result, error) {
+	return tool.Result{Content: "done", AdditionalKwargs: map[string]any{message.KwargSubagentStatus: "completed"}}, nil
+}

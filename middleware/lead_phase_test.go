@@ -155,16 +155,6 @@ func TestSummarizationPreservesReminderAndLatestUser(t *testing.T) {
 	u, _ = m.BeforeModel(context.Background(), blank, s)
 	assert.Nil(t, u, "a blank summary is a failure")
 
-	// Projection into requests, after the leading system messages.
-	var seen []message.Message
-	req := modelReq(rt, message.System("sys"), human("h", "q"))
-	req.State = &state.State{Extra: map[string]any{SummaryTextKey: "S"}}
-	_, _ = m.WrapModelCall(context.Background(), req, func(_ context.Context, r *agent.ModelRequest) (*agent.ModelResponse, error) {
-		seen = r.Request.Messages
-		return &agent.ModelResponse{Message: aiMsg("r", "ok")}, nil
-	})
-	require.Len(t, seen, 3)
-	assert.Equal(t, summaryContextName, seen[1].Name)
 }
 
 func TestSummarizationNeverSplitsToolPairs(t *testing.T) {

@@ -29,7 +29,8 @@ func ClampTotal(n int) int { return min(max(n, 1), 50) }
 // max_concurrent, per run at max_total (prior dispatches are the delegation-ledger entries
 // of this run). Excess task calls are dropped (other calls untouched); when the run's total
 // is exhausted the response gets a visible notice and stop_reason subagent_limit_capped.
-// Kept dispatches are recorded in the ledger, so dropped calls never enter it.
+// DurableContextMiddleware records the kept dispatches in the ledger after this hook ran, so
+// dropped calls never enter it.
 type SubagentLimitMiddleware struct {
 	maxConcurrent, maxTotal int
 }
@@ -89,23 +90,8 @@ func (m *SubagentLimitMiddleware) AfterModel(_ context.Context, rt *agent.Runtim
 	if len(tasks) > allowed {
 		keep = tasks[:allowed]
 	}
-	u := &state.Update{}
-	if len(keep) > 0 {
-		entries := append([]any(nil), ledger(st)...)
-		for _, c := range keep {
-			entries = append(entries, map[string]any{"id": c.ID, "description": argString(c.Args, "description"),
-				"subagent_type": argString(c.Args, "subagent_type"), "status": "dispatched", "run_id": run})
-		}
-		if len(entries) > MaxDelegations {
-			entries = entries[len(entries)-MaxDelegations:]
-		}
-		u.Extra = map[string]any{DelegationsKey: entries}
-	}
 	if len(tasks) <= allowed {
-		if u.IsZero() {
-			return nil, nil
-		}
-		return u, nil
+		return nil, nil
 	}
 	kept := map[string]bool{}
 	for _, c := range keep {
@@ -149,6 +135,5 @@ func (m *SubagentLimitMiddleware) AfterModel(_ context.Context, rt *agent.Runtim
 		}
 	}
 	record(rt, "subagent_limit", NameSubagentLimit, "after_model", "truncate", map[string]any{"kept": len(keep), "dropped": len(tasks) - len(keep)})
-	u.Messages = []message.Message{out}
-	return u, nil
+	return &state.Update{Messages: []message.Message{out}}, nil
 }

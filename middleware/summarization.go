@@ -31,9 +31,8 @@ const (
 // before the last keep_messages messages is summarised by a model call tagged
 // middleware:summarize (the configured summary model, then the run's model), except
 // dynamic-context reminders and the latest user message, which are rescued. The summary
-// goes to summary_text, not into messages; wrap_model_call projects it into each request
-// as a hidden message right after the leading system messages (the part of DeerFlow's
-// DurableContextMiddleware agentmeter keeps).
+// goes to summary_text, not into messages; DurableContextMiddleware projects it into each
+// request.
 type SummarizationMiddleware struct {
 	cfg    SummarizationConfig
 	models *model.Factory
@@ -237,23 +236,4 @@ func (m *SummarizationMiddleware) summarize(ctx context.Context, rt *agent.Runti
 		errs = append(errs, errors.New("blank summary"))
 	}
 	return "", errors.Join(append([]error{errSummaryFailed}, errs...)...)
-}
-
-// WrapModelCall projects summary_text into the request after the leading system messages.
-func (m *SummarizationMiddleware) WrapModelCall(ctx context.Context, req *agent.ModelRequest, next agent.ModelHandler) (*agent.ModelResponse, error) {
-	if req.State == nil {
-		return next(ctx, req)
-	}
-	summary := summaryText(req.State)
-	if summary == "" {
-		return next(ctx, req)
-	}
-	r := req.Request.Clone()
-	i := 0
-	for i < len(r.Messages) && r.Messages[i].IsSystem() {
-		i++
-	}
-	inject := hiddenHuman("summary-context", summaryContextName, "<conversation_summary>\n"+html.EscapeString(summary)+"\n</conversation_summary>")
-	r.Messages = append(r.Messages[:i], append([]message.Message{inject}, r.Messages[i:]...)...)
-	return next(ctx, req.WithRequest(r))
 }

@@ -25,8 +25,8 @@ func TestChainCommandJSON(t *testing.T) {
 	assert.Equal(t, []string{"ToolOutputBudgetMiddleware", "ToolResultSanitizationMiddleware", "SandboxMiddleware",
 		"SandboxAuditMiddleware", "ReadBeforeWriteMiddleware", "ToolErrorHandlingMiddleware", "ClarificationMiddleware"}, got.Hooks["wrap_tool_call"])
 	assert.Equal(t, []string{"SafetyFinishReasonMiddleware", "ModelLengthFinishReasonMiddleware", "TerminalResponseMiddleware",
-		"LoopDetectionMiddleware", "SubagentLimitMiddleware", "TitleMiddleware", "TokenUsageMiddleware"}, got.Hooks["after_model"])
-	assert.Equal(t, []string{}, got.Hooks["before_model"], "empty hooks are [] not null")
+		"LoopDetectionMiddleware", "SubagentLimitMiddleware", "TitleMiddleware", "TokenUsageMiddleware", "DurableContextMiddleware"}, got.Hooks["after_model"])
+	assert.Equal(t, []string{"DurableContextMiddleware"}, got.Hooks["before_model"])
 }
 
 func TestChainCommandConfigAndText(t *testing.T) {

@@ -98,7 +98,7 @@ service:
 	assert.Equal(t, []string{"InputSanitizationMiddleware", "ToolOutputBudgetMiddleware", "ToolResultSanitizationMiddleware",
 		"ThreadDataMiddleware", "UploadsMiddleware", "SandboxMiddleware", "DanglingToolCallMiddleware",
 		"LLMErrorHandlingMiddleware", "GuardrailMiddleware", "SandboxAuditMiddleware", "ReadBeforeWriteMiddleware",
-		"ToolErrorHandlingMiddleware", "DynamicContextMiddleware",
+		"ToolErrorHandlingMiddleware", "DynamicContextMiddleware", "DurableContextMiddleware",
 		"SummarizationMiddleware", "TodoMiddleware", "TokenUsageMiddleware", "TitleMiddleware", "MemoryMiddleware",
 		"ViewImageMiddleware", "SystemMessageCoalescingMiddleware", "SubagentLimitMiddleware", "LoopDetectionMiddleware",
 		"TokenBudgetMiddleware", "TerminalResponseMiddleware", "ModelLengthFinishReasonMiddleware",
