@@ -36,6 +36,9 @@ func DecodeRun(body []byte, patch bool, pathID string) (Op, error) {
 // DecodeBatch decodes POST /runs/batch: {"post": [run...], "patch": [run...]}. Bad
 // items are reported and skipped; the rest are returned.
 func DecodeBatch(body []byte) ([]Op, []ItemError, error) {
+	if ops, err := decodeBatchFast(body); err == nil {
+		return ops, nil, nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var env map[string]any
@@ -124,6 +127,15 @@ func DecodeMultipart(contentType string, body io.Reader) ([]Op, []ItemError, err
 			bad[k] = fmt.Sprintf("part %q: missing run id", name)
 			continue
 		}
+		switch field {
+		case "inputs":
+			// kept raw: decoded only for tool runs (see Run.RawInputs)
+			runs[k][field] = json.RawMessage(data)
+			continue
+		case "", "outputs", "extra", "error":
+		default:
+			continue // events, serialized, unknown split fields: not used, not decoded
+		}
 		// json.Unmarshal (numbers as float64: exact for token counts and epoch
 		// milliseconds) is much cheaper per part than a Decoder with UseNumber
 		var v any
@@ -143,9 +155,6 @@ func DecodeMultipart(contentType string, body io.Reader) ([]Op, []ItemError, err
 				}
 			}
 			continue
-		}
-		if !splitFields[field] {
-			continue // unknown split field: ignored like any unknown field
 		}
 		runs[k][field] = v
 	}

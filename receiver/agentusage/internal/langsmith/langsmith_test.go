@@ -2,6 +2,7 @@ package langsmith
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -166,4 +167,56 @@ func TestSubagentChainUnderToolInLaterRequest(t *testing.T) {
 	assert.Equal(t, "subagent:bash", c.Str())
 	id, _ := s.Attributes().Get(genai.AttrToolCallID)
 	assert.Equal(t, "call_9", id.Str(), "from the parked tool run")
+}
+
+// inputs parts are kept raw and decoded only for tool runs; events and serialized parts
+// are not decoded at all (bad JSON there is ignored like an unknown field).
+func TestMultipartInputsDecodedOnlyForTools(t *testing.T) {
+	body := "--b\r\nContent-Disposition: form-data; name=\"post." + toolID + "\"\r\n\r\n" +
+		`{"id":"` + toolID + `","trace_id":"` + traceID + `","parent_run_id":"` + traceID + `","name":"task","run_type":"tool","start_time":"2026-01-01T00:00:01Z","end_time":"2026-01-01T00:00:02Z"}` +
+		"\r\n--b\r\nContent-Disposition: form-data; name=\"post." + toolID + ".inputs\"\r\n\r\n" + `{"tool_call":{"id":"call_in"}}` +
+		"\r\n--b\r\nContent-Disposition: form-data; name=\"post." + toolID + ".events\"\r\n\r\n" + `not json` +
+		"\r\n--b--\r\n"
+	ops, errs, err := DecodeMultipart("multipart/form-data; boundary=b", strings.NewReader(body))
+	require.NoError(t, err)
+	require.Empty(t, errs)
+	require.Len(t, ops, 1)
+	assert.Nil(t, ops[0].Run.Inputs)
+	td := NewTranslator(time.Minute, 10).Plan(ops).Build()
+	s := spansOf(td)[0]
+	id, _ := s.Attributes().Get(genai.AttrToolCallID)
+	assert.Equal(t, "call_in", id.Str())
+}
+
+// The typed fast path and the generic path agree on valid batches.
+func TestBatchFastPathMatchesGenericPath(t *testing.T) {
+	body := []byte(`{"post":[
+ {"id":"` + llmID + `","trace_id":"` + traceID + `","parent_run_id":"` + traceID + `","name":"ChatOpenAI","run_type":"llm","start_time":"2026-01-01T00:00:00.000001","end_time":1767225601000,
+  "inputs":{"messages":[]},"outputs":{"usage_metadata":{"input_tokens":5,"output_tokens":1}},"extra":{"metadata":{"ls_model_name":"m"}},"tags":["subagent:x"],"error":"ValueError('x')","events":[{"name":"new_token"}],"serialized":{}}],
+ "patch":[{"id":"` + toolID + `","end_time":"2026-01-01T00:00:02Z","error":{"code":1}}]}`)
+	fast, err := decodeBatchFast(body)
+	require.NoError(t, err)
+	slowOps := []Op{}
+	var env map[string][]map[string]any
+	require.NoError(t, json.Unmarshal(body, &env))
+	for kind, runs := range map[string]bool{"post": false, "patch": true} {
+		for _, m := range env[kind] {
+			r, err := parseRun(m, runs)
+			require.NoError(t, err)
+			slowOps = append(slowOps, Op{Patch: runs, Run: r})
+		}
+	}
+	require.Len(t, fast, 2)
+	for _, f := range fast {
+		for _, s := range slowOps {
+			if s.Run.ID != f.Run.ID {
+				continue
+			}
+			assert.Equal(t, s.Run.inputs(), f.Run.inputs())
+			f.Run.Inputs, f.Run.RawInputs, s.Run.Inputs, s.Run.RawInputs = nil, nil, nil, nil
+			assert.Equal(t, s.Run, f.Run)
+		}
+	}
+	_, err = decodeBatchFast([]byte(`{"post":[{"id":"nope"}]}`))
+	assert.ErrorIs(t, err, errSlowPath)
 }

@@ -26,10 +26,13 @@ type Run struct {
 	Start       time.Time
 	End         time.Time
 	Inputs      map[string]any
-	Outputs     map[string]any
-	Extra       map[string]any
-	Error       string
-	Tags        []string
+	// RawInputs holds inputs not decoded yet: they are only read for tool runs (the
+	// tool call id), and are often the biggest part of a run (whole prompts).
+	RawInputs json.RawMessage
+	Outputs   map[string]any
+	Extra     map[string]any
+	Error     string
+	Tags      []string
 	// Posted is true once the run's POST was seen (a PATCH alone leaves it false).
 	Posted bool
 }
@@ -121,7 +124,11 @@ func parseRun(m map[string]any, patch bool) (Run, error) {
 	r.SessionName = str("session_name")
 	r.Start = tm("start_time")
 	r.End = tm("end_time")
-	r.Inputs = obj("inputs")
+	if raw, ok := m["inputs"].(json.RawMessage); ok {
+		r.RawInputs = raw
+	} else {
+		r.Inputs = obj("inputs")
+	}
 	r.Outputs = obj("outputs")
 	r.Extra = obj("extra")
 	if v, ok := m["error"]; ok && v != nil {
@@ -172,7 +179,9 @@ func Merge(base, upd Run) Run {
 		out.End = upd.End
 	}
 	if upd.Inputs != nil {
-		out.Inputs = upd.Inputs
+		out.Inputs, out.RawInputs = upd.Inputs, nil
+	} else if upd.RawInputs != nil {
+		out.Inputs, out.RawInputs = nil, upd.RawInputs
 	}
 	if upd.Outputs != nil {
 		out.Outputs = upd.Outputs
@@ -214,4 +223,17 @@ func Merge(base, upd Run) Run {
 		out.ID = upd.ID
 	}
 	return out
+}
+
+// inputs returns the run's inputs, decoding them on first use; inputs that are not a
+// JSON object read as none (they are content we do not otherwise use).
+func (r Run) inputs() map[string]any {
+	if r.Inputs != nil || len(r.RawInputs) == 0 {
+		return r.Inputs
+	}
+	var m map[string]any
+	if json.Unmarshal(r.RawInputs, &m) != nil {
+		return nil
+	}
+	return m
 }

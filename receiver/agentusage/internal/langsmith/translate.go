@@ -399,10 +399,11 @@ func toolCallID(r Run) string {
 	if id := spanutil.FindString(r.Extra, "tool_call_id"); id != "" {
 		return id
 	}
-	if id := spanutil.FindString(r.Inputs, "tool_call_id"); id != "" {
+	in := r.inputs()
+	if id := spanutil.FindString(in, "tool_call_id"); id != "" {
 		return id
 	}
-	if tc, ok := r.Inputs["tool_call"].(map[string]any); ok {
+	if tc, ok := in["tool_call"].(map[string]any); ok {
 		if id, ok := tc["id"].(string); ok && id != "" {
 			return id
 		}

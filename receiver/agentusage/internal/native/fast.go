@@ -117,30 +117,12 @@ func (t *typedRecord) record(now time.Time) (Record, bool) {
 		return Record{}, false
 	}
 	var err error
-	if r.Start, err = rawTime(t.StartTime); err != nil {
+	if r.Start, err = spanutil.ParseRawTime(t.StartTime); err != nil {
 		return Record{}, false
 	}
-	if r.End, err = rawTime(t.EndTime); err != nil {
+	if r.End, err = spanutil.ParseRawTime(t.EndTime); err != nil {
 		return Record{}, false
 	}
 	finish(&r, now)
 	return r, true
-}
-
-// rawTime parses a timestamp left raw by the typed decoder.
-func rawTime(raw json.RawMessage) (time.Time, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return time.Time{}, nil
-	}
-	if raw[0] == '"' {
-		if bytes.IndexByte(raw, '\\') < 0 {
-			return spanutil.ParseTime(string(raw[1 : len(raw)-1]))
-		}
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return time.Time{}, err
-		}
-		return spanutil.ParseTime(s)
-	}
-	return spanutil.ParseTime(json.Number(raw))
 }

@@ -4,6 +4,7 @@
 package spanutil
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -101,6 +102,25 @@ func ParseTime(v any) (time.Time, error) {
 		return epoch(f)
 	}
 	return time.Time{}, ErrBadTime
+}
+
+// ParseRawTime parses a timestamp left as raw JSON by a typed decoder (a string or a
+// number); null or absent is the zero time.
+func ParseRawTime(raw json.RawMessage) (time.Time, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return time.Time{}, nil
+	}
+	if raw[0] == '"' {
+		if len(raw) >= 2 && bytes.IndexByte(raw, '\\') < 0 {
+			return ParseTime(string(raw[1 : len(raw)-1]))
+		}
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return time.Time{}, ErrBadTime
+		}
+		return ParseTime(s)
+	}
+	return ParseTime(json.Number(raw))
 }
 
 var timeLayouts = []string{
