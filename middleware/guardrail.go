@@ -139,8 +139,7 @@ func (m *GuardrailMiddleware) WrapToolCall(ctx context.Context, req *agent.ToolR
 		d = GuardrailDecision{Code: "guardrail_provider_error", Reason: "the guardrail provider failed and guardrails fail closed"}
 	}
 	if d.Allow {
-		record(rt, "guardrail", NameGuardrail, "wrap_tool_call", "allow", map[string]any{"tool": req.Call.Name})
-		return next(ctx, req)
+		return next(ctx, req) // only denials and provider failures are audited
 	}
 	record(rt, "guardrail", NameGuardrail, "wrap_tool_call", "deny", map[string]any{"tool": req.Call.Name, "code": d.Code})
 	return &agent.ToolResponse{

@@ -39,6 +39,9 @@ func quoteAll(names []string) []string {
 // NeutraliseFrameworkTags escapes framework tags (<system-reminder>, </memory>, ...) to
 // &lt;...&gt; and defuses forged user-input boundary markers.
 func NeutraliseFrameworkTags(s string) string {
+	if !strings.Contains(s, "<") && !strings.Contains(s, "---") {
+		return s // nothing to neutralise: skip the regexp
+	}
 	s = frameworkTagRE.ReplaceAllStringFunc(s, func(tag string) string {
 		return "&lt;" + tag[1:len(tag)-1] + "&gt;"
 	})
