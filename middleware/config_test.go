@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -123,4 +124,21 @@ func TestConfigUnknownKeysAndBadValuesNameTheKey(t *testing.T) {
 		require.Error(t, err, yaml)
 		assert.ErrorContains(t, err, want, yaml)
 	}
+}
+
+// testdata/config.yaml lists every section with its defaults: loading it must give
+// DefaultConfig (plus the two values it sets differently).
+func TestExampleConfigIsTheDefaults(t *testing.T) {
+	cfg, err := config.LoadFile(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	want := DefaultConfig()
+	want.LoopDetection.ToolFreqOverrides = map[string]ToolFreqOverride{"bash": {Warn: 80, HardLimit: 120}}
+	want.Summarization.MaxTokensBeforeSummary = 32000
+	want.Guardrails.Provider = "tool_policy"
+	want.Guardrails.DenyTools, want.Guardrails.AllowTools = []string{}, []string{}
+	want.SafetyFinishReason.ExtraFinishReasons = []string{}
+	want.ToolOutput.Overrides = map[string]int{}
+	want.Extensions.Middlewares = []string{}
+	want.Settings.Runtime.BaseDir = "/var/lib/agentmeter"
+	assert.Equal(t, want, ConfigFrom(cfg))
 }
