@@ -2,9 +2,9 @@
 # Soak: the ocb-built collector at a steady rate for an hour (configurable) through both
 # vendor exporters (Langfuse, LangSmith), each with a file_storage persistent queue, in
 # front of fault-injecting fake vendors (internal/fakevendor/faulty). Every REPORT it
-# prints the collector's RSS (and peak), the exporters' queue sizes (the collector's own
-# otelcol_exporter_queue_size), spans sent, spans each vendor accepted, duplicates and the
-# sender's retryable refusals; at the end it drains the queues and fails when any span the
+# prints the collector's RSS (and peak, sampled every second), its Go heap, the
+# exporters' queue sizes (the collector's own otelcol_exporter_queue_size), spans sent,
+# spans each vendor accepted, duplicates and the sender's retryable refusals; at the end it drains the queues and fails when any span the
 # collector accepted is missing at a vendor, or the token sums differ.
 #
 #   bench/soak.sh                                  # 1 h at 100 runs/s (300 spans/s)

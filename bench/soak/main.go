@@ -140,8 +140,8 @@ func run(bin string, duration, every time.Duration, rate, perReq, limitMiB int, 
 
 	fmt.Printf("soak: %d runs/s (%d spans/s) for %s, memory_limiter %d MiB, queues on disk in %s\n",
 		rate, 3*rate, duration, limitMiB, storage)
-	fmt.Printf("%8s %9s %9s %9s %9s %9s %7s %7s %7s %7s %8s\n",
-		"elapsed", "rss_mib", "peak_mib", "sent", "lf_acc", "ls_acc", "lf_q", "ls_q", "lf_dup", "ls_dup", "refused")
+	fmt.Printf("%8s %8s %8s %8s %9s %9s %9s %6s %6s %6s %6s %7s\n",
+		"elapsed", "rss_mib", "peak_mib", "heap_mib", "sent", "lf_acc", "ls_acc", "lf_q", "ls_q", "lf_dup", "ls_dup", "refused")
 	start := time.Now()
 	var peak int64
 	report := func() {
@@ -153,8 +153,9 @@ func run(bin string, duration, every time.Duration, rate, perReq, limitMiB int, 
 		for _, n := range s.Refusals {
 			refused += n
 		}
-		fmt.Printf("%8s %9.1f %9.1f %9d %9d %9d %7.0f %7.0f %7d %7d %8d\n",
-			time.Since(start).Round(time.Second), float64(rss)/(1<<20), float64(peak)/(1<<20), s.Spans, a.Accepted, b.Accepted,
+		fmt.Printf("%8s %8.1f %8.1f %8.1f %9d %9d %9d %6.0f %6.0f %6d %6d %7d\n",
+			time.Since(start).Round(time.Second), float64(rss)/(1<<20), float64(peak)/(1<<20),
+			m.Sum("otelcol_process_runtime_heap_alloc_bytes")/(1<<20), s.Spans, a.Accepted, b.Accepted,
 			m.Sum("otelcol_exporter_queue_size", `exporter="langfuse"`), m.Sum("otelcol_exporter_queue_size", `exporter="langsmith"`),
 			a.Duplicates, b.Duplicates, refused)
 	}
@@ -180,7 +181,23 @@ loop:
 		case <-faultTick:
 			lf.Set(faulty.Fault{Kind: faulty.Status, Status: 503})
 			ls.Set(faulty.Fault{Kind: faulty.Status, Status: 503})
-			time.AfterFunc(faultFor, func() { lf.Clear(); ls.Clear() })
+			time.AfterFunc(faultFor, func() {
+				lf.Clear()
+				ls.Clear()
+				// the backlog the outage left, and how long the queues take to empty
+				ended := time.Now()
+				m, _ := faulty.Scrape(metricsURL)
+				fmt.Printf("%8s outage of %s ended: queues langfuse %.0f, langsmith %.0f requests\n", time.Since(start).Round(time.Second), faultFor,
+					m.Sum("otelcol_exporter_queue_size", `exporter="langfuse"`), m.Sum("otelcol_exporter_queue_size", `exporter="langsmith"`))
+				for time.Since(ended) < every {
+					m, err := faulty.Scrape(metricsURL)
+					if err == nil && m.Sum("otelcol_exporter_queue_size") == 0 {
+						fmt.Printf("%8s queues empty %s after the outage\n", time.Since(start).Round(time.Second), time.Since(ended).Round(100*time.Millisecond))
+						return
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			})
 		case err := <-exited:
 			return fmt.Errorf("collector exited during the soak: %v (log: %s)", err, logPath)
 		case <-loadDone:
