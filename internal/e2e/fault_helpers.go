@@ -65,6 +65,7 @@ type FaultRigOptions struct {
 	NoLangSmith   bool
 	NoLangfuse    bool
 	Extra         map[string]string
+	MaxElapsed    string // retry_on_failure.max_elapsed_time ("" : retry forever)
 }
 
 // NewFaultRig starts the fakes, their fronts and the collector.
@@ -97,6 +98,7 @@ func NewFaultRig(t *testing.T, o FaultRigOptions) *FaultRig {
 	r.Pipeline = faulty.Pipeline{
 		OTLPAddr: r.OTLP, TelemetryPort: tel, ClientTimeout: timeout,
 		LimitMiB: o.LimitMiB, SpikeMiB: o.SpikeMiB, SubagentMerge: o.SubagentMerge, ExtraExporters: o.Extra,
+		MaxElapsed: o.MaxElapsed,
 	}
 	if !o.NoLangfuse {
 		r.Pipeline.LangfuseURL, r.Pipeline.LangfusePublic, r.Pipeline.LangfuseSecret = r.LFURL, faultLangfusePublic, faultLangfuseSecret

@@ -169,3 +169,46 @@ func TestReliabilityKeyRotation(t *testing.T) {
 		after.Recovery.Round(100*time.Millisecond).String()+" after the restart",
 		fmt.Sprintf("LF %s; LS %s", faultedString(before.LFFaulted), faultedString(before.LSFaulted)))
 }
+
+// A Retry-After longer than retry_on_failure.max_elapsed_time (default 5m in both
+// exporters): exporterhelper gives up at once ("no more retries left") and the batch is
+// dropped, although the error is retryable. Shown with max_elapsed_time 2s and
+// Retry-After 5; the loss is exactly the spans of the throttled requests, and the
+// collector counts them as failed. The suite's other scenarios (and docs/reliability.md's
+// recommended settings) use max_elapsed_time: 0s, which never gives up.
+func TestReliabilityRetryAfterPastMaxElapsed(t *testing.T) {
+	r := NewFaultRig(t, FaultRigOptions{MaxElapsed: "2s"})
+	l, stop := r.SteadyLoad()
+	require.Eventually(t, func() bool { return r.LF.Stats().Accepted > 0 && r.LS.Stats().Accepted > 0 },
+		60*time.Second, 50*time.Millisecond)
+	r.LF.Set(faulty.Fault{Kind: faulty.Status, Status: 429, RetryAfter: "5"})
+	r.LS.Set(faulty.Fault{Kind: faulty.Status, Status: 429, RetryAfter: "5"})
+	time.Sleep(time.Second)
+	r.LF.Clear()
+	r.LS.Clear()
+	time.Sleep(500 * time.Millisecond)
+	stop()
+	// wait until every span is either at the vendor or counted as failed
+	var got Delivery
+	var failedLF, failedLS float64
+	require.Eventually(t, func() bool {
+		got = r.delivery(l, l.SpanIDs(), l.RunIDs())
+		m := r.Metrics(t)
+		failedLF = counter(m, "otelcol_exporter_send_failed_spans", `exporter="langfuse"`)
+		failedLS = counter(m, "otelcol_exporter_send_failed_spans", `exporter="langsmith"`)
+		return m.Sum("otelcol_exporter_queue_size") == 0 &&
+			float64(got.LFAccepted)+failedLF == float64(got.Sent) && float64(got.LSAccepted)+failedLS == float64(got.Sent)
+	}, time.Minute, 100*time.Millisecond, "every span delivered or counted as failed")
+	t.Logf("Retry-After past max_elapsed_time: %+v; failed: langfuse %.0f, langsmith %.0f", got, failedLF, failedLS)
+	assert.Positive(t, got.LFLost, "the throttled batches are dropped")
+	assert.Positive(t, got.LSLost)
+	assert.Equal(t, float64(got.LFLost), failedLF, "every lost span is counted as failed (langfuse)")
+	assert.Equal(t, float64(got.LSLost), failedLS, "every lost run is counted as failed (langsmith)")
+	assert.Contains(t, r.Collector.Logs(), "no more retries left")
+	r.AssertNoSecrets(t)
+	ReliabilityRow(t, "429 with Retry-After 5 s > retry_on_failure.max_elapsed_time 2 s (1 s of throttling)",
+		"exporterhelper gives up at once (`no more retries left`): the throttled batches are dropped, logged and counted in otelcol_exporter_send_failed_spans. Set max_elapsed_time: 0s (or above the longest Retry-After) with a persistent queue",
+		fmt.Sprintf("%d spans", got.Sent), fmt.Sprintf("Langfuse %d / LangSmith %d (= failed-send counters)", got.LFLost, got.LSLost),
+		fmt.Sprintf("%d / %d", got.LFDup, got.LSDup), "none for the dropped data",
+		fmt.Sprintf("LF %s; LS %s", faultedString(got.LFFaulted), faultedString(got.LSFaulted)))
+}

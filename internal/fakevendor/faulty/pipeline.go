@@ -22,6 +22,8 @@ type Pipeline struct {
 	LimitMiB       int    // memory_limiter limit_mib (0: 512)
 	SpikeMiB       int    // memory_limiter spike_limit_mib (0: limit/4)
 	QueueSize      int    // sending_queue.queue_size in requests (0: 100000)
+	// MaxElapsed is retry_on_failure.max_elapsed_time ("": 0s, retry forever).
+	MaxElapsed string
 	// SubagentMerge adds subagentmerge (with this YAML body, e.g. "{num_traces: 10}")
 	// after memory_limiter.
 	SubagentMerge string
@@ -52,6 +54,10 @@ func (p Pipeline) YAML() string {
 	if qsize == 0 {
 		qsize = 100000
 	}
+	maxElapsed := p.MaxElapsed
+	if maxElapsed == "" {
+		maxElapsed = "0s"
+	}
 	storage := ""
 	if p.StorageDir != "" {
 		storage = "storage: file_storage, "
@@ -60,8 +66,8 @@ func (p Pipeline) YAML() string {
 	// recovery short after a fault ends
 	queue := fmt.Sprintf(`    timeout: %s
     sending_queue: {%snum_consumers: 4, queue_size: %d}
-    retry_on_failure: {initial_interval: 100ms, max_interval: 1s, max_elapsed_time: 0s}
-`, timeout, storage, qsize)
+    retry_on_failure: {initial_interval: 100ms, max_interval: 1s, max_elapsed_time: %s}
+`, timeout, storage, qsize, maxElapsed)
 
 	var b strings.Builder
 	var extIDs, exporters []string
