@@ -63,6 +63,7 @@ func benchAgent(b *testing.B, full bool) *agent.Agent {
 		cfg.Settings.Runtime.BaseDir = b.TempDir()
 		cfg.Settings.PlanMode.Enabled = true
 		cfg.TokenBudget.Enabled = true
+		cfg.ToolProgress.Enabled = true
 		cfg.Summarization.Enabled, cfg.Summarization.MaxTokensBeforeSummary = true, 1<<30 // counted, never fires
 		cfg.Guardrails.Enabled, cfg.Guardrails.Provider = true, "tool_policy"
 		var err error

@@ -27,6 +27,7 @@ const (
 	NameGuardrail               = "GuardrailMiddleware"
 	NameToolErrorHandling       = "ToolErrorHandlingMiddleware"
 	NameDurableContext          = "DurableContextMiddleware"
+	NameToolProgress            = "ToolProgressMiddleware"
 	NameDynamicContext          = "DynamicContextMiddleware"
 	NameSummarization           = "SummarizationMiddleware"
 	NameTodo                    = "TodoMiddleware"
@@ -103,7 +104,7 @@ func (o *Options) supportsVision() bool {
 // (build_lead_runtime_middlewares, middleware.md §3.1): InputSanitization,
 // ToolOutputBudget, ToolResultSanitization, ThreadData, Uploads, Sandbox, DanglingToolCall,
 // LLMErrorHandling, Guardrail (when enabled), SandboxAudit, ReadBeforeWrite (when
-// enabled), ToolErrorHandling.
+// enabled), ToolProgress (opt-in), ToolErrorHandling.
 func BuildRuntimeMiddlewares(o Options) ([]agent.Middleware, error) {
 	return buildRuntime(o, true)
 }
@@ -144,6 +145,13 @@ func buildRuntime(o Options, lead bool) ([]agent.Middleware, error) {
 	out = append(out, NewSandboxAuditMiddleware())
 	if cfg.ReadBeforeWrite.Enabled {
 		out = append(out, NewReadBeforeWriteMiddleware())
+	}
+	if cfg.ToolProgress.Enabled {
+		tp, err := NewToolProgressMiddleware(cfg.ToolProgress)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", SectionToolProgress, err)
+		}
+		out = append(out, tp)
 	}
 	out = append(out, NewToolErrorHandlingMiddleware())
 	return out, nil
@@ -296,6 +304,7 @@ func (e *OrderingError) Error() string {
 //   - ThreadData < Uploads < Sandbox (paths before uploads before the sandbox);
 //   - DanglingToolCall < LLMErrorHandling (retries see the patched history);
 //   - Guardrail < ToolErrorHandling (a guardrail denial is not an exception);
+//   - ToolProgress < ToolErrorHandling (DeerFlow's declarative ordering constraint);
 //   - SafetyFinishReason is the last middleware with an after_model hook, so with reverse
 //     dispatch it sees every response first (before LoopDetection, TokenBudget,
 //     SubagentLimit, TokenUsage, custom middlewares);
@@ -324,6 +333,7 @@ func AssertOrdering(chain []agent.Middleware) error {
 		{NameInputSanitization, NameThreadData}, {NameToolOutputBudget, NameToolResultSanitization},
 		{NameToolResultSanitization, NameSandbox}, {NameSandbox, NameSandboxAudit}, {NameSandboxAudit, NameReadBeforeWrite},
 		{NameReadBeforeWrite, NameToolErrorHandling}, {NameGuardrail, NameSandboxAudit},
+		{NameToolProgress, NameToolErrorHandling}, {NameReadBeforeWrite, NameToolProgress},
 		{NameThreadData, NameUploads}, {NameThreadData, NameSandbox}, {NameUploads, NameSandbox},
 		{NameDanglingToolCall, NameLLMErrorHandling}, {NameGuardrail, NameToolErrorHandling},
 		{NameDurableContext, NameSummarization}, {NameDurableContext, NameSubagentLimit},

@@ -43,6 +43,7 @@ func allEnabled() Options {
 	cfg.TokenBudget.Enabled = true
 	cfg.Guardrails.Enabled, cfg.Guardrails.Provider = true, "tool_policy"
 	cfg.Settings.PlanMode.Enabled = true
+	cfg.ToolProgress.Enabled = true
 	return Options{Config: cfg, Model: visionModel{true}}
 }
 
@@ -60,7 +61,7 @@ func TestChainOrderEverythingEnabled(t *testing.T) {
 	assert.Equal(t, []string{
 		NameInputSanitization, NameToolOutputBudget, NameToolResultSanitization,
 		NameThreadData, NameUploads, NameSandbox, NameDanglingToolCall, NameLLMErrorHandling, NameGuardrail,
-		NameSandboxAudit, NameReadBeforeWrite, NameToolErrorHandling,
+		NameSandboxAudit, NameReadBeforeWrite, NameToolProgress, NameToolErrorHandling,
 		NameDynamicContext, NameDurableContext, NameSummarization, NameTodo, NameTokenUsage, NameTitle, NameMemory, NameViewImage,
 		NameSystemMessageCoalescing, NameSubagentLimit, NameLoopDetection, NameTokenBudget,
 		NameTerminalResponse, NameModelLengthFinishReason, NameSafetyFinishReason, NameClarification,
@@ -69,14 +70,14 @@ func TestChainOrderEverythingEnabled(t *testing.T) {
 	require.NoError(t, err)
 	h := Hooks(chain)
 	// middleware.md §3.3, restricted to the middlewares agentmeter builds.
-	assert.Equal(t, []string{NameThreadData, NameUploads, NameDynamicContext, NameTodo, NameLoopDetection, NameTokenBudget, NameTerminalResponse}, h.BeforeAgent)
+	assert.Equal(t, []string{NameThreadData, NameUploads, NameToolProgress, NameDynamicContext, NameTodo, NameLoopDetection, NameTokenBudget, NameTerminalResponse}, h.BeforeAgent)
 	assert.Equal(t, []string{NameDurableContext, NameSummarization, NameTodo, NameViewImage}, h.BeforeModel)
-	assert.Equal(t, []string{NameInputSanitization, NameToolOutputBudget, NameDanglingToolCall, NameLLMErrorHandling, NameDurableContext, NameTodo, NameSystemMessageCoalescing,
+	assert.Equal(t, []string{NameInputSanitization, NameToolOutputBudget, NameDanglingToolCall, NameLLMErrorHandling, NameToolProgress, NameDurableContext, NameTodo, NameSystemMessageCoalescing,
 		NameLoopDetection, NameTokenBudget, NameTerminalResponse}, h.WrapModelCall)
 	assert.Equal(t, []string{NameSafetyFinishReason, NameModelLengthFinishReason, NameTerminalResponse, NameTokenBudget,
 		NameLoopDetection, NameSubagentLimit, NameViewImage, NameTitle, NameTokenUsage, NameTodo, NameDurableContext}, h.AfterModel, "reverse list order")
 	assert.Equal(t, []string{NameToolOutputBudget, NameToolResultSanitization, NameSandbox, NameGuardrail, NameSandboxAudit,
-		NameReadBeforeWrite, NameToolErrorHandling, NameClarification}, h.WrapToolCall)
+		NameReadBeforeWrite, NameToolProgress, NameToolErrorHandling, NameClarification}, h.WrapToolCall)
 	assert.Equal(t, []string{NameTerminalResponse, NameTokenBudget, NameLoopDetection, NameMemory, NameTodo, NameSandbox}, h.AfterAgent)
 }
 

@@ -27,6 +27,7 @@ const (
 	SectionSettings           = "settings"
 	SectionToolOutput         = "tool_output"
 	SectionReadBeforeWrite    = "read_before_write"
+	SectionToolProgress       = "tool_progress"
 )
 
 func init() {
@@ -43,6 +44,7 @@ func init() {
 	config.RegisterSection(SectionSettings, func() any { v := DefaultSettings(); return &v })
 	config.RegisterSection(SectionToolOutput, func() any { v := DefaultToolOutputConfig(); return &v })
 	config.RegisterSection(SectionReadBeforeWrite, func() any { v := ReadBeforeWriteConfig{Enabled: true}; return &v })
+	config.RegisterSection(SectionToolProgress, func() any { v := DefaultToolProgressConfig(); return &v })
 }
 
 // CircuitBreakerConfig configures LLMErrorHandlingMiddleware (DeerFlow's circuit_breaker
@@ -422,6 +424,7 @@ type Config struct {
 	Settings           Settings
 	ToolOutput         ToolOutputConfig
 	ReadBeforeWrite    ReadBeforeWriteConfig
+	ToolProgress       ToolProgressConfig
 }
 
 // DefaultConfig is the configuration of a config.yaml without middleware sections.
@@ -432,6 +435,7 @@ func DefaultConfig() Config {
 		SafetyFinishReason: DefaultSafetyFinishReasonConfig(), Summarization: DefaultSummarizationConfig(),
 		Title: DefaultTitleConfig(), TokenBudget: DefaultTokenBudgetConfig(), Settings: DefaultSettings(),
 		ToolOutput: DefaultToolOutputConfig(), ReadBeforeWrite: ReadBeforeWriteConfig{Enabled: true},
+		ToolProgress: DefaultToolProgressConfig(),
 	}
 }
 
@@ -499,6 +503,10 @@ func ConfigFrom(c *config.Config) Config {
 			if p, ok := v.(*ReadBeforeWriteConfig); ok {
 				*d = *p
 			}
+		case *ToolProgressConfig:
+			if p, ok := v.(*ToolProgressConfig); ok {
+				*d = *p
+			}
 		}
 	}
 	set(SectionCircuitBreaker, &out.CircuitBreaker)
@@ -514,6 +522,7 @@ func ConfigFrom(c *config.Config) Config {
 	set(SectionSettings, &out.Settings)
 	set(SectionToolOutput, &out.ToolOutput)
 	set(SectionReadBeforeWrite, &out.ReadBeforeWrite)
+	set(SectionToolProgress, &out.ToolProgress)
 	return out
 }
 

@@ -39,6 +39,7 @@ models:
   - {name: main, provider: scripted, model: scripted-demo, script: %q, supports_vision: true}
 summarization: {enabled: true, max_tokens_before_summary: 1500, keep_messages: 2}
 token_budget: {enabled: true}
+tool_progress: {enabled: true}
 guardrails: {enabled: true, provider: tool_policy, deny_tools: [web_search]}
 settings:
   runtime: {base_dir: %q}

@@ -40,6 +40,7 @@ safety_finish_reason: {enabled: true}
 tool_search: {enabled: false}
 summarization: {enabled: true, max_tokens_before_summary: 120000}
 token_budget: {enabled: true}
+tool_progress: {enabled: true}
 title: {max_words: 6, max_chars: 60}
 settings:
   runtime: {base_dir: %q, lazy_init: true}
@@ -98,7 +99,7 @@ service:
 	assert.Equal(t, []string{"InputSanitizationMiddleware", "ToolOutputBudgetMiddleware", "ToolResultSanitizationMiddleware",
 		"ThreadDataMiddleware", "UploadsMiddleware", "SandboxMiddleware", "DanglingToolCallMiddleware",
 		"LLMErrorHandlingMiddleware", "GuardrailMiddleware", "SandboxAuditMiddleware", "ReadBeforeWriteMiddleware",
-		"ToolErrorHandlingMiddleware", "DynamicContextMiddleware", "DurableContextMiddleware",
+		"ToolProgressMiddleware", "ToolErrorHandlingMiddleware", "DynamicContextMiddleware", "DurableContextMiddleware",
 		"SummarizationMiddleware", "TodoMiddleware", "TokenUsageMiddleware", "TitleMiddleware", "MemoryMiddleware",
 		"ViewImageMiddleware", "SystemMessageCoalescingMiddleware", "SubagentLimitMiddleware", "LoopDetectionMiddleware",
 		"TokenBudgetMiddleware", "TerminalResponseMiddleware", "ModelLengthFinishReasonMiddleware",
