@@ -2,7 +2,6 @@ package middleware
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
@@ -209,10 +208,6 @@ func clipRunes(s string, n int) string {
 	return string(r[:n])
 }
 
-func truncateDetail(s string, n int) string {
-	s = strings.TrimSpace(s)
-	return clipRunes(s, n)
-}
 
 // record writes a middleware journal event when the run has a journal.
 func record(rt *agent.Runtime, tag, name, hook, action string, changes map[string]any) {
