@@ -62,7 +62,8 @@ func runScoped[T any](rt *agent.Runtime, key string, mk func() T) T {
 	return v
 }
 
-// threadKey is DeerFlow's (thread, run) scope: a missing thread id is "default".
+// threadID is the thread scope of per-thread state: a missing thread id is "default"
+// (DeerFlow's fallback); runID the run scope.
 func threadID(rt *agent.Runtime) string {
 	if rt == nil || rt.ThreadID == "" {
 		return "default"
