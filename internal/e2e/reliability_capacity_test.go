@@ -238,3 +238,68 @@ func TestReliabilitySubagentMergeAtCapacity(t *testing.T) {
 		fmt.Sprintf("%d / %d", got.LFDup, got.LSDup), "n/a (no fault)",
 		"merged usage exact on all 24 dispatching chat spans")
 }
+
+// kill -9 with subagentmerge in the pipeline (as in the shipped otelcol-config.yaml): the
+// spans it holds while waiting for their trace's root are in memory, before the
+// persistent queue, so a crash loses them although the receiver acknowledged them.
+// Measured, not hidden: the loss is exactly the held spans; the roots sent after the
+// restart arrive. SIGTERM instead releases everything held (asserted for contrast).
+func TestReliabilityKill9LosesSubagentMergeHeldSpans(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		stop     func(*Collector)
+		wantLoss bool
+	}{{"sigkill", (*Collector).Kill, true}, {"sigterm", (*Collector).Stop, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewFaultRig(t, FaultRigOptions{Persistent: true, SubagentMerge: "{wait_duration: 5m}"})
+			const runs = 5
+			l := &faulty.Load{Addr: r.OTLP}
+			var roots []ptrace.Traces
+			held := 0
+			for n := uint64(1); n <= runs; n++ {
+				early, root := AgentRun(100 + n)
+				require.True(t, l.SendRetrying(context.Background(), early))
+				held += early.SpanCount()
+				roots = append(roots, root)
+			}
+			require.Eventually(t, func() bool {
+				return counter(r.Metrics(t), "otelcol_processor_subagentmerge_spans_buffered") == float64(held)
+			}, 30*time.Second, 50*time.Millisecond, "the early spans are held, waiting for their roots")
+			tc.stop(r.Collector)
+			r.Restart(t, nil)
+			for _, root := range roots {
+				require.True(t, l.SendRetrying(context.Background(), root))
+			}
+			// the roots pass (late or completing nothing) and reach both vendors
+			time.Sleep(time.Second)
+			deadline := time.Now().Add(30 * time.Second)
+			var got Delivery
+			for {
+				got = r.delivery(l, l.SpanIDs(), l.RunIDs())
+				want := 0
+				if tc.wantLoss {
+					want = held
+				}
+				if (got.LFLost == want && got.LSLost == want) || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			t.Logf("%s: %+v (held %d)", tc.name, got, held)
+			if tc.wantLoss {
+				assert.Equal(t, held, got.LFLost, "exactly the held spans are lost at Langfuse")
+				assert.Equal(t, held, got.LSLost, "exactly the held spans are lost at LangSmith")
+				assert.Equal(t, runs, got.LFAccepted, "the roots sent after the restart arrive")
+				ReliabilityRow(t, fmt.Sprintf("kill -9 with subagentmerge holding %d runs' spans (roots not yet sent), file_storage queues", runs),
+					"the held spans are in memory before the persistent queue: acknowledged to the sender, lost in the crash; SIGTERM releases them (0 lost)",
+					fmt.Sprintf("%d spans, %d tokens", got.Sent, got.SentTokens),
+					fmt.Sprintf("Langfuse %d / LangSmith %d (= the spans held; %d of %d tokens)", got.LFLost, got.LSLost, got.SentTokens-got.LFTokens, got.SentTokens),
+					fmt.Sprintf("%d / %d", got.LFDup, got.LSDup), "—", "")
+			} else {
+				assert.Zero(t, got.LFLost)
+				assert.Zero(t, got.LSLost)
+			}
+			r.AssertNoSecrets(t)
+		})
+	}
+}
