@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -162,5 +163,14 @@ service:
 		for k, w := range AgentRunDispatch(run) {
 			assert.Equal(t, w, merged[k], "dispatch %s", k)
 		}
+	}
+}
+
+// The scale-out example configs shipped in docs/ are valid for the built collector.
+func TestSubagentMergeScaleOutExampleConfigsValidate(t *testing.T) {
+	bin := CollectorBinary(t)
+	for _, f := range []string{"subagentmerge-scaleout-front.yaml", "subagentmerge-scaleout-merge.yaml"} {
+		out, err := exec.Command(bin, "validate", "--config", filepath.Join(RepoRoot(), "docs", f)).CombinedOutput()
+		assert.NoError(t, err, "%s: %s", f, out)
 	}
 }

@@ -14,8 +14,8 @@ const numShards = 64
 
 // linearLimit is the span count up to which a trace's span ids are searched linearly;
 // above it a map index is built (most agent traces stay below it, and a short slice is
-// both smaller and faster than a map).
-const linearLimit = 32
+// both smaller, 16 bytes a span against about 50 in a map, and as fast).
+const linearLimit = 64
 
 // Span flag bits (OTLP): bit 8 says whether bit 9 is known, bit 9 that the parent is remote.
 const (
@@ -23,10 +23,19 @@ const (
 	flagIsRemote    = 0x200
 )
 
-// spanKey is all the buffer keeps per span besides its bytes.
+// spanKey is all the buffer keeps per span besides its data. A local root is stored
+// with an empty parent, even when its real parent is remote.
 type spanKey struct {
 	id, parent pcommon.SpanID
-	root       bool // no parent, or a parent in another process
+}
+
+func (k spanKey) root() bool { return k.parent.IsEmpty() }
+
+func keyOf(sp ptrace.Span) spanKey {
+	if isLocalRoot(sp) {
+		return spanKey{id: sp.SpanID()}
+	}
+	return spanKey{id: sp.SpanID(), parent: sp.ParentSpanID()}
 }
 
 // isLocalRoot reports whether sp roots this process's part of the trace: it has no parent,
@@ -73,25 +82,46 @@ func (s *spanSet) add(k spanKey) {
 // complete reports whether every span's parent is present (roots excepted).
 func (s *spanSet) complete() bool {
 	for i := range s.keys {
-		if !s.keys[i].root && !s.has(s.keys[i].parent) {
+		if !s.keys[i].root() && !s.has(s.keys[i].parent) {
 			return false
 		}
 	}
 	return true
 }
 
-// entry is one buffered trace.
+// entry is one buffered trace. Its spans are held in two forms:
+//   - hot: recently arrived spans, moved (not copied) out of the incoming batches into
+//     a ptrace.Traces of their own. A trace that completes soon after its spans arrive,
+//     the common case, never pays for encoding.
+//   - chunks: spans held longer than compact_after, encoded by the sweeper as OTLP
+//     TracesData protobuf, several times smaller than the same spans in pdata.
+//     Concatenated TracesData messages decode as one message whose resource_spans are
+//     the concatenation, so release joins the chunks and decodes once.
 type entry struct {
-	id      pcommon.TraceID
-	spans   spanSet
-	hasRoot bool
-	// buf holds the buffered spans as OTLP TracesData protobuf. Each batch's spans are
-	// marshalled and appended: concatenated messages decode as one message whose
-	// resource_spans are the concatenation, so release needs a single unmarshal. Bytes
-	// are several times smaller than the same spans in pdata.
-	buf        []byte
-	lastSeen   int64 // unix nanos of the last span added
-	prev, next *entry
+	id       pcommon.TraceID
+	spans    spanSet
+	hasRoot  bool
+	hot      ptrace.Traces // valid only while hotSince != 0
+	hotSince int64         // unix nanos when the oldest hot span arrived; 0: no hot spans
+	chunks   [][]byte
+	lastSeen int64 // unix nanos of the last span added
+	// prev/next order the shard's entries by lastSeen (idle and capacity release);
+	// hprev/hnext order the entries holding hot spans by hotSince (compaction).
+	prev, next   *entry
+	hprev, hnext *entry
+}
+
+// held is a released trace's data, taken out of its entry.
+type held struct {
+	chunks [][]byte
+	hot    ptrace.Traces
+	hasHot bool
+}
+
+func (e *entry) take() held {
+	h := held{chunks: e.chunks, hot: e.hot, hasHot: e.hotSince != 0}
+	e.chunks, e.hot, e.hotSince = nil, ptrace.Traces{}, 0
+	return h
 }
 
 // tombstone remembers a released trace's span ids for late-span and duplicate checks.
@@ -111,6 +141,8 @@ type shard struct {
 	// of one timer per trace.
 	traces     map[pcommon.TraceID]*entry
 	head, tail *entry
+	// hotHead..hotTail are the entries with hot spans, oldest hotSince first.
+	hotHead, hotTail *entry
 	// released are the tombstones; relQueue is their release order, for expiry.
 	released map[pcommon.TraceID]*tombstone
 	relQueue []releasedAt
@@ -147,6 +179,34 @@ func (s *shard) unlink(e *entry) {
 	e.prev, e.next = nil, nil
 }
 
+func (s *shard) pushHot(e *entry, now int64) {
+	e.hotSince = now
+	e.hprev, e.hnext = s.hotTail, nil
+	if s.hotTail != nil {
+		s.hotTail.hnext = e
+	} else {
+		s.hotHead = e
+	}
+	s.hotTail = e
+}
+
+func (s *shard) unlinkHot(e *entry) {
+	if e.hotSince == 0 {
+		return
+	}
+	if e.hprev != nil {
+		e.hprev.hnext = e.hnext
+	} else {
+		s.hotHead = e.hnext
+	}
+	if e.hnext != nil {
+		e.hnext.hprev = e.hprev
+	} else {
+		s.hotTail = e.hprev
+	}
+	e.hprev, e.hnext = nil, nil
+}
+
 // touch marks e as just extended.
 func (s *shard) touch(e *entry, now int64) {
 	e.lastSeen = now
@@ -157,15 +217,18 @@ func (s *shard) touch(e *entry, now int64) {
 }
 
 // remove takes e out of the buffer and, when window > 0, leaves a tombstone with its
-// span ids. The caller owns e.buf afterwards.
-func (s *shard) remove(e *entry, now int64, window int64, maxTombstones int) {
+// span ids. It returns the trace's data, which the caller now owns.
+func (s *shard) remove(e *entry, now int64, window int64, maxTombstones int) held {
 	delete(s.traces, e.id)
 	s.unlink(e)
+	s.unlinkHot(e)
+	h := e.take()
 	if window > 0 {
 		s.released[e.id] = &tombstone{spans: e.spans}
 		s.relQueue = append(s.relQueue, releasedAt{e.id, now})
 		s.expireTombstones(now, window, maxTombstones)
 	}
+	return h
 }
 
 // addTombstone records a trace that was released without ever being buffered.
@@ -197,4 +260,20 @@ func (s *shard) expireTombstones(now, window int64, maxTombstones int) {
 		s.relQueue = s.relQueue[:n]
 		s.relHead = 0
 	}
+}
+
+// joinChunks returns the chunks as one TracesData message.
+func joinChunks(chunks [][]byte) []byte {
+	if len(chunks) == 1 {
+		return chunks[0]
+	}
+	n := 0
+	for _, c := range chunks {
+		n += len(c)
+	}
+	buf := make([]byte, 0, n)
+	for _, c := range chunks {
+		buf = append(buf, c...)
+	}
+	return buf
 }

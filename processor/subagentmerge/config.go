@@ -33,6 +33,13 @@ type Config struct {
 	// trace and duplicates after release are passed on again.
 	// Default: 2m.
 	LateSpanWindow time.Duration `mapstructure:"late_span_window"`
+
+	// CompactAfter is how long spans stay in the collector's in-memory form before they
+	// are encoded as protobuf, several times smaller. Runs that complete within it
+	// (most short ones) are never encoded; long runs, which hold most of the buffer,
+	// are held compact. 0 encodes every buffered span on arrival.
+	// Default: 1s.
+	CompactAfter time.Duration `mapstructure:"compact_after"`
 }
 
 func createDefaultConfig() *Config {
@@ -40,6 +47,7 @@ func createDefaultConfig() *Config {
 		WaitDuration:   5 * time.Minute,
 		NumTraces:      10_000,
 		LateSpanWindow: 2 * time.Minute,
+		CompactAfter:   time.Second,
 	}
 }
 
@@ -60,6 +68,11 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("late_span_window must not be negative, got %s", c.LateSpanWindow))
 	} else if c.LateSpanWindow > maxWaitDuration {
 		errs = append(errs, fmt.Errorf("late_span_window must be at most %s, got %s", maxWaitDuration, c.LateSpanWindow))
+	}
+	if c.CompactAfter < 0 {
+		errs = append(errs, fmt.Errorf("compact_after must not be negative, got %s", c.CompactAfter))
+	} else if c.CompactAfter > maxWaitDuration {
+		errs = append(errs, fmt.Errorf("compact_after must be at most %s, got %s", maxWaitDuration, c.CompactAfter))
 	}
 	return errors.Join(errs...)
 }

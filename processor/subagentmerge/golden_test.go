@@ -90,15 +90,17 @@ func TestGolden(t *testing.T) {
 			in, err := golden.ReadTraces(filepath.Join(dir, "input.yaml"))
 			require.NoError(t, err)
 			require.NoError(t, ptracetest.CompareTraces(canonical(tc.build()), canonical(in)), "builder and input.yaml disagree: run with -update")
-			out := run(t, defaultTestConfig(), in)
-			if *update {
-				require.NoError(t, golden.WriteTracesToFile(filepath.Join(dir, "expected.yaml"), out))
+			for _, mode := range bufferModes {
+				out := run(t, mode.cfg(), clone(in))
+				if *update && mode.name == "hot" {
+					require.NoError(t, golden.WriteTracesToFile(filepath.Join(dir, "expected.yaml"), out))
+				}
+				want, err := golden.ReadTraces(filepath.Join(dir, "expected.yaml"))
+				require.NoError(t, err)
+				require.NoError(t, ptracetest.CompareTraces(want, out), mode.name)
+				tc.check(t, out)
+				assert.Equal(t, ownUsageSum(in), ownUsageSum(out), "own usage never changes")
 			}
-			want, err := golden.ReadTraces(filepath.Join(dir, "expected.yaml"))
-			require.NoError(t, err)
-			require.NoError(t, ptracetest.CompareTraces(want, out))
-			tc.check(t, out)
-			assert.Equal(t, ownUsageSum(in), ownUsageSum(out), "own usage never changes")
 		})
 	}
 }
@@ -114,8 +116,9 @@ func TestGoldenRandomBatches(t *testing.T) {
 			require.NoError(t, err)
 			for seed := uint64(1); seed <= 20; seed++ {
 				r := rand.New(rand.NewPCG(seed, 7))
-				out := run(t, defaultTestConfig(), shuffleIntoBatches(r, tc.build(), 2+r.IntN(7))...)
-				require.NoError(t, ptracetest.CompareTraces(want, out), "seed %d", seed)
+				mode := bufferModes[seed%2]
+				out := run(t, mode.cfg(), shuffleIntoBatches(r, tc.build(), 2+r.IntN(7))...)
+				require.NoError(t, ptracetest.CompareTraces(want, out), "seed %d, %s", seed, mode.name)
 			}
 		})
 	}
@@ -134,7 +137,7 @@ func TestGoldenDuplicates(t *testing.T) {
 				in = append(in, b, clone(b)) // each batch retried at once
 			}
 			in = append(in, tc.build()) // and the whole trace again after its release
-			p, sink, tel := newTestProcessor(t, defaultTestConfig())
+			p, sink, tel := newTestProcessor(t, bufferModes[len(tc.name)%2].cfg())
 			for _, b := range in {
 				require.NoError(t, p.ConsumeTraces(context.Background(), b))
 			}
@@ -158,6 +161,16 @@ func TestGoldenSecondPass(t *testing.T) {
 }
 
 func defaultTestConfig() *Config { return createDefaultConfig() }
+
+// bufferModes are the two ways spans are held: hot (pdata, the default) and compact
+// (encoded on arrival, compact_after 0). Every golden and property test runs both.
+var bufferModes = []struct {
+	name string
+	cfg  func() *Config
+}{
+	{"hot", defaultTestConfig},
+	{"compact", func() *Config { c := createDefaultConfig(); c.CompactAfter = 0; return c }},
+}
 
 func newTestProcessor(t *testing.T, cfg *Config) (*subagentMerge, *consumertest.TracesSink, *componenttest.Telemetry) {
 	t.Helper()

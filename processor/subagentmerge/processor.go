@@ -40,8 +40,8 @@ type ref struct {
 type group struct {
 	id          pcommon.TraceID
 	first, last int32
-	released    bool   // the whole trace goes on with this batch
-	buf         []byte // its previously buffered spans, when released
+	released    bool // the whole trace goes on with this batch
+	prev        held // its previously buffered spans, when released
 }
 
 // scratch is the per-call working memory, pooled to keep ConsumeTraces allocation-light.
@@ -49,7 +49,7 @@ type scratch struct {
 	refs    []ref
 	groups  []group
 	byTrace map[pcommon.TraceID]int32
-	evicted [][]byte // traces pushed out by capacity, released with this batch
+	evicted []held // traces pushed out by capacity, released with this batch
 	spans   []ptrace.Span
 }
 
@@ -60,6 +60,7 @@ type subagentMerge struct {
 	tel    *telemetry
 
 	wait, window  int64 // nanoseconds
+	compactAfter  int64 // nanoseconds
 	maxTombstones int   // per shard
 	shards        [numShards]shard
 	nTraces       atomic.Int64
@@ -88,6 +89,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		logger:        set.Logger,
 		wait:          int64(cfg.WaitDuration),
 		window:        int64(cfg.LateSpanWindow),
+		compactAfter:  int64(cfg.CompactAfter),
 		maxTombstones: max(cfg.NumTraces/numShards, 64),
 		now:           func() int64 { return time.Now().UnixNano() },
 		stop:          make(chan struct{}),
@@ -113,14 +115,14 @@ func (*subagentMerge) Capabilities() consumer.Capabilities {
 // Start launches the one sweeper goroutine that releases idle traces.
 func (p *subagentMerge) Start(context.Context, component.Host) error {
 	if p.started.CompareAndSwap(false, true) {
-		go p.sweepLoop(sweepInterval(p.cfg.WaitDuration))
+		go p.sweepLoop(sweepInterval(min(p.cfg.WaitDuration, max(p.cfg.CompactAfter, time.Millisecond))))
 	}
 	return nil
 }
 
-// sweepInterval bounds how late an idle trace is released: at most a quarter of
-// wait_duration after it became idle, checked no more than every 5 ms nor less than
-// every second.
+// sweepInterval bounds how late an idle trace is released (and a hot one compacted):
+// at most a quarter of the period after it is due, checked no more than every 5 ms
+// nor less than every second.
 func sweepInterval(wait time.Duration) time.Duration {
 	return min(max(wait/4, 5*time.Millisecond), time.Second)
 }
@@ -147,9 +149,13 @@ func (p *subagentMerge) sweepLoop(every time.Duration) {
 		case <-p.stop:
 			return
 		case <-t.C:
-			cutoff := p.now() - p.wait
+			now := p.now()
+			cutoff := now - p.wait
 			if err := p.releaseWhere(context.Background(), relIdle, func(e *entry) bool { return e.lastSeen <= cutoff }); err != nil {
 				p.logger.Error("releasing idle traces failed", zap.Error(err))
+			}
+			if p.compactAfter > 0 {
+				p.compact(now - p.compactAfter)
 			}
 		}
 	}
@@ -159,17 +165,16 @@ func (p *subagentMerge) sweepLoop(every time.Duration) {
 // for which release is true, stopping at the first that is not (the list is ordered by
 // lastSeen, so for idle release nothing behind it qualifies either).
 func (p *subagentMerge) releaseWhere(ctx context.Context, reason int, release func(*entry) bool) error {
-	var bufs [][]byte
+	var bufs []held
 	var c counts
 	now := p.now()
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
 		for e := s.head; e != nil && release(e); e = s.head {
-			s.remove(e, now, p.window, p.maxTombstones)
+			bufs = append(bufs, s.remove(e, now, p.window, p.maxTombstones))
 			p.nTraces.Add(-1)
 			p.nSpans.Add(-int64(len(e.spans.keys)))
-			bufs = append(bufs, e.buf)
 		}
 		s.expireTombstones(now, p.window, p.maxTombstones)
 		s.mu.Unlock()
@@ -195,19 +200,56 @@ func (p *subagentMerge) releaseWhere(ctx context.Context, reason int, release fu
 	return errors.Join(errs...)
 }
 
-// appendReleased decodes one buffered trace, merges it, and moves it into out.
-func (p *subagentMerge) appendReleased(out ptrace.Traces, buf []byte, spans []ptrace.Span, c *counts) ([]ptrace.Span, error) {
-	td, err := p.unmarshaler.UnmarshalTraces(buf)
-	if err != nil {
-		// only our own marshalling produced these bytes; this is a bug, not bad input
-		return spans, fmt.Errorf("subagentmerge: decoding a buffered trace: %w", err)
+// compact encodes the hot spans of every trace that has held them since before cutoff.
+func (p *subagentMerge) compact(cutoff int64) {
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		for e := s.hotHead; e != nil && e.hotSince <= cutoff; e = s.hotHead {
+			b, err := p.marshaler.MarshalTraces(e.hot)
+			s.unlinkHot(e)
+			if err != nil {
+				// keep the spans hot rather than lose them; they go out at release
+				p.logger.Error("encoding buffered spans failed", zap.Error(err))
+				s.pushHot(e, p.now())
+				break
+			}
+			e.chunks = append(e.chunks, b)
+			e.hot, e.hotSince = ptrace.Traces{}, 0
+		}
+		s.mu.Unlock()
 	}
-	spans = appendSpans(spans, td)
+}
+
+// appendHeld moves one buffered trace's spans into out (decoding its chunks) and
+// appends them to spans.
+func (p *subagentMerge) appendHeld(out ptrace.Traces, h held, spans []ptrace.Span) ([]ptrace.Span, error) {
+	var err error
+	if len(h.chunks) > 0 {
+		var td ptrace.Traces
+		td, err = p.unmarshaler.UnmarshalTraces(joinChunks(h.chunks))
+		if err != nil {
+			// only our own marshalling produced these bytes; this is a bug, not bad input
+			err = fmt.Errorf("subagentmerge: decoding a buffered trace: %w", err)
+		} else {
+			spans = appendSpans(spans, td)
+			td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+		}
+	}
+	if h.hasHot {
+		spans = appendSpans(spans, h.hot)
+		h.hot.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+	}
+	return spans, err
+}
+
+// appendReleased moves one buffered trace into out and merges it.
+func (p *subagentMerge) appendReleased(out ptrace.Traces, h held, spans []ptrace.Span, c *counts) ([]ptrace.Span, error) {
+	spans, err := p.appendHeld(out, h, spans)
 	r := merge.Apply(spans)
 	c.merged += int64(r.Merged)
 	c.orphans += int64(r.Orphans)
-	td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
-	return spans, nil
+	return spans, err
 }
 
 func appendSpans(dst []ptrace.Span, td ptrace.Traces) []ptrace.Span {
@@ -268,7 +310,7 @@ func (p *subagentMerge) process(td ptrace.Traces, sc *scratch, c *counts) error 
 				idx := int32(len(sc.refs))
 				sc.refs = append(sc.refs, ref{
 					span: sp, rs: int32(i), ss: int32(j), next: -1,
-					key: spanKey{id: sp.SpanID(), parent: sp.ParentSpanID(), root: isLocalRoot(sp)},
+					key: keyOf(sp),
 				})
 				tid := sp.TraceID()
 				if tid.IsEmpty() {
@@ -313,24 +355,19 @@ func (p *subagentMerge) process(td ptrace.Traces, sc *scratch, c *counts) error 
 				spans = append(spans, sc.refs[r].span)
 			}
 		}
-		if g.buf != nil {
-			prev, err := p.unmarshaler.UnmarshalTraces(g.buf)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("subagentmerge: decoding a buffered trace: %w", err))
-			} else {
-				spans = appendSpans(spans, prev)
-				prev.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
-			}
-			g.buf = nil
+		var err error
+		if spans, err = p.appendHeld(td, g.prev, spans); err != nil {
+			errs = append(errs, err)
 		}
+		g.prev = held{}
 		r := merge.Apply(spans)
 		c.merged += int64(r.Merged)
 		c.orphans += int64(r.Orphans)
 		sc.spans = spans
 	}
-	for _, buf := range sc.evicted {
+	for _, h := range sc.evicted {
 		var err error
-		if sc.spans, err = p.appendReleased(td, buf, sc.spans[:0], c); err != nil {
+		if sc.spans, err = p.appendReleased(td, h, sc.spans[:0], c); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -384,7 +421,7 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 			continue
 		}
 		set.add(ref.key)
-		hasRoot = hasRoot || ref.key.root
+		hasRoot = hasRoot || ref.key.root()
 		added++
 	}
 
@@ -394,10 +431,9 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 		c.released[relComplete]++
 		if e != nil {
 			e.spans = set
-			s.remove(e, now, p.window, p.maxTombstones)
+			g.prev = s.remove(e, now, p.window, p.maxTombstones)
 			p.nTraces.Add(-1)
 			p.nSpans.Add(-int64(len(set.keys) - added))
-			g.buf = e.buf
 			return nil
 		}
 		s.addTombstone(g.id, set, now, p.window, p.maxTombstones)
@@ -411,10 +447,9 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 		if p.nTraces.Load() >= int64(p.cfg.NumTraces) && s.head != nil {
 			// Full: push this shard's oldest trace on with this batch rather than drop it.
 			old := s.head
-			s.remove(old, now, p.window, p.maxTombstones)
+			sc.evicted = append(sc.evicted, s.remove(old, now, p.window, p.maxTombstones))
 			p.nTraces.Add(-1)
 			p.nSpans.Add(-int64(len(old.spans.keys)))
-			sc.evicted = append(sc.evicted, old.buf)
 			c.released[relCapacity]++
 		}
 		e = &entry{id: g.id}
@@ -426,45 +461,80 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 	p.nSpans.Add(int64(added))
 	s.touch(e, now)
 
-	// Move this batch's spans of the trace into a chunk and append its bytes.
-	chunk := ptrace.NewTraces()
+	// Move this batch's spans of the trace into the entry's hot spans, or, with
+	// compact_after 0, straight into an encoded chunk.
+	dst := e.hot
+	if p.compactAfter == 0 || e.hotSince == 0 {
+		dst = ptrace.NewTraces()
+	}
+	moveGroup(td, sc.refs, g.first, dst)
+	*removed = true
+	if p.compactAfter == 0 {
+		b, err := p.marshaler.MarshalTraces(dst)
+		if err != nil {
+			return fmt.Errorf("subagentmerge: encoding spans to buffer: %w", err)
+		}
+		e.chunks = append(e.chunks, b)
+		return nil
+	}
+	if e.hotSince == 0 {
+		e.hot = dst
+		s.pushHot(e, now)
+	}
+	return nil
+}
+
+// moveGroup moves one trace's spans of the batch (the refs chain from first, minus
+// duplicates) into dst under copies of their resource and scope, and marks them buffered.
+func moveGroup(td ptrace.Traces, refs []ref, first int32, dst ptrace.Traces) {
 	rss := td.ResourceSpans()
 	var crs ptrace.ResourceSpans
 	var css ptrace.ScopeSpans
 	lastRS, lastSS := int32(-1), int32(-1)
-	for r := g.first; r >= 0; r = sc.refs[r].next {
-		ref := &sc.refs[r]
+	for r := first; r >= 0; r = refs[r].next {
+		ref := &refs[r]
 		if ref.fate == fateDrop {
 			continue
 		}
 		if ref.rs != lastRS {
 			src := rss.At(int(ref.rs))
-			crs = chunk.ResourceSpans().AppendEmpty()
-			src.Resource().CopyTo(crs.Resource())
-			crs.SetSchemaUrl(src.SchemaUrl())
+			// A trace's later batches usually come from the same process: reuse the
+			// resource already held instead of storing another copy of it.
+			if n := dst.ResourceSpans().Len(); n > 0 && sameResource(dst.ResourceSpans().At(n-1), src) {
+				crs = dst.ResourceSpans().At(n - 1)
+			} else {
+				crs = dst.ResourceSpans().AppendEmpty()
+				src.Resource().CopyTo(crs.Resource())
+				crs.SetSchemaUrl(src.SchemaUrl())
+			}
 			lastRS, lastSS = ref.rs, -1
 		}
 		if ref.ss != lastSS {
 			src := rss.At(int(ref.rs)).ScopeSpans().At(int(ref.ss))
-			css = crs.ScopeSpans().AppendEmpty()
-			src.Scope().CopyTo(css.Scope())
-			css.SetSchemaUrl(src.SchemaUrl())
+			if n := crs.ScopeSpans().Len(); n > 0 && sameScope(crs.ScopeSpans().At(n-1), src) {
+				css = crs.ScopeSpans().At(n - 1)
+			} else {
+				css = crs.ScopeSpans().AppendEmpty()
+				src.Scope().CopyTo(css.Scope())
+				css.SetSchemaUrl(src.SchemaUrl())
+			}
 			lastSS = ref.ss
 		}
 		ref.span.MoveTo(css.Spans().AppendEmpty())
 		ref.fate = fateBuffer
 	}
-	*removed = true
-	b, err := p.marshaler.MarshalTraces(chunk)
-	if err != nil {
-		return fmt.Errorf("subagentmerge: encoding spans to buffer: %w", err)
-	}
-	if e.buf == nil {
-		e.buf = b
-	} else {
-		e.buf = append(e.buf, b...)
-	}
-	return nil
+}
+
+func sameResource(a, b ptrace.ResourceSpans) bool {
+	return a.SchemaUrl() == b.SchemaUrl() &&
+		a.Resource().DroppedAttributesCount() == b.Resource().DroppedAttributesCount() &&
+		a.Resource().Attributes().Equal(b.Resource().Attributes())
+}
+
+func sameScope(a, b ptrace.ScopeSpans) bool {
+	as, bs := a.Scope(), b.Scope()
+	return a.SchemaUrl() == b.SchemaUrl() && as.Name() == bs.Name() && as.Version() == bs.Version() &&
+		as.DroppedAttributesCount() == bs.DroppedAttributesCount() && as.Attributes().Equal(bs.Attributes())
 }
 
 // removeNotKept deletes buffered and duplicate spans from td, then empty scopes and

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/ptracetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -252,4 +253,33 @@ func assertGauge(t *testing.T, tel *componenttest.Telemetry, name string, want i
 	m, err := tel.GetMetric(name)
 	require.NoError(t, err)
 	assert.Equal(t, want, gaugeInt64(m))
+}
+
+// Hot spans are encoded once they have been held compact_after; release decodes them
+// and the result is the same as without compaction.
+func TestCompactionKeepsTheResult(t *testing.T) {
+	cfg := defaultTestConfig()
+	cfg.CompactAfter = 10 * time.Millisecond
+	p, sink, _ := newTestProcessor(t, cfg)
+	full := buildNested()
+	require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(full)))
+	s := &p.shards[shardIndex(full.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID())]
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.hotHead == nil
+	}, 5*time.Second, 5*time.Millisecond, "the sweeper compacts hot spans")
+	s.mu.Lock()
+	for _, e := range s.traces {
+		assert.NotEmpty(t, e.chunks)
+		assert.Zero(t, e.hotSince)
+	}
+	s.mu.Unlock()
+	// more spans make the trace hot again; the root completes it
+	root := clone(full)
+	root.ResourceSpans().At(0).ScopeSpans().At(0).Spans().RemoveIf(func(sp ptrace.Span) bool { return !isLocalRoot(sp) })
+	require.NoError(t, p.ConsumeTraces(context.Background(), root))
+	require.NoError(t, p.Shutdown(context.Background()))
+	want := run(t, defaultTestConfig(), buildNested())
+	require.NoError(t, ptracetest.CompareTraces(want, canonical(sink.AllTraces()...)))
 }

@@ -1,0 +1,294 @@
+// Command subagentmerge_loadgen drives a running collector with DeerFlow-shaped agent
+// runs over OTLP/gRPC and reports end-to-end throughput and the collector's peak memory.
+//
+// Every request is acked before it counts (nothing is dropped client side, unlike
+// telemetrygen --rate 0, TOOLCHAIN.md §5). Each worker keeps -runs runs in flight and
+// puts the next few spans of each, in the order spans end (children before parents, the
+// root last), into every request, so a run's spans spread over several requests the way
+// an SDK exports concurrent runs. End to end is measured until the collector's
+// otelcol_exporter_sent_spans reaches the number of spans acked.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+func main() {
+	endpoint := flag.String("endpoint", "127.0.0.1:4317", "collector OTLP/gRPC endpoint")
+	total := flag.Int("spans", 200_000, "spans to send (rounded up to whole runs)")
+	workers := flag.Int("workers", 4, "concurrent senders")
+	runs := flag.Int("runs", 100, "runs in flight per worker")
+	perRun := flag.Int("spans-per-run-per-request", 4, "at most this many spans of each in-flight run per request")
+	metrics := flag.String("metrics", "http://127.0.0.1:8888/metrics", "collector internal metrics (Prometheus text)")
+	pid := flag.Int("pid", 0, "collector pid, for peak RSS (VmHWM) and CPU time")
+	timeout := flag.Duration("timeout", 5*time.Minute, "give up waiting for the collector after this long")
+	flag.Parse()
+
+	conn, err := grpc.NewClient(*endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatalf("dial %s: %v", *endpoint, err)
+	}
+	defer conn.Close()
+	client := ptraceotlp.NewGRPCClient(conn)
+
+	baseline, err := sentSpans(*metrics)
+	if err != nil {
+		log.Fatalf("reading collector metrics: %v", err)
+	}
+	var budget atomic.Int64
+	budget.Store(int64(*total))
+	var acked, failed atomic.Int64
+	var traceNo atomic.Uint64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range *workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := &sender{r: rand.New(rand.NewPCG(uint64(w), 1)), traceNo: &traceNo}
+			for {
+				td, n := s.request(*runs, *perRun, &budget)
+				if n == 0 {
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_, err := client.Export(ctx, ptraceotlp.NewExportRequestFromTraces(td))
+				cancel()
+				if err != nil {
+					failed.Add(1)
+					log.Printf("export: %v", err)
+					continue
+				}
+				acked.Add(int64(n))
+			}
+		}()
+	}
+	wg.Wait()
+	ingest := time.Since(start)
+	want := baseline + acked.Load()
+	deadline := time.Now().Add(*timeout)
+	got := baseline
+	for got < want && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		if v, err := sentSpans(*metrics); err == nil {
+			got = v
+		}
+	}
+	e2e := time.Since(start)
+	fmt.Printf("spans_acked=%d failed_requests=%d ingest_s=%.2f ingest_spans_per_s=%.0f exported=%d e2e_s=%.2f e2e_spans_per_s=%.0f",
+		acked.Load(), failed.Load(), ingest.Seconds(), float64(acked.Load())/ingest.Seconds(),
+		got-baseline, e2e.Seconds(), float64(acked.Load())/e2e.Seconds())
+	if *pid > 0 {
+		fmt.Printf(" peak_rss_mib=%.0f cpu_s=%.1f", float64(procStatusKB(*pid, "VmHWM:"))/1024, cpuSeconds(*pid))
+	}
+	fmt.Println()
+	if got < want {
+		log.Fatalf("the collector exported %d of %d spans before the timeout", got-baseline, acked.Load())
+	}
+}
+
+// sender builds requests from its runs in flight.
+type sender struct {
+	r       *rand.Rand
+	traceNo *atomic.Uint64
+	active  [][]ptrace.Span // remaining spans of each run, in end order
+	owners  []ptrace.Traces // the Traces each run's spans live in
+}
+
+// request takes up to perRun spans of each run in flight. New runs start while the
+// budget lasts; runs already started are always finished.
+func (s *sender) request(runs, perRun int, budget *atomic.Int64) (ptrace.Traces, int) {
+	for len(s.active) < runs && budget.Load() > 0 {
+		td, spans := s.newRun()
+		budget.Add(-int64(len(spans)))
+		s.active = append(s.active, spans)
+		s.owners = append(s.owners, td)
+	}
+	out := ptrace.NewTraces()
+	rs := out.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr(genai.AttrServiceName, "deer-flow")
+	rs.Resource().Attributes().PutStr("service.version", "2.0.0")
+	rs.Resource().Attributes().PutStr("host.name", "agent-7f9c")
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName("agentmeter/runtime")
+	n := 0
+	active, owners := s.active[:0], s.owners[:0]
+	for i, spans := range s.active {
+		take := min(len(spans), 1+s.r.IntN(perRun))
+		for _, sp := range spans[:take] {
+			sp.CopyTo(ss.Spans().AppendEmpty())
+			n++
+		}
+		if rest := spans[take:]; len(rest) > 0 {
+			active = append(active, rest)
+			owners = append(owners, s.owners[i])
+		}
+	}
+	clear(s.owners[len(owners):])
+	s.active, s.owners = active, owners
+	return out, n
+}
+
+// newRun builds one run in end order: the lead agent's model calls and tools, parallel
+// task calls each running a subagent (some of which dispatch a nested task), the root last.
+func (s *sender) newRun() (ptrace.Traces, []ptrace.Span) {
+	b := &runBuilder{r: s.r, td: ptrace.NewTraces(), start: time.Now()}
+	b.spans = b.td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+	binary.BigEndian.PutUint64(b.tid[:8], s.r.Uint64())
+	binary.BigEndian.PutUint64(b.tid[8:], s.traceNo.Add(1))
+	lead := b.id()
+	b.agentLoop(lead, 0)
+	b.finish(lead, pcommon.SpanID{}, genai.OpInvokeAgent, genai.LeadAgentName)
+	return b.td, b.order
+}
+
+type runBuilder struct {
+	r     *rand.Rand
+	td    ptrace.Traces
+	spans ptrace.SpanSlice
+	tid   pcommon.TraceID
+	n     uint64
+	calls int
+	start time.Time
+	order []ptrace.Span
+}
+
+func (b *runBuilder) id() pcommon.SpanID {
+	b.n++
+	var id pcommon.SpanID
+	binary.BigEndian.PutUint64(id[:], uint64(b.tid[15])<<56|b.n)
+	return id
+}
+
+// finish appends a span when it ends: after all of its children.
+func (b *runBuilder) finish(id, parent pcommon.SpanID, op, target string) ptrace.Span {
+	sp := b.spans.AppendEmpty()
+	sp.SetTraceID(b.tid)
+	sp.SetSpanID(id)
+	sp.SetParentSpanID(parent)
+	sp.SetName(genai.SpanName(op, target))
+	ts := pcommon.NewTimestampFromTime(b.start.Add(time.Duration(b.n) * time.Millisecond))
+	sp.SetStartTimestamp(ts)
+	sp.SetEndTimestamp(ts + 1_000_000)
+	a := sp.Attributes()
+	a.PutStr(genai.AttrOperationName, op)
+	a.PutStr(genai.AttrConversationID, "thread-"+strconv.FormatUint(uint64(b.tid[15]), 10))
+	a.PutStr(genai.AttrRunID, "run-"+strconv.FormatUint(b.n, 10))
+	b.order = append(b.order, sp)
+	return sp
+}
+
+func (b *runBuilder) agentLoop(agent pcommon.SpanID, depth int) {
+	for range 1 + b.r.IntN(3) {
+		var calls []string
+		var tasks []bool
+		for range b.r.IntN(4) {
+			b.calls++
+			calls = append(calls, "call_"+strconv.Itoa(b.calls))
+			tasks = append(tasks, depth < 2 && b.r.IntN(2) == 0)
+		}
+		chat := b.finish(b.id(), agent, genai.OpChat, "gpt-4o")
+		chat.SetKind(ptrace.SpanKindClient)
+		chat.Attributes().PutStr(genai.AttrRequestModel, "gpt-4o")
+		chat.Attributes().PutStr(genai.AttrProviderName, "openai")
+		genai.PutUsage(chat.Attributes(), genai.Usage{Input: 200 + b.r.Int64N(4000), Output: 20 + b.r.Int64N(600)})
+		if len(calls) > 0 {
+			genai.PutStrings(chat.Attributes(), genai.AttrResponseToolCallIDs, calls)
+		}
+		for i, call := range calls {
+			tool := b.id()
+			name := "web_search"
+			if tasks[i] {
+				name = genai.TaskToolName
+				sub := b.id()
+				b.agentLoop(sub, depth+1)
+				a := b.finish(sub, tool, genai.OpInvokeAgent, "researcher")
+				a.Attributes().PutStr(genai.AttrToolCallID, call)
+			}
+			t := b.finish(tool, agent, genai.OpExecuteTool, name)
+			t.Attributes().PutStr(genai.AttrToolName, name)
+			t.Attributes().PutStr(genai.AttrToolCallID, call)
+		}
+	}
+	final := b.finish(b.id(), agent, genai.OpChat, "gpt-4o")
+	genai.PutUsage(final.Attributes(), genai.Usage{Input: 500 + b.r.Int64N(4000), Output: 50 + b.r.Int64N(800)})
+}
+
+// sentSpans sums otelcol_exporter_sent_spans over every exporter.
+func sentSpans(url string) (int64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, fmt.Errorf("get %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "otelcol_exporter_sent_spans") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return int64(sum), sc.Err()
+}
+
+// procStatusKB reads a kB field (e.g. VmHWM:) of /proc/<pid>/status.
+func procStatusKB(pid int, field string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, field) {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				v, _ := strconv.ParseInt(f[1], 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
+}
+
+// cpuSeconds is utime+stime of the process (clock ticks at 100 Hz).
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (u + st) / 100
+}
