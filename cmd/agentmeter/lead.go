@@ -1,10 +1,9 @@
 package main
 
-// The lead agent's construction from config.yaml, shared by `serve` (built once, reused
-// by every run) — the same wiring as runOnce in run.go (models, built-in tools, the
-// subagent executor with the task tool, agent.tools filtering, the middleware chain via
-// leadMiddlewares/subagentMiddlewares). runOnce can switch to NewLeadAgent; it was added
-// in its own file so run.go stays its owner's.
+// The lead agent's construction from config.yaml: the one path both `run` (one agent per
+// run) and `serve` (one agent reused by every run) take — models, built-in tools, the
+// subagent executor with the task tool, agent.tools filtering and the middleware chain
+// (run_chain.go).
 
 import (
 	"fmt"
@@ -27,6 +26,13 @@ type LeadAgent struct {
 	// ModelName is the lead model's provider id (what runs.model_name records).
 	ModelName   string
 	SandboxRoot string
+}
+
+// MiddlewareEnv is what the middleware chain builders get from the lead agent's build.
+type MiddlewareEnv struct {
+	Config *config.Config
+	Models *model.Factory
+	Lead   model.ChatModel
 }
 
 // NewLeadAgent builds the lead agent of cfg.
@@ -56,7 +62,7 @@ func NewLeadAgent(cfg *config.Config) (*LeadAgent, error) {
 		exec, err := subagent.NewExecutor(subagent.Options{
 			Model: subModel, Tools: base, MaxConcurrent: cfg.Subagents.MaxConcurrent,
 			Timeout: cfg.Subagents.Timeout, MaxTurns: cfg.Subagents.MaxTurns,
-			Middlewares: func(t subagent.Type) []agent.Middleware { return subagentMiddlewares(env, t) },
+			Middlewares: subagentMiddlewares(env),
 		})
 		if err != nil {
 			return nil, err

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -22,8 +21,6 @@ import (
 	_ "github.com/agentmeter/agentmeter/runtime/model/anthropic" // registers provider "anthropic"
 	_ "github.com/agentmeter/agentmeter/runtime/model/openai"    // registers provider "openai"
 	_ "github.com/agentmeter/agentmeter/runtime/model/scripted"  // registers provider "scripted"
-	"github.com/agentmeter/agentmeter/runtime/sandbox"
-	"github.com/agentmeter/agentmeter/runtime/subagent"
 	"github.com/agentmeter/agentmeter/runtime/telemetry"
 	"github.com/agentmeter/agentmeter/runtime/tool"
 )
@@ -40,23 +37,6 @@ models:
     provider: scripted
     model: scripted-demo
 `
-
-// MiddlewareEnv is what a middleware chain builder gets from the run command.
-type MiddlewareEnv struct {
-	Config *config.Config
-	Models *model.Factory
-	Lead   model.ChatModel
-}
-
-// leadMiddlewares builds the lead agent's middleware chain. The middleware package
-// replaces it (from its own file in this command) once it lands; until then the demo
-// stand-ins below make the demo exercise a middleware model call and step kinds.
-var leadMiddlewares = func(env MiddlewareEnv) ([]agent.Middleware, error) {
-	return []agent.Middleware{&demoStepKind{}, &demoTitle{}}, nil
-}
-
-// subagentMiddlewares builds a subagent type's chain (none by default).
-var subagentMiddlewares = func(env MiddlewareEnv, t subagent.Type) []agent.Middleware { return nil }
 
 // runOutput is the --json object.
 type runOutput struct {
@@ -139,65 +119,21 @@ func runOnce(ctx context.Context, o runOptions) (*runOutput, error) {
 	defer tel.Shutdown(context.Background())
 	ctx = telemetry.WithContentCapture(ctx, cfg.Telemetry.CaptureContent)
 
-	models, err := model.NewFactory(cfg.Models)
+	lead, err := NewLeadAgent(cfg)
 	if err != nil {
 		return nil, err
-	}
-	lead, err := models.Get(cfg.Agent.Model)
-	if err != nil {
-		return nil, fmt.Errorf("agent.model: %w", err)
-	}
-	subModel := lead
-	if cfg.Subagents.Model != "" {
-		if subModel, err = models.Get(cfg.Subagents.Model); err != nil {
-			return nil, fmt.Errorf("subagents.model: %w", err)
-		}
 	}
 	threadID := o.ThreadID
 	if threadID == "" {
 		threadID = "thread-" + model.NewCallID()[:12]
 	}
 	runID := "run-" + model.NewCallID()[:12]
-	root := cfg.Sandbox.Root
-	if root == "" {
-		root = filepath.Join(os.TempDir(), "agentmeter", "threads")
-	}
-	sb, err := sandbox.NewLocal(root, threadID)
+	sb, err := lead.Sandbox(threadID)
 	if err != nil {
 		return nil, fmt.Errorf("--thread: %w", err)
 	}
-
-	base := tool.Builtins(tool.Bash{Timeout: cfg.Sandbox.BashTimeout}, nil)
-	env := MiddlewareEnv{Config: cfg, Models: models, Lead: lead}
-	tools := base
-	if config.BoolOr(cfg.Subagents.Enabled, true) {
-		exec, err := subagent.NewExecutor(subagent.Options{
-			Model: subModel, Tools: base, MaxConcurrent: cfg.Subagents.MaxConcurrent,
-			Timeout: cfg.Subagents.Timeout, MaxTurns: cfg.Subagents.MaxTurns,
-			Middlewares: func(t subagent.Type) []agent.Middleware { return subagentMiddlewares(env, t) },
-		})
-		if err != nil {
-			return nil, err
-		}
-		tools = append(append([]tool.Tool(nil), base...), &subagent.TaskTool{Executor: exec})
-	}
-	tools, err = enabledTools(tools, cfg.Agent.Tools)
-	if err != nil {
-		return nil, err
-	}
-	mws, err := leadMiddlewares(env)
-	if err != nil {
-		return nil, fmt.Errorf("middlewares: %w", err)
-	}
-	a, err := agent.New(agent.Config{
-		Model: lead, Models: models, Tools: tools, Middlewares: mws,
-		SystemPrompt: cfg.Agent.SystemPrompt, RecursionLimit: cfg.Agent.RecursionLimit,
-	})
-	if err != nil {
-		return nil, err
-	}
 	j := journal.New(journal.Options{RunID: runID, ThreadID: threadID})
-	res, runErr := a.Run(ctx, agent.Input{
+	res, runErr := lead.Agent.Run(ctx, agent.Input{
 		ThreadID: threadID, RunID: runID, UserID: o.UserID, Journal: j, Sandbox: sb,
 		Messages: []message.Message{message.Human(o.Prompt)},
 	})

@@ -1,7 +1,6 @@
 package main
 
-// Wires the middleware chain into `agentmeter run`: run.go exposes leadMiddlewares and
-// subagentMiddlewares as replaceable builders; this file installs DeerFlow's chain
+// The lead agent's and the subagents' middleware chains: DeerFlow's chain
 // (middleware.BuildMiddlewares / BuildSubagentMiddlewares) assembled from config.yaml.
 
 import (
@@ -12,24 +11,26 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/subagent"
 )
 
-func init() {
-	leadMiddlewares = func(env MiddlewareEnv) ([]agent.Middleware, error) {
-		opts := chainOptions(env.Config)
-		opts.Model, opts.Models = env.Lead, env.Models
-		return middleware.BuildMiddlewares(opts)
-	}
-	// One subagent chain per run command, shared by every subagent (middlewares are safe
-	// for concurrent runs); built on first use so a bad config surfaces at the lead build.
+// leadMiddlewares builds the lead agent's middleware chain.
+func leadMiddlewares(env MiddlewareEnv) ([]agent.Middleware, error) {
+	opts := chainOptions(env.Config)
+	opts.Model, opts.Models = env.Lead, env.Models
+	return middleware.BuildMiddlewares(opts)
+}
+
+// subagentMiddlewares returns the subagent executor's chain builder: one chain per lead
+// agent, shared by every subagent type (middlewares are safe for concurrent runs), built
+// on first use; a bad config already failed leadMiddlewares at the lead build.
+func subagentMiddlewares(env MiddlewareEnv) func(subagent.Type) []agent.Middleware {
 	var (
 		once  sync.Once
 		chain []agent.Middleware
 	)
-	subagentMiddlewares = func(env MiddlewareEnv, _ subagent.Type) []agent.Middleware {
+	return func(subagent.Type) []agent.Middleware {
 		once.Do(func() {
 			opts := chainOptions(env.Config)
 			opts.Model, opts.Models = env.Lead, env.Models
-			c, err := middleware.BuildSubagentMiddlewares(opts)
-			if err == nil {
+			if c, err := middleware.BuildSubagentMiddlewares(opts); err == nil {
 				chain = c
 			}
 		})

@@ -11,10 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/agentmeter/agentmeter/genai"
-	"github.com/agentmeter/agentmeter/runtime/message"
-	"github.com/agentmeter/agentmeter/runtime/state"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -86,36 +82,6 @@ func TestRunErrors(t *testing.T) {
 	errb.Reset()
 	assert.Equal(t, 1, dispatch([]string{"run", "--config", writeConfig(t, "models: [{name: a, provider: scripted}]\nagent: {tools: [bash, nope]}\n"), "q"}, &out, &errb))
 	assert.Contains(t, errb.String(), `agent.tools: unknown tool "nope"`)
-}
-
-func TestDemoStepKind(t *testing.T) {
-	todos := func(items ...string) map[string]any {
-		var l []any
-		for i := 0; i < len(items); i += 2 {
-			l = append(l, map[string]any{"content": items[i], "status": items[i+1]})
-		}
-		return map[string]any{"todos": l}
-	}
-	prev := []state.Todo{{Content: "A", Status: "in_progress"}}
-	for _, tc := range []struct {
-		ai   message.Message
-		want string
-	}{
-		{message.AI("", message.ToolCall{Name: "write_todos", Args: todos("A", "completed")}), genai.StepTodoUpdate},
-		{message.AI("", message.ToolCall{Name: "write_todos", Args: todos("A", "in_progress")}), genai.StepToolBatch},
-		{message.AI("", message.ToolCall{Name: "write_todos", Args: todos()}), genai.StepTodoUpdate},
-		{message.AI("", message.ToolCall{Name: "task"}), genai.StepSubagentDispatch},
-		{message.AI("", message.ToolCall{Name: "task"}, message.ToolCall{Name: "task"}), genai.StepToolBatch},
-		{message.AI("", message.ToolCall{Name: "web_search"}), genai.StepToolBatch},
-		{message.AI("answer"), genai.StepFinalAnswer},
-		{message.AI(""), genai.StepThinking},
-	} {
-		assert.Equal(t, tc.want, stepKind(prev, tc.ai), "%v", tc.ai.ToolCalls)
-	}
-	assert.Equal(t, "New Conversation", fallbackTitle(" "))
-	assert.Equal(t, "short", fallbackTitle("short"))
-	long := fallbackTitle("this prompt is definitely longer than fifty characters in total")
-	assert.Equal(t, "this prompt is definitely longer than fifty charac...", long)
 }
 
 // A run with no collector listening finishes promptly and prints exactly one warning.
