@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -36,6 +37,14 @@ service:
   pipelines:
     traces: {receivers: [otlp], processors: [subagentmerge, batch], exporters: [langsmith]}
 `, ext, otlpAddr, exporterYAML, svcExt)
+}
+
+// clearLangSmithEnv makes the collector process see only the variables a test sets.
+func clearLangSmithEnv(t *testing.T) {
+	for _, v := range []string{"LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2", "LANGCHAIN_TRACING", "LANGSMITH_API_KEY",
+		"LANGCHAIN_API_KEY", "LANGSMITH_PROJECT", "LANGCHAIN_PROJECT", "LANGSMITH_ENDPOINT", "LANGCHAIN_ENDPOINT"} {
+		t.Setenv(v, "")
+	}
 }
 
 // mergeWritten are the attributes subagentmerge writes (CONTRACT §3).

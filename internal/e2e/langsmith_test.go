@@ -15,14 +15,6 @@ import (
 
 const langSmithTestKey = "lsv2_pt_e2e_secret_key"
 
-// clearLangSmithEnv makes the collector process see only the variables a test sets.
-func clearLangSmithEnv(t *testing.T) {
-	for _, v := range []string{"LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2", "LANGCHAIN_TRACING", "LANGSMITH_API_KEY",
-		"LANGCHAIN_API_KEY", "LANGSMITH_PROJECT", "LANGCHAIN_PROJECT", "LANGSMITH_ENDPOINT", "LANGCHAIN_ENDPOINT"} {
-		t.Setenv(v, "")
-	}
-}
-
 func waitForRuns(t *testing.T, fake *fakevendor.LangSmith, n int, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
