@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,24 +50,7 @@ func TestComponentsListsEveryManifestModule(t *testing.T) {
 
 // OTLP in, file exporter out: the spans and their usage attributes arrive unchanged.
 func TestOTLPRoundTripKeepsUsage(t *testing.T) {
-	otlpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
-	dir := t.TempDir()
-	out := filepath.Join(dir, "traces.jsonl")
-	cfg := fmt.Sprintf(`
-receivers:
-  otlp:
-    protocols:
-      http: {endpoint: %q}
-processors:
-  batch: {timeout: 100ms}
-exporters:
-  file: {path: %q, format: json, flush_interval: 100ms}
-service:
-  telemetry: {metrics: {level: none}, logs: {level: warn}}
-  pipelines:
-    traces: {receivers: [otlp], processors: [batch], exporters: [file]}
-`, otlpAddr, out)
-	StartIn(t, dir, cfg, otlpAddr)
+	sink := StartTraceSink(t, t.TempDir())
 
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
@@ -83,9 +65,9 @@ service:
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	require.NoError(t, SendOTLPHTTP(ctx, otlpAddr, td))
+	require.NoError(t, SendOTLPHTTP(ctx, sink.OTLP, td))
 
-	spans := WaitForSpans(t, out, 1, 20*time.Second)
+	spans := WaitForSpans(t, sink.Traces, 1, 20*time.Second)
 	require.Len(t, spans, 1)
 	assert.Equal(t, "chat gpt-4o", spans[0].Name())
 	got, ok := genai.UsageFromMap(spans[0].Attributes())

@@ -47,7 +47,7 @@ func startGateway(t *testing.T, dir, configYAML string, env ...string) *gatewayP
 	t.Helper()
 	cfgPath := filepath.Join(dir, "config.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(configYAML), 0o600))
-	addr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	addr := FreeAddr(t)
 	g := &gatewayProcess{URL: "http://" + addr, logs: &lockedBuffer{}, done: make(chan struct{})}
 	g.cmd = exec.Command(AgentmeterBinary(t), "serve", "--config", cfgPath, "--listen", addr)
 	g.cmd.Dir = dir
@@ -160,22 +160,7 @@ func (g *gatewayProcess) journalTotal(t *testing.T, key, threadID, runID string)
 // shuts the gateway down cleanly.
 func TestGatewayEndToEnd(t *testing.T) {
 	dir := t.TempDir()
-	otlpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
-	tracesOut := filepath.Join(dir, "traces.jsonl")
-	StartIn(t, dir, fmt.Sprintf(`
-receivers:
-  otlp:
-    protocols:
-      http: {endpoint: %q}
-processors:
-  batch: {timeout: 100ms}
-exporters:
-  file: {path: %q, format: json, flush_interval: 100ms}
-service:
-  telemetry: {metrics: {level: none}, logs: {level: warn}}
-  pipelines:
-    traces: {receivers: [otlp], processors: [batch], exporters: [file]}
-`, otlpAddr, tracesOut), otlpAddr)
+	sink := StartTraceSink(t, dir)
 
 	const key = "e2e-gateway-key"
 	g := startGateway(t, dir, fmt.Sprintf(`
@@ -196,7 +181,7 @@ store:
   dsn: %s
 `, filepath.Join(dir, "threads"), filepath.Join(dir, "data", "agentmeter.db")),
 		"AGENTMETER_E2E_GATEWAY_KEY="+key,
-		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+otlpAddr,
+		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+sink.OTLP,
 		"OTEL_BSP_SCHEDULE_DELAY=100",
 	)
 	code, body := g.request(t, "GET", "/api/threads/t-a/token-usage", "", "")
@@ -250,7 +235,7 @@ store:
 	for _, r := range runs {
 		require.Len(t, r.TraceID, 32, "run %s has no trace id", r.RunID)
 		for {
-			tds, _ := ReadTraces(tracesOut)
+			tds, _ := ReadTraces(sink.Traces)
 			found := false
 			for _, sp := range Spans(tds) {
 				if sp.TraceID().String() == r.TraceID && Str(sp, genai.AttrRunID) == r.RunID {

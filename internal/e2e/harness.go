@@ -89,6 +89,12 @@ func FreePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// FreeAddr is FreePort as a loopback host:port.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	return fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+}
+
 // Collector is one running collector process.
 type Collector struct {
 	t       testing.TB
@@ -112,13 +118,21 @@ func Start(t testing.TB, configYAML, ready string) *Collector {
 // the persistent queue of the previous one.
 func StartIn(t testing.TB, dir, configYAML, ready string) *Collector {
 	t.Helper()
-	bin := CollectorBinary(t)
 	cfgPath := filepath.Join(dir, "otelcol.yaml")
 	if err := os.WriteFile(cfgPath, []byte(configYAML), 0o600); err != nil {
 		t.Fatalf("write config: %v", err)
 	}
+	return StartWithArgs(t, dir, ready, "--config", cfgPath)
+}
+
+// StartWithArgs runs the collector with arbitrary command-line arguments (several
+// --config files merged, feature gates), in dir, and waits until ready accepts
+// connections. Lifecycle and log handling are those of Start.
+func StartWithArgs(t testing.TB, dir, ready string, args ...string) *Collector {
+	t.Helper()
+	bin := CollectorBinary(t)
 	c := &Collector{t: t, Dir: dir, logs: &lockedBuffer{}, done: make(chan struct{})}
-	c.cmd = exec.Command(bin, "--config", cfgPath)
+	c.cmd = exec.Command(bin, args...)
 	c.cmd.Dir = dir
 	c.cmd.Stdout = c.logs
 	c.cmd.Stderr = c.logs
@@ -139,6 +153,36 @@ func StartIn(t testing.TB, dir, configYAML, ready string) *Collector {
 		}
 	}
 	return c
+}
+
+// TraceSink is a collector that receives OTLP/HTTP and writes every span it gets to a
+// file (batch 100 ms, file exporter in json, flushed every 100 ms).
+type TraceSink struct {
+	*Collector
+	OTLP   string // the OTLP/HTTP receiver's host:port
+	Traces string // the file exporter's output, for ReadTraces and WaitForSpans
+}
+
+// StartTraceSink starts a TraceSink working in dir (its output is dir/traces.jsonl) and
+// waits until its OTLP/HTTP endpoint accepts connections.
+func StartTraceSink(t testing.TB, dir string) *TraceSink {
+	t.Helper()
+	s := &TraceSink{OTLP: FreeAddr(t), Traces: filepath.Join(dir, "traces.jsonl")}
+	s.Collector = StartIn(t, dir, fmt.Sprintf(`
+receivers:
+  otlp:
+    protocols:
+      http: {endpoint: %q}
+processors:
+  batch: {timeout: 100ms}
+exporters:
+  file: {path: %q, format: json, flush_interval: 100ms}
+service:
+  telemetry: {metrics: {level: none}, logs: {level: warn}}
+  pipelines:
+    traces: {receivers: [otlp], processors: [batch], exporters: [file]}
+`, s.OTLP, s.Traces), s.OTLP)
+	return s
 }
 
 func (c *Collector) waitTCP(addr string, timeout time.Duration) error {
@@ -295,6 +339,23 @@ func WaitForSpans(t testing.TB, path string, n int, timeout time.Duration) []ptr
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// WaitForExactSpans waits for n spans in path, gives a late batch time to land (300 ms)
+// and requires exactly n: for tests that know every span a run exports.
+func WaitForExactSpans(t testing.TB, path string, n int, timeout time.Duration) []ptrace.Span {
+	t.Helper()
+	WaitForSpans(t, path, n, timeout)
+	time.Sleep(300 * time.Millisecond)
+	tds, err := ReadTraces(path)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	spans := Spans(tds)
+	if len(spans) != n {
+		t.Fatalf("want exactly %d spans in %s, have %d", n, path, len(spans))
+	}
+	return spans
 }
 
 // lockedBuffer collects process output written from two pipes.

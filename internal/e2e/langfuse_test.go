@@ -26,7 +26,7 @@ func langfuseExporterYAML(srv *langfusefake.Server, extra string) string {
 func TestLangfuseEndToEnd(t *testing.T) {
 	LangfuseEnv(t)
 	srv := langfusefake.New(t)
-	otlpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	otlpAddr := FreeAddr(t)
 	cfg := LangfuseCollectorConfig(otlpAddr, langfuseExporterYAML(srv, "    check_credentials: true\n"), "")
 	Start(t, cfg, otlpAddr)
 
@@ -57,7 +57,7 @@ func TestLangfuseEndToEnd(t *testing.T) {
 // Enabled without keys: the collector refuses to start with DeerFlow's message.
 func TestLangfuseFailFast(t *testing.T) {
 	LangfuseEnv(t, "LANGFUSE_TRACING", "true", "LANGFUSE_SECRET_KEY", "sk-lf-only-secret")
-	otlpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	otlpAddr := FreeAddr(t)
 	c := Start(t, LangfuseCollectorConfig(otlpAddr, "", ""), "")
 	err := c.Wait(60 * time.Second)
 	require.Error(t, err, "the collector must exit")
@@ -71,7 +71,7 @@ func TestLangfuseFailFast(t *testing.T) {
 func TestLangfuseBadCredentialsFailStart(t *testing.T) {
 	LangfuseEnv(t)
 	srv := langfusefake.New(t)
-	otlpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	otlpAddr := FreeAddr(t)
 	yaml := fmt.Sprintf("    endpoint: %s\n    public_key: %s\n    secret_key: sk-lf-wrong-secret\n    check_credentials: true\n",
 		srv.URL, srv.PublicKey)
 	c := Start(t, LangfuseCollectorConfig(otlpAddr, yaml, ""), "")
@@ -84,7 +84,7 @@ func TestLangfuseBadCredentialsFailStart(t *testing.T) {
 func TestLangfuseDisabledDrops(t *testing.T) {
 	LangfuseEnv(t)
 	srv := langfusefake.New(t)
-	otlpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	otlpAddr := FreeAddr(t)
 	c := Start(t, LangfuseCollectorConfig(otlpAddr, "", ""), otlpAddr)
 	td, _, _ := langfusefake.AgentTrace(langfusefake.DefaultAgentRun())
 	require.NoError(t, SendOTLPHTTP(context.Background(), otlpAddr, td))
@@ -110,7 +110,7 @@ func persistentQueueRestart(t *testing.T, stop func(*Collector)) {
 	srv := langfusefake.New(t)
 	srv.FailWith(&langfusefake.Response{Status: 503, Body: `{"message":"unavailable"}`})
 	dir := t.TempDir()
-	otlpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	otlpAddr := FreeAddr(t)
 	storage := filepath.Join(dir, "queue")
 	require.NoError(t, os.MkdirAll(storage, 0o700))
 	exporterYAML := langfuseExporterYAML(srv, `    sending_queue:

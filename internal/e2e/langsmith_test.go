@@ -37,7 +37,7 @@ func TestLangSmithAgentTraceThroughCollector(t *testing.T) {
 	t.Setenv("LANGCHAIN_PROJECT", "e2e-project")
 	t.Setenv("LANGSMITH_ENDPOINT", fake.URL)
 
-	otlpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	otlpAddr := FreeAddr(t)
 	c := Start(t, LangSmithCollectorConfig(otlpAddr, "      check_credentials: true", ""), otlpAddr)
 
 	td, _ := fakevendor.AgentTrace(1, time.Now().Add(-time.Minute))
@@ -65,7 +65,7 @@ func TestLangSmithAgentTraceThroughCollector(t *testing.T) {
 func TestLangSmithEnabledWithoutKeyRefusesToStart(t *testing.T) {
 	clearLangSmithEnv(t)
 	t.Setenv("LANGCHAIN_TRACING_V2", "true")
-	otlpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	otlpAddr := FreeAddr(t)
 	c := Start(t, LangSmithCollectorConfig(otlpAddr, "      project: p", ""), "")
 	err := c.Wait(60 * time.Second)
 	require.Error(t, err, "the collector must exit")
@@ -78,7 +78,7 @@ func TestLangSmithWrongKeyFailsStart(t *testing.T) {
 	fake := fakevendor.NewLangSmith(langSmithTestKey)
 	defer fake.Close()
 	clearLangSmithEnv(t)
-	otlpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	otlpAddr := FreeAddr(t)
 	c := Start(t, LangSmithCollectorConfig(otlpAddr, fmt.Sprintf(`      enabled: true
       endpoint: %q
       api_key: not-the-right-key-value
@@ -99,7 +99,7 @@ func TestLangSmithPersistentQueueSurvivesRestart(t *testing.T) {
 	fake.SetDown(503)
 
 	dir := t.TempDir()
-	otlpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	otlpAddr := FreeAddr(t)
 	exporter := fmt.Sprintf(`      enabled: true
       endpoint: %q
       api_key: %s

@@ -51,14 +51,6 @@ settings:
 `, filepath.Join(RepoRoot(), "middleware", "testdata", "all_middlewares.yaml"), filepath.Join(dir, "threads"), filepath.Join(dir, "base"))
 }
 
-func mwStr(m pcommon.Map, k string) string {
-	v, ok := m.Get(k)
-	if !ok {
-		return ""
-	}
-	return v.AsString()
-}
-
 // `agentmeter run` with every middleware enabled, exported to the ocb-built collector:
 // own usage of the chat spans sums to the journal total per caller bucket, the middleware
 // model calls (title, memory) are chat spans of their own under the lead invoke_agent
@@ -66,23 +58,8 @@ func mwStr(m pcommon.Map, k string) string {
 // the chain that ran.
 func TestMiddlewareChainRunThroughCollector(t *testing.T) {
 	cli := AgentmeterBinary(t)
-	otlpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	dir := t.TempDir()
-	out := filepath.Join(dir, "traces.jsonl")
-	StartIn(t, dir, fmt.Sprintf(`
-receivers:
-  otlp:
-    protocols:
-      http: {endpoint: %q}
-processors:
-  batch: {timeout: 100ms}
-exporters:
-  file: {path: %q, format: json, flush_interval: 100ms}
-service:
-  telemetry: {metrics: {level: none}, logs: {level: warn}}
-  pipelines:
-    traces: {receivers: [otlp], processors: [batch], exporters: [file]}
-`, otlpAddr, out), otlpAddr)
+	sink := StartTraceSink(t, dir)
 	cfgPath := filepath.Join(dir, "config.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(mwConfigYAML(dir)), 0o600))
 
@@ -109,23 +86,14 @@ service:
 	}
 	assert.Equal(t, "SafetyFinishReasonMiddleware", described.Hooks["after_model"][0], "safety sees every response first")
 
-	cmd := exec.Command(cli, "run", "--config", cfgPath, "--thread", "mw-thread", "--user", "user-9", "--json", "Compare Paris and Tokyo")
-	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+otlpAddr, "OTEL_SERVICE_NAME=agentmeter-mw-e2e")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), stderr.String())
 	var res runJSON
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &res), stdout.String())
+	RunAgentJSON(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + sink.OTLP, "OTEL_SERVICE_NAME=agentmeter-mw-e2e"}, &res,
+		"--config", cfgPath, "--thread", "mw-thread", "--user", "user-9", "Compare Paris and Tokyo")
 	assert.Equal(t, "All done: Paris is far smaller than Tokyo; see report.md.", res.Answer, "plan mode sent the first answer back once")
 
 	// 1 lead + 7 lead chats + title + memory + 7 lead tools + 2 subagents (5 chats, 3 tools).
 	const wantSpans = 1 + 7 + 2 + 7 + 2 + 5 + 3
-	WaitForSpans(t, out, wantSpans, 30*time.Second)
-	time.Sleep(300 * time.Millisecond)
-	tds, err := ReadTraces(out)
-	require.NoError(t, err)
-	spans := Spans(tds)
-	require.Len(t, spans, wantSpans)
+	spans := WaitForExactSpans(t, sink.Traces, wantSpans, 30*time.Second)
 
 	var lead ptrace.Span
 	for _, s := range spans {
@@ -140,20 +108,20 @@ service:
 	for _, s := range spans {
 		a := s.Attributes()
 		assert.Equal(t, res.TraceID, s.TraceID().String())
-		if mwStr(a, genai.AttrOperationName) != genai.OpChat {
+		if str(a, genai.AttrOperationName) != genai.OpChat {
 			continue
 		}
 		u, ok := genai.UsageFromMap(a)
 		require.True(t, ok, s.Name())
 		own += u.Total()
-		caller := mwStr(a, genai.AttrCaller)
+		caller := str(a, genai.AttrCaller)
 		buckets[genai.CallerBucket(caller)] += u.Total()
 		switch genai.CallerBucket(caller) {
 		case genai.BucketMiddleware:
 			mwCallers = append(mwCallers, caller)
 			assert.Equal(t, lead.SpanID(), s.ParentSpanID(), "middleware chat span under the lead invoke_agent span")
 		case genai.BucketLeadAgent:
-			kinds = append(kinds, mwStr(a, genai.AttrStepKind))
+			kinds = append(kinds, str(a, genai.AttrStepKind))
 		}
 	}
 	c := res.Completion

@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -24,21 +21,24 @@ import (
 // demoScript is the part of runtime/model/scripted/demo.yaml the test checks spans against.
 type demoScript struct {
 	Conversations []struct {
-		Name  string `yaml:"name"`
-		Turns []struct {
-			Usage *struct {
-				Input     int64 `yaml:"input"`
-				Output    int64 `yaml:"output"`
-				CacheRead int64 `yaml:"cache_read"`
-				Reasoning int64 `yaml:"reasoning"`
-			} `yaml:"usage"`
-			Model     string `yaml:"model"`
-			ToolCalls []struct {
-				ID   string `yaml:"id"`
-				Name string `yaml:"name"`
-			} `yaml:"tool_calls"`
-		} `yaml:"turns"`
+		Name  string     `yaml:"name"`
+		Turns []demoTurn `yaml:"turns"`
 	} `yaml:"conversations"`
+}
+
+// demoTurn is one scripted model response.
+type demoTurn struct {
+	Usage *struct {
+		Input     int64 `yaml:"input"`
+		Output    int64 `yaml:"output"`
+		CacheRead int64 `yaml:"cache_read"`
+		Reasoning int64 `yaml:"reasoning"`
+	} `yaml:"usage"`
+	Model     string `yaml:"model"`
+	ToolCalls []struct {
+		ID   string `yaml:"id"`
+		Name string `yaml:"name"`
+	} `yaml:"tool_calls"`
 }
 
 type runJSON struct {
@@ -64,25 +64,8 @@ type runJSON struct {
 // CONTRACT §1 with exactly the attributes of §1-2, the right parents, and own usage that
 // sums to the journal's total_tokens.
 func TestRuntimeDemoSpansMatchContract(t *testing.T) {
-	cli := AgentmeterBinary(t)
-	otlpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	dir := t.TempDir()
-	out := filepath.Join(dir, "traces.jsonl")
-	StartIn(t, dir, fmt.Sprintf(`
-receivers:
-  otlp:
-    protocols:
-      http: {endpoint: %q}
-processors:
-  batch: {timeout: 100ms}
-exporters:
-  file: {path: %q, format: json, flush_interval: 100ms}
-service:
-  telemetry: {metrics: {level: none}, logs: {level: warn}}
-  pipelines:
-    traces: {receivers: [otlp], processors: [batch], exporters: [file]}
-`, otlpAddr, out), otlpAddr)
-
+	sink := StartTraceSink(t, dir)
 	cfgPath := filepath.Join(dir, "config.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
 models:
@@ -92,23 +75,16 @@ models:
 sandbox:
   root: %q
 `, filepath.Join(dir, "threads"))), 0o600))
-	cmd := exec.Command(cli, "run", "--config", cfgPath, "--thread", "e2e-thread", "--user", "user-7", "--json", "Compare Paris and Tokyo")
-	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+otlpAddr, "OTEL_SERVICE_NAME=agentmeter-e2e")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), stderr.String())
-	assert.Empty(t, stderr.String(), "no export warning with a collector listening")
 	var res runJSON
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &res), stdout.String())
+	stderr := RunAgentJSON(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + sink.OTLP, "OTEL_SERVICE_NAME=agentmeter-e2e"}, &res,
+		"--config", cfgPath, "--thread", "e2e-thread", "--user", "user-7", "Compare Paris and Tokyo")
+	assert.Empty(t, stderr, "no export warning with a collector listening")
 	assert.Contains(t, res.Answer, "Paris")
 	assert.Equal(t, "e2e-thread", res.ThreadID)
 	require.NotEmpty(t, res.RunID)
 
 	const wantSpans = 23 // 1+6+6 lead (agent, chats incl. title, tools) + 2 subagents with 5 chats and 3 tools
-	spans := WaitForSpans(t, out, wantSpans, 30*time.Second)
-	time.Sleep(300 * time.Millisecond)
-	spans = Spans(mustRead(t, out))
-	require.Len(t, spans, wantSpans, "exactly the spans of one demo run")
+	spans := WaitForExactSpans(t, sink.Traces, wantSpans, 30*time.Second)
 
 	raw, err := os.ReadFile(filepath.Join(RepoRoot(), "runtime", "model", "scripted", "demo.yaml"))
 	require.NoError(t, err)
@@ -234,13 +210,6 @@ sandbox:
 	assert.Equal(t, int64(6), res.Completion.LLMCallCount, "lead and middleware calls inline; subagent calls arrive as external records")
 }
 
-func mustRead(t *testing.T, path string) []ptrace.Traces {
-	t.Helper()
-	tds, err := ReadTraces(path)
-	require.NoError(t, err)
-	return tds
-}
-
 func str(m pcommon.Map, k string) string {
 	v, ok := m.Get(k)
 	if !ok {
@@ -280,19 +249,7 @@ func responseTurn(t *testing.T, id string) (string, int) {
 	return rest[:i], n
 }
 
-func (s demoScript) turn(t *testing.T, conv string, n int) struct {
-	Usage *struct {
-		Input     int64 `yaml:"input"`
-		Output    int64 `yaml:"output"`
-		CacheRead int64 `yaml:"cache_read"`
-		Reasoning int64 `yaml:"reasoning"`
-	} `yaml:"usage"`
-	Model     string `yaml:"model"`
-	ToolCalls []struct {
-		ID   string `yaml:"id"`
-		Name string `yaml:"name"`
-	} `yaml:"tool_calls"`
-} {
+func (s demoScript) turn(t *testing.T, conv string, n int) demoTurn {
 	t.Helper()
 	for _, c := range s.Conversations {
 		if c.Name == conv {

@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,32 +19,12 @@ import (
 	"github.com/agentmeter/agentmeter/internal/fakevendor/langfusefake"
 )
 
-// demoResult is `agentmeter run --json` (the fields the checks need).
-type demoResult struct {
-	Answer     string `json:"answer"`
-	TraceID    string `json:"trace_id"`
-	Completion struct {
-		TotalInputTokens  int64 `json:"total_input_tokens"`
-		TotalOutputTokens int64 `json:"total_output_tokens"`
-		TotalTokens       int64 `json:"total_tokens"`
-		LLMCallCount      int64 `json:"llm_call_count"`
-		LeadAgentTokens   int64 `json:"lead_agent_tokens"`
-		SubagentTokens    int64 `json:"subagent_tokens"`
-		MiddlewareTokens  int64 `json:"middleware_tokens"`
-	} `json:"completion"`
-}
-
-func runDemoAgent(t *testing.T, otlpHTTP string) demoResult {
+// runDemoAgent runs the built-in offline demo, exporting to otlpHTTP.
+func runDemoAgent(t *testing.T, otlpHTTP string) runJSON {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, AgentmeterBinary(t), "run", "--json", "Research metering approaches and compare them.")
-	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+otlpHTTP, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf")
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	require.NoError(t, cmd.Run(), "agentmeter run --json\nstderr:\n%s", errOut.String())
-	var res demoResult
-	require.NoError(t, json.Unmarshal(bytes.TrimSpace(out.Bytes()), &res), "stdout:\n%s", out.String())
+	var res runJSON
+	RunAgentJSON(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + otlpHTTP, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf"}, &res,
+		"Research metering approaches and compare them.")
 	require.NotEmpty(t, res.TraceID, "run --json names its trace")
 	require.Positive(t, res.Completion.TotalTokens)
 	return res
@@ -116,9 +94,6 @@ func TestSidecarDemoRunsInPrometheus(t *testing.T) {
 	}{{"exporters_off", false}, {"langsmith_and_langfuse_on", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ports := setSidecarEnv(t)
-			dir := t.TempDir()
-			tracesFile := filepath.Join(dir, "traces.jsonl")
-			t.Setenv("AGENTMETER_DEMO_TRACES_FILE", tracesFile)
 			var (
 				lf *langfusefake.Server
 				ls *fakevendor.LangSmith
@@ -136,12 +111,8 @@ func TestSidecarDemoRunsInPrometheus(t *testing.T) {
 				t.Setenv("LANGSMITH_ENDPOINT", ls.URL)
 				t.Setenv("LANGSMITH_PROJECT", "agentmeter-e2e")
 			}
-			StartWithArgs(t, dir, ports.OTLPHTTP,
-				"--config", filepath.Join(RepoRoot(), "otelcol-config.yaml"),
-				"--config", filepath.Join(RepoRoot(), "cmd", "demoreport", "overlay.yaml"),
-				"--feature-gates=confmap.enableMergeAppendOption")
-			prom := StartPrometheus(t, PrometheusOptions{Jobs: []ScrapeJob{{Name: "agentmeter", Targets: []string{ports.Prometheus}, HonorLabels: true}}})
-			prom.WaitForTargetsUp(t, "agentmeter", 1, 30*time.Second)
+			tracesFile := startShippedWithFile(t, ports)
+			prom := scrapeShipped(t, ports.Prometheus)
 
 			const runs = 3
 			traceIDs := map[string]bool{}
@@ -267,11 +238,7 @@ func TestTwoTierTopologyCountsOnce(t *testing.T) {
 	var backends []tier2
 	for i := 0; i < 2; i++ {
 		ports := setSidecarEnv(t) // the env each collector inherits at its start
-		dir := t.TempDir()
-		tracesFile := filepath.Join(dir, "traces.jsonl")
-		t.Setenv("AGENTMETER_DEMO_TRACES_FILE", tracesFile)
-		startShippedWithFile(t, dir, ports)
-		backends = append(backends, tier2{ports, tracesFile})
+		backends = append(backends, tier2{ports, startShippedWithFile(t, ports)})
 	}
 
 	// tier 1
@@ -284,9 +251,7 @@ func TestTwoTierTopologyCountsOnce(t *testing.T) {
 	tier1 := setSidecarEnv(t)
 	StartIn(t, t.TempDir(), tier1Cfg, tier1.OTLPHTTP)
 
-	prom := StartPrometheus(t, PrometheusOptions{Jobs: []ScrapeJob{{Name: "agentmeter",
-		Targets: []string{backends[0].ports.Prometheus, backends[1].ports.Prometheus}, HonorLabels: true}}})
-	prom.WaitForTargetsUp(t, "agentmeter", 2, 30*time.Second)
+	prom := scrapeShipped(t, backends[0].ports.Prometheus, backends[1].ports.Prometheus)
 
 	const runs = 6
 	traceIDs := map[string]bool{}

@@ -33,11 +33,11 @@ type sidecarPorts struct {
 func setSidecarEnv(t testing.TB) sidecarPorts {
 	t.Helper()
 	p := sidecarPorts{
-		OTLPGRPC:   fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
-		OTLPHTTP:   fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
-		Prometheus: fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
-		Health:     fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
-		AgentUsage: fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
+		OTLPGRPC:   FreeAddr(t),
+		OTLPHTTP:   FreeAddr(t),
+		Prometheus: FreeAddr(t),
+		Health:     FreeAddr(t),
+		AgentUsage: FreeAddr(t),
 		Telemetry:  FreePort(t),
 	}
 	t.Setenv("AGENTMETER_OTLP_GRPC_ENDPOINT", p.OTLPGRPC)
@@ -54,13 +54,27 @@ func setSidecarEnv(t testing.TB) sidecarPorts {
 }
 
 // startShippedWithFile runs the collector on otelcol-config.yaml plus make demo's overlay,
-// which appends a file exporter ($AGENTMETER_DEMO_TRACES_FILE) to the traces pipeline.
-func startShippedWithFile(t testing.TB, dir string, ports sidecarPorts) *Collector {
+// which appends a file exporter ($AGENTMETER_DEMO_TRACES_FILE) to the traces pipeline,
+// in a new folder; it returns the file the exporter writes.
+func startShippedWithFile(t testing.TB, ports sidecarPorts) string {
 	t.Helper()
-	return StartWithArgs(t, dir, ports.OTLPHTTP,
+	dir := t.TempDir()
+	tracesFile := filepath.Join(dir, "traces.jsonl")
+	t.Setenv("AGENTMETER_DEMO_TRACES_FILE", tracesFile)
+	StartWithArgs(t, dir, ports.OTLPHTTP,
 		"--config", filepath.Join(RepoRoot(), "otelcol-config.yaml"),
 		"--config", filepath.Join(RepoRoot(), "cmd", "demoreport", "overlay.yaml"),
 		"--feature-gates=confmap.enableMergeAppendOption")
+	return tracesFile
+}
+
+// scrapeShipped starts Prometheus scraping the shipped config's prometheus exporters at
+// targets (job agentmeter, honor_labels as in deploy/) and waits until all are up.
+func scrapeShipped(t *testing.T, targets ...string) *Prometheus {
+	t.Helper()
+	prom := StartPrometheus(t, PrometheusOptions{Jobs: []ScrapeJob{{Name: "agentmeter", Targets: targets, HonorLabels: true}}})
+	prom.WaitForTargetsUp(t, "agentmeter", len(targets), 30*time.Second)
+	return prom
 }
 
 // The shipped config is valid for the distribution built from builder-config.yaml, with
@@ -210,12 +224,8 @@ func dropZeros(m map[string]float64) map[string]float64 {
 // cumulative across batches; the semconv histogram counts input and output.
 func TestSidecarTokenMetricsInPrometheus(t *testing.T) {
 	ports := setSidecarEnv(t)
-	dir := t.TempDir()
-	tracesFile := filepath.Join(dir, "traces.jsonl")
-	t.Setenv("AGENTMETER_DEMO_TRACES_FILE", tracesFile)
-	startShippedWithFile(t, dir, ports)
-	prom := StartPrometheus(t, PrometheusOptions{Jobs: []ScrapeJob{{Name: "agentmeter", Targets: []string{ports.Prometheus}, HonorLabels: true}}})
-	prom.WaitForTargetsUp(t, "agentmeter", 1, 30*time.Second)
+	tracesFile := startShippedWithFile(t, ports)
+	prom := scrapeShipped(t, ports.Prometheus)
 
 	u := func(in, out, cr, cc, rs int64) *genai.Usage {
 		return &genai.Usage{Input: in, Output: out, CacheRead: cr, CacheCreation: cc, Reasoning: rs}
@@ -407,12 +417,8 @@ func TestSidecarConfigVendorSwitches(t *testing.T) {
 // that dispatched the subagent carries its merged usage.
 func TestSidecarAgentUsageRecordsCounted(t *testing.T) {
 	ports := setSidecarEnv(t)
-	dir := t.TempDir()
-	tracesFile := filepath.Join(dir, "traces.jsonl")
-	t.Setenv("AGENTMETER_DEMO_TRACES_FILE", tracesFile)
-	startShippedWithFile(t, dir, ports)
-	prom := StartPrometheus(t, PrometheusOptions{Jobs: []ScrapeJob{{Name: "agentmeter", Targets: []string{ports.Prometheus}, HonorLabels: true}}})
-	prom.WaitForTargetsUp(t, "agentmeter", 1, 30*time.Second)
+	tracesFile := startShippedWithFile(t, ports)
+	prom := scrapeShipped(t, ports.Prometheus)
 
 	body := `{"records": [
 	  {"run_id": "run-au-1", "source_run_id": "llm-1", "caller": "lead_agent", "model_name": "gpt-4o", "provider": "openai",

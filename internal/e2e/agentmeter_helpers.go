@@ -1,44 +1,20 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
-)
 
-// StartWithArgs runs the collector with arbitrary command-line arguments (several
-// --config files merged, feature gates), in dir, and waits until ready accepts
-// connections. Lifecycle and log handling are those of Start.
-func StartWithArgs(t testing.TB, dir, ready string, args ...string) *Collector {
-	t.Helper()
-	bin := CollectorBinary(t)
-	c := &Collector{t: t, Dir: dir, logs: &lockedBuffer{}, done: make(chan struct{})}
-	c.cmd = exec.Command(bin, args...)
-	c.cmd.Dir = dir
-	c.cmd.Stdout = c.logs
-	c.cmd.Stderr = c.logs
-	c.cmd.Env = os.Environ()
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("start collector: %v", err)
-	}
-	go func() { c.waitErr = c.cmd.Wait(); close(c.done) }()
-	t.Cleanup(func() {
-		c.Stop()
-		if t.Failed() {
-			t.Logf("collector logs:\n%s", c.Logs())
-		}
-	})
-	if ready != "" {
-		if err := c.waitTCP(ready, 60*time.Second); err != nil {
-			t.Fatalf("collector not ready on %s: %v\nlogs:\n%s", ready, err, c.Logs())
-		}
-	}
-	return c
-}
+	"github.com/stretchr/testify/require"
+)
 
 var (
 	agentmeterOnce sync.Once
@@ -73,4 +49,21 @@ func AgentmeterBinary(t testing.TB) string {
 		t.Fatalf("agentmeter CLI: %v", agentmeterErr)
 	}
 	return agentmeterPath
+}
+
+// RunAgentJSON runs `agentmeter run --json args...` (flags, then the prompt) with env
+// added to the test's environment (e.g. OTEL_EXPORTER_OTLP_ENDPOINT), bounded by a
+// minute. It requires exit 0, decodes stdout into out and returns what the run wrote on
+// stderr.
+func RunAgentJSON(t testing.TB, env []string, out any, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, AgentmeterBinary(t), append([]string{"run", "--json"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "agentmeter run --json %s\nstderr:\n%s", strings.Join(args, " "), stderr.String())
+	require.NoError(t, json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), out), "stdout:\n%s", stdout.String())
+	return stderr.String()
 }
