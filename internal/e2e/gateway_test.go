@@ -8,10 +8,8 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -37,10 +35,8 @@ type gatewayRun struct {
 
 // gatewayProcess is a running `agentmeter serve`.
 type gatewayProcess struct {
-	URL  string
-	cmd  *exec.Cmd
-	logs *lockedBuffer
-	done chan struct{}
+	*process
+	URL string
 }
 
 func startGateway(t *testing.T, dir, configYAML string, env ...string) *gatewayProcess {
@@ -48,13 +44,8 @@ func startGateway(t *testing.T, dir, configYAML string, env ...string) *gatewayP
 	cfgPath := filepath.Join(dir, "config.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(configYAML), 0o600))
 	addr := FreeAddr(t)
-	g := &gatewayProcess{URL: "http://" + addr, logs: &lockedBuffer{}, done: make(chan struct{})}
-	g.cmd = exec.Command(AgentmeterBinary(t), "serve", "--config", cfgPath, "--listen", addr)
-	g.cmd.Dir = dir
-	g.cmd.Env = append(os.Environ(), env...)
-	g.cmd.Stdout, g.cmd.Stderr = g.logs, g.logs
-	require.NoError(t, g.cmd.Start())
-	go func() { _ = g.cmd.Wait(); close(g.done) }()
+	g := &gatewayProcess{URL: "http://" + addr,
+		process: startProcess(t, dir, env, AgentmeterBinary(t), "serve", "--config", cfgPath, "--listen", addr)}
 	t.Cleanup(func() {
 		g.stop(t)
 		if t.Failed() {
@@ -84,21 +75,15 @@ func startGateway(t *testing.T, dir, configYAML string, env ...string) *gatewayP
 
 // stop sends SIGTERM and waits for a clean exit.
 func (g *gatewayProcess) stop(t *testing.T) {
-	select {
-	case <-g.done:
+	if exited, _ := g.Exited(); exited {
 		return
-	default:
 	}
-	_ = g.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-g.done:
-		if code := g.cmd.ProcessState.ExitCode(); code != 0 {
-			t.Errorf("agentmeter serve exited with %d", code)
-		}
-	case <-time.After(40 * time.Second):
-		_ = g.cmd.Process.Kill()
-		<-g.done
+	if !g.terminate(40 * time.Second) {
 		t.Errorf("agentmeter serve ignored SIGTERM")
+		return
+	}
+	if code := g.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("agentmeter serve exited with %d", code)
 	}
 }
 

@@ -95,14 +95,83 @@ func FreeAddr(t testing.TB) string {
 	return fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 }
 
-// Collector is one running collector process.
-type Collector struct {
-	t       testing.TB
+// process is a child process whose output is kept (the collector, agentmeter serve).
+type process struct {
 	cmd     *exec.Cmd
-	Dir     string // its working folder (config, file exporter output, storage)
 	logs    *lockedBuffer
 	done    chan struct{}
 	waitErr error
+}
+
+// startProcess runs bin with args in dir, with env added to the test's environment.
+func startProcess(t testing.TB, dir string, env []string, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{logs: &lockedBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Dir = dir
+	p.cmd.Stdout = p.logs
+	p.cmd.Stderr = p.logs
+	p.cmd.Env = append(os.Environ(), env...)
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", filepath.Base(bin), err)
+	}
+	go func() { p.waitErr = p.cmd.Wait(); close(p.done) }()
+	return p
+}
+
+// Logs returns everything the process wrote so far.
+func (p *process) Logs() string { return p.logs.String() }
+
+// Pid is the process id.
+func (p *process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited reports whether the process has ended, and how.
+func (p *process) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.waitErr
+	default:
+		return false, nil
+	}
+}
+
+// Wait waits for the process to end by itself (e.g. a config the collector refuses).
+func (p *process) Wait(timeout time.Duration) error {
+	select {
+	case <-p.done:
+		return p.waitErr
+	case <-time.After(timeout):
+		return fmt.Errorf("process still running after %s", timeout)
+	}
+}
+
+// terminate sends SIGTERM and waits up to grace, then SIGKILL; false: it had to be killed.
+func (p *process) terminate(grace time.Duration) bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return true
+	case <-time.After(grace):
+		p.Kill()
+		return false
+	}
+}
+
+// Kill ends the process with SIGKILL, as a crash would.
+func (p *process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// Collector is one running collector process.
+type Collector struct {
+	*process
+	Dir string // its working folder (config, file exporter output, storage)
 }
 
 // Start runs the collector with the given config YAML and waits until the TCP address
@@ -130,17 +199,7 @@ func StartIn(t testing.TB, dir, configYAML, ready string) *Collector {
 // connections. Lifecycle and log handling are those of Start.
 func StartWithArgs(t testing.TB, dir, ready string, args ...string) *Collector {
 	t.Helper()
-	bin := CollectorBinary(t)
-	c := &Collector{t: t, Dir: dir, logs: &lockedBuffer{}, done: make(chan struct{})}
-	c.cmd = exec.Command(bin, args...)
-	c.cmd.Dir = dir
-	c.cmd.Stdout = c.logs
-	c.cmd.Stderr = c.logs
-	c.cmd.Env = os.Environ()
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("start collector: %v", err)
-	}
-	go func() { c.waitErr = c.cmd.Wait(); close(c.done) }()
+	c := &Collector{process: startProcess(t, dir, nil, CollectorBinary(t), args...), Dir: dir}
 	t.Cleanup(func() {
 		c.Stop()
 		if t.Failed() {
@@ -203,53 +262,8 @@ func (c *Collector) waitTCP(addr string, timeout time.Duration) error {
 	return fmt.Errorf("timed out after %s", timeout)
 }
 
-// Logs returns everything the collector wrote so far.
-func (c *Collector) Logs() string { return c.logs.String() }
-
-// Pid is the collector's process id.
-func (c *Collector) Pid() int { return c.cmd.Process.Pid }
-
-// Exited reports whether the process has ended, and how.
-func (c *Collector) Exited() (bool, error) {
-	select {
-	case <-c.done:
-		return true, c.waitErr
-	default:
-		return false, nil
-	}
-}
-
-// Wait waits for the process to end by itself (e.g. a config the collector refuses).
-func (c *Collector) Wait(timeout time.Duration) error {
-	select {
-	case <-c.done:
-		return c.waitErr
-	case <-time.After(timeout):
-		return fmt.Errorf("collector still running after %s", timeout)
-	}
-}
-
 // Stop ends the collector gracefully (SIGTERM, then SIGKILL after 30 s) and waits.
-func (c *Collector) Stop() {
-	select {
-	case <-c.done:
-		return
-	default:
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(30 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.done
-	}
-}
-
-// Kill ends the collector with SIGKILL, as a crash would.
-func (c *Collector) Kill() {
-	_ = c.cmd.Process.Kill()
-	<-c.done
-}
+func (c *Collector) Stop() { c.terminate(30 * time.Second) }
 
 // SendOTLPHTTP posts traces as OTLP/HTTP protobuf to http://addr/v1/traces.
 func SendOTLPHTTP(ctx context.Context, addr string, td ptrace.Traces) error {
