@@ -30,6 +30,7 @@ const (
 	AttrToolType        = "gen_ai.tool.type"
 	AttrInputMessages   = "gen_ai.input.messages"
 	AttrOutputMessages  = "gen_ai.output.messages"
+	AttrToolCallResult  = "gen_ai.tool.call.result"
 	AttrSystemInstr     = "gen_ai.system_instructions"
 	AttrTokenType       = "gen_ai.token.type"
 	AttrEndUserID       = "enduser.id"

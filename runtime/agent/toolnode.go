@@ -103,7 +103,7 @@ func (a *Agent) runToolCall(ctx context.Context, rt *Runtime, st *state.State, c
 		span.SetStatus(codes.Error, truncate(resp.Message.Content, 256))
 	}
 	if telemetry.ContentCapture(ctx) {
-		span.SetAttributes(attribute.String("gen_ai.tool.call.result", truncate(resp.Message.Content, 4096)))
+		span.SetAttributes(attribute.String(genai.AttrToolCallResult, truncate(resp.Message.Content, 4096)))
 	}
 	return resp
 }
