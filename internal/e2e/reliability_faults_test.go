@@ -73,11 +73,11 @@ func TestReliabilityVendorFaults(t *testing.T) {
 			if tc.dropsLS {
 				assert.Equal(t, got.LSRefused, got.LSLost, "every LangSmith loss is a 413 refusal")
 				assert.Positive(t, got.LSLost, "LangSmith drops 413-refused runs (a permanent error)")
-				m := r.Metrics(t)
-				assert.Equal(t, float64(got.LSLost),
-					m.Sum("otelcol_exporter_send_failed_spans_total", `exporter="langsmith"`)+
-						m.Sum("otelcol_exporter_send_failed_spans", `exporter="langsmith"`),
-					"the collector counts the dropped runs")
+				var failed float64
+				assert.Eventually(t, func() bool {
+					failed = counter(r.Metrics(t), "otelcol_exporter_send_failed_spans", `exporter="langsmith"`)
+					return failed == float64(got.LSLost)
+				}, 30*time.Second, 100*time.Millisecond, "the collector counts the dropped runs (otelcol_exporter_send_failed_spans)")
 			} else {
 				assert.Zero(t, got.LSLost, "runs lost at LangSmith")
 				assert.Equal(t, got.SentTokens, got.LSTokens, "tokens at LangSmith")
@@ -123,15 +123,16 @@ func TestReliabilityKeyRotation(t *testing.T) {
 	rotated := time.Now()
 	time.Sleep(d)
 	stop()
-	// let the exporters try (and fail) what they hold, then read the collector's count
+	// let the exporters try (and fail) what they hold: every span is then either at the
+	// vendor or counted as failed by the collector
+	var failedLF, failedLS float64
 	require.Eventually(t, func() bool {
 		m := r.Metrics(t)
-		return m.Sum("otelcol_exporter_queue_size", `exporter="langfuse"`) == 0 &&
-			m.Sum("otelcol_exporter_queue_size", `exporter="langsmith"`) == 0
-	}, 60*time.Second, 100*time.Millisecond)
-	m := r.Metrics(t)
-	failedLF := m.Sum("otelcol_exporter_send_failed_spans_total", `exporter="langfuse"`) + m.Sum("otelcol_exporter_send_failed_spans", `exporter="langfuse"`)
-	failedLS := m.Sum("otelcol_exporter_send_failed_spans_total", `exporter="langsmith"`) + m.Sum("otelcol_exporter_send_failed_spans", `exporter="langsmith"`)
+		d := r.delivery(l, l.SpanIDs(), l.RunIDs())
+		failedLF = counter(m, "otelcol_exporter_send_failed_spans", `exporter="langfuse"`)
+		failedLS = counter(m, "otelcol_exporter_send_failed_spans", `exporter="langsmith"`)
+		return m.Sum("otelcol_exporter_queue_size") == 0 && failedLF == float64(d.LFLost) && failedLS == float64(d.LSLost)
+	}, 60*time.Second, 100*time.Millisecond, "every span delivered or counted as failed")
 	logs := r.Collector.Logs()
 	assert.Contains(t, logs, "langfuse rejected the credentials (HTTP 401)")
 	assert.Contains(t, logs, "HTTP 401")
