@@ -36,6 +36,9 @@ func DecodeRun(body []byte, patch bool, pathID string) (Op, error) {
 // DecodeBatch decodes POST /runs/batch: {"post": [run...], "patch": [run...]}. Bad
 // items are reported and skipped; the rest are returned.
 func DecodeBatch(body []byte) ([]Op, []ItemError, error) {
+	if ops, err := decodeBatchScan(body); err == nil {
+		return ops, nil, nil
+	}
 	if ops, err := decodeBatchFast(body); err == nil {
 		return ops, nil, nil
 	}
@@ -86,7 +89,25 @@ func DecodeMultipart(contentType string, body io.Reader) ([]Op, []ItemError, err
 	if err != nil || !strings.HasPrefix(mt, "multipart/") || params["boundary"] == "" {
 		return nil, nil, fmt.Errorf("%w: Content-Type must be multipart/form-data with a boundary", ErrBody)
 	}
-	mr := multipart.NewReader(body, params["boundary"])
+	// The body is read whole and split by hand (see multipart.go); layouts the
+	// splitter does not handle go to mime/multipart over the same bytes, followed by
+	// the read error if reading stopped on one (a body over the size limit).
+	data, rerr := io.ReadAll(body)
+	if rerr == nil {
+		if parts, ok := splitMultipart(data, params["boundary"]); ok {
+			if ops, ok := decodeMultipartScan(parts); ok {
+				return ops, nil, nil
+			}
+		}
+		return decodeMultipartMIME(params["boundary"], bytes.NewReader(data))
+	}
+	return decodeMultipartMIME(params["boundary"], io.MultiReader(bytes.NewReader(data), errReader{rerr}))
+}
+
+// decodeMultipartMIME is the general multipart decoder, over mime/multipart and
+// generic JSON maps.
+func decodeMultipartMIME(boundary string, body io.Reader) ([]Op, []ItemError, error) {
+	mr := multipart.NewReader(body, boundary)
 	type key struct{ kind, id string }
 	runs := map[key]map[string]any{}
 	var order []key

@@ -33,6 +33,11 @@ type Run struct {
 	Extra     map[string]any
 	Error     string
 	Tags      []string
+	// rawOutputs and rawExtra hold outputs and extra not decoded (the scanning
+	// decoders' runs): a validated JSON object, read through view. At most one of
+	// Outputs/rawOutputs (Extra/rawExtra) is set.
+	rawOutputs []byte
+	rawExtra   []byte
 	// Posted is true once the run's POST was seen (a PATCH alone leaves it false).
 	Posted bool
 }
@@ -184,20 +189,24 @@ func Merge(base, upd Run) Run {
 		out.Inputs, out.RawInputs = nil, upd.RawInputs
 	}
 	if upd.Outputs != nil {
-		out.Outputs = upd.Outputs
+		out.Outputs, out.rawOutputs = upd.Outputs, nil
+	} else if upd.rawOutputs != nil {
+		out.Outputs, out.rawOutputs = nil, upd.rawOutputs
 	}
 	if len(upd.Tags) > 0 {
 		out.Tags = upd.Tags
 	}
-	if upd.Extra != nil {
-		if out.Extra == nil {
-			out.Extra = upd.Extra
+	if upd.Extra != nil || upd.rawExtra != nil {
+		if out.Extra == nil && out.rawExtra == nil {
+			out.Extra, out.rawExtra = upd.Extra, upd.rawExtra
 		} else {
-			merged := make(map[string]any, len(out.Extra)+len(upd.Extra))
-			for k, v := range out.Extra {
+			// rare enough (a POST and its PATCH both carrying extra) to decode
+			baseExtra, updExtra := base.extra().decode(), upd.extra().decode()
+			merged := make(map[string]any, len(baseExtra)+len(updExtra))
+			for k, v := range baseExtra {
 				merged[k] = v
 			}
-			for k, v := range upd.Extra {
+			for k, v := range updExtra {
 				if k == "metadata" {
 					bm, _ := merged["metadata"].(map[string]any)
 					um, _ := v.(map[string]any)
@@ -215,7 +224,7 @@ func Merge(base, upd Run) Run {
 				}
 				merged[k] = v
 			}
-			out.Extra = merged
+			out.Extra, out.rawExtra = merged, nil
 		}
 	}
 	out.Posted = base.Posted || upd.Posted
@@ -223,6 +232,36 @@ func Merge(base, upd Run) Run {
 		out.ID = upd.ID
 	}
 	return out
+}
+
+// outputs and extra read the run's outputs and extra, decoded or raw.
+func (r Run) outputs() view {
+	if r.rawOutputs != nil {
+		return view{raw: r.rawOutputs}
+	}
+	return mapView(r.Outputs)
+}
+
+func (r Run) extra() view {
+	if r.rawExtra != nil {
+		return view{raw: r.rawExtra}
+	}
+	return mapView(r.Extra)
+}
+
+// detach copies the parts of a run that point into a request body, so a parked run
+// does not keep the whole body alive.
+func (r Run) detach() Run {
+	if r.RawInputs != nil {
+		r.RawInputs = bytes.Clone(r.RawInputs)
+	}
+	if r.rawOutputs != nil {
+		r.rawOutputs = bytes.Clone(r.rawOutputs)
+	}
+	if r.rawExtra != nil {
+		r.rawExtra = bytes.Clone(r.rawExtra)
+	}
+	return r
 }
 
 // inputs returns the run's inputs, decoding them on first use; inputs that are not a

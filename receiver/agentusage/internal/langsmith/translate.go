@@ -123,7 +123,7 @@ func (p *Plan) Commit(now time.Time) []Run {
 	p.t.pending.Remove(ids...)
 	var evicted []Run
 	for _, r := range p.Park {
-		evicted = append(evicted, p.t.pending.Put(r.ID, r, now)...)
+		evicted = append(evicted, p.t.pending.Put(r.ID, r.detach(), now)...)
 	}
 	return evicted
 }
@@ -228,11 +228,11 @@ func (t *Translator) info(r Run, lookup func(string) (runInfo, bool)) runInfo {
 		ri.TraceID = parentID // best effort: the parent is unknown here
 	}
 	md := metadata(r)
-	ri.ThreadID = firstString(md, "thread_id", "session_id", "conversation_id")
+	ri.ThreadID = md.firstString("thread_id", "session_id", "conversation_id")
 	if ri.ThreadID == "" && hasParent {
 		ri.ThreadID = parent.ThreadID
 	}
-	ri.RunID = firstString(md, "run_id")
+	ri.RunID = md.firstString("run_id")
 	if ri.RunID == "" {
 		if hasParent {
 			ri.RunID = parent.RunID
@@ -242,10 +242,10 @@ func (t *Translator) info(r Run, lookup func(string) (runInfo, bool)) runInfo {
 	}
 	caller := spanutil.CallerFromTags(r.Tags)
 	if caller == "" {
-		caller = firstString(md, "caller", "agentmeter.caller")
+		caller = md.firstString("caller", "agentmeter.caller")
 	}
 	if ri.RunType == "chain" || ri.RunType == "" {
-		name := firstString(md, "lc_agent_name", "agent_name")
+		name := md.firstString("lc_agent_name", "agent_name")
 		isAgent := name != "" || parentID == "" || (hasParent && parent.RunType == "tool")
 		if isAgent {
 			if name == "" {
@@ -270,8 +270,8 @@ func (t *Translator) info(r Run, lookup func(string) (runInfo, bool)) runInfo {
 	return ri
 }
 
-func metadata(r Run) map[string]any {
-	md, _ := r.Extra["metadata"].(map[string]any)
+func metadata(r Run) view {
+	md, _ := r.extra().child("metadata")
 	return md
 }
 
@@ -311,7 +311,7 @@ func (t *Translator) span(b *spanutil.Builder, r Run, ri runInfo, lookup func(st
 	a.PutStr(genai.AttrRunID, ri.RunID)
 	a.PutStr(genai.AttrCaller, ri.Caller)
 	md := metadata(r)
-	if u := firstString(md, "user_id", "langfuse_user_id"); u != "" {
+	if u := md.firstString("user_id", "langfuse_user_id"); u != "" {
 		a.PutStr(genai.AttrEndUserID, u)
 	}
 	if r.Error != "" {
@@ -331,9 +331,9 @@ func (t *Translator) span(b *spanutil.Builder, r Run, ri runInfo, lookup func(st
 		if ri.ToolCallID != "" {
 			a.PutStr(genai.AttrToolCallID, ri.ToolCallID)
 		}
-		if st := firstString(md, "subagent_status"); st != "" {
+		if st := md.firstString("subagent_status"); st != "" {
 			a.PutStr(genai.AttrSubagentStatus, st)
-		} else if st := spanutil.FindString(r.Outputs, "subagent_status"); st != "" {
+		} else if st := r.outputs().findString("subagent_status"); st != "" {
 			a.PutStr(genai.AttrSubagentStatus, st)
 		}
 	case ri.Agent != "":
@@ -358,14 +358,14 @@ func (t *Translator) span(b *spanutil.Builder, r Run, ri runInfo, lookup func(st
 	}
 }
 
-func (t *Translator) chat(s ptrace.Span, r Run, md map[string]any) {
+func (t *Translator) chat(s ptrace.Span, r Run, md view) {
 	a := s.Attributes()
-	inv, _ := r.Extra["invocation_params"].(map[string]any)
-	model := firstString(md, "ls_model_name")
+	model := md.firstString("ls_model_name")
 	if model == "" {
-		model = firstString(inv, "model", "model_name")
+		inv, _ := r.extra().child("invocation_params")
+		model = inv.firstString("model", "model_name")
 	}
-	respModel := spanutil.FindString(r.Outputs, "model_name")
+	respModel := r.outputs().findString("model_name")
 	if respModel == "" {
 		respModel = model
 	}
@@ -375,7 +375,7 @@ func (t *Translator) chat(s ptrace.Span, r Run, md map[string]any) {
 	s.SetName(genai.SpanName(genai.OpChat, model))
 	s.SetKind(ptrace.SpanKindClient)
 	a.PutStr(genai.AttrOperationName, genai.OpChat)
-	if p := firstString(md, "ls_provider"); p != "" {
+	if p := md.firstString("ls_provider"); p != "" {
 		a.PutStr(genai.AttrProviderName, p)
 	}
 	if model != "" {
@@ -387,7 +387,7 @@ func (t *Translator) chat(s ptrace.Span, r Run, md map[string]any) {
 	if u, ok := usageOf(r); ok {
 		genai.PutUsage(a, u)
 	}
-	if ids := spanutil.ToolCallIDs(r.Outputs); len(ids) > 0 {
+	if ids := r.outputs().toolCallIDs(); len(ids) > 0 {
 		genai.PutStrings(a, genai.AttrResponseToolCallIDs, ids)
 	}
 }
@@ -396,7 +396,7 @@ func (t *Translator) chat(s ptrace.Span, r Run, md map[string]any) {
 // extra (tool_call_id), hand-written runs in metadata or inputs, and the ToolMessage
 // output carries it too.
 func toolCallID(r Run) string {
-	if id := spanutil.FindString(r.Extra, "tool_call_id"); id != "" {
+	if id := r.extra().findString("tool_call_id"); id != "" {
 		return id
 	}
 	in := r.inputs()
@@ -408,5 +408,5 @@ func toolCallID(r Run) string {
 			return id
 		}
 	}
-	return spanutil.FindString(r.Outputs, "tool_call_id")
+	return r.outputs().findString("tool_call_id")
 }

@@ -2,7 +2,6 @@ package langsmith
 
 import (
 	"github.com/agentmeter/agentmeter/genai"
-	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
 )
 
 // usageOf reads an llm run's usage. LangSmith's usage_metadata is inclusive like the
@@ -12,17 +11,18 @@ import (
 // inside generations), then provider-native usage in outputs (OpenAI token_usage /
 // usage with prompt_tokens, Anthropic usage with cache fields outside input_tokens).
 func usageOf(r Run) (genai.Usage, bool) {
-	if um, ok := r.Outputs["usage_metadata"].(map[string]any); ok {
+	out := r.outputs()
+	if um, ok := out.child("usage_metadata"); ok {
 		return fromUsageMetadata(um)
 	}
-	if um, ok := metadata(r)["usage_metadata"].(map[string]any); ok {
+	if um, ok := metadata(r).child("usage_metadata"); ok {
 		return fromUsageMetadata(um)
 	}
-	if um := findMap(r.Outputs, "usage_metadata", 0); um != nil {
+	if um, ok := out.findMap("usage_metadata"); ok {
 		return fromUsageMetadata(um)
 	}
 	for _, k := range []string{"token_usage", "usage"} {
-		if m := findMap(r.Outputs, k, 0); m != nil {
+		if m, ok := out.findMap(k); ok {
 			if u, ok := fromProviderUsage(m); ok {
 				return u, true
 			}
@@ -31,65 +31,59 @@ func usageOf(r Run) (genai.Usage, bool) {
 	return genai.Usage{}, false
 }
 
-func num(m map[string]any, key string) (int64, bool) {
-	return spanutil.ToInt64(m[key])
-}
-
-func fromUsageMetadata(um map[string]any) (genai.Usage, bool) {
+func fromUsageMetadata(um view) (genai.Usage, bool) {
 	var u genai.Usage
-	in, okIn := num(um, "input_tokens")
-	out, okOut := num(um, "output_tokens")
+	in, okIn := um.num("input_tokens")
+	out, okOut := um.num("output_tokens")
 	if !okIn && !okOut {
 		return u, false
 	}
 	u.Input, u.Output = in, out
-	if d, ok := um["input_token_details"].(map[string]any); ok {
-		u.CacheRead, _ = num(d, "cache_read")
-		if cc, ok := num(d, "cache_creation"); ok {
+	if d, ok := um.child("input_token_details"); ok {
+		u.CacheRead, _ = d.num("cache_read")
+		if cc, ok := d.num("cache_creation"); ok {
 			u.CacheCreation = cc
 		} else {
-			e5, _ := num(d, "ephemeral_5m_input_tokens")
-			e1, _ := num(d, "ephemeral_1h_input_tokens")
+			e5, _ := d.num("ephemeral_5m_input_tokens")
+			e1, _ := d.num("ephemeral_1h_input_tokens")
 			u.CacheCreation = e5 + e1
 		}
 	}
-	if d, ok := um["output_token_details"].(map[string]any); ok {
-		u.Reasoning, _ = num(d, "reasoning")
+	if d, ok := um.child("output_token_details"); ok {
+		u.Reasoning, _ = d.num("reasoning")
 	}
 	return u, true
 }
 
 // fromProviderUsage reads OpenAI (prompt_tokens include cached_tokens) and Anthropic
 // (input_tokens exclude cache_read_input_tokens and cache_creation_input_tokens) usage.
-func fromProviderUsage(m map[string]any) (genai.Usage, bool) {
+func fromProviderUsage(m view) (genai.Usage, bool) {
 	var u genai.Usage
-	if p, ok := num(m, "prompt_tokens"); ok {
+	if p, ok := m.num("prompt_tokens"); ok {
 		u.Input = p
-		u.Output, _ = num(m, "completion_tokens")
-		if d, ok := m["prompt_tokens_details"].(map[string]any); ok {
-			u.CacheRead, _ = num(d, "cached_tokens")
+		u.Output, _ = m.num("completion_tokens")
+		if d, ok := m.child("prompt_tokens_details"); ok {
+			u.CacheRead, _ = d.num("cached_tokens")
 		}
-		if d, ok := m["completion_tokens_details"].(map[string]any); ok {
-			u.Reasoning, _ = num(d, "reasoning_tokens")
+		if d, ok := m.child("completion_tokens_details"); ok {
+			u.Reasoning, _ = d.num("reasoning_tokens")
 		}
 		return u, true
 	}
-	in, okIn := num(m, "input_tokens")
-	out, okOut := num(m, "output_tokens")
+	in, okIn := m.num("input_tokens")
+	out, okOut := m.num("output_tokens")
 	if !okIn && !okOut {
 		return u, false
 	}
-	u.CacheRead, _ = num(m, "cache_read_input_tokens")
-	u.CacheCreation, _ = num(m, "cache_creation_input_tokens")
-	_, anthropic := m["cache_read_input_tokens"]
-	_, anthropic2 := m["cache_creation_input_tokens"]
-	if anthropic || anthropic2 {
+	u.CacheRead, _ = m.num("cache_read_input_tokens")
+	u.CacheCreation, _ = m.num("cache_creation_input_tokens")
+	if m.has("cache_read_input_tokens") || m.has("cache_creation_input_tokens") {
 		in += u.CacheRead + u.CacheCreation
-	} else if d, ok := m["input_tokens_details"].(map[string]any); ok { // OpenAI Responses
-		u.CacheRead, _ = num(d, "cached_tokens")
+	} else if d, ok := m.child("input_tokens_details"); ok { // OpenAI Responses
+		u.CacheRead, _ = d.num("cached_tokens")
 	}
-	if d, ok := m["output_tokens_details"].(map[string]any); ok {
-		u.Reasoning, _ = num(d, "reasoning_tokens")
+	if d, ok := m.child("output_tokens_details"); ok {
+		u.Reasoning, _ = d.num("reasoning_tokens")
 	}
 	u.Input, u.Output = in, out
 	return u, true

@@ -6,7 +6,6 @@ package spanutil
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,11 +27,11 @@ const ScopeName = "github.com/agentmeter/agentmeter/receiver/agentusage"
 // holds); anything else is hashed. The same input always gives the same id, so a resent
 // record lands in the same trace.
 func TraceID(s string) pcommon.TraceID {
-	if b, ok := hexBytes(s, 16); ok {
-		return pcommon.TraceID(b)
+	var id pcommon.TraceID
+	if hexInto(id[:], s) {
+		return id
 	}
 	sum := sha256.Sum256([]byte("agentusage/trace\x00" + s))
-	var id pcommon.TraceID
 	copy(id[:], sum[:16])
 	return id
 }
@@ -41,7 +40,10 @@ func TraceID(s string) pcommon.TraceID {
 // observation id, a record's source_run_id). Hashing, rather than taking the first
 // bytes of a UUIDv7, avoids collisions between runs started in the same millisecond.
 func SpanID(namespace, s string) pcommon.SpanID {
-	sum := sha256.Sum256([]byte("agentusage/span\x00" + namespace + "\x00" + s))
+	var buf [128]byte // on the stack for the usual short ids
+	b := append(buf[:0], "agentusage/span\x00"...)
+	b = append(append(append(b, namespace...), 0), s...)
+	sum := sha256.Sum256(b)
 	var id pcommon.SpanID
 	copy(id[:], sum[:8])
 	if id.IsEmpty() { // astronomically unlikely, but an all-zero id is invalid OTLP
@@ -50,35 +52,47 @@ func SpanID(namespace, s string) pcommon.SpanID {
 	return id
 }
 
-// hexBytes decodes a 2n-hex string or, for n=16, a hyphenated UUID.
-func hexBytes(s string, n int) ([]byte, bool) {
-	if n == 16 && len(s) == 36 && s[8] == '-' && s[13] == '-' && s[18] == '-' && s[23] == '-' {
-		s = strings.ReplaceAll(s, "-", "")
+// hexInto decodes a 2n-hex string or, for n=16, a hyphenated UUID into dst (n bytes)
+// without allocating: it is on every span's path. An all-zero id is refused (invalid
+// in OTLP).
+func hexInto(dst []byte, s string) bool {
+	uuid := len(dst) == 16 && len(s) == 36 && s[8] == '-' && s[13] == '-' && s[18] == '-' && s[23] == '-'
+	if !uuid && len(s) != 2*len(dst) {
+		return false
 	}
-	if len(s) != 2*n {
-		return nil, false
-	}
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		return nil, false
-	}
-	allZero := true
-	for _, c := range b {
-		if c != 0 {
-			allZero = false
-			break
+	j := 0
+	nonZero := false
+	for i := 0; i < len(dst); i++ {
+		if uuid && (j == 8 || j == 13 || j == 18 || j == 23) {
+			j++
 		}
+		hi, ok1 := unhex(s[j])
+		lo, ok2 := unhex(s[j+1])
+		if !ok1 || !ok2 {
+			return false
+		}
+		dst[i] = hi<<4 | lo
+		nonZero = nonZero || dst[i] != 0
+		j += 2
 	}
-	if allZero {
-		return nil, false
-	}
-	return b, true
+	return nonZero
 }
 
-// IsUUIDOrHex reports whether s is a hyphenated UUID or 32 hex digits.
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
 func IsUUIDOrHex(s string) bool {
-	_, ok := hexBytes(s, 16)
-	return ok
+	var buf [16]byte
+	return hexInto(buf[:], s)
 }
 
 // ErrBadTime is returned for a value that is neither a timestamp string nor a number.
@@ -161,6 +175,10 @@ func epoch(f float64) (time.Time, error) {
 
 // maxWalkDepth bounds recursion over untrusted JSON.
 const maxWalkDepth = 48
+
+// MaxWalkDepth is maxWalkDepth, for walkers over raw JSON that must agree with
+// FindString and ToolCallIDs.
+const MaxWalkDepth = maxWalkDepth
 
 // ToolCallIDs finds the ids of the tool calls a model response asked for, in order,
 // without knowing the vendor's exact shape: every element of a "tool_calls" array

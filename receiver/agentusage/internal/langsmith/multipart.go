@@ -1,0 +1,245 @@
+package langsmith
+
+import (
+	"bytes"
+	"io"
+	"sort"
+	"strings"
+)
+
+// The scanning decoder for /runs/multipart: the whole body is read once and split on
+// the boundary by hand (no per-part readers, header maps or copies), and each run's
+// parts are scanned like /runs/batch items. It handles the layout the LangSmith SDKs
+// send (CRLF lines, a Content-Disposition form-data name, JSON parts); for anything
+// else it reports !ok and DecodeMultipart runs mime/multipart over the same bytes.
+
+// mpPart is one part: its form name and content.
+type mpPart struct {
+	name string
+	data []byte
+}
+
+// splitMultipart splits body into parts. ok is false for any layout this splitter
+// does not handle exactly as mime/multipart would.
+func splitMultipart(body []byte, boundary string) ([]mpPart, bool) {
+	dash := "--" + boundary
+	delim := []byte("\r\n" + dash)
+	if !bytes.HasPrefix(body, []byte(dash+"\r\n")) {
+		return nil, false
+	}
+	parts := make([]mpPart, 0, 64)
+	i := len(dash) + 2
+	for {
+		// headers, up to an empty line
+		name := ""
+		sawCD := false
+		for nh := 0; ; nh++ {
+			eol := bytes.Index(body[i:], []byte("\r\n"))
+			if eol < 0 || nh > 64 {
+				return nil, false
+			}
+			line := body[i : i+eol]
+			i += eol + 2
+			if len(line) == 0 {
+				break
+			}
+			key, val, ok := headerLine(line)
+			if !ok {
+				return nil, false
+			}
+			switch {
+			case strings.EqualFold(key, "Content-Disposition"):
+				if sawCD {
+					return nil, false
+				}
+				sawCD = true
+				if name, ok = formName(val); !ok {
+					return nil, false
+				}
+			case strings.EqualFold(key, "Content-Transfer-Encoding"):
+				return nil, false // mime/multipart may decode the content
+			}
+		}
+		if bytes.HasPrefix(body[i:], []byte(dash)) {
+			return nil, false // mime/multipart reads an empty part ended by a bare boundary
+		}
+		end := bytes.Index(body[i:], delim)
+		if end < 0 {
+			return nil, false
+		}
+		parts = append(parts, mpPart{name: name, data: body[i : i+end]})
+		i += end + len(delim)
+		rest := body[i:]
+		switch {
+		case bytes.HasPrefix(rest, []byte("\r\n")):
+			i += 2
+		case bytes.HasPrefix(rest, []byte("--")):
+			rest = rest[2:]
+			if len(rest) == 0 || bytes.HasPrefix(rest, []byte("\r\n")) {
+				return parts, true // the epilogue, if any, is ignored
+			}
+			return nil, false
+		default:
+			return nil, false
+		}
+	}
+}
+
+// headerLine splits "Key: value" (value trimmed as net/textproto trims it).
+func headerLine(line []byte) (string, string, bool) {
+	colon := bytes.IndexByte(line, ':')
+	if colon <= 0 {
+		return "", "", false
+	}
+	for _, c := range line[:colon] {
+		if !(c == '-' || ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')) {
+			return "", "", false
+		}
+	}
+	for _, c := range line[colon+1:] {
+		if (c < 0x20 && c != '\t') || c >= 0x7f {
+			return "", "", false
+		}
+	}
+	val := strings.Trim(string(line[colon+1:]), " \t")
+	return string(line[:colon]), val, true
+}
+
+// formName reads `form-data; name="..."`, the one shape the SDKs send; other shapes
+// are left to mime.ParseMediaType.
+func formName(v string) (string, bool) {
+	const pre = `form-data; name="`
+	if !strings.HasPrefix(v, pre) || !strings.HasSuffix(v, `"`) || len(v) < len(pre)+1 {
+		return "", false
+	}
+	name := v[len(pre) : len(v)-1]
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	return name, true
+}
+
+// trimJSON strips the space encoding/json allows around a value.
+func trimJSON(b []byte) []byte {
+	i := skipWS(b, 0)
+	j := len(b)
+	for j > i {
+		switch b[j-1] {
+		case ' ', '\t', '\n', '\r':
+			j--
+			continue
+		}
+		break
+	}
+	return b[i:j]
+}
+
+// decodeMultipartScan turns the parts into ops exactly as the mime/multipart path
+// does, or reports !ok.
+func decodeMultipartScan(parts []mpPart) ([]Op, bool) {
+	type key struct{ kind, id string }
+	type acc struct {
+		sr                              scannedRun
+		main                            bool
+		inputs, outputs, extra          []byte
+		errv                            []byte
+		hasIn, hasOut, hasExtra, hasErr bool
+	}
+	runs := make(map[key]*acc, len(parts)/2+1)
+	order := make([]key, 0, len(parts)/2+1)
+	for _, p := range parts {
+		kind, rest, _ := strings.Cut(p.name, ".")
+		if kind != "post" && kind != "patch" {
+			continue
+		}
+		id, field, _ := strings.Cut(rest, ".")
+		if id == "" {
+			return nil, false
+		}
+		k := key{kind, id}
+		a := runs[k]
+		if a == nil {
+			a = &acc{}
+			runs[k] = a
+			order = append(order, k)
+		}
+		switch field {
+		case "":
+			if a.main {
+				return nil, false
+			}
+			a.main = true
+			sr, ok := scanRun(p.data, kind == "patch")
+			if !ok {
+				return nil, false
+			}
+			a.sr = sr
+			continue
+		case "inputs":
+			a.inputs, a.hasIn = p.data, true // kept raw, not validated (see Run.RawInputs)
+			continue
+		case "outputs", "extra", "error":
+		default:
+			continue // events, serialized, unknown split fields: not used, not decoded
+		}
+		v := trimJSON(p.data)
+		end, ok := scanValue(v, 0, 0)
+		if !ok || end != len(v) {
+			return nil, false
+		}
+		switch field {
+		case "outputs":
+			a.outputs, a.hasOut = v, true
+		case "extra":
+			a.extra, a.hasExtra = v, true
+		case "error":
+			a.errv, a.hasErr = v, true
+		}
+	}
+	ops := make([]Op, 0, len(order))
+	for _, k := range order {
+		a := runs[k]
+		sr := a.sr
+		r := &sr.run
+		if !a.main {
+			r.Posted = k.kind == "post"
+		}
+		if !sr.idSeen {
+			r.ID = k.id
+		}
+		// a split part wins over the same field in the run's own part
+		if a.hasIn {
+			r.Inputs, r.RawInputs = nil, a.inputs
+		}
+		if a.hasOut && !sr.field([]byte("outputs"), a.outputs) {
+			return nil, false
+		}
+		if a.hasExtra && !sr.field([]byte("extra"), a.extra) {
+			return nil, false
+		}
+		if a.hasErr && !sr.field([]byte("error"), a.errv) {
+			return nil, false
+		}
+		if !sr.valid() {
+			return nil, false
+		}
+		ops = append(ops, Op{Patch: k.kind == "patch", Run: sr.run, Field: k.kind + "." + k.id})
+	}
+	// posts before patches, each in dotted order, so parents are seen first
+	sort.SliceStable(ops, func(i, j int) bool {
+		if ops[i].Patch != ops[j].Patch {
+			return !ops[i].Patch
+		}
+		return false
+	})
+	return ops, true
+}
+
+// errReader replays a read error after the bytes read before it.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+var _ io.Reader = errReader{}
