@@ -2,9 +2,7 @@ package langfuse
 
 import (
 	"io"
-	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,15 +30,28 @@ func FuzzServerMessage(f *testing.F) {
 	})
 }
 
-// Retry-After as delay-seconds or an HTTP date: never a negative wait.
+// Retry-After as delay-seconds or an HTTP date: a wait within [0, maxRetryAfter] or
+// ignored; every delay-seconds value (digits only, however long) is used, capped, never
+// wrapped.
 func FuzzRetryAfter(f *testing.F) {
-	for _, s := range []string{"1", "0", "-3", "120", "Wed, 21 Oct 2015 07:28:00 GMT", "soon", " 5 ", "99999999999999999999"} {
+	for _, s := range []string{"1", "0", "-3", "120", "Wed, 21 Oct 2015 07:28:00 GMT", "Fri, 31 Dec 9999 23:59:59 GMT",
+		"soon", " 5 ", "99999999999999999999", "9223372037", "9223372036854775807", "+5", "3601"} {
 		f.Add(s)
 	}
+	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, v string) {
-		d, ok := retryAfter(v)
-		if ok && d < 0 && !overflowsDuration(v) {
-			t.Fatalf("retryAfter(%q) = %s", v, d)
+		d, ok := retryAfter(v, now)
+		if !ok {
+			if d != 0 {
+				t.Fatalf("retryAfter(%q) ignored but returned %s", v, d)
+			}
+			if digitsOnly(strings.TrimSpace(v)) {
+				t.Fatalf("retryAfter(%q): delay-seconds ignored", v)
+			}
+			return
+		}
+		if d < 0 || d > maxRetryAfter {
+			t.Fatalf("retryAfter(%q) = %s, outside [0, %s]", v, d, maxRetryAfter)
 		}
 	})
 }
@@ -63,14 +74,4 @@ func FuzzConfigUnmarshal(f *testing.F) {
 			return out
 		})
 	})
-}
-
-// overflowsDuration reports a delay-seconds value past time.Duration's range (~292
-// years). Known finding (docs/reliability.md): the parser multiplies without a bound, so
-// such a value wraps to a negative delay; exporterhelper takes the larger of that and
-// its own backoff, so the hint is ignored rather than obeyed. The fuzz target pins that
-// this is the only way to get a negative delay.
-func overflowsDuration(v string) bool {
-	s, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	return err == nil && s > math.MaxInt64/int64(time.Second)
 }

@@ -284,26 +284,46 @@ func Retryable(code int) bool {
 		code == http.StatusTooManyRequests || code/100 == 5
 }
 
-// RetryAfter parses a Retry-After header: delay seconds or an HTTP date.
+// MaxRetryAfter caps the wait a Retry-After header can ask for. A server that asks for
+// more than an hour is misconfigured (or the header was mangled on the way); honouring it
+// would park a queue consumer for that long, and an unbounded value used to overflow
+// time.Duration into a negative delay. One hour is far above any rate-limit window the
+// vendor documents, and below it the hint is obeyed as sent. Note that exporterhelper
+// still drops a batch whose next attempt would fall after retry_on_failure.max_elapsed_time
+// (docs/reliability.md), so with a finite max_elapsed_time the effective bound is lower.
+const MaxRetryAfter = time.Hour
+
+// RetryAfter parses a Retry-After header (RFC 9110 §10.2.3): delay-seconds (digits only)
+// or an HTTP date. The delay is within [0, MaxRetryAfter]: larger values, including
+// digit strings past int64, are capped; a date in the past means no wait. Anything else
+// (a sign, a fraction, garbage) is ignored: ok is false.
 func RetryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
 	}
-	if s, err := strconv.Atoi(v); err == nil {
-		if s < 0 {
-			return 0, false
+	if digitsOnly(v) {
+		// compare before multiplying: seconds past ~9.2e9 wrap time.Duration negative
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || s > uint64(MaxRetryAfter/time.Second) {
+			return MaxRetryAfter, true // only a range error is possible for digits
 		}
 		return time.Duration(s) * time.Second, true
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		d := t.Sub(now)
-		if d < 0 {
-			d = 0
-		}
-		return d, true
+		// Time.Sub saturates instead of overflowing
+		return min(max(t.Sub(now), 0), MaxRetryAfter), true
 	}
 	return 0, false
+}
+
+func digitsOnly(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // serverMessage extracts the server's explanation: JSON "detail"/"error"/"message", or

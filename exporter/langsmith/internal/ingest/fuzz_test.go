@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -114,26 +112,27 @@ func FuzzSendAnswer(f *testing.F) {
 	})
 }
 
-// Retry-After: never a negative wait.
+// Retry-After: any header gives a wait within [0, MaxRetryAfter] or is ignored; every
+// delay-seconds value (digits only, however long) is used, capped, never wrapped.
 func FuzzRetryAfterHeader(f *testing.F) {
-	for _, s := range []string{"1", "-3", "Wed, 21 Oct 2015 07:28:00 GMT", "x", "99999999999999999999", "  7  "} {
+	for _, s := range []string{"1", "-3", "Wed, 21 Oct 2015 07:28:00 GMT", "Fri, 31 Dec 9999 23:59:59 GMT", "x",
+		"99999999999999999999", "9223372037", "9223372036854775807", "  7  ", "+5", "3601"} {
 		f.Add(s)
 	}
 	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, v string) {
 		d, ok := RetryAfter(v, now)
-		if ok && d < 0 && !overflowsDuration(v) {
-			t.Fatalf("RetryAfter(%q) = %s", v, d)
+		if !ok {
+			if d != 0 {
+				t.Fatalf("RetryAfter(%q) ignored but returned %s", v, d)
+			}
+			if digitsOnly(strings.TrimSpace(v)) {
+				t.Fatalf("RetryAfter(%q): delay-seconds ignored", v)
+			}
+			return
+		}
+		if d < 0 || d > MaxRetryAfter {
+			t.Fatalf("RetryAfter(%q) = %s, outside [0, %s]", v, d, MaxRetryAfter)
 		}
 	})
-}
-
-// overflowsDuration reports a delay-seconds value past time.Duration's range (~292
-// years). Known finding (docs/reliability.md): the parser multiplies without a bound, so
-// such a value wraps to a negative delay; exporterhelper takes the larger of that and
-// its own backoff, so the hint is ignored rather than obeyed. The fuzz target pins that
-// this is the only way to get a negative delay.
-func overflowsDuration(v string) bool {
-	s, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	return err == nil && s > math.MaxInt64/int64(time.Second)
 }

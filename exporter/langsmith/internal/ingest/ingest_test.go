@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,18 +48,51 @@ func TestSplit(t *testing.T) {
 
 func TestRetryAfter(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	d, ok := RetryAfter("7", now)
-	assert.True(t, ok)
-	assert.Equal(t, 7*time.Second, d)
-	d, ok = RetryAfter(now.Add(90*time.Second).Format(http.TimeFormat), now)
-	assert.True(t, ok)
-	assert.Equal(t, 90*time.Second, d)
-	_, ok = RetryAfter("soon", now)
-	assert.False(t, ok)
-	_, ok = RetryAfter("", now)
-	assert.False(t, ok)
-	_, ok = RetryAfter("-3", now)
-	assert.False(t, ok)
+	date := func(d time.Duration) string { return now.Add(d).Format(http.TimeFormat) }
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"7", 7 * time.Second, true},
+		{" 7 ", 7 * time.Second, true},
+		{"0", 0, true},
+		{"3600", time.Hour, true},
+		{"3601", MaxRetryAfter, true},
+		// past ~9.2e9 s the old parser wrapped to a negative delay
+		{"9223372037", MaxRetryAfter, true},
+		{"9223372036854775807", MaxRetryAfter, true},
+		{"99999999999999999999", MaxRetryAfter, true}, // past uint64 too
+		{date(90 * time.Second), 90 * time.Second, true},
+		{date(-time.Hour), 0, true}, // in the past: no wait
+		{date(48 * time.Hour), MaxRetryAfter, true},
+		{"Fri, 31 Dec 9999 23:59:59 GMT", MaxRetryAfter, true},
+		{"soon", 0, false},
+		{"", 0, false},
+		{"-3", 0, false},
+		{"-99999999999999999999", 0, false},
+		{"+5", 0, false},
+		{"1.5", 0, false},
+		{"1e9", 0, false},
+	} {
+		d, ok := RetryAfter(tc.in, now)
+		assert.Equal(t, tc.ok, ok, "RetryAfter(%q)", tc.in)
+		assert.Equal(t, tc.want, d, "RetryAfter(%q)", tc.in)
+	}
+}
+
+// A 429 whose Retry-After overflows int64 nanoseconds becomes a throttle of MaxRetryAfter.
+func TestHugeRetryAfterIsCappedOnTheWire(t *testing.T) {
+	h := http.Header{}
+	h.Set("Retry-After", "10000000000") // 1e10 s: wrapped negative before the cap
+	c, err := NewClient(&http.Client{Transport: answer{status: 429, header: h}}, "http://langsmith.invalid", "k", "", CompressionNone, zap.NewNop())
+	require.NoError(t, err)
+	defer c.Close()
+	err = c.Send(context.Background(), nil)
+	require.Error(t, err)
+	assert.False(t, consumererror.IsPermanent(err))
+	// exporterhelper's throttle error says the delay it will wait
+	assert.True(t, strings.HasPrefix(err.Error(), "Throttle ("+MaxRetryAfter.String()+")"), err.Error())
 }
 
 func TestRetryable(t *testing.T) {
