@@ -399,7 +399,14 @@ func (r *usageReceiver) handleRunBatch(w http.ResponseWriter, req *http.Request)
 }
 
 func (r *usageReceiver) handleRunMultipart(w http.ResponseWriter, req *http.Request) {
-	ops, errs, err := langsmith.DecodeMultipart(req.Header.Get("Content-Type"), req.Body)
+	// Content-Length sizes the read buffer, within the body limit (a client cannot make
+	// us allocate more than the limit up front)
+	hint, limit := req.ContentLength, r.cfg.ServerConfig.MaxRequestBodySize
+	if limit <= 0 {
+		limit = 20 << 20
+	}
+	hint = min(hint, limit)
+	ops, errs, err := langsmith.DecodeMultipartSize(req.Header.Get("Content-Type"), req.Body, hint)
 	if err != nil {
 		if errors.Is(err, langsmith.ErrBody) {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"message": err.Error()})

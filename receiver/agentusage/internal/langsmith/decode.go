@@ -85,6 +85,16 @@ var splitFields = map[string]bool{"inputs": true, "outputs": true, "events": tru
 // each); attachment.* and feedback.* parts are ignored. A run with a bad part is
 // reported and skipped.
 func DecodeMultipart(contentType string, body io.Reader) ([]Op, []ItemError, error) {
+	var hint int64
+	if l, ok := body.(interface{ Len() int }); ok {
+		hint = int64(l.Len())
+	}
+	return DecodeMultipartSize(contentType, body, hint)
+}
+
+// DecodeMultipartSize is DecodeMultipart for a body of about sizeHint bytes (the
+// request's Content-Length; 0 if unknown), read into one buffer of that size.
+func DecodeMultipartSize(contentType string, body io.Reader, sizeHint int64) ([]Op, []ItemError, error) {
 	mt, params, err := mime.ParseMediaType(contentType)
 	if err != nil || !strings.HasPrefix(mt, "multipart/") || params["boundary"] == "" {
 		return nil, nil, fmt.Errorf("%w: Content-Type must be multipart/form-data with a boundary", ErrBody)
@@ -92,7 +102,7 @@ func DecodeMultipart(contentType string, body io.Reader) ([]Op, []ItemError, err
 	// The body is read whole and split by hand (see multipart.go); layouts the
 	// splitter does not handle go to mime/multipart over the same bytes, followed by
 	// the read error if reading stopped on one (a body over the size limit).
-	data, rerr := io.ReadAll(body)
+	data, rerr := readAll(body, sizeHint)
 	if rerr == nil {
 		if parts, ok := splitMultipart(data, params["boundary"]); ok {
 			if ops, ok := decodeMultipartScan(parts); ok {

@@ -48,7 +48,7 @@ func splitMultipart(body []byte, boundary string) ([]mpPart, bool) {
 				return nil, false
 			}
 			switch {
-			case strings.EqualFold(key, "Content-Disposition"):
+			case bytes.EqualFold(key, []byte("Content-Disposition")):
 				if sawCD {
 					return nil, false
 				}
@@ -56,7 +56,7 @@ func splitMultipart(body []byte, boundary string) ([]mpPart, bool) {
 				if name, ok = formName(val); !ok {
 					return nil, false
 				}
-			case strings.EqualFold(key, "Content-Transfer-Encoding"):
+			case bytes.EqualFold(key, []byte("Content-Transfer-Encoding")):
 				return nil, false // mime/multipart may decode the content
 			}
 		}
@@ -86,40 +86,63 @@ func splitMultipart(body []byte, boundary string) ([]mpPart, bool) {
 }
 
 // headerLine splits "Key: value" (value trimmed as net/textproto trims it).
-func headerLine(line []byte) (string, string, bool) {
+func headerLine(line []byte) ([]byte, []byte, bool) {
 	colon := bytes.IndexByte(line, ':')
 	if colon <= 0 {
-		return "", "", false
+		return nil, nil, false
 	}
 	for _, c := range line[:colon] {
 		if !(c == '-' || ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')) {
-			return "", "", false
+			return nil, nil, false
 		}
 	}
 	for _, c := range line[colon+1:] {
 		if (c < 0x20 && c != '\t') || c >= 0x7f {
-			return "", "", false
+			return nil, nil, false
 		}
 	}
-	val := strings.Trim(string(line[colon+1:]), " \t")
-	return string(line[:colon]), val, true
+	return line[:colon], bytes.Trim(line[colon+1:], " \t"), true
 }
 
 // formName reads `form-data; name="..."`, the one shape the SDKs send; other shapes
 // are left to mime.ParseMediaType.
-func formName(v string) (string, bool) {
+func formName(v []byte) (string, bool) {
 	const pre = `form-data; name="`
-	if !strings.HasPrefix(v, pre) || !strings.HasSuffix(v, `"`) || len(v) < len(pre)+1 {
+	if !bytes.HasPrefix(v, []byte(pre)) || !bytes.HasSuffix(v, []byte(`"`)) || len(v) < len(pre)+1 {
 		return "", false
 	}
 	name := v[len(pre) : len(v)-1]
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
+	for _, c := range name {
+		if c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
 			return "", false
 		}
 	}
-	return name, true
+	return string(name), true
 }
+
+// readAll is io.ReadAll starting from a buffer of the expected size.
+func readAll(r io.Reader, sizeHint int64) ([]byte, error) {
+	if sizeHint <= 0 || sizeHint > maxSizeHint {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, sizeHint+1) // +1: EOF is seen without growing
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
+
+// maxSizeHint bounds the buffer a Content-Length may make us allocate up front.
+const maxSizeHint = 64 << 20
 
 // trimJSON strips the space encoding/json allows around a value.
 func trimJSON(b []byte) []byte {
@@ -141,8 +164,8 @@ func trimJSON(b []byte) []byte {
 func decodeMultipartScan(parts []mpPart) ([]Op, bool) {
 	type key struct{ kind, id string }
 	type acc struct {
-		sr                              scannedRun
-		main                            bool
+		run                             Run
+		idSeen, main                    bool
 		inputs, outputs, extra          []byte
 		errv                            []byte
 		hasIn, hasOut, hasExtra, hasErr bool
@@ -171,11 +194,10 @@ func decodeMultipartScan(parts []mpPart) ([]Op, bool) {
 				return nil, false
 			}
 			a.main = true
-			sr, ok := scanRun(p.data, kind == "patch")
-			if !ok {
+			var ok bool
+			if a.run, a.idSeen, ok = scanRun(p.data, kind == "patch"); !ok {
 				return nil, false
 			}
-			a.sr = sr
 			continue
 		case "inputs":
 			a.inputs, a.hasIn = p.data, true // kept raw, not validated (see Run.RawInputs)
@@ -201,12 +223,12 @@ func decodeMultipartScan(parts []mpPart) ([]Op, bool) {
 	ops := make([]Op, 0, len(order))
 	for _, k := range order {
 		a := runs[k]
-		sr := a.sr
-		r := &sr.run
+		r := &a.run
+		sr := runScanner{r: r}
 		if !a.main {
 			r.Posted = k.kind == "post"
 		}
-		if !sr.idSeen {
+		if !a.idSeen {
 			r.ID = k.id
 		}
 		// a split part wins over the same field in the run's own part
@@ -222,10 +244,10 @@ func decodeMultipartScan(parts []mpPart) ([]Op, bool) {
 		if a.hasErr && !sr.field([]byte("error"), a.errv) {
 			return nil, false
 		}
-		if !sr.valid() {
+		if !validRun(r) {
 			return nil, false
 		}
-		ops = append(ops, Op{Patch: k.kind == "patch", Run: sr.run, Field: k.kind + "." + k.id})
+		ops = append(ops, Op{Patch: k.kind == "patch", Run: *r, Field: k.kind + "." + k.id})
 	}
 	// posts before patches, each in dotted order, so parents are seen first
 	sort.SliceStable(ops, func(i, j int) bool {

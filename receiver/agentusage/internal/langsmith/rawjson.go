@@ -36,6 +36,12 @@ func scanString(b []byte, i int) (end int, plain, ok bool) {
 	i++
 	plain = true
 	for i < len(b) {
+		for i < len(b) && plainByte[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -72,6 +78,15 @@ func scanString(b []byte, i int) (end int, plain, ok bool) {
 	}
 	return 0, false, false
 }
+
+// plainByte marks the bytes a string can hold as they are: printable ASCII but the
+// quote and the backslash.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex(c byte) bool {
 	return ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F')
@@ -419,12 +434,4 @@ func rawScalar(raw []byte) any {
 		return nil
 	}
 	return f
-}
-
-// mayHoldKey reports whether a validated document can contain key as an object key
-// (or as a string value): only if the quoted key appears literally, or some string
-// uses a \u escape that could spell it. Keys searched here have no other escapable
-// characters.
-func mayHold(raw []byte, quoted string) bool {
-	return bytes.Contains(raw, []byte(quoted)) || bytes.Contains(raw, []byte(`\u`))
 }

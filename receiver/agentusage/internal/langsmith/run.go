@@ -237,14 +237,14 @@ func Merge(base, upd Run) Run {
 // outputs and extra read the run's outputs and extra, decoded or raw.
 func (r Run) outputs() view {
 	if r.rawOutputs != nil {
-		return view{raw: r.rawOutputs}
+		return rawView(r.rawOutputs)
 	}
 	return mapView(r.Outputs)
 }
 
 func (r Run) extra() view {
 	if r.rawExtra != nil {
-		return view{raw: r.rawExtra}
+		return rawView(r.rawExtra)
 	}
 	return mapView(r.Extra)
 }

@@ -1,6 +1,7 @@
 package langsmith
 
 import (
+	"sort"
 	"strings"
 
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
@@ -21,23 +22,26 @@ func foldsToKnown(key []byte, known []string) bool {
 	return false
 }
 
-// scannedRun is one run object as the scanner saw it.
-type scannedRun struct {
-	run    Run
-	idSeen bool
-	// split fields present in the object (for multipart's precedence rules)
-	inputs, outputs, extra, errv []byte
+// runScanner fills a Run from the members of a run object.
+type runScanner struct {
+	r      *Run
+	idSeen bool // "id" was present (even null)
 }
 
-// scanRun decodes one run object (raw, validated by the caller or not) the way the
+// scanRun decodes one run object (with optional surrounding space) the way the
 // typed fast path (typedRun) does: ok is false for anything that path would refuse
 // or decode differently, and for anything this scanner is unsure of.
-func scanRun(b []byte, patch bool) (scannedRun, bool) {
-	var sr scannedRun
-	r := &sr.run
-	i := skipWS(b, 0)
+func scanRun(b []byte, patch bool) (r Run, idSeen, ok bool) {
+	end, idSeen, ok := scanRunInto(&r, b, skipWS(b, 0), patch)
+	return r, idSeen, ok && skipWS(b, end) == len(b)
+}
+
+// scanRunInto scans the run object at b[i] into r, validating it, and returns the
+// index after it.
+func scanRunInto(r *Run, b []byte, i int, patch bool) (int, bool, bool) {
+	sr := runScanner{r: r}
 	if i >= len(b) || b[i] != '{' {
-		return sr, false
+		return 0, false, false
 	}
 	i = skipWS(b, i+1)
 	if i < len(b) && b[i] == '}' {
@@ -45,50 +49,46 @@ func scanRun(b []byte, patch bool) (scannedRun, bool) {
 	} else {
 		for {
 			if i >= len(b) || b[i] != '"' {
-				return sr, false
+				return 0, false, false
 			}
 			kend, plain, ok := scanString(b, i)
 			if !ok || !plain {
-				return sr, false
+				return 0, false, false
 			}
 			key := b[i+1 : kend-1]
 			i = skipWS(b, kend)
 			if i >= len(b) || b[i] != ':' {
-				return sr, false
+				return 0, false, false
 			}
 			i = skipWS(b, i+1)
 			vend, ok := scanValue(b, i, 1)
 			if !ok {
-				return sr, false
+				return 0, false, false
 			}
-			val := b[i:vend]
-			if !sr.field(key, val) {
-				return sr, false
+			if !sr.field(key, b[i:vend]) {
+				return 0, false, false
 			}
 			i = skipWS(b, vend)
 			if i >= len(b) {
-				return sr, false
+				return 0, false, false
 			}
 			if b[i] == '}' {
 				i++
 				break
 			}
 			if b[i] != ',' {
-				return sr, false
+				return 0, false, false
 			}
 			i = skipWS(b, i+1)
 		}
 	}
-	if skipWS(b, i) != len(b) {
-		return sr, false
-	}
 	r.Posted = !patch
-	return sr, true
+	return i, sr.idSeen, true
 }
 
 // field sets one member; the last of duplicate keys wins, as in encoding/json.
-func (sr *scannedRun) field(key, val []byte) bool {
-	r := &sr.run
+func (sr *runScanner) field(key, val []byte) bool {
+	r := sr.r
 	null := string(val) == "null"
 	str := func(dst *string) bool {
 		if null {
@@ -124,7 +124,6 @@ func (sr *scannedRun) field(key, val []byte) bool {
 		r.End = t
 		return err == nil
 	case "inputs":
-		sr.inputs = val
 		r.RawInputs = nil
 		if !null {
 			if !isObj(val) {
@@ -133,7 +132,6 @@ func (sr *scannedRun) field(key, val []byte) bool {
 			r.RawInputs = val
 		}
 	case "outputs":
-		sr.outputs = val
 		r.rawOutputs = nil
 		if !null {
 			if !isObj(val) {
@@ -142,7 +140,6 @@ func (sr *scannedRun) field(key, val []byte) bool {
 			r.rawOutputs = val
 		}
 	case "extra":
-		sr.extra = val
 		r.rawExtra = nil
 		if !null {
 			if !isObj(val) {
@@ -151,7 +148,6 @@ func (sr *scannedRun) field(key, val []byte) bool {
 			r.rawExtra = val
 		}
 	case "error":
-		sr.errv = val
 		r.Error = ""
 		if !null {
 			if val[0] != '"' {
@@ -185,9 +181,8 @@ func (sr *scannedRun) field(key, val []byte) bool {
 	return true
 }
 
-// valid reports whether the run passes the typed path's checks.
-func (sr *scannedRun) valid() bool {
-	r := &sr.run
+// validRun reports whether the run passes the typed path's id checks.
+func validRun(r *Run) bool {
 	return spanutil.IsUUIDOrHex(r.ID) && (r.TraceID == "" || spanutil.IsUUIDOrHex(r.TraceID))
 }
 
@@ -200,7 +195,9 @@ func decodeBatchScan(body []byte) ([]Op, error) {
 	if i >= len(b) || b[i] != '{' {
 		return nil, errSlowPath
 	}
-	var post, patch []byte
+	ops := make([]Op, 0, len(b)/512+8)
+	seen := [2]bool{}
+	reorder := false // a patch group before the post group
 	i = skipWS(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		i++
@@ -219,20 +216,30 @@ func decodeBatchScan(body []byte) ([]Op, error) {
 				return nil, errSlowPath
 			}
 			i = skipWS(b, i+1)
-			vend, ok := scanValue(b, i, 0)
-			if !ok {
-				return nil, errSlowPath
-			}
-			val := b[i:vend]
+			g := -1
 			switch string(key) {
 			case "post":
-				post = val
+				g = 0
 			case "patch":
-				patch = val
+				g = 1
 			default:
 				if foldsToKnown(key, []string{"post", "patch"}) {
 					return nil, errSlowPath
 				}
+			}
+			var vend int
+			if g >= 0 {
+				if seen[g] {
+					return nil, errSlowPath // a repeated key replaces the first: left to encoding/json
+				}
+				seen[g] = true
+				reorder = reorder || (g == 0 && seen[1])
+				ops, vend, ok = scanRuns(ops, b, i, g == 1)
+			} else {
+				vend, ok = scanValue(b, i, 0)
+			}
+			if !ok {
+				return nil, errSlowPath
 			}
 			i = skipWS(b, vend)
 			if i >= len(b) {
@@ -251,37 +258,41 @@ func decodeBatchScan(body []byte) ([]Op, error) {
 	if skipWS(b, i) != len(b) {
 		return nil, errSlowPath
 	}
-	var ops []Op
-	for _, g := range []struct {
-		raw   []byte
-		patch bool
-	}{{post, false}, {patch, true}} {
-		if g.raw == nil || string(g.raw) == "null" {
-			continue
-		}
-		if !isArr(g.raw) {
-			return nil, errSlowPath
-		}
-		if ops == nil {
-			ops = make([]Op, 0, 2*len(g.raw)/1024+8)
-		}
-		ok := true
-		eachElem(g.raw, func(e []byte) bool {
-			var sr scannedRun
-			if sr, ok = scanRun(e, g.patch); ok {
-				ok = sr.valid()
-			}
-			if ok {
-				ops = append(ops, Op{Patch: g.patch, Run: sr.run})
-			}
-			return ok
-		})
-		if !ok {
-			return nil, errSlowPath
-		}
-	}
-	if ops == nil {
-		ops = []Op{}
+	if reorder { // posts first, as the typed path returns them
+		sort.SliceStable(ops, func(i, j int) bool { return !ops[i].Patch && ops[j].Patch })
 	}
 	return ops, nil
+}
+
+// scanRuns scans an array of runs (or null) at b[i], appending them to ops.
+func scanRuns(ops []Op, b []byte, i int, patch bool) ([]Op, int, bool) {
+	if end, ok := lit(b, i, "null"); ok {
+		return ops, end, true
+	}
+	if i >= len(b) || b[i] != '[' {
+		return nil, 0, false
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return ops, i + 1, true
+	}
+	for {
+		ops = append(ops, Op{Patch: patch})
+		sr := &ops[len(ops)-1]
+		end, _, ok := scanRunInto(&sr.Run, b, i, patch)
+		if !ok || !validRun(&sr.Run) {
+			return nil, 0, false
+		}
+		i = skipWS(b, end)
+		if i >= len(b) {
+			return nil, 0, false
+		}
+		if b[i] == ']' {
+			return ops, i + 1, true
+		}
+		if b[i] != ',' {
+			return nil, 0, false
+		}
+		i = skipWS(b, i+1)
+	}
 }

@@ -96,7 +96,10 @@ var scanBodies = []string{
 	// POST and PATCH of one run in one batch: extra merged
 	`{"post":[{"id":"` + scanLLM + `","run_type":"llm","start_time":"2026-01-01T00:00:00Z","extra":{"metadata":{"thread_id":"t1","ls_model_name":"m1"}},"outputs":{"usage_metadata":{"input_tokens":1}}}],
 	  "patch":[{"id":"` + scanLLM + `","end_time":"2026-01-01T00:00:01Z","extra":{"metadata":{"run_id":"r1"},"runtime":{"sdk":"js"}},"outputs":{"usage_metadata":{"input_tokens":2,"output_tokens":1}}}]}`,
+	// patch group first: posts still come first
+	`{"patch":[{"id":"` + scanLLM + `","end_time":"2026-01-01T00:00:01Z"}],"other":[1,{"a":null}],"post":[{"id":"` + scanLLM + `","run_type":"llm","start_time":"2026-01-01T00:00:00Z"}]}`,
 	// bodies the scanner must leave to the typed path
+	`{"post":[{"id":"` + scanLLM + `"}],"post":[]}`,
 	`{"Post":[{"id":"` + scanLLM + `"}]}`,
 	`{"post":[{"ID":"` + scanLLM + `"}]}`,
 	`{"post":[{"id":"` + scanLLM + `","error":{"code":1}}]}`,
@@ -115,7 +118,7 @@ func TestBatchScanMatchesTypedPath(t *testing.T) {
 			accepted++
 		}
 	}
-	require.Equal(t, 8, accepted, "the well-formed bodies take the scanning path")
+	require.Equal(t, 9, accepted, "the well-formed bodies take the scanning path")
 }
 
 func FuzzBatchScanMatchesTyped(f *testing.F) {

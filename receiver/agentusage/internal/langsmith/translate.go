@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
@@ -57,8 +58,8 @@ type Plan struct {
 
 // Plan merges ops with parked runs. A run is complete when it has an end_time.
 func (t *Translator) Plan(ops []Op) *Plan {
-	merged := map[string]Run{}
-	var order []string
+	merged := make(map[string]Run, len(ops))
+	order := make([]string, 0, len(ops))
 	for _, op := range ops {
 		cur, ok := merged[op.Run.ID]
 		if !ok {
@@ -81,7 +82,7 @@ func (t *Translator) Plan(ops []Op) *Plan {
 		}
 		merged[op.Run.ID] = cur
 	}
-	p := &Plan{t: t}
+	p := &Plan{t: t, Complete: make([]Run, 0, len(order))}
 	for _, id := range order {
 		r := merged[id]
 		// A PATCH whose POST we never saw waits for it (the SDKs may send them in
@@ -169,7 +170,8 @@ func dottedIDs(dotted string) []string {
 
 func (t *Translator) build(runs, also []Run) ptrace.Traces {
 	b := spanutil.NewBuilder()
-	local := map[string]runInfo{}
+	local := make(map[string]runInfo, len(runs)+len(also))
+	ids := make(spanIDs, len(runs)+1)
 	lookup := func(id string) (runInfo, bool) {
 		if ri, ok := local[id]; ok {
 			return ri, true
@@ -178,18 +180,32 @@ func (t *Translator) build(runs, also []Run) ptrace.Traces {
 	}
 	// parked runs of this request still tell their children who they are
 	for _, r := range also {
-		local[r.ID] = t.info(r, lookup)
+		local[r.ID] = t.info(r, metadata(r), lookup)
 	}
 	for _, r := range runs {
-		ri := t.info(r, lookup)
+		md := metadata(r)
+		ri := t.info(r, md, lookup)
 		local[r.ID] = ri
 		t.emitted.Put(r.ID, true)
-		t.span(b, r, ri, lookup)
+		t.span(b, ids, r, md, ri, lookup)
 	}
 	for id, ri := range local {
 		t.recent.Put(id, ri)
 	}
 	return b.Traces()
+}
+
+// spanIDs memoises span ids within one build: siblings share their parent's id, and
+// each id costs a SHA-256.
+type spanIDs map[string]pcommon.SpanID
+
+func (c spanIDs) of(runID string) pcommon.SpanID {
+	id, ok := c[runID]
+	if !ok {
+		id = spanutil.SpanID("langsmith/run", runID)
+		c[runID] = id
+	}
+	return id
 }
 
 func (t *Translator) parentID(r Run) string {
@@ -205,7 +221,7 @@ func (t *Translator) parentID(r Run) string {
 
 // info works out trace, caller, thread and agent identity of a run, inheriting from
 // its parent when the run does not say.
-func (t *Translator) info(r Run, lookup func(string) (runInfo, bool)) runInfo {
+func (t *Translator) info(r Run, md view, lookup func(string) (runInfo, bool)) runInfo {
 	parentID := t.parentID(r)
 	parent, hasParent := runInfo{}, false
 	if parentID != "" {
@@ -227,7 +243,6 @@ func (t *Translator) info(r Run, lookup func(string) (runInfo, bool)) runInfo {
 	default:
 		ri.TraceID = parentID // best effort: the parent is unknown here
 	}
-	md := metadata(r)
 	ri.ThreadID = md.firstString("thread_id", "session_id", "conversation_id")
 	if ri.ThreadID == "" && hasParent {
 		ri.ThreadID = parent.ThreadID
@@ -270,8 +285,12 @@ func (t *Translator) info(r Run, lookup func(string) (runInfo, bool)) runInfo {
 	return ri
 }
 
+// metadata is extra.metadata, indexed: it is read key by key many times per run.
 func metadata(r Run) view {
-	md, _ := r.extra().child("metadata")
+	md, ok := r.extra().child("metadata")
+	if ok && md.raw != nil {
+		md = indexed(md.raw, md.noEscU)
+	}
 	return md
 }
 
@@ -284,16 +303,16 @@ func firstString(m map[string]any, keys ...string) string {
 	return ""
 }
 
-func (t *Translator) span(b *spanutil.Builder, r Run, ri runInfo, lookup func(string) (runInfo, bool)) {
+func (t *Translator) span(b *spanutil.Builder, ids spanIDs, r Run, md view, ri runInfo, lookup func(string) (runInfo, bool)) {
 	service := r.SessionName
 	if service == "" {
 		service = DefaultService
 	}
 	s := b.Span(service)
 	s.SetTraceID(spanutil.TraceID(ri.TraceID))
-	s.SetSpanID(spanutil.SpanID("langsmith/run", r.ID))
+	s.SetSpanID(ids.of(r.ID))
 	if pid := t.parentID(r); pid != "" {
-		s.SetParentSpanID(spanutil.SpanID("langsmith/run", pid))
+		s.SetParentSpanID(ids.of(pid))
 	}
 	start, end := r.Start, r.End
 	if start.IsZero() {
@@ -310,7 +329,6 @@ func (t *Translator) span(b *spanutil.Builder, r Run, ri runInfo, lookup func(st
 	}
 	a.PutStr(genai.AttrRunID, ri.RunID)
 	a.PutStr(genai.AttrCaller, ri.Caller)
-	md := metadata(r)
 	if u := md.firstString("user_id", "langfuse_user_id"); u != "" {
 		a.PutStr(genai.AttrEndUserID, u)
 	}
@@ -365,7 +383,8 @@ func (t *Translator) chat(s ptrace.Span, r Run, md view) {
 		inv, _ := r.extra().child("invocation_params")
 		model = inv.firstString("model", "model_name")
 	}
-	respModel := r.outputs().findString("model_name")
+	out := r.outputs()
+	respModel := out.findString("model_name")
 	if respModel == "" {
 		respModel = model
 	}
@@ -384,10 +403,10 @@ func (t *Translator) chat(s ptrace.Span, r Run, md view) {
 	if respModel != "" {
 		a.PutStr(genai.AttrResponseModel, respModel)
 	}
-	if u, ok := usageOf(r); ok {
+	if u, ok := usageOf(r, out); ok {
 		genai.PutUsage(a, u)
 	}
-	if ids := r.outputs().toolCallIDs(); len(ids) > 0 {
+	if ids := out.toolCallIDs(); len(ids) > 0 {
 		genai.PutStrings(a, genai.AttrResponseToolCallIDs, ids)
 	}
 }

@@ -10,8 +10,7 @@ import (
 // extra.metadata.usage_metadata, a usage_metadata anywhere in outputs (the AIMessage
 // inside generations), then provider-native usage in outputs (OpenAI token_usage /
 // usage with prompt_tokens, Anthropic usage with cache fields outside input_tokens).
-func usageOf(r Run) (genai.Usage, bool) {
-	out := r.outputs()
+func usageOf(r Run, out view) (genai.Usage, bool) {
 	if um, ok := out.child("usage_metadata"); ok {
 		return fromUsageMetadata(um)
 	}
@@ -32,6 +31,9 @@ func usageOf(r Run) (genai.Usage, bool) {
 }
 
 func fromUsageMetadata(um view) (genai.Usage, bool) {
+	if um.raw != nil && um.fields == nil {
+		um = indexed(um.raw, um.noEscU) // read key by key below
+	}
 	var u genai.Usage
 	in, okIn := um.num("input_tokens")
 	out, okOut := um.num("output_tokens")

@@ -1,6 +1,7 @@
 package langsmith
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
@@ -13,6 +14,43 @@ import (
 type view struct {
 	m   map[string]any
 	raw []byte
+	// fields indexes raw's members for objects read key by key (metadata, usage)
+	fields []rawField
+	// noEscU: raw holds no \u escape, so a key is in it only if spelled literally
+	noEscU bool
+}
+
+// rawView reads a validated raw object.
+func rawView(raw []byte) view {
+	return view{raw: raw, noEscU: !bytes.Contains(raw, []byte(`\u`))}
+}
+
+// mayHold reports whether raw can contain the quoted key (see noEscU).
+func (v view) mayHold(quoted string) bool {
+	return !v.noEscU || bytes.Contains(v.raw, []byte(quoted))
+}
+
+// indexed returns a raw view with its members indexed.
+func indexed(raw []byte, noEscU bool) view {
+	v := view{raw: raw, fields: make([]rawField, 0, 8), noEscU: noEscU}
+	eachField(raw, func(k, val []byte) bool {
+		v.fields = append(v.fields, rawField{string(k), val})
+		return true
+	})
+	return v
+}
+
+// get is rawGet, through the index when there is one.
+func (v view) get(key string) ([]byte, bool) {
+	if v.fields == nil {
+		return rawGet(v.raw, key)
+	}
+	for i := len(v.fields) - 1; i >= 0; i-- { // the last duplicate wins
+		if v.fields[i].key == key {
+			return v.fields[i].val, true
+		}
+	}
+	return nil, false
 }
 
 func mapView(m map[string]any) view { return view{m: m} }
@@ -20,11 +58,11 @@ func mapView(m map[string]any) view { return view{m: m} }
 // child is the object under key (ok false when absent or not an object).
 func (v view) child(key string) (view, bool) {
 	if v.raw != nil {
-		c, ok := rawGet(v.raw, key)
+		c, ok := v.get(key)
 		if !ok || !isObj(c) {
 			return view{}, false
 		}
-		return view{raw: c}, true
+		return view{raw: c, noEscU: v.noEscU}, true
 	}
 	m, ok := v.m[key].(map[string]any)
 	return view{m: m}, ok
@@ -33,7 +71,7 @@ func (v view) child(key string) (view, bool) {
 // has reports whether key is present, whatever its value.
 func (v view) has(key string) bool {
 	if v.raw != nil {
-		_, ok := rawGet(v.raw, key)
+		_, ok := v.get(key)
 		return ok
 	}
 	_, ok := v.m[key]
@@ -42,7 +80,7 @@ func (v view) has(key string) bool {
 
 func (v view) num(key string) (int64, bool) {
 	if v.raw != nil {
-		c, _ := rawGet(v.raw, key)
+		c, _ := v.get(key)
 		return spanutil.ToInt64(rawScalar(c))
 	}
 	return spanutil.ToInt64(v.m[key])
@@ -54,7 +92,7 @@ func (v view) firstString(keys ...string) string {
 		return firstString(v.m, keys...)
 	}
 	for _, k := range keys {
-		if c, ok := rawGet(v.raw, k); ok {
+		if c, ok := v.get(k); ok {
 			if s, ok := rawStr(c); ok && s != "" {
 				return s
 			}
@@ -68,7 +106,7 @@ func (v view) findString(key string) string {
 	if v.raw == nil {
 		return spanutil.FindString(v.m, key)
 	}
-	if !mayHold(v.raw, `"`+key+`"`) {
+	if !v.mayHold(`"` + key + `"`) {
 		return ""
 	}
 	var found string
@@ -110,7 +148,7 @@ func (v view) findMap(key string) (view, bool) {
 		m := findMap(v.m, key, 0)
 		return view{m: m}, m != nil
 	}
-	if !mayHold(v.raw, `"`+key+`"`) {
+	if !v.mayHold(`"` + key + `"`) {
 		return view{}, false
 	}
 	var walk func(raw []byte, depth int) []byte
@@ -139,7 +177,7 @@ func (v view) findMap(key string) (view, bool) {
 		return nil
 	}
 	m := walk(v.raw, 0)
-	return view{raw: m}, m != nil
+	return view{raw: m, noEscU: v.noEscU}, m != nil
 }
 
 // toolCallIDs is spanutil.ToolCallIDs.
@@ -147,7 +185,7 @@ func (v view) toolCallIDs() []string {
 	if v.raw == nil {
 		return spanutil.ToolCallIDs(v.m)
 	}
-	if !mayHold(v.raw, `"tool_calls"`) && !mayHold(v.raw, `"tool_use"`) && !mayHold(v.raw, `"function_call"`) {
+	if !v.mayHold(`"tool_calls"`) && !v.mayHold(`"tool_use"`) && !v.mayHold(`"function_call"`) {
 		return nil
 	}
 	var out []string
