@@ -68,6 +68,9 @@ func (s *spanSet) has(id pcommon.SpanID) bool {
 }
 
 func (s *spanSet) add(k spanKey) {
+	if s.keys == nil {
+		s.keys = make([]spanKey, 0, 8) // skip the 1, 2, 4 growth steps of a new trace
+	}
 	s.keys = append(s.keys, k)
 	if s.idx != nil {
 		s.idx[k.id] = struct{}{}

@@ -57,8 +57,7 @@ func Apply(spans []ptrace.Span) Result {
 		n.op = genai.SpanOperation(sp.Name(), sp.Attributes())
 		switch {
 		case genai.IsModelCall(n.op):
-			haveModel = true
-			n.usage, _ = genai.UsageFromMap(sp.Attributes())
+			haveModel = true // usage is read below, only for calls under a tool span
 		case n.op == genai.OpExecuteTool:
 			haveTool = true
 		}
@@ -82,13 +81,18 @@ func Apply(spans []ptrace.Span) Result {
 		if !genai.IsModelCall(nodes[i].op) {
 			continue
 		}
-		u := nodes[i].usage
+		read := false
 		for j, steps := nodes[i].parent, 0; j >= 0 && steps < len(nodes); j, steps = nodes[j].parent, steps+1 {
 			a := &nodes[j]
-			if a.op == genai.OpExecuteTool {
-				a.subtree = a.subtree.Add(u)
-				a.hasModel = true
+			if a.op != genai.OpExecuteTool {
+				continue
 			}
+			if !read { // most model calls (the lead agent's) sit under no tool span
+				nodes[i].usage, _ = genai.UsageFromMap(nodes[i].span.Attributes())
+				read = true
+			}
+			a.subtree = a.subtree.Add(nodes[i].usage)
+			a.hasModel = true
 		}
 	}
 
