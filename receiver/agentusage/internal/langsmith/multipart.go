@@ -33,16 +33,21 @@ func splitMultipart(body []byte, boundary string) ([]mpPart, bool) {
 		// headers, up to an empty line
 		name := ""
 		sawCD := false
-		for nh := 0; ; nh++ {
-			eol := bytes.Index(body[i:], []byte("\r\n"))
-			if eol < 0 || nh > 64 {
+		hend := bytes.Index(body[i:], []byte("\r\n\r\n"))
+		if bytes.HasPrefix(body[i:], []byte("\r\n")) {
+			hend = -2 // no headers
+		} else if hend < 0 {
+			return nil, false
+		}
+		block := body[i : i+hend+2] // header lines, each ending in CRLF
+		i += hend + 4
+		for nh := 0; len(block) > 0; nh++ {
+			eol := bytes.IndexByte(block, '\n')
+			if eol < 1 || block[eol-1] != '\r' || nh > 64 {
 				return nil, false
 			}
-			line := body[i : i+eol]
-			i += eol + 2
-			if len(line) == 0 {
-				break
-			}
+			line := block[:eol-1]
+			block = block[eol+1:]
 			key, val, ok := headerLine(line)
 			if !ok {
 				return nil, false
@@ -170,8 +175,12 @@ func decodeMultipartScan(parts []mpPart) ([]Op, bool) {
 		errv                            []byte
 		hasIn, hasOut, hasExtra, hasErr bool
 	}
-	runs := make(map[key]*acc, len(parts)/2+1)
-	order := make([]key, 0, len(parts)/2+1)
+	// runs in first-seen order; a run's parts usually come together, so the last run
+	// is checked before the map
+	accs := make([]acc, 0, len(parts)/3+1)
+	keys := make([]key, 0, len(parts)/3+1)
+	index := make(map[key]int, len(parts)/3+1)
+	last := -1
 	for _, p := range parts {
 		kind, rest, _ := strings.Cut(p.name, ".")
 		if kind != "post" && kind != "patch" {
@@ -182,12 +191,17 @@ func decodeMultipartScan(parts []mpPart) ([]Op, bool) {
 			return nil, false
 		}
 		k := key{kind, id}
-		a := runs[k]
-		if a == nil {
-			a = &acc{}
-			runs[k] = a
-			order = append(order, k)
+		if last < 0 || keys[last] != k {
+			n, seen := index[k]
+			if !seen {
+				n = len(accs)
+				accs = append(accs, acc{})
+				keys = append(keys, k)
+				index[k] = n
+			}
+			last = n
 		}
+		a := &accs[last]
 		switch field {
 		case "":
 			if a.main {
@@ -220,9 +234,9 @@ func decodeMultipartScan(parts []mpPart) ([]Op, bool) {
 			a.errv, a.hasErr = v, true
 		}
 	}
-	ops := make([]Op, 0, len(order))
-	for _, k := range order {
-		a := runs[k]
+	ops := make([]Op, 0, len(accs))
+	for n, k := range keys {
+		a := &accs[n]
 		r := &a.run
 		sr := runScanner{r: r}
 		if !a.main {

@@ -179,11 +179,12 @@ func (t *Translator) build(runs, also []Run) ptrace.Traces {
 		return t.recent.Get(id)
 	}
 	// parked runs of this request still tell their children who they are
+	arena := make([]rawField, 0, 8*len(runs))
 	for _, r := range also {
 		local[r.ID] = t.info(r, metadata(r), lookup)
 	}
 	for _, r := range runs {
-		md := metadata(r)
+		md := indexedMetadata(r, &arena)
 		ri := t.info(r, md, lookup)
 		local[r.ID] = ri
 		t.emitted.Put(r.ID, true)
@@ -285,11 +286,17 @@ func (t *Translator) info(r Run, md view, lookup func(string) (runInfo, bool)) r
 	return ri
 }
 
-// metadata is extra.metadata, indexed: it is read key by key many times per run.
 func metadata(r Run) view {
+	md, _ := r.extra().child("metadata")
+	return md
+}
+
+// indexedMetadata is metadata, indexed in arena: it is read key by key many times per
+// run.
+func indexedMetadata(r Run, arena *[]rawField) view {
 	md, ok := r.extra().child("metadata")
 	if ok && md.raw != nil {
-		md = indexed(md.raw, md.noEscU)
+		md = indexed(md.raw, md.noEscU, arena)
 	}
 	return md
 }

@@ -2,6 +2,7 @@ package langsmith
 
 import (
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
 )
 
 // usageOf reads an llm run's usage. LangSmith's usage_metadata is inclusive like the
@@ -31,8 +32,8 @@ func usageOf(r Run, out view) (genai.Usage, bool) {
 }
 
 func fromUsageMetadata(um view) (genai.Usage, bool) {
-	if um.raw != nil && um.fields == nil {
-		um = indexed(um.raw, um.noEscU) // read key by key below
+	if um.raw != nil {
+		return rawUsageMetadata(um.raw)
 	}
 	var u genai.Usage
 	in, okIn := um.num("input_tokens")
@@ -113,4 +114,66 @@ func findMap(v any, key string, depth int) map[string]any {
 		}
 	}
 	return nil
+}
+
+// rawUsageMetadata is fromUsageMetadata over a raw object, in one pass per object
+// (the hot path: every llm run has one).
+func rawUsageMetadata(um []byte) (genai.Usage, bool) {
+	var u genai.Usage
+	var in, out, inD, outD []byte
+	eachField(um, func(k, v []byte) bool {
+		switch string(k) { // the last duplicate wins, as in a decoded map
+		case "input_tokens":
+			in = v
+		case "output_tokens":
+			out = v
+		case "input_token_details":
+			inD = v
+		case "output_token_details":
+			outD = v
+		}
+		return true
+	})
+	var okIn, okOut bool
+	u.Input, okIn = spanutil.ToInt64(rawScalar(in))
+	u.Output, okOut = spanutil.ToInt64(rawScalar(out))
+	if !okIn && !okOut {
+		return genai.Usage{}, false
+	}
+	if isObj(inD) {
+		var cr, cc, e5, e1 []byte
+		hasCC := false
+		eachField(inD, func(k, v []byte) bool {
+			switch string(k) {
+			case "cache_read":
+				cr = v
+			case "cache_creation":
+				cc, hasCC = v, true
+			case "ephemeral_5m_input_tokens":
+				e5 = v
+			case "ephemeral_1h_input_tokens":
+				e1 = v
+			}
+			return true
+		})
+		u.CacheRead, _ = spanutil.ToInt64(rawScalar(cr))
+		if n, ok := spanutil.ToInt64(rawScalar(cc)); ok && hasCC {
+			u.CacheCreation = n
+		} else {
+			n5, _ := spanutil.ToInt64(rawScalar(e5))
+			n1, _ := spanutil.ToInt64(rawScalar(e1))
+			u.CacheCreation = n5 + n1
+		}
+	}
+	if isObj(outD) {
+		var r []byte
+		eachField(outD, func(k, v []byte) bool {
+			if string(k) == "reasoning" {
+				r = v
+			}
+			return true
+		})
+		u.Reasoning, _ = spanutil.ToInt64(rawScalar(r))
+	}
+	return u, true
 }

@@ -30,14 +30,15 @@ func (v view) mayHold(quoted string) bool {
 	return !v.noEscU || bytes.Contains(v.raw, []byte(quoted))
 }
 
-// indexed returns a raw view with its members indexed.
-func indexed(raw []byte, noEscU bool) view {
-	v := view{raw: raw, fields: make([]rawField, 0, 8), noEscU: noEscU}
+// indexed returns a raw view with its members indexed, the index appended to
+// *arena (one buffer for all runs of a request instead of one per object).
+func indexed(raw []byte, noEscU bool, arena *[]rawField) view {
+	start := len(*arena)
 	eachField(raw, func(k, val []byte) bool {
-		v.fields = append(v.fields, rawField{string(k), val})
+		*arena = append(*arena, rawField{string(k), val})
 		return true
 	})
-	return v
+	return view{raw: raw, fields: (*arena)[start:len(*arena):len(*arena)], noEscU: noEscU}
 }
 
 // get is rawGet, through the index when there is one.
