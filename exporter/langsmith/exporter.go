@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -30,7 +31,10 @@ type lsExporter struct {
 	logger *zap.Logger
 	mapper *runtree.Mapper
 	client *ingest.Client
-	limits ingest.Limits
+	limits ingest.Limits // from /info; MaxBytes is only the starting value of maxBytes
+	// maxBytes is the request byte limit in use: /info's size_limit_bytes, lowered when
+	// the server answers 413 to a request below it (lowerByteLimit).
+	maxBytes atomic.Int64
 }
 
 func newExporter(cfg *Config, set exporter.Settings) *lsExporter {
@@ -67,6 +71,7 @@ func (e *lsExporter) start(ctx context.Context, host component.Host) error {
 			zap.Int("size_limit", bc.Limits.MaxRuns), zap.Int("size_limit_bytes", bc.Limits.MaxBytes))
 	}
 	e.limits = bc.Limits
+	e.maxBytes.Store(int64(bc.Limits.MaxBytes))
 	if !bc.UseMultipart {
 		e.client.UseBatchEndpoint()
 	}
@@ -102,10 +107,10 @@ func (e *lsExporter) shutdown(context.Context) error {
 // encoding and compression of one with the network wait of another.
 const maxInflightChunks = 4
 
-// push maps the spans to runs and sends them in chunks within the /info limits. On
-// retryable failures it returns only the spans of the chunks that were not delivered, so
-// a retry never sends a delivered chunk again; a permanent failure of one chunk does not
-// stop the others.
+// push maps the spans to runs and sends them in chunks within the limits. On retryable
+// failures it returns only the spans of the requests that were not delivered, so a retry
+// never sends delivered runs again; a permanent failure of one request does not stop the
+// others. A request refused with 413 is split in halves and resent (sendSplit).
 func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 	runs, skipped := e.mapper.Map(td)
 	if skipped > 0 {
@@ -120,10 +125,10 @@ func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 			e.bufs.Put(bufp)
 		}
 	}()
-	chunks := ingest.Split(encoded, e.limits)
-	errs := make([]error, len(chunks))
+	chunks := ingest.Split(encoded, e.currentLimits())
+	results := make([][]sendResult, len(chunks))
 	if len(chunks) == 1 {
-		errs[0] = e.client.Send(ctx, chunks[0])
+		results[0] = e.sendSplit(ctx, chunks[0], nil)
 	} else {
 		sem := make(chan struct{}, maxInflightChunks)
 		var wg sync.WaitGroup
@@ -132,7 +137,7 @@ func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				errs[i] = e.client.Send(ctx, chunks[i])
+				results[i] = e.sendSplit(ctx, chunks[i], nil)
 			}()
 		}
 		wg.Wait()
@@ -140,16 +145,18 @@ func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 
 	var permanent, retryable []error
 	var rest []runtree.SpanRef
-	for i, err := range errs {
-		switch {
-		case err == nil:
-		case consumererror.IsPermanent(err):
-			e.logger.Error("LangSmith refused a batch of runs; dropping them", zap.Int("runs", len(chunks[i])), zap.Error(err))
-			permanent = append(permanent, err)
-		default:
-			retryable = append(retryable, err)
-			for j := range chunks[i] {
-				rest = append(rest, chunks[i][j].Source)
+	for _, rs := range results {
+		for _, r := range rs {
+			switch {
+			case r.err == nil:
+			case consumererror.IsPermanent(r.err):
+				e.logger.Error("LangSmith refused a batch of runs; dropping them", zap.Int("runs", len(r.runs)), zap.Error(r.err))
+				permanent = append(permanent, r.err)
+			default:
+				retryable = append(retryable, r.err)
+				for j := range r.runs {
+					rest = append(rest, r.runs[j].Source)
+				}
 			}
 		}
 	}
@@ -163,6 +170,61 @@ func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 		return consumererror.NewPermanent(errors.Join(permanent...))
 	}
 	return nil
+}
+
+// sendResult is the final answer for some runs: delivered (nil), permanent or retryable.
+type sendResult struct {
+	runs []ingest.Encoded
+	err  error
+}
+
+// sendSplit sends runs in one request. On 413 it splits them in halves and sends each
+// half the same way, one after the other, down to a single run, which is then a permanent
+// error naming the run. Every request's outcome is appended to out, so the caller
+// retries only the runs whose request failed retryably and never resends a delivered
+// half. A 413 also lowers the byte limit later batches are cut by.
+func (e *lsExporter) sendSplit(ctx context.Context, runs []ingest.Encoded, out []sendResult) []sendResult {
+	err := e.client.Send(ctx, runs)
+	if !errors.Is(err, ingest.ErrTooLarge) {
+		return append(out, sendResult{runs, err})
+	}
+	if len(runs) == 1 {
+		err = consumererror.NewPermanent(fmt.Errorf("run %s (%d bytes before compression) is over LangSmith's request size limit on its own; dropping it: %w",
+			runs[0].ID, runs[0].Size(), err))
+		return append(out, sendResult{runs, err})
+	}
+	e.lowerByteLimit(ingest.WireSize(runs))
+	e.logger.Debug("LangSmith rejected a request as too large; splitting it", zap.Int("runs", len(runs)))
+	half := len(runs) / 2
+	out = e.sendSplit(ctx, runs[:half], out)
+	return e.sendSplit(ctx, runs[half:], out)
+}
+
+// currentLimits are the limits the next batch is cut by.
+func (e *lsExporter) currentLimits() ingest.Limits {
+	return ingest.Limits{MaxRuns: e.limits.MaxRuns, MaxBytes: int(e.maxBytes.Load())}
+}
+
+// lowerByteLimit records that a request of size bytes (as Split counts them) got a 413:
+// the server's real limit is below it, whatever /info announced (a proxy or an ingress in
+// front of a self-hosted deployment often has a smaller body limit). Later batches are
+// cut below that size, so they do not pay a 413 and a split again. The limit only goes
+// down, and only multi-run requests lower it (a single run too large is not a request
+// the limit could have avoided). Split counts bytes before compression, so with
+// compression on the new limit is conservative.
+func (e *lsExporter) lowerByteLimit(size int) {
+	limit := int64(size - 1)
+	for {
+		cur := e.maxBytes.Load()
+		if limit >= cur {
+			return
+		}
+		if e.maxBytes.CompareAndSwap(cur, limit) {
+			e.logger.Info("LangSmith refused a request below the byte limit in use; lowering it for later batches",
+				zap.Int64("previous_size_limit_bytes", cur), zap.Int64("size_limit_bytes", limit))
+			return
+		}
+	}
 }
 
 // subset copies the referenced spans, with their resource and scope, into new traces.

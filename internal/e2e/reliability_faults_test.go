@@ -15,9 +15,8 @@ import (
 // Each vendor fault alone, at both vendors at once, for FaultDuration during steady load;
 // then the fault ends and the suite waits until every span the collector accepted is at
 // both vendors. Retryable faults lose nothing: the loss is asserted to be exactly zero.
-// 413 is split and retried by the Langfuse exporter; the LangSmith exporter sizes its
-// requests from /info and treats 413 as final, so its 413 row asserts that every
-// missing run is one LangSmith refused (none unaccounted) and reports the count.
+// 413 is split and retried by both exporters (halves until each fits, only retryable
+// parts retried), so the 413 row asserts zero loss at both vendors too.
 func TestReliabilityVendorFaults(t *testing.T) {
 	d := FaultDuration(t)
 	cases := []struct {
@@ -37,7 +36,7 @@ func TestReliabilityVendorFaults(t *testing.T) {
 		{name: "reset_mid_body", fault: faulty.Fault{Kind: faulty.Reset},
 			what: "connection reset while the body is sent -> network error, retried"},
 		{name: "413_over_5_spans", fault: faulty.Fault{Kind: faulty.TooLarge, MaxItems: 5},
-			what: "Langfuse: the exporter halves the batch until it fits, nothing dropped; LangSmith: 413 is final, the request's runs are dropped and logged", dropsLS: true},
+			what: "both exporters halve the request until it fits and resend only what failed retryably: nothing dropped"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,6 +40,11 @@ const (
 // ErrCredentials marks an answer that says the API key (or workspace) is wrong.
 var ErrCredentials = errors.New("LangSmith rejected the credentials")
 
+// ErrTooLarge marks a 413: the request body is over the server's real limit. Send returns
+// it as a permanent error (the same body cannot succeed); the exporter splits the runs
+// and sends them again in smaller requests.
+var ErrTooLarge = errors.New("LangSmith rejected the request body as too large (HTTP 413)")
+
 // Client talks to one LangSmith deployment. Safe for concurrent use.
 type Client struct {
 	http        *http.Client
@@ -259,6 +264,8 @@ func classify(resp *http.Response, path string) error {
 		return nil
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		return consumererror.NewPermanent(credentialError(resp, path))
+	case code == http.StatusRequestEntityTooLarge:
+		return consumererror.NewPermanent(fmt.Errorf("POST %s: %w: %s", path, ErrTooLarge, serverMessage(resp)))
 	case Retryable(code):
 		err := fmt.Errorf("POST %s: HTTP %d: %s", path, code, serverMessage(resp))
 		if d, ok := RetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {

@@ -98,6 +98,16 @@ func (e *Encoded) wireSize() int {
 	return e.Size() + parts*partOverhead
 }
 
+// WireSize is the size Split counts for runs: their payloads plus a multipart
+// allowance per part.
+func WireSize(runs []Encoded) int {
+	n := 0
+	for i := range runs {
+		n += runs[i].wireSize()
+	}
+	return n
+}
+
 // Split cuts runs into consecutive chunks within the limits, keeping order.
 func Split(runs []Encoded, l Limits) [][]Encoded {
 	if l.MaxRuns <= 0 {
