@@ -25,9 +25,26 @@ func rawView(raw []byte) view {
 	return view{raw: raw, noEscU: !bytes.Contains(raw, []byte(`\u`))}
 }
 
-// mayHold reports whether raw can contain the quoted key (see noEscU).
-func (v view) mayHold(quoted string) bool {
-	return !v.noEscU || bytes.Contains(v.raw, []byte(quoted))
+// mayHold reports whether raw can contain one of the quoted keys (see noEscU). One
+// pass over the quotes of raw, whatever the number of keys.
+func (v view) mayHold(quoted ...string) bool {
+	if !v.noEscU {
+		return true
+	}
+	b := v.raw
+	for {
+		i := bytes.IndexByte(b, '"')
+		if i < 0 {
+			return false
+		}
+		b = b[i:]
+		for _, q := range quoted {
+			if len(b) >= len(q) && string(b[:len(q)]) == q {
+				return true
+			}
+		}
+		b = b[1:]
+	}
 }
 
 // indexed returns a raw view with its members indexed, the index appended to
@@ -186,7 +203,7 @@ func (v view) toolCallIDs() []string {
 	if v.raw == nil {
 		return spanutil.ToolCallIDs(v.m)
 	}
-	if !v.mayHold(`"tool_calls"`) && !v.mayHold(`"tool_use"`) && !v.mayHold(`"function_call"`) {
+	if !v.mayHold(`"tool_calls"`, `"tool_use"`, `"function_call"`) {
 		return nil
 	}
 	var out []string
