@@ -391,7 +391,7 @@ func (f *Front) reset(w http.ResponseWriter, r *http.Request) {
 func (f *Front) refuse(w http.ResponseWriter, items []Item, status int, retryAfter, body string) {
 	f.mu.Lock()
 	f.faulted[status]++
-	if permanent(f.face, status) {
+	if permanent(status) {
 		for _, it := range items {
 			f.refused[it.ID] = true
 		}
@@ -406,13 +406,10 @@ func (f *Front) refuse(w http.ResponseWriter, items []Item, status int, retryAft
 }
 
 // permanent reports whether the exporters treat status as final (they drop the data):
-// 401/403/400 for both; 413 is split and retried by the Langfuse exporter, final for
-// LangSmith's, which sizes its requests from /info instead.
-func permanent(face Face, status int) bool {
+// 401/403/400 for both; 413 is not, both exporters split the request and resend.
+func permanent(status int) bool {
 	switch {
-	case status == http.StatusRequestEntityTooLarge:
-		return face == LangSmith
-	case status == http.StatusRequestTimeout, status == http.StatusTooEarly, status == http.StatusTooManyRequests, status/100 == 5:
+	case status == http.StatusRequestEntityTooLarge, status == http.StatusRequestTimeout, status == http.StatusTooEarly, status == http.StatusTooManyRequests, status/100 == 5:
 		return false
 	}
 	return status/100 == 4
