@@ -406,7 +406,8 @@ func (r *usageReceiver) handleRunMultipart(w http.ResponseWriter, req *http.Requ
 		limit = 20 << 20
 	}
 	hint = min(hint, limit)
-	ops, errs, err := langsmith.DecodeMultipartSize(req.Header.Get("Content-Type"), req.Body, hint)
+	ops, errs, release, err := langsmith.DecodeMultipartPooled(req.Header.Get("Content-Type"), req.Body, hint)
+	defer release() // the ops point into the read buffer until the request is done
 	if err != nil {
 		if errors.Is(err, langsmith.ErrBody) {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"message": err.Error()})

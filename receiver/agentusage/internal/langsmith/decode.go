@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // ErrBody is a request-level error: nothing in the body could be used.
@@ -95,23 +96,52 @@ func DecodeMultipart(contentType string, body io.Reader) ([]Op, []ItemError, err
 // DecodeMultipartSize is DecodeMultipart for a body of about sizeHint bytes (the
 // request's Content-Length; 0 if unknown), read into one buffer of that size.
 func DecodeMultipartSize(contentType string, body io.Reader, sizeHint int64) ([]Op, []ItemError, error) {
+	ops, errs, _, err := decodeMultipart(contentType, body, sizeHint, nil)
+	return ops, errs, err
+}
+
+// readBufs recycles multipart read buffers (see DecodeMultipartPooled).
+var readBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBuf: bigger buffers are left to the garbage collector.
+const maxPooledBuf = 4 << 20
+
+// DecodeMultipartPooled is DecodeMultipartSize reading into a recycled buffer. The
+// ops point into that buffer (raw inputs, outputs, extra; runs parked by Plan.Commit
+// are copied out), so the caller must call release, exactly once, only when it no
+// longer uses the ops: after Commit and after building their spans.
+func DecodeMultipartPooled(contentType string, body io.Reader, sizeHint int64) (ops []Op, errs []ItemError, release func(), err error) {
+	bp := readBufs.Get().(*[]byte)
+	ops, errs, buf, err := decodeMultipart(contentType, body, sizeHint, (*bp)[:0])
+	release = func() {
+		if cap(buf) > 0 && cap(buf) <= maxPooledBuf {
+			*bp = buf[:0]
+			readBufs.Put(bp)
+		}
+	}
+	return ops, errs, release, err
+}
+
+func decodeMultipart(contentType string, body io.Reader, sizeHint int64, buf []byte) ([]Op, []ItemError, []byte, error) {
 	mt, params, err := mime.ParseMediaType(contentType)
 	if err != nil || !strings.HasPrefix(mt, "multipart/") || params["boundary"] == "" {
-		return nil, nil, fmt.Errorf("%w: Content-Type must be multipart/form-data with a boundary", ErrBody)
+		return nil, nil, buf, fmt.Errorf("%w: Content-Type must be multipart/form-data with a boundary", ErrBody)
 	}
 	// The body is read whole and split by hand (see multipart.go); layouts the
 	// splitter does not handle go to mime/multipart over the same bytes, followed by
 	// the read error if reading stopped on one (a body over the size limit).
-	data, rerr := readAll(body, sizeHint)
+	data, rerr := readAll(buf, body, sizeHint)
 	if rerr == nil {
 		if parts, ok := splitMultipart(data, params["boundary"]); ok {
 			if ops, ok := decodeMultipartScan(parts); ok {
-				return ops, nil, nil
+				return ops, nil, data, nil
 			}
 		}
-		return decodeMultipartMIME(params["boundary"], bytes.NewReader(data))
+		ops, errs, err := decodeMultipartMIME(params["boundary"], bytes.NewReader(data))
+		return ops, errs, data, err
 	}
-	return decodeMultipartMIME(params["boundary"], io.MultiReader(bytes.NewReader(data), errReader{rerr}))
+	ops, errs, err := decodeMultipartMIME(params["boundary"], io.MultiReader(bytes.NewReader(data), errReader{rerr}))
+	return ops, errs, data, err
 }
 
 // decodeMultipartMIME is the general multipart decoder, over mime/multipart and

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"sort"
-	"strings"
 )
 
 // The scanning decoder for /runs/multipart: the whole body is read once and split on
@@ -15,7 +14,7 @@ import (
 
 // mpPart is one part: its form name and content.
 type mpPart struct {
-	name string
+	name []byte
 	data []byte
 }
 
@@ -31,7 +30,7 @@ func splitMultipart(body []byte, boundary string) ([]mpPart, bool) {
 	i := len(dash) + 2
 	for {
 		// headers, up to an empty line
-		name := ""
+		var name []byte
 		sawCD := false
 		hend := bytes.Index(body[i:], []byte("\r\n\r\n"))
 		if bytes.HasPrefix(body[i:], []byte("\r\n")) {
@@ -111,26 +110,30 @@ func headerLine(line []byte) ([]byte, []byte, bool) {
 
 // formName reads `form-data; name="..."`, the one shape the SDKs send; other shapes
 // are left to mime.ParseMediaType.
-func formName(v []byte) (string, bool) {
+func formName(v []byte) ([]byte, bool) {
 	const pre = `form-data; name="`
 	if !bytes.HasPrefix(v, []byte(pre)) || !bytes.HasSuffix(v, []byte(`"`)) || len(v) < len(pre)+1 {
-		return "", false
+		return nil, false
 	}
 	name := v[len(pre) : len(v)-1]
 	for _, c := range name {
 		if c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
-			return "", false
+			return nil, false
 		}
 	}
-	return string(name), true
+	return name, true
 }
 
-// readAll is io.ReadAll starting from a buffer of the expected size.
-func readAll(r io.Reader, sizeHint int64) ([]byte, error) {
+// readAll is io.ReadAll into buf (reused when it is big enough), sized for the
+// expected length.
+func readAll(buf []byte, r io.Reader, sizeHint int64) ([]byte, error) {
 	if sizeHint <= 0 || sizeHint > maxSizeHint {
-		return io.ReadAll(r)
+		sizeHint = 512
 	}
-	b := make([]byte, 0, sizeHint+1) // +1: EOF is seen without growing
+	b := buf[:0]
+	if int64(cap(b)) < sizeHint+1 {
+		b = make([]byte, 0, sizeHint+1) // +1: EOF is seen without growing
+	}
 	for {
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
@@ -182,16 +185,23 @@ func decodeMultipartScan(parts []mpPart) ([]Op, bool) {
 	index := make(map[key]int, len(parts)/3+1)
 	last := -1
 	for _, p := range parts {
-		kind, rest, _ := strings.Cut(p.name, ".")
-		if kind != "post" && kind != "patch" {
+		kindB, rest, _ := bytes.Cut(p.name, []byte("."))
+		var kind string
+		switch string(kindB) {
+		case "post":
+			kind = "post"
+		case "patch":
+			kind = "patch"
+		default:
 			continue
 		}
-		id, field, _ := strings.Cut(rest, ".")
-		if id == "" {
+		idB, fieldB, _ := bytes.Cut(rest, []byte("."))
+		if len(idB) == 0 {
 			return nil, false
 		}
-		k := key{kind, id}
-		if last < 0 || keys[last] != k {
+		field := fieldB
+		if last < 0 || keys[last].kind != kind || keys[last].id != string(idB) {
+			k := key{kind, string(idB)}
 			n, seen := index[k]
 			if !seen {
 				n = len(accs)
@@ -202,7 +212,7 @@ func decodeMultipartScan(parts []mpPart) ([]Op, bool) {
 			last = n
 		}
 		a := &accs[last]
-		switch field {
+		switch string(field) {
 		case "":
 			if a.main {
 				return nil, false
@@ -225,7 +235,7 @@ func decodeMultipartScan(parts []mpPart) ([]Op, bool) {
 		if !ok || end != len(v) {
 			return nil, false
 		}
-		switch field {
+		switch string(field) {
 		case "outputs":
 			a.outputs, a.hasOut = v, true
 		case "extra":

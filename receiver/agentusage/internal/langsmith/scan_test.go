@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/genai"
 )
 
 func tracesJSON(t *testing.T, ops []Op) string {
@@ -209,4 +212,44 @@ func FuzzMultipartScanMatchesMIME(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) { checkMultipartScanMatchesMIME(t, "b", body) })
+}
+
+// A run parked from a pooled multipart body keeps its own copy of the raw parts: the
+// buffer is reused by the next request once released.
+func TestPooledMultipartParkedRunSurvivesBufferReuse(t *testing.T) {
+	post := mpBody("post."+scanLLM, `{"run_type":"llm","start_time":"2026-01-01T00:00:00Z","trace_id":"`+scanRoot+`"}`,
+		"post."+scanLLM+".outputs", `{"usage_metadata":{"input_tokens":7,"output_tokens":2}}`,
+		"post."+scanLLM+".extra", `{"metadata":{"ls_model_name":"gpt-x","thread_id":"th-1"}}`)
+	tr := NewTranslator(time.Minute, 10)
+	ops, errs, release, err := DecodeMultipartPooled("multipart/form-data; boundary=b", bytes.NewReader(post), int64(len(post)))
+	require.NoError(t, err)
+	require.Empty(t, errs)
+	p := tr.Plan(ops)
+	require.Len(t, p.Park, 1)
+	p.Build()
+	p.Commit(t0)
+	release()
+	// the next request reuses the buffer: scribble over all of it
+	if bp, ok := readBufs.Get().(*[]byte); ok {
+		b := (*bp)[:cap(*bp)]
+		for i := range b {
+			b[i] = 'x'
+		}
+		readBufs.Put(bp)
+	}
+	patch := mpBody("patch."+scanLLM, `{"end_time":"2026-01-01T00:00:01Z"}`)
+	ops, errs, release, err = DecodeMultipartPooled("multipart/form-data; boundary=b", bytes.NewReader(patch), int64(len(patch)))
+	require.NoError(t, err)
+	require.Empty(t, errs)
+	defer release()
+	p = tr.Plan(ops)
+	spans := spansOf(p.Build())
+	require.Len(t, spans, 1)
+	a := spans[0].Attributes()
+	model, _ := a.Get(genai.AttrRequestModel)
+	assert.Equal(t, "gpt-x", model.Str())
+	in, _ := a.Get(genai.AttrUsageInput)
+	assert.Equal(t, int64(7), in.Int())
+	th, _ := a.Get(genai.AttrConversationID)
+	assert.Equal(t, "th-1", th.Str())
 }
