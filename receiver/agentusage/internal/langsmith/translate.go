@@ -179,7 +179,7 @@ func (t *Translator) build(runs, also []Run) ptrace.Traces {
 		return t.recent.Get(id)
 	}
 	// parked runs of this request still tell their children who they are
-	arena := make([]rawField, 0, 8*len(runs))
+	arena := make([]idxField, 0, 8*len(runs))
 	for _, r := range also {
 		local[r.ID] = t.info(r, metadata(r), lookup)
 	}
@@ -293,7 +293,7 @@ func metadata(r Run) view {
 
 // indexedMetadata is metadata, indexed in arena: it is read key by key many times per
 // run.
-func indexedMetadata(r Run, arena *[]rawField) view {
+func indexedMetadata(r Run, arena *[]idxField) view {
 	md, ok := r.extra().child("metadata")
 	if ok && md.raw != nil {
 		md = indexed(md.raw, md.noEscU, arena)

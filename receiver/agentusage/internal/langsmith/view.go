@@ -15,9 +15,15 @@ type view struct {
 	m   map[string]any
 	raw []byte
 	// fields indexes raw's members for objects read key by key (metadata, usage)
-	fields []rawField
+	fields []idxField
 	// noEscU: raw holds no \u escape, so a key is in it only if spelled literally
 	noEscU bool
+}
+
+// idxField is one indexed member: key (decoded) and raw value, both slices (of the
+// body, or of a decoded key).
+type idxField struct {
+	key, val []byte
 }
 
 // rawView reads a validated raw object.
@@ -49,10 +55,10 @@ func (v view) mayHold(quoted ...string) bool {
 
 // indexed returns a raw view with its members indexed, the index appended to
 // *arena (one buffer for all runs of a request instead of one per object).
-func indexed(raw []byte, noEscU bool, arena *[]rawField) view {
+func indexed(raw []byte, noEscU bool, arena *[]idxField) view {
 	start := len(*arena)
 	eachField(raw, func(k, val []byte) bool {
-		*arena = append(*arena, rawField{string(k), val})
+		*arena = append(*arena, idxField{k, val})
 		return true
 	})
 	return view{raw: raw, fields: (*arena)[start:len(*arena):len(*arena)], noEscU: noEscU}
@@ -64,7 +70,7 @@ func (v view) get(key string) ([]byte, bool) {
 		return rawGet(v.raw, key)
 	}
 	for i := len(v.fields) - 1; i >= 0; i-- { // the last duplicate wins
-		if v.fields[i].key == key {
+		if string(v.fields[i].key) == key {
 			return v.fields[i].val, true
 		}
 	}
