@@ -209,7 +209,6 @@ func clipRunes(s string, n int) string {
 	return string(r[:n])
 }
 
-
 // record writes a middleware journal event when the run has a journal.
 func record(rt *agent.Runtime, tag, name, hook, action string, changes map[string]any) {
 	if rt != nil && rt.Journal != nil {
