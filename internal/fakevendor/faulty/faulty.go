@@ -391,7 +391,7 @@ func (f *Front) reset(w http.ResponseWriter, r *http.Request) {
 func (f *Front) refuse(w http.ResponseWriter, items []Item, status int, retryAfter, body string) {
 	f.mu.Lock()
 	f.faulted[status]++
-	if permanent(status) {
+	if permanent(status, len(items)) {
 		for _, it := range items {
 			f.refused[it.ID] = true
 		}
@@ -405,11 +405,14 @@ func (f *Front) refuse(w http.ResponseWriter, items []Item, status int, retryAft
 	_, _ = io.WriteString(w, body)
 }
 
-// permanent reports whether the exporters treat status as final (they drop the data):
-// 401/403/400 for both; 413 is not, both exporters split the request and resend.
-func permanent(status int) bool {
+// permanent reports whether the exporters treat status on a request of n items as final
+// (they drop the data): 401/403/400 for both; 413 only for a single item, since both
+// exporters split a larger request in halves and resend.
+func permanent(status, n int) bool {
 	switch {
-	case status == http.StatusRequestEntityTooLarge, status == http.StatusRequestTimeout, status == http.StatusTooEarly, status == http.StatusTooManyRequests, status/100 == 5:
+	case status == http.StatusRequestEntityTooLarge:
+		return n == 1
+	case status == http.StatusRequestTimeout, status == http.StatusTooEarly, status == http.StatusTooManyRequests, status/100 == 5:
 		return false
 	}
 	return status/100 == 4
