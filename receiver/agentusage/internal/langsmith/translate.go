@@ -258,7 +258,7 @@ func (t *Translator) info(r Run, md view, lookup func(string) (runInfo, bool)) r
 	}
 	caller := spanutil.CallerFromTags(r.Tags)
 	if caller == "" {
-		caller = md.firstString("caller", "agentmeter.caller")
+		caller = md.firstString("caller", genai.AttrCaller)
 	}
 	if ri.RunType == "chain" || ri.RunType == "" {
 		name := md.firstString("lc_agent_name", "agent_name")
