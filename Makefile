@@ -8,7 +8,7 @@ COLLECTOR := $(BIN)/agentmeter-collector
 # the race detector on everything: the runtime and the collector components are concurrent
 TEST_FLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: all build collector test vet fmt-check bench clean ocb
+.PHONY: all build collector test test-deps vet fmt-check bench clean ocb
 
 all: build collector
 
@@ -43,8 +43,12 @@ fmt-check:
 	out=$$([ -z "$$files" ] || gofmt -l $$files); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# Programs the tests run for real (Prometheus, PostgreSQL, the vendor JS SDKs).
+test-deps:
+	@scripts/test-deps.sh
+
 # End-to-end tests use bin/agentmeter-collector, so it is built first.
-test: collector build fmt-check vet
+test: test-deps collector build fmt-check vet
 	AGENTMETER_COLLECTOR=$(COLLECTOR) AGENTMETER_BIN=$(BIN)/agentmeter $(GO) test $(TEST_FLAGS) ./...
 
 bench: collector build
