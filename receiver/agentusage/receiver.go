@@ -428,6 +428,9 @@ func (r *usageReceiver) ingestRuns(w http.ResponseWriter, req *http.Request, ops
 		writeJSON(w, http.StatusBadRequest, map[string]any{"message": "no valid runs in the request", "errors": errs})
 		return
 	}
+	// what each run's span needs from the run alone is read before the lock: only
+	// placing runs against the shared stores has to go one request at a time
+	langsmith.Prepare(ops)
 	r.runsMu.Lock()
 	plan := r.runs.Plan(ops)
 	if err := r.consume(req.Context(), plan.Build(), formatLangSmith); err != nil {

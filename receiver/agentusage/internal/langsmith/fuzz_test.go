@@ -25,6 +25,7 @@ func FuzzDecodeBatch(f *testing.F) {
 		p.Build()
 		p.Commit(t0)
 		tr.BuildRuns(tr.Drain())
+		checkPrepareSame(t, decodeBatchOps, body)
 	})
 }
 
@@ -40,6 +41,10 @@ func FuzzDecodeMultipart(f *testing.F) {
 			return
 		}
 		NewTranslator(time.Minute, 10).Plan(ops).Build()
+		checkPrepareSame(t, func(b []byte) ([]Op, error) {
+			ops, _, err := DecodeMultipart(string(ct), bytes.NewReader(b))
+			return ops, err
+		}, body)
 	})
 }
 

@@ -40,6 +40,9 @@ type Run struct {
 	rawExtra   []byte
 	// Posted is true once the run's POST was seen (a PATCH alone leaves it false).
 	Posted bool
+	// prep is what Prepare read from this run before the translator's lock; nil
+	// when the run was not prepared or was merged since.
+	prep *prepared
 }
 
 // Ended reports whether the run has finished (end_time known).
@@ -252,6 +255,7 @@ func (r Run) extra() view {
 // detach copies the parts of a run that point into a request body, so a parked run
 // does not keep the whole body alive.
 func (r Run) detach() Run {
+	r.prep = nil // may point into the request's buffer
 	if r.RawInputs != nil {
 		r.RawInputs = bytes.Clone(r.RawInputs)
 	}

@@ -68,12 +68,14 @@ func (t *Translator) Plan(ops []Op) *Plan {
 			}
 		}
 		if ok {
+			cur.prep = nil // merged: what Prepare read no longer describes the run
 			if op.Patch {
 				cur = Merge(cur, op.Run)
 			} else {
 				cur = Merge(op.Run, cur) // a re-sent POST never undoes a PATCH already seen
 				cur.Posted = true
 			}
+			cur.prep = nil
 		} else {
 			cur = op.Run
 		}
@@ -184,7 +186,12 @@ func (t *Translator) build(runs, also []Run) ptrace.Traces {
 		local[r.ID] = t.info(r, metadata(r), lookup)
 	}
 	for _, r := range runs {
-		md := indexedMetadata(r, &arena)
+		var md view
+		if r.prep != nil {
+			md = r.prep.md
+		} else {
+			md = indexedMetadata(r, &arena)
+		}
 		ri := t.info(r, md, lookup)
 		local[r.ID] = ri
 		t.emitted.Put(r.ID, true)
@@ -210,6 +217,13 @@ func (c spanIDs) of(runID string) pcommon.SpanID {
 }
 
 func (t *Translator) parentID(r Run) string {
+	if r.prep != nil {
+		return r.prep.parentID
+	}
+	return parentIDOf(r)
+}
+
+func parentIDOf(r Run) string {
 	if r.ParentRunID != "" {
 		return r.ParentRunID
 	}
@@ -228,9 +242,14 @@ func (t *Translator) info(r Run, md view, lookup func(string) (runInfo, bool)) r
 	if parentID != "" {
 		parent, hasParent = lookup(parentID)
 	}
-	ri := runInfo{RunType: strings.ToLower(r.RunType)}
-	if ri.RunType == "tool" {
-		ri.ToolCallID = toolCallID(r)
+	var ri runInfo
+	if r.prep != nil {
+		ri.RunType, ri.ToolCallID = r.prep.runType, r.prep.toolCallID
+	} else {
+		ri.RunType = strings.ToLower(r.RunType)
+		if ri.RunType == "tool" {
+			ri.ToolCallID = toolCallID(r)
+		}
 	}
 	switch {
 	case r.TraceID != "":
@@ -317,9 +336,16 @@ func (t *Translator) span(b *spanutil.Builder, ids spanIDs, r Run, md view, ri r
 	}
 	s := b.Span(service)
 	s.SetTraceID(spanutil.TraceID(ri.TraceID))
-	s.SetSpanID(ids.of(r.ID))
-	if pid := t.parentID(r); pid != "" {
-		s.SetParentSpanID(ids.of(pid))
+	if r.prep != nil {
+		s.SetSpanID(r.prep.spanID)
+		if r.prep.parentID != "" {
+			s.SetParentSpanID(r.prep.parentSpanID)
+		}
+	} else {
+		s.SetSpanID(ids.of(r.ID))
+		if pid := t.parentID(r); pid != "" {
+			s.SetParentSpanID(ids.of(pid))
+		}
 	}
 	start, end := r.Start, r.End
 	if start.IsZero() {
@@ -331,6 +357,7 @@ func (t *Translator) span(b *spanutil.Builder, ids spanIDs, r Run, md view, ri r
 	s.SetStartTimestamp(spanutil.Timestamp(start))
 	s.SetEndTimestamp(spanutil.Timestamp(end))
 	a := s.Attributes()
+	a.EnsureCapacity(attrCap(ri.RunType))
 	if ri.ThreadID != "" {
 		a.PutStr(genai.AttrConversationID, ri.ThreadID)
 	}
@@ -383,38 +410,42 @@ func (t *Translator) span(b *spanutil.Builder, ids spanIDs, r Run, md view, ri r
 	}
 }
 
+// attrCap is about the number of attributes a span of runType gets, so its map
+// grows once.
+func attrCap(runType string) int {
+	switch runType {
+	case "llm", "chat_model":
+		return 16
+	default:
+		return 8
+	}
+}
+
 func (t *Translator) chat(s ptrace.Span, r Run, md view) {
+	var c chatFacts
+	if r.prep != nil && r.prep.chat != nil {
+		c = *r.prep.chat
+	} else {
+		c = chatFactsOf(r, md)
+	}
 	a := s.Attributes()
-	model := md.firstString("ls_model_name")
-	if model == "" {
-		inv, _ := r.extra().child("invocation_params")
-		model = inv.firstString("model", "model_name")
-	}
-	out := r.outputs()
-	respModel := out.findString("model_name")
-	if respModel == "" {
-		respModel = model
-	}
-	if model == "" {
-		model = respModel
-	}
-	s.SetName(genai.SpanName(genai.OpChat, model))
+	s.SetName(c.name)
 	s.SetKind(ptrace.SpanKindClient)
 	a.PutStr(genai.AttrOperationName, genai.OpChat)
-	if p := md.firstString("ls_provider"); p != "" {
-		a.PutStr(genai.AttrProviderName, p)
+	if c.provider != "" {
+		a.PutStr(genai.AttrProviderName, c.provider)
 	}
-	if model != "" {
-		a.PutStr(genai.AttrRequestModel, model)
+	if c.model != "" {
+		a.PutStr(genai.AttrRequestModel, c.model)
 	}
-	if respModel != "" {
-		a.PutStr(genai.AttrResponseModel, respModel)
+	if c.respModel != "" {
+		a.PutStr(genai.AttrResponseModel, c.respModel)
 	}
-	if u, ok := usageOf(r, out); ok {
-		genai.PutUsage(a, u)
+	if c.hasUsage {
+		genai.PutUsage(a, c.usage)
 	}
-	if ids := out.toolCallIDs(); len(ids) > 0 {
-		genai.PutStrings(a, genai.AttrResponseToolCallIDs, ids)
+	if len(c.toolCallIDs) > 0 {
+		genai.PutStrings(a, genai.AttrResponseToolCallIDs, c.toolCallIDs)
 	}
 }
 
