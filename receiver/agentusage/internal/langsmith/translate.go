@@ -1,7 +1,7 @@
 package langsmith
 
 import (
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,14 +58,18 @@ type Plan struct {
 
 // Plan merges ops with parked runs. A run is complete when it has an end_time.
 func (t *Translator) Plan(ops []Op) *Plan {
-	merged := make(map[string]Run, len(ops))
-	order := make([]string, 0, len(ops))
+	// runs in first-seen order, indexed by id (an index, not the Run, in the map:
+	// a Run is large and most requests name each run once)
+	at := make(map[string]int, len(ops))
+	runs := make([]Run, 0, len(ops))
 	for _, op := range ops {
-		cur, ok := merged[op.Run.ID]
-		if !ok {
-			if parked, isParked := t.pending.Get(op.Run.ID); isParked {
-				cur, ok = parked, true
-			}
+		i, seen := at[op.Run.ID]
+		var cur Run
+		ok := seen
+		if seen {
+			cur = runs[i]
+		} else if parked, isParked := t.pending.Get(op.Run.ID); isParked {
+			cur, ok = parked, true
 		}
 		if ok {
 			cur.prep = nil // merged: what Prepare read no longer describes the run
@@ -79,34 +83,48 @@ func (t *Translator) Plan(ops []Op) *Plan {
 		} else {
 			cur = op.Run
 		}
-		if _, seen := merged[op.Run.ID]; !seen {
-			order = append(order, op.Run.ID)
+		if seen {
+			runs[i] = cur
+		} else {
+			at[op.Run.ID] = len(runs)
+			runs = append(runs, cur)
 		}
-		merged[op.Run.ID] = cur
 	}
-	p := &Plan{t: t, Complete: make([]Run, 0, len(order))}
-	for _, id := range order {
-		r := merged[id]
+	// complete runs are compacted in place (order kept), the rest parked
+	p := &Plan{t: t}
+	n := 0
+	for i := range runs {
+		r := runs[i]
 		// A PATCH whose POST we never saw waits for it (the SDKs may send them in
 		// separate, concurrent requests), unless the POST was already emitted.
-		_, emitted := t.emitted.Get(id)
+		_, emitted := t.emitted.Get(r.ID)
 		if r.Ended() && (r.Posted || emitted) {
-			p.Complete = append(p.Complete, r)
+			runs[n] = r
+			n++
 		} else {
 			p.Park = append(p.Park, r)
 		}
 	}
+	clear(runs[n:]) // drop references the plan no longer holds
+	p.Complete = runs[:n]
 	sortByDottedOrder(p.Complete)
 	return p
 }
 
 func sortByDottedOrder(runs []Run) {
-	sort.SliceStable(runs, func(i, j int) bool {
-		a, b := runs[i].DottedOrder, runs[j].DottedOrder
+	slices.SortStableFunc(runs, func(x, y Run) int {
+		a, b := x.DottedOrder, y.DottedOrder
 		if a == "" || b == "" {
-			return a != "" && b == ""
+			// runs with a dotted_order first, the others after in their order
+			switch {
+			case a != "" && b == "":
+				return -1
+			case a == "" && b != "":
+				return 1
+			}
+			return 0
 		}
-		return a < b
+		return strings.Compare(a, b)
 	})
 }
 
