@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +42,8 @@ func translateRequests(t *testing.T, requests [][]Op, prepare bool) string {
 	for _, r := range rest {
 		require.Nil(t, r.prep, "a parked run keeps no prepared view of the request buffer")
 	}
+	// parked runs drain in no fixed order: by id, then as BuildRuns would sort them
+	slices.SortFunc(rest, func(a, b Run) int { return strings.Compare(a.ID, b.ID) })
 	sortByDottedOrder(rest)
 	for _, r := range rest {
 		emit(tr.BuildRuns([]Run{r}))
