@@ -103,6 +103,12 @@ func DecodeMultipartSize(contentType string, body io.Reader, sizeHint int64) ([]
 // readBufs recycles multipart read buffers (see DecodeMultipartPooled).
 var readBufs = sync.Pool{New: func() any { return new([]byte) }}
 
+// partBufs recycles the part lists of split multipart bodies.
+var partBufs = sync.Pool{New: func() any { return new([]mpPart) }}
+
+// maxPooledParts: longer part lists are left to the garbage collector.
+const maxPooledParts = 1 << 14
+
 // maxPooledBuf: bigger buffers are left to the garbage collector.
 const maxPooledBuf = 4 << 20
 
@@ -132,10 +138,23 @@ func decodeMultipart(contentType string, body io.Reader, sizeHint int64, buf []b
 	// the read error if reading stopped on one (a body over the size limit).
 	data, rerr := readAll(buf, body, sizeHint)
 	if rerr == nil {
-		if parts, ok := splitMultipart(data, params["boundary"]); ok {
-			if ops, ok := decodeMultipartScan(parts); ok {
-				return ops, nil, data, nil
-			}
+		pp := partBufs.Get().(*[]mpPart)
+		parts, ok := splitMultipart((*pp)[:0], data, params["boundary"])
+		var ops []Op
+		if ok {
+			ops, ok = decodeMultipartScan(parts)
+		}
+		// the ops hold slices of data, never of parts: the part list can be reused
+		if parts == nil { // the splitter gave up
+			parts = *pp
+		}
+		clear(parts[:cap(parts)]) // also what a splitter that gave up appended
+		if cap(parts) <= maxPooledParts {
+			*pp = parts[:0]
+			partBufs.Put(pp)
+		}
+		if ok {
+			return ops, nil, data, nil
 		}
 		ops, errs, err := decodeMultipartMIME(params["boundary"], bytes.NewReader(data))
 		return ops, errs, data, err

@@ -18,15 +18,17 @@ type mpPart struct {
 	data []byte
 }
 
-// splitMultipart splits body into parts. ok is false for any layout this splitter
+// splitMultipart splits body into parts, appended to parts. ok is false for any layout this splitter
 // does not handle exactly as mime/multipart would.
-func splitMultipart(body []byte, boundary string) ([]mpPart, bool) {
+func splitMultipart(parts []mpPart, body []byte, boundary string) ([]mpPart, bool) {
 	dash := "--" + boundary
 	delim := []byte("\r\n" + dash)
 	if !bytes.HasPrefix(body, []byte(dash+"\r\n")) {
 		return nil, false
 	}
-	parts := make([]mpPart, 0, 64)
+	if parts == nil {
+		parts = make([]mpPart, 0, 64)
+	}
 	i := len(dash) + 2
 	for {
 		// headers, up to an empty line

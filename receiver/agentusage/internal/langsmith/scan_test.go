@@ -135,7 +135,7 @@ func FuzzBatchScanMatchesTyped(f *testing.F) {
 // mime/multipart decoder accepts without item errors, and both translate alike.
 func checkMultipartScanMatchesMIME(t *testing.T, boundary string, body []byte) bool {
 	t.Helper()
-	parts, ok := splitMultipart(body, boundary)
+	parts, ok := splitMultipart(nil, body, boundary)
 	if !ok {
 		return false
 	}

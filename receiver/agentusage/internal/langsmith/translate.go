@@ -191,7 +191,7 @@ func dottedIDs(dotted string) []string {
 func (t *Translator) build(runs, also []Run) ptrace.Traces {
 	b := spanutil.NewBuilder()
 	local := make(map[string]runInfo, len(runs)+len(also))
-	ids := make(spanIDs, len(runs)+1)
+	var ids spanIDs // span ids of unprepared runs, made on first use
 	lookup := func(id string) (runInfo, bool) {
 		if ri, ok := local[id]; ok {
 			return ri, true
@@ -199,7 +199,7 @@ func (t *Translator) build(runs, also []Run) ptrace.Traces {
 		return t.recent.Get(id)
 	}
 	// parked runs of this request still tell their children who they are
-	arena := make([]idxField, 0, 8*len(runs))
+	var arena []idxField // metadata index of unprepared runs, grown on first use
 	for _, r := range also {
 		local[r.ID] = t.info(r, metadata(r), lookup)
 	}
@@ -208,6 +208,10 @@ func (t *Translator) build(runs, also []Run) ptrace.Traces {
 		if r.prep != nil {
 			md = r.prep.md
 		} else {
+			if arena == nil {
+				arena = make([]idxField, 0, 8*len(runs))
+				ids = make(spanIDs, len(runs)+1)
+			}
 			md = indexedMetadata(r, &arena)
 		}
 		ri := t.info(r, md, lookup)
