@@ -57,6 +57,7 @@ func BenchmarkDecodeVsOTLP(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				langsmith.Prepare(ops) // as the receiver does, before its lock
 				p := tr.Plan(ops)
 				p.Build()
 				p.Commit(time.Now())
@@ -69,6 +70,7 @@ func BenchmarkDecodeVsOTLP(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				langsmith.Prepare(ops) // as the receiver does, before its lock
 				p := tr.Plan(ops)
 				p.Build()
 				p.Commit(time.Now())
