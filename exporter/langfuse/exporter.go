@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmeter/agentmeter/exporter/langfuse/internal/shape"
+	"github.com/agentmeter/agentmeter/internal/retryafter"
 )
 
 const (
@@ -249,7 +249,7 @@ func (e *langfuseExporter) post(ctx context.Context, td ptrace.Traces, plan *sha
 		return consumererror.NewPermanent(credentialError(status, msg))
 	case status == http.StatusTooManyRequests || status >= 500:
 		err := fmt.Errorf("langfuse answered HTTP %d, will retry: %s", status, msg)
-		if d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+		if d, ok := retryafter.Parse(resp.Header.Get("Retry-After"), time.Now()); ok {
 			return exporterhelper.NewThrottleRetry(err, d)
 		}
 		return err
@@ -266,48 +266,6 @@ func credentialError(status int, msg string) error {
 	}
 	return fmt.Errorf("langfuse rejected the credentials (HTTP 401): %s; check public_key/secret_key (%s, %s) "+
 		"and that endpoint is the key's region", msg, EnvPublicKey, EnvSecretKey)
-}
-
-// maxRetryAfter caps the wait a Retry-After header can ask for. A server that asks for
-// more than an hour is misconfigured (or the header was mangled on the way); honouring it
-// would park a queue consumer for that long, and an unbounded value used to overflow
-// time.Duration into a negative delay. Below the cap the hint is obeyed as sent.
-// exporterhelper still drops a batch whose next attempt would fall after
-// retry_on_failure.max_elapsed_time (docs/reliability.md), so with a finite
-// max_elapsed_time the effective bound is lower.
-const maxRetryAfter = time.Hour
-
-// retryAfter parses Retry-After (RFC 9110 §10.2.3): delay-seconds (digits only) or an
-// HTTP date. The delay is within [0, maxRetryAfter]: larger values, including digit
-// strings past int64, are capped; a date in the past means no wait. Anything else (a
-// sign, a fraction, garbage) is ignored: ok is false.
-func retryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if digitsOnly(v) {
-		// compare before multiplying: seconds past ~9.2e9 wrap time.Duration negative
-		s, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || s > uint64(maxRetryAfter/time.Second) {
-			return maxRetryAfter, true // only a range error is possible for digits
-		}
-		return time.Duration(s) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		// Time.Sub saturates instead of overflowing
-		return min(max(t.Sub(now), 0), maxRetryAfter), true
-	}
-	return 0, false
-}
-
-func digitsOnly(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // serverMessage extracts Langfuse's error text: the "message" (and "error") of its

@@ -413,40 +413,6 @@ func TestDisabledDropsAndLogsOnce(t *testing.T) {
 	assertNoSecrets(t, logs)
 }
 
-func TestRetryAfterParsing(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	date := func(d time.Duration) string { return now.Add(d).Format(http.TimeFormat) }
-	for _, tc := range []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"7", 7 * time.Second, true},
-		{" 7 ", 7 * time.Second, true},
-		{"0", 0, true},
-		{"3600", time.Hour, true},
-		{"3601", maxRetryAfter, true},
-		// past ~9.2e9 s the old parser wrapped to a negative delay
-		{"9223372037", maxRetryAfter, true},
-		{"9223372036854775807", maxRetryAfter, true},
-		{"99999999999999999999", maxRetryAfter, true}, // past uint64 too
-		{date(3 * time.Second), 3 * time.Second, true},
-		{date(-time.Hour), 0, true}, // in the past: no wait
-		{date(48 * time.Hour), maxRetryAfter, true},
-		{"Fri, 31 Dec 9999 23:59:59 GMT", maxRetryAfter, true},
-		{"soon", 0, false},
-		{"", 0, false},
-		{"-3", 0, false},
-		{"-99999999999999999999", 0, false},
-		{"+5", 0, false},
-		{"1.5", 0, false},
-	} {
-		d, ok := retryAfter(tc.in, now)
-		assert.Equal(t, tc.ok, ok, "retryAfter(%q)", tc.in)
-		assert.Equal(t, tc.want, d, "retryAfter(%q)", tc.in)
-	}
-}
-
 func TestServerMessageIsCut(t *testing.T) {
 	resp := &http.Response{StatusCode: 400, Body: ioNop(strings.Repeat("x", 2000))}
 	assert.Len(t, serverMessage(resp), maxServerMessage+len("…"))

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/collector/component"
 
@@ -26,32 +25,6 @@ func FuzzServerMessage(f *testing.F) {
 		msg := serverMessage(resp)
 		if len(msg) > maxServerMessage+len("…") {
 			t.Fatalf("message of %d bytes, bound %d", len(msg), maxServerMessage)
-		}
-	})
-}
-
-// Retry-After as delay-seconds or an HTTP date: a wait within [0, maxRetryAfter] or
-// ignored; every delay-seconds value (digits only, however long) is used, capped, never
-// wrapped.
-func FuzzRetryAfter(f *testing.F) {
-	for _, s := range []string{"1", "0", "-3", "120", "Wed, 21 Oct 2015 07:28:00 GMT", "Fri, 31 Dec 9999 23:59:59 GMT",
-		"soon", " 5 ", "99999999999999999999", "9223372037", "9223372036854775807", "+5", "3601"} {
-		f.Add(s)
-	}
-	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	f.Fuzz(func(t *testing.T, v string) {
-		d, ok := retryAfter(v, now)
-		if !ok {
-			if d != 0 {
-				t.Fatalf("retryAfter(%q) ignored but returned %s", v, d)
-			}
-			if digitsOnly(strings.TrimSpace(v)) {
-				t.Fatalf("retryAfter(%q): delay-seconds ignored", v)
-			}
-			return
-		}
-		if d < 0 || d > maxRetryAfter {
-			t.Fatalf("retryAfter(%q) = %s, outside [0, %s]", v, d, maxRetryAfter)
 		}
 	})
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +18,8 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.uber.org/zap"
+
+	"github.com/agentmeter/agentmeter/internal/retryafter"
 )
 
 // Paths under the endpoint (SaaS serves them at the root, self-hosted under /api/v1,
@@ -268,7 +269,7 @@ func classify(resp *http.Response, path string) error {
 		return consumererror.NewPermanent(fmt.Errorf("POST %s: %w: %s", path, ErrTooLarge, serverMessage(resp)))
 	case Retryable(code):
 		err := fmt.Errorf("POST %s: HTTP %d: %s", path, code, serverMessage(resp))
-		if d, ok := RetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+		if d, ok := retryafter.Parse(resp.Header.Get("Retry-After"), time.Now()); ok {
 			return exporterhelper.NewThrottleRetry(err, d)
 		}
 		return err
@@ -289,48 +290,6 @@ func credentialError(resp *http.Response, path string) error {
 func Retryable(code int) bool {
 	return code == http.StatusRequestTimeout || code == http.StatusTooEarly ||
 		code == http.StatusTooManyRequests || code/100 == 5
-}
-
-// MaxRetryAfter caps the wait a Retry-After header can ask for. A server that asks for
-// more than an hour is misconfigured (or the header was mangled on the way); honouring it
-// would park a queue consumer for that long, and an unbounded value used to overflow
-// time.Duration into a negative delay. One hour is far above any rate-limit window the
-// vendor documents, and below it the hint is obeyed as sent. Note that exporterhelper
-// still drops a batch whose next attempt would fall after retry_on_failure.max_elapsed_time
-// (docs/reliability.md), so with a finite max_elapsed_time the effective bound is lower.
-const MaxRetryAfter = time.Hour
-
-// RetryAfter parses a Retry-After header (RFC 9110 §10.2.3): delay-seconds (digits only)
-// or an HTTP date. The delay is within [0, MaxRetryAfter]: larger values, including
-// digit strings past int64, are capped; a date in the past means no wait. Anything else
-// (a sign, a fraction, garbage) is ignored: ok is false.
-func RetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if digitsOnly(v) {
-		// compare before multiplying: seconds past ~9.2e9 wrap time.Duration negative
-		s, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || s > uint64(MaxRetryAfter/time.Second) {
-			return MaxRetryAfter, true // only a range error is possible for digits
-		}
-		return time.Duration(s) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		// Time.Sub saturates instead of overflowing
-		return min(max(t.Sub(now), 0), MaxRetryAfter), true
-	}
-	return 0, false
-}
-
-func digitsOnly(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // serverMessage extracts the server's explanation: JSON "detail"/"error"/"message", or

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.uber.org/zap"
@@ -108,31 +107,6 @@ func FuzzSendAnswer(f *testing.F) {
 		}
 		if strings.Contains(err.Error(), "lsv2_pt_fuzz_key") {
 			t.Fatal("the error quotes the API key")
-		}
-	})
-}
-
-// Retry-After: any header gives a wait within [0, MaxRetryAfter] or is ignored; every
-// delay-seconds value (digits only, however long) is used, capped, never wrapped.
-func FuzzRetryAfterHeader(f *testing.F) {
-	for _, s := range []string{"1", "-3", "Wed, 21 Oct 2015 07:28:00 GMT", "Fri, 31 Dec 9999 23:59:59 GMT", "x",
-		"99999999999999999999", "9223372037", "9223372036854775807", "  7  ", "+5", "3601"} {
-		f.Add(s)
-	}
-	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	f.Fuzz(func(t *testing.T, v string) {
-		d, ok := RetryAfter(v, now)
-		if !ok {
-			if d != 0 {
-				t.Fatalf("RetryAfter(%q) ignored but returned %s", v, d)
-			}
-			if digitsOnly(strings.TrimSpace(v)) {
-				t.Fatalf("RetryAfter(%q): delay-seconds ignored", v)
-			}
-			return
-		}
-		if d < 0 || d > MaxRetryAfter {
-			t.Fatalf("RetryAfter(%q) = %s, outside [0, %s]", v, d, MaxRetryAfter)
 		}
 	})
 }

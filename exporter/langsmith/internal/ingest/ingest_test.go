@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentmeter/agentmeter/exporter/langsmith/internal/runtree"
 	"github.com/agentmeter/agentmeter/internal/fakevendor"
+	"github.com/agentmeter/agentmeter/internal/retryafter"
 )
 
 func encodedAgentTrace(t *testing.T, seed byte) []Encoded {
@@ -46,42 +47,7 @@ func TestSplit(t *testing.T) {
 	assert.Empty(t, Split(nil, Limits{}))
 }
 
-func TestRetryAfter(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	date := func(d time.Duration) string { return now.Add(d).Format(http.TimeFormat) }
-	for _, tc := range []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"7", 7 * time.Second, true},
-		{" 7 ", 7 * time.Second, true},
-		{"0", 0, true},
-		{"3600", time.Hour, true},
-		{"3601", MaxRetryAfter, true},
-		// past ~9.2e9 s the old parser wrapped to a negative delay
-		{"9223372037", MaxRetryAfter, true},
-		{"9223372036854775807", MaxRetryAfter, true},
-		{"99999999999999999999", MaxRetryAfter, true}, // past uint64 too
-		{date(90 * time.Second), 90 * time.Second, true},
-		{date(-time.Hour), 0, true}, // in the past: no wait
-		{date(48 * time.Hour), MaxRetryAfter, true},
-		{"Fri, 31 Dec 9999 23:59:59 GMT", MaxRetryAfter, true},
-		{"soon", 0, false},
-		{"", 0, false},
-		{"-3", 0, false},
-		{"-99999999999999999999", 0, false},
-		{"+5", 0, false},
-		{"1.5", 0, false},
-		{"1e9", 0, false},
-	} {
-		d, ok := RetryAfter(tc.in, now)
-		assert.Equal(t, tc.ok, ok, "RetryAfter(%q)", tc.in)
-		assert.Equal(t, tc.want, d, "RetryAfter(%q)", tc.in)
-	}
-}
-
-// A 429 whose Retry-After overflows int64 nanoseconds becomes a throttle of MaxRetryAfter.
+// A 429 whose Retry-After overflows int64 nanoseconds becomes a throttle of retryafter.Max.
 func TestHugeRetryAfterIsCappedOnTheWire(t *testing.T) {
 	h := http.Header{}
 	h.Set("Retry-After", "10000000000") // 1e10 s: wrapped negative before the cap
@@ -92,7 +58,7 @@ func TestHugeRetryAfterIsCappedOnTheWire(t *testing.T) {
 	require.Error(t, err)
 	assert.False(t, consumererror.IsPermanent(err))
 	// exporterhelper's throttle error says the delay it will wait
-	assert.True(t, strings.HasPrefix(err.Error(), "Throttle ("+MaxRetryAfter.String()+")"), err.Error())
+	assert.True(t, strings.HasPrefix(err.Error(), "Throttle ("+retryafter.Max.String()+")"), err.Error())
 }
 
 func TestRetryable(t *testing.T) {
