@@ -164,90 +164,35 @@ type Splicer struct {
 // enclosing ResourceSpans, ScopeSpans and Span change.
 func (s *Splicer) Splice(dst, src []byte, p *Plan) ([]byte, error) {
 	span := 0
-	for len(src) > 0 {
-		num, typ, n := protowire.ConsumeTag(src)
-		if n < 0 {
-			return nil, errMalformed
-		}
-		if num != requestResourceSpans || typ != protowire.BytesType {
-			m := protowire.ConsumeFieldValue(num, typ, src[n:])
-			if m < 0 {
-				return nil, errMalformed
-			}
-			dst = append(dst, src[:n+m]...)
-			src = src[n+m:]
-			continue
-		}
-		rs, m := protowire.ConsumeBytes(src[n:])
-		if m < 0 {
-			return nil, errMalformed
-		}
+	out, err := eachField(dst, src, requestResourceSpans, func(dst, rs []byte) ([]byte, error) {
 		var err error
-		s.rs, err = s.resourceSpans(s.rs[:0], rs, p, &span)
-		if err != nil {
+		if s.rs, err = s.resourceSpans(s.rs[:0], rs, p, &span); err != nil {
 			return nil, err
 		}
-		dst = protowire.AppendTag(dst, requestResourceSpans, protowire.BytesType)
-		dst = protowire.AppendBytes(dst, s.rs)
-		src = src[n+m:]
+		return appendMessage(dst, requestResourceSpans, s.rs), nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if span != p.Spans() {
 		return nil, fmt.Errorf("shape: plan for %d spans applied to %d", p.Spans(), span)
 	}
-	return dst, nil
+	return out, nil
 }
 
 func (s *Splicer) resourceSpans(dst, src []byte, p *Plan, span *int) ([]byte, error) {
-	for len(src) > 0 {
-		num, typ, n := protowire.ConsumeTag(src)
-		if n < 0 {
-			return nil, errMalformed
-		}
-		if num != resourceScopeSpans || typ != protowire.BytesType {
-			m := protowire.ConsumeFieldValue(num, typ, src[n:])
-			if m < 0 {
-				return nil, errMalformed
-			}
-			dst = append(dst, src[:n+m]...)
-			src = src[n+m:]
-			continue
-		}
-		ss, m := protowire.ConsumeBytes(src[n:])
-		if m < 0 {
-			return nil, errMalformed
-		}
+	return eachField(dst, src, resourceScopeSpans, func(dst, ss []byte) ([]byte, error) {
 		var err error
-		s.ss, err = spans(s.ss[:0], ss, p, span)
-		if err != nil {
+		if s.ss, err = spans(s.ss[:0], ss, p, span); err != nil {
 			return nil, err
 		}
-		dst = protowire.AppendTag(dst, resourceScopeSpans, protowire.BytesType)
-		dst = protowire.AppendBytes(dst, s.ss)
-		src = src[n+m:]
-	}
-	return dst, nil
+		return appendMessage(dst, resourceScopeSpans, s.ss), nil
+	})
 }
 
 // spans copies a ScopeSpans message, appending each span's planned attributes.
 func spans(dst, src []byte, p *Plan, span *int) ([]byte, error) {
-	for len(src) > 0 {
-		num, typ, n := protowire.ConsumeTag(src)
-		if n < 0 {
-			return nil, errMalformed
-		}
-		if num != scopeSpans || typ != protowire.BytesType {
-			m := protowire.ConsumeFieldValue(num, typ, src[n:])
-			if m < 0 {
-				return nil, errMalformed
-			}
-			dst = append(dst, src[:n+m]...)
-			src = src[n+m:]
-			continue
-		}
-		sp, m := protowire.ConsumeBytes(src[n:])
-		if m < 0 {
-			return nil, errMalformed
-		}
+	return eachField(dst, src, scopeSpans, func(dst, sp []byte) ([]byte, error) {
 		if *span >= p.Spans() {
 			return nil, fmt.Errorf("shape: more spans than the plan covers (%d)", p.Spans())
 		}
@@ -256,8 +201,43 @@ func spans(dst, src []byte, p *Plan, span *int) ([]byte, error) {
 		dst = protowire.AppendTag(dst, scopeSpans, protowire.BytesType)
 		dst = protowire.AppendVarint(dst, uint64(len(sp)+len(extra)))
 		dst = append(dst, sp...)
-		dst = append(dst, extra...)
-		src = src[n+m:]
+		return append(dst, extra...), nil
+	})
+}
+
+// eachField copies the protobuf message src into dst field by field, except that every
+// length-delimited field num is handed to fn, which appends its replacement (tag
+// included) to dst. It is the one walk the three nesting levels of a request share.
+func eachField(dst, src []byte, num protowire.Number, fn func(dst, field []byte) ([]byte, error)) ([]byte, error) {
+	for len(src) > 0 {
+		n, typ, k := protowire.ConsumeTag(src)
+		if k < 0 {
+			return nil, errMalformed
+		}
+		if n != num || typ != protowire.BytesType {
+			m := protowire.ConsumeFieldValue(n, typ, src[k:])
+			if m < 0 {
+				return nil, errMalformed
+			}
+			dst = append(dst, src[:k+m]...)
+			src = src[k+m:]
+			continue
+		}
+		field, m := protowire.ConsumeBytes(src[k:])
+		if m < 0 {
+			return nil, errMalformed
+		}
+		var err error
+		if dst, err = fn(dst, field); err != nil {
+			return nil, err
+		}
+		src = src[k+m:]
 	}
 	return dst, nil
+}
+
+// appendMessage appends field num holding the encoded message msg.
+func appendMessage(dst []byte, num protowire.Number, msg []byte) []byte {
+	dst = protowire.AppendTag(dst, num, protowire.BytesType)
+	return protowire.AppendBytes(dst, msg)
 }
