@@ -79,15 +79,29 @@ func buildCollector() (string, error) {
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
+//
+// The kernel may offer a just-closed port again, so one test asking for several ports
+// (a collector's OTLP, health and metrics endpoints) could get the same one twice; ports
+// already handed out in this test process are skipped.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if _, taken := handedOut.LoadOrStore(port, true); !taken {
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("free port: no fresh loopback port after 100 tries")
+	return 0
 }
+
+// handedOut holds every port FreePort returned in this test process (see FreePort).
+var handedOut sync.Map
 
 // FreeAddr is FreePort as a loopback host:port.
 func FreeAddr(t testing.TB) string {
