@@ -99,6 +99,16 @@ func (sr *runScanner) field(key, val []byte) bool {
 		*dst = s
 		return ok
 	}
+	// obj keeps a free-form JSON object as a slice of the body; null clears it.
+	obj := func() ([]byte, bool) {
+		if null {
+			return nil, true
+		}
+		if !isObj(val) {
+			return nil, false
+		}
+		return val, true
+	}
 	switch string(key) {
 	case "id":
 		sr.idSeen = true
@@ -124,29 +134,17 @@ func (sr *runScanner) field(key, val []byte) bool {
 		r.End = t
 		return err == nil
 	case "inputs":
-		r.RawInputs = nil
-		if !null {
-			if !isObj(val) {
-				return false
-			}
-			r.RawInputs = val
-		}
+		v, ok := obj()
+		r.RawInputs = v
+		return ok
 	case "outputs":
-		r.rawOutputs = nil
-		if !null {
-			if !isObj(val) {
-				return false
-			}
-			r.rawOutputs = val
-		}
+		v, ok := obj()
+		r.rawOutputs = v
+		return ok
 	case "extra":
-		r.rawExtra = nil
-		if !null {
-			if !isObj(val) {
-				return false
-			}
-			r.rawExtra = val
-		}
+		v, ok := obj()
+		r.rawExtra = v
+		return ok
 	case "error":
 		r.Error = ""
 		if !null {
