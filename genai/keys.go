@@ -72,6 +72,10 @@ const (
 	MergeMerged = "merged"
 	MergeOrphan = "orphan"
 	MergeLate   = "late"
+	// MergeCorrected marks a dispatching model-call span re-emitted under its own span id
+	// with corrected agentmeter.subagent.* after parts of its trace arrived late. Vendors
+	// upsert it by id; the token metrics skip it, since its own usage was counted already.
+	MergeCorrected = "corrected"
 )
 
 // Values of agentmeter.subagent.status (DeerFlow's terminal task statuses).
