@@ -17,9 +17,10 @@ const (
 	relIdle
 	relCapacity
 	relShutdown
+	relSettled
 )
 
-var reasons = [4]string{"complete", "idle", "capacity", "shutdown"}
+var reasons = [5]string{"complete", "idle", "capacity", "shutdown", "settled"}
 
 // telemetry holds the processor's own metrics (metadata.yaml lists them). Counters are
 // added once per batch or sweep, never per span, to keep them off the hot path.
@@ -31,7 +32,7 @@ type telemetry struct {
 	duplicates metric.Int64Counter
 	reg        metric.Registration
 
-	reasonAttrs [4]metric.AddOption
+	reasonAttrs [5]metric.AddOption
 }
 
 func newTelemetry(set component.TelemetrySettings, buffered func() (traces, spans int64)) (*telemetry, error) {
@@ -49,7 +50,7 @@ func newTelemetry(set component.TelemetrySettings, buffered func() (traces, span
 		c, err = m.Int64Counter("otelcol_processor_subagentmerge_"+name, metric.WithDescription(desc), metric.WithUnit(unit))
 		return c
 	}
-	t.released = mk("traces_released", "Traces released, by reason (complete, idle, capacity, shutdown).", "{trace}")
+	t.released = mk("traces_released", "Traces released, by reason (complete, settled, idle, capacity, shutdown).", "{trace}")
 	t.merged = mk("spans_merged", "execute_tool spans whose subtree usage was merged onto their dispatching chat span.", "{span}")
 	t.orphans = mk("orphans", "execute_tool spans with model calls under them and no dispatching chat span in the trace.", "{span}")
 	t.late = mk("late_spans", "Spans that arrived after their trace was released and were passed on unbuffered.", "{span}")
@@ -81,7 +82,7 @@ func newTelemetry(set component.TelemetrySettings, buffered func() (traces, span
 
 // counts is what one batch or sweep did, added to the counters in one go.
 type counts struct {
-	released         [4]int64 // by reason index
+	released         [5]int64 // by reason index
 	merged, orphans  int64
 	late, duplicates int64
 }
