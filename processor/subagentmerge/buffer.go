@@ -45,7 +45,7 @@ func keyOf(sp ptrace.Span, asks []uint32) (spanKey, []uint32) {
 }
 
 // isLocalRoot reports whether sp roots this process's part of the trace: it has no parent,
-// or its parent is remote (the gateway request that started a run, CONTRACT §1).
+// or its parent is remote (the gateway request that started a run, docs/contract.md#spans).
 func isLocalRoot(sp ptrace.Span) bool {
 	if sp.ParentSpanID().IsEmpty() {
 		return true
