@@ -9,4 +9,4 @@
 // carries none. docs/genainormalize.md has the table of what each attribute becomes.
 package genainormalize // import "github.com/agentmeter/agentmeter/processor/genainormalize"
 
-//go:generate mdatagen metadata.yaml
+//go:generate go tool -modfile=../../internal/tools/go.mod mdatagen metadata.yaml

@@ -7,12 +7,14 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/processor"
+
+	"github.com/agentmeter/agentmeter/processor/genainormalize/internal/metadata"
 )
 
 // Type is the component type, as written in collector configs.
-var Type = component.MustNewType("genainormalize")
+var Type = metadata.Type
 
-const stability = component.StabilityLevelDevelopment
+const stability = metadata.TracesStability
 
 // NewFactory returns the genainormalize processor factory.
 func NewFactory() processor.Factory {
