@@ -2,7 +2,8 @@
 # Installs the outside programs the test suite runs for real, so `make test` works on a
 # fresh machine: Debian's prometheus (scrapes the collector and the gateway in e2e tests),
 # PostgreSQL's server binaries (the store suite starts a throwaway cluster when no DSN is
-# given) and the vendor JS SDKs under test/sdk (the agentusage e2e tests). Each step is
+# given), the vendor JS SDKs under test/sdk (the agentusage e2e tests) and the price
+# dataset under test/genai-prices (the price table's cross-check). Each step is
 # skipped when already there; apt-get update runs at most once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,4 +23,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 if [ ! -d test/sdk/node_modules ]; then
   (cd test/sdk && npm ci --no-audit --no-fund --silent)
+fi
+if [ ! -d test/genai-prices/node_modules ]; then
+  (cd test/genai-prices && npm ci --no-audit --no-fund --silent)
 fi
