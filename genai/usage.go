@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 )
 
-// Usage is one model call's token usage, normalised per CONTRACT §2: Input includes the
+// Usage is one model call's token usage, normalised per docs/contract.md#usage: Input includes the
 // cached part (CacheRead and CacheCreation are parts of Input), Output includes Reasoning.
 type Usage struct {
 	Input         int64 `json:"input_tokens"`

@@ -39,7 +39,7 @@ func keyOf(sp ptrace.Span) spanKey {
 }
 
 // isLocalRoot reports whether sp roots this process's part of the trace: it has no parent,
-// or its parent is remote (the gateway request that started a run, CONTRACT §1).
+// or its parent is remote (the gateway request that started a run, docs/contract.md#spans).
 func isLocalRoot(sp ptrace.Span) bool {
 	if sp.ParentSpanID().IsEmpty() {
 		return true

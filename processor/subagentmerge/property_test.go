@@ -14,7 +14,7 @@ import (
 )
 
 // agentGen builds random agent runs and remembers, for every dispatching chat span, the
-// usage CONTRACT §3 says it must carry: computed here from the tree as it is built,
+// usage docs/contract.md#merge says it must carry: computed here from the tree as it is built,
 // independently of the processor.
 type agentGen struct {
 	r    *rand.Rand
