@@ -11,14 +11,15 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
+	"github.com/agentmeter/agentmeter/exporter/langfuse/internal/metadata"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 )
 
 // componentType is the exporter's type in collector configs: `exporters: langfuse:`.
-var componentType = component.MustNewType("langfuse")
+var componentType = metadata.Type
 
 const (
-	stability      = component.StabilityLevelAlpha
+	stability      = metadata.TracesStability
 	defaultTimeout = 30 * time.Second
 )
 
@@ -53,7 +54,7 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 }
 
 // newDisabled is the exporter of a disabled config: it accepts and drops, and says so
-// once at start (CONTRACT §5). No queue, so no storage is touched.
+// once at start (docs/contract.md#exporters). No queue, so no storage is touched.
 func newDisabled(ctx context.Context, set exporter.Settings, c *Config) (exporter.Traces, error) {
 	return exporterhelper.NewTraces(ctx, set, c,
 		func(context.Context, ptrace.Traces) error { return nil },

@@ -9,13 +9,14 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/exporter/langsmith/internal/metadata"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 )
 
 // componentType is the exporter's type in collector configuration.
-var componentType = component.MustNewType("langsmith")
+var componentType = metadata.Type
 
-const stability = component.StabilityLevelAlpha
+const stability = metadata.TracesStability
 
 // NewFactory returns the langsmith exporter factory.
 func NewFactory() exporter.Factory {
@@ -43,7 +44,7 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 	)
 }
 
-// newDisabled accepts and drops spans, and says so once at start (CONTRACT §5).
+// newDisabled accepts and drops spans, and says so once at start (docs/contract.md#exporters).
 func newDisabled(ctx context.Context, set exporter.Settings, cfg *Config) (exporter.Traces, error) {
 	return exporterhelper.NewTraces(ctx, set, cfg,
 		func(context.Context, ptrace.Traces) error { return nil },
