@@ -247,9 +247,14 @@ func (b *runBuilder) agentLoop(agent pcommon.SpanID, depth int) {
 		chat.Attributes().PutStr(genai.AttrRequestModel, "gpt-4o")
 		chat.Attributes().PutStr(genai.AttrProviderName, "openai")
 		genai.PutUsage(chat.Attributes(), genai.Usage{Input: 200 + b.r.Int64N(4000), Output: 20 + b.r.Int64N(600)})
+		// finish reasons on every model call, as the runtime records them: with them the
+		// trace says when each run has answered, so subagentmerge releases it at its root
+		finish := "stop"
 		if len(calls) > 0 {
 			genai.PutStrings(chat.Attributes(), genai.AttrResponseToolCallIDs, calls)
+			finish = "tool_calls"
 		}
+		genai.PutStrings(chat.Attributes(), genai.AttrFinishReasons, []string{finish})
 		for i, call := range calls {
 			tool := b.id()
 			name := "web_search"
@@ -267,6 +272,7 @@ func (b *runBuilder) agentLoop(agent pcommon.SpanID, depth int) {
 	}
 	final := b.finish(b.id(), agent, genai.OpChat, "gpt-4o")
 	genai.PutUsage(final.Attributes(), genai.Usage{Input: 500 + b.r.Int64N(4000), Output: 50 + b.r.Int64N(800)})
+	genai.PutStrings(final.Attributes(), genai.AttrFinishReasons, []string{"stop"})
 }
 
 // sentSpans sums otelcol_exporter_sent_spans over every exporter; with exporters named,
