@@ -8,7 +8,7 @@ COLLECTOR := $(BIN)/agentmeter-collector
 # the race detector on everything: the runtime and the collector components are concurrent
 TEST_FLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: all build collector test test-deps vet fmt-check bench clean ocb
+.PHONY: all build collector test test-deps vet fmt-check bench clean ocb generate check-generated
 
 all: build collector
 
@@ -30,6 +30,18 @@ collector: $(OCB)
 check-collector-versions:
 	@cd _build && bad=$$($(GO) list -m all | grep -E '^go.opentelemetry.io/collector' | grep -vE ' (v1\.67\.0|v0\.161\.0)$$' || true); \
 	if [ -n "$$bad" ]; then echo "collector modules off the pinned release:"; echo "$$bad"; exit 1; fi
+
+# Generated component code (internal/metadata, lifecycle tests, documentation.md) comes
+# from each component's metadata.yaml: mdatagen runs through `go tool` with the tools
+# module in internal/tools, so its version is pinned there and the root module's
+# collector versions are untouched.
+generate:
+	$(GO) generate ./...
+
+# CI: generated files must match metadata.yaml (fails on a changed or a new file).
+check-generated: generate
+	@out=$$(git status --porcelain --untracked-files=all); \
+	if [ -n "$$out" ]; then echo "generated files are stale; run make generate and commit:"; echo "$$out"; git diff --stat; exit 1; fi
 
 build:
 	@mkdir -p $(BIN)

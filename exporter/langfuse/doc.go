@@ -8,3 +8,5 @@
 // bare `langfuse:` entry behaves like DeerFlow's Langfuse provider, including its
 // fail-fast message when tracing is enabled without keys. See docs/langfuse.md.
 package langfuse
+
+//go:generate go tool -modfile=../../internal/tools/go.mod mdatagen metadata.yaml

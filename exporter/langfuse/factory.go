@@ -11,14 +11,15 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
+	"github.com/agentmeter/agentmeter/exporter/langfuse/internal/metadata"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 )
 
 // componentType is the exporter's type in collector configs: `exporters: langfuse:`.
-var componentType = component.MustNewType("langfuse")
+var componentType = metadata.Type
 
 const (
-	stability      = component.StabilityLevelAlpha
+	stability      = metadata.TracesStability
 	defaultTimeout = 30 * time.Second
 )
 

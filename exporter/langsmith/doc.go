@@ -4,3 +4,5 @@
 // inclusive usage_metadata on model-call runs. Configuration defaults come from
 // DeerFlow's environment variables (CONTRACT §5); see docs/langsmith.md.
 package langsmith // import "github.com/agentmeter/agentmeter/exporter/langsmith"
+
+//go:generate go tool -modfile=../../internal/tools/go.mod mdatagen metadata.yaml

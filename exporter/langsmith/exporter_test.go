@@ -17,7 +17,6 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -26,8 +25,6 @@ import (
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 	"github.com/agentmeter/agentmeter/internal/fakevendor"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const testKey = "lsv2_pt_never_log_me"
 

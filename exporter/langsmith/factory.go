@@ -9,13 +9,14 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/exporter/langsmith/internal/metadata"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 )
 
 // componentType is the exporter's type in collector configuration.
-var componentType = component.MustNewType("langsmith")
+var componentType = metadata.Type
 
-const stability = component.StabilityLevelAlpha
+const stability = metadata.TracesStability
 
 // NewFactory returns the langsmith exporter factory.
 func NewFactory() exporter.Factory {

@@ -7,3 +7,5 @@
 // (span id, parent id) for completeness and duplicate checks, in a sharded map with one
 // sweeper goroutine for idle release; see docs/subagentmerge.md.
 package subagentmerge // import "github.com/agentmeter/agentmeter/processor/subagentmerge"
+
+//go:generate go tool -modfile=../../internal/tools/go.mod mdatagen metadata.yaml

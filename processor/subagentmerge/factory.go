@@ -7,12 +7,14 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/processor"
+
+	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/metadata"
 )
 
 // Type is the component type, as written in collector configs.
-var Type = component.MustNewType("subagentmerge")
+var Type = metadata.Type
 
-const stability = component.StabilityLevelDevelopment
+const stability = metadata.TracesStability
 
 // NewFactory returns the subagentmerge processor factory.
 func NewFactory() processor.Factory {

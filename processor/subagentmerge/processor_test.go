@@ -16,12 +16,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
-	"go.uber.org/goleak"
 
 	"github.com/agentmeter/agentmeter/genai"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestFactoryLifecycle(t *testing.T) {
 	f := NewFactory()

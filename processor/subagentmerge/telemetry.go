@@ -7,11 +7,12 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/metadata"
 )
 
-const scopeName = "github.com/agentmeter/agentmeter/processor/subagentmerge"
-
-// Release reasons; reasons[r] is the value of the "reason" attribute of traces_released.
+// Release reasons; reasons[r] is the value of the "reason" attribute of traces_released
+// (metadata.yaml lists the values).
 const (
 	relComplete = iota
 	relIdle
@@ -21,59 +22,39 @@ const (
 
 var reasons = [4]string{"complete", "idle", "capacity", "shutdown"}
 
-// telemetry holds the processor's own metrics (metadata.yaml lists them). Counters are
-// added once per batch or sweep, never per span, to keep them off the hot path.
+// telemetry holds the processor's own metrics: the instruments are the ones mdatagen
+// generates from metadata.yaml. Counters are added once per batch or sweep, never per
+// span, to keep them off the hot path.
 type telemetry struct {
-	released   metric.Int64Counter
-	merged     metric.Int64Counter
-	orphans    metric.Int64Counter
-	late       metric.Int64Counter
-	duplicates metric.Int64Counter
-	reg        metric.Registration
-
+	tb          *metadata.TelemetryBuilder
 	reasonAttrs [4]metric.AddOption
 }
 
 func newTelemetry(set component.TelemetrySettings, buffered func() (traces, spans int64)) (*telemetry, error) {
-	m := set.MeterProvider.Meter(scopeName)
-	t := &telemetry{}
+	tb, err := metadata.NewTelemetryBuilder(set)
+	if err != nil {
+		return nil, fmt.Errorf("subagentmerge: create metrics: %w", err)
+	}
+	t := &telemetry{tb: tb}
 	for i, r := range reasons {
 		t.reasonAttrs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
 	}
-	var err error
-	mk := func(name, desc, unit string) metric.Int64Counter {
-		if err != nil {
-			return nil
-		}
-		var c metric.Int64Counter
-		c, err = m.Int64Counter("otelcol_processor_subagentmerge_"+name, metric.WithDescription(desc), metric.WithUnit(unit))
-		return c
-	}
-	t.released = mk("traces_released", "Traces released, by reason (complete, idle, capacity, shutdown).", "{trace}")
-	t.merged = mk("spans_merged", "execute_tool spans whose subtree usage was merged onto their dispatching chat span.", "{span}")
-	t.orphans = mk("orphans", "execute_tool spans with model calls under them and no dispatching chat span in the trace.", "{span}")
-	t.late = mk("late_spans", "Spans that arrived after their trace was released and were passed on unbuffered.", "{span}")
-	t.duplicates = mk("duplicates_dropped", "Spans dropped because a span with the same trace id and span id was already accepted.", "{span}")
-	if err != nil {
-		return nil, fmt.Errorf("subagentmerge: create metrics: %w", err)
-	}
-	tracesG, err := m.Int64ObservableGauge("otelcol_processor_subagentmerge_traces_buffered",
-		metric.WithDescription("Traces held in the buffer, waiting to be complete."), metric.WithUnit("{trace}"))
-	if err != nil {
-		return nil, fmt.Errorf("subagentmerge: create metrics: %w", err)
-	}
-	spansG, err := m.Int64ObservableGauge("otelcol_processor_subagentmerge_spans_buffered",
-		metric.WithDescription("Spans held in the buffer."), metric.WithUnit("{span}"))
-	if err != nil {
-		return nil, fmt.Errorf("subagentmerge: create metrics: %w", err)
-	}
-	t.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		tr, sp := buffered()
-		o.ObserveInt64(tracesG, tr)
-		o.ObserveInt64(spansG, sp)
+	// Each gauge reads both counts; they are two atomics, so reading twice per collection
+	// costs nothing.
+	err = tb.RegisterProcessorSubagentmergeTracesBufferedCallback(func(_ context.Context, o metric.Int64Observer) error {
+		tr, _ := buffered()
+		o.Observe(tr)
 		return nil
-	}, tracesG, spansG)
+	})
+	if err == nil {
+		err = tb.RegisterProcessorSubagentmergeSpansBufferedCallback(func(_ context.Context, o metric.Int64Observer) error {
+			_, sp := buffered()
+			o.Observe(sp)
+			return nil
+		})
+	}
 	if err != nil {
+		tb.Shutdown()
 		return nil, fmt.Errorf("subagentmerge: register metrics callback: %w", err)
 	}
 	return t, nil
@@ -89,7 +70,7 @@ type counts struct {
 func (t *telemetry) record(ctx context.Context, c *counts) {
 	for i, n := range c.released {
 		if n > 0 {
-			t.released.Add(ctx, n, t.reasonAttrs[i])
+			t.tb.ProcessorSubagentmergeTracesReleased.Add(ctx, n, t.reasonAttrs[i])
 		}
 	}
 	add := func(ctr metric.Int64Counter, n int64) {
@@ -97,15 +78,13 @@ func (t *telemetry) record(ctx context.Context, c *counts) {
 			ctr.Add(ctx, n)
 		}
 	}
-	add(t.merged, c.merged)
-	add(t.orphans, c.orphans)
-	add(t.late, c.late)
-	add(t.duplicates, c.duplicates)
+	add(t.tb.ProcessorSubagentmergeSpansMerged, c.merged)
+	add(t.tb.ProcessorSubagentmergeOrphans, c.orphans)
+	add(t.tb.ProcessorSubagentmergeLateSpans, c.late)
+	add(t.tb.ProcessorSubagentmergeDuplicatesDropped, c.duplicates)
 }
 
 func (t *telemetry) shutdown() error {
-	if t.reg == nil {
-		return nil
-	}
-	return t.reg.Unregister()
+	t.tb.Shutdown()
+	return nil
 }

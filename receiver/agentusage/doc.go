@@ -5,3 +5,5 @@
 // (../shared/CONTRACT.md §1-2), so the rest of the pipeline cannot tell sources apart.
 // docs/agentusage.md describes the mapping of each face.
 package agentusage
+
+//go:generate go tool -modfile=../../internal/tools/go.mod mdatagen metadata.yaml

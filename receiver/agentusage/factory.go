@@ -8,10 +8,12 @@ import (
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/receiver"
+
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/metadata"
 )
 
 // Type is the component type, agentusage.
-var Type = component.MustNewType("agentusage")
+var Type = metadata.Type
 
 // DefaultEndpoint is loopback: the sidecar serves apps on the same host or pod.
 const DefaultEndpoint = "localhost:4319"
@@ -19,7 +21,7 @@ const DefaultEndpoint = "localhost:4319"
 // NewFactory returns the receiver factory.
 func NewFactory() receiver.Factory {
 	return receiver.NewFactory(Type, createDefaultConfig,
-		receiver.WithTraces(createTraces, component.StabilityLevelAlpha))
+		receiver.WithTraces(createTraces, metadata.TracesStability))
 }
 
 func createDefaultConfig() component.Config {

@@ -27,14 +27,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/collector/receiver/receivertest"
-	"go.uber.org/goleak"
 
 	"github.com/agentmeter/agentmeter/genai"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
