@@ -38,6 +38,10 @@ var outcomes = [...]string{outCounted: "counted", outNoUsage: "no_usage", outCor
 // span's attributes; a table copies them only when it creates a series.
 type call struct {
 	usage genai.Usage
+	// cost is the call's own cost (agentmeter.cost.*, written by the cost step or the
+	// emitter), when it has one: hasCost is false for an unpriced call.
+	cost    genai.Cost
+	hasCost bool
 
 	caller, agent, model, provider string // agentmeter labels
 
@@ -68,6 +72,9 @@ func readCall(sp ptrace.Span, c *call) outcome {
 		return outInvalid
 	}
 	*c = call{usage: u, operation: genai.SpanOperation(name, attrs)}
+	if cost, _, ok := genai.CostFromMap(attrs); ok && validCost(cost) {
+		c.cost, c.hasCost = cost, true
+	}
 
 	// one pass over the attributes for the label sources, instead of a lookup each
 	var callerTag, agentName string
@@ -98,6 +105,17 @@ func readCall(sp ptrace.Span, c *call) outcome {
 		c.model = c.requestModel
 	}
 	return outCounted
+}
+
+// validCost rejects a negative amount, which would lower a counter; the call's tokens
+// still count.
+func validCost(c genai.Cost) bool {
+	for _, k := range c.Kinds() {
+		if k.USD < 0 {
+			return false
+		}
+	}
+	return c.Total >= 0
 }
 
 // agentLabel is gen_ai.agent.name when the call carries it; else the subagent named by

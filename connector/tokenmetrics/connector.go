@@ -46,7 +46,7 @@ type tokenMetrics struct {
 	touchedRes []int32
 	resBatch   []uint64 // per resource: last batch that touched it
 
-	agentmeter *table[agentmeterKey, kinds]
+	agentmeter *table[agentmeterKey, agentmeterValues]
 	semconv    *table[semconvKey, semconvValues]
 	tokenUsage *table[tokenUsageKey, tokenUsageValues]
 
@@ -67,7 +67,7 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics) (*
 	c.resources = append(c.resources, empty)
 	c.resBatch = append(c.resBatch, 0)
 	if cfg.Metrics.Agentmeter {
-		c.agentmeter = newTable[agentmeterKey, kinds](setAgentmeter, cfg.MaxSeries)
+		c.agentmeter = newTable[agentmeterKey, agentmeterValues](setAgentmeter, cfg.MaxSeries)
 	}
 	if cfg.Metrics.GenAIInference {
 		c.semconv = newTable[semconvKey, semconvValues](setGenAIInference, cfg.MaxSeries)
@@ -138,6 +138,9 @@ func (c *tokenMetrics) count(res int32, cl *call, now pcommon.Timestamp) {
 	if t := c.agentmeter; t != nil {
 		s := t.get(res, agentmeterKey{cl.caller, cl.agent, cl.model, cl.provider}, c.batch, now)
 		s.v.add(cl.usage)
+		if cl.hasCost {
+			s.v.addCost(cl.cost)
+		}
 		c.touchResource(s.res)
 	}
 	if t := c.semconv; t != nil {

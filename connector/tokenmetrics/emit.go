@@ -4,16 +4,18 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/agentmeter/agentmeter/connector/tokenmetrics/internal/metadata"
 	"github.com/agentmeter/agentmeter/genai"
 )
 
-const scopeName = "github.com/agentmeter/agentmeter/connector/tokenmetrics"
+var scopeName = metadata.ScopeName
 
 // Metric names and descriptions. The agentmeter set's names are fixed by dashboards
 // (agentmeter.tokens is agentmeter_tokens_total in Prometheus); the semconv ones are the
 // GenAI semantic conventions'.
 const (
 	descTokens     = "Tokens used by model calls (own usage only), by token type, caller bucket, agent, model and provider."
+	descCost       = "Cost in USD of model calls (own cost only), by cost type, caller bucket, agent, model and provider."
 	unitToken      = "{token}"
 	metricOpInput  = "gen_ai.client.inference.operation.input_tokens"
 	metricOpOutput = "gen_ai.client.inference.operation.output_tokens"
@@ -34,9 +36,17 @@ var usageMetrics = [5]struct{ name, desc string }{
 // tokenTypes are agentmeter.tokens' token_type values, in genai.Usage.Kinds order.
 var tokenTypes = [5]string{genai.TokenTypeInput, genai.TokenTypeOutput, genai.TokenTypeCacheRead, genai.TokenTypeCacheCreat, genai.TokenTypeReasoning}
 
+// costTypes are agentmeter.cost.usd's cost_type values, in genai.Cost.Kinds order.
+var costTypes = func() (out [6]string) {
+	for i, k := range (genai.Cost{}).Kinds() {
+		out[i] = k.CostType
+	}
+	return out
+}()
+
 // resOut is where one resource's points go in one batch's output.
 type resOut struct {
-	tokens                    pmetric.NumberDataPointSlice
+	tokens, cost              pmetric.NumberDataPointSlice
 	usage                     [5]pmetric.NumberDataPointSlice
 	opInput, opOutput, legacy pmetric.HistogramDataPointSlice
 }
@@ -54,11 +64,12 @@ func (c *tokenMetrics) build(now pcommon.Timestamp) pmetric.Metrics {
 		ms := sm.Metrics()
 		o := &resOut{}
 		if c.agentmeter != nil {
-			o.tokens = newSum(ms, genai.MetricTokens, descTokens)
+			o.tokens = newSum(ms, genai.MetricTokens, descTokens, unitToken)
+			o.cost = newSum(ms, genai.MetricCost, descCost, genai.MetricCostUnit)
 		}
 		if c.semconv != nil {
 			for i, u := range usageMetrics {
-				o.usage[i] = newSum(ms, u.name, u.desc)
+				o.usage[i] = newSum(ms, u.name, u.desc, unitToken)
 			}
 			o.opInput = newHistogram(ms, metricOpInput, descOpInput)
 			o.opOutput = newHistogram(ms, metricOpOutput, descOpOutput)
@@ -83,10 +94,23 @@ func (c *tokenMetrics) build(now pcommon.Timestamp) pmetric.Metrics {
 					a.PutBool(attrOverflow, true)
 					continue
 				}
-				a.PutStr(genai.LabelCaller, s.key.caller)
-				a.PutStr(genai.LabelAgent, s.key.agent)
-				putNonEmpty(a, genai.LabelModel, s.key.model)
-				putNonEmpty(a, genai.LabelProvider, s.key.provider)
+				putAgentmeter(a, s.key)
+			}
+			for i, k := range costTypes {
+				if s.v.costSeen&(1<<i) == 0 {
+					continue
+				}
+				dp := o.cost.AppendEmpty()
+				dp.SetStartTimestamp(s.start)
+				dp.SetTimestamp(now)
+				dp.SetDoubleValue(s.v.cost[i])
+				a := dp.Attributes()
+				a.PutStr(genai.LabelCostType, k)
+				if t.isOverflow(s) {
+					a.PutBool(attrOverflow, true)
+					continue
+				}
+				putAgentmeter(a, s.key)
 			}
 		}
 	}
@@ -149,11 +173,11 @@ func (c *tokenMetrics) build(now pcommon.Timestamp) pmetric.Metrics {
 	return md
 }
 
-func newSum(ms pmetric.MetricSlice, name, desc string) pmetric.NumberDataPointSlice {
+func newSum(ms pmetric.MetricSlice, name, desc, unit string) pmetric.NumberDataPointSlice {
 	m := ms.AppendEmpty()
 	m.SetName(name)
 	m.SetDescription(desc)
-	m.SetUnit(unitToken)
+	m.SetUnit(unit)
 	s := m.SetEmptySum()
 	s.SetIsMonotonic(true)
 	s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
@@ -189,6 +213,13 @@ func newHistogramPoint(dps pmetric.HistogramDataPointSlice, start, now pcommon.T
 	dp.ExplicitBounds().FromRaw(bounds)
 	dp.BucketCounts().FromRaw(h.counts[:])
 	return dp
+}
+
+func putAgentmeter(a pcommon.Map, k agentmeterKey) {
+	a.PutStr(genai.LabelCaller, k.caller)
+	a.PutStr(genai.LabelAgent, k.agent)
+	putNonEmpty(a, genai.LabelModel, k.model)
+	putNonEmpty(a, genai.LabelProvider, k.provider)
 }
 
 func putSemconv(a pcommon.Map, k semconvKey) {

@@ -7,18 +7,18 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/consumer"
+
+	"github.com/agentmeter/agentmeter/connector/tokenmetrics/internal/metadata"
 )
 
 // Type is the component type, as written in collector configs.
-var Type = component.MustNewType("tokenmetrics")
-
-const stability = component.StabilityLevelDevelopment
+var Type = metadata.Type
 
 // NewFactory returns the tokenmetrics connector factory (traces in, metrics out).
 func NewFactory() connector.Factory {
-	return connector.NewFactory(Type,
+	return connector.NewFactory(metadata.Type,
 		func() component.Config { return createDefaultConfig() },
-		connector.WithTracesToMetrics(createTracesToMetrics, stability))
+		connector.WithTracesToMetrics(createTracesToMetrics, metadata.TracesToMetricsStability))
 }
 
 func createTracesToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Traces, error) {

@@ -152,6 +152,7 @@ func latest(t *testing.T, sink *consumertest.MetricsSink) map[string]point {
 							require.GreaterOrEqual(t, p.time, prev.time, "%s went back in time", key)
 							require.GreaterOrEqual(t, p.value, prev.value, "counter %s went down", key)
 							require.GreaterOrEqual(t, p.count, prev.count, "histogram %s count went down", key)
+							require.GreaterOrEqual(t, p.sum, prev.sum, "%s sum went down", key)
 						}
 						out[key] = p
 					}
@@ -162,7 +163,11 @@ func latest(t *testing.T, sink *consumertest.MetricsSink) map[string]point {
 						dps := m.Sum().DataPoints()
 						for d := 0; d < dps.Len(); d++ {
 							dp := dps.At(d)
-							add(dp.Attributes(), point{start: dp.StartTimestamp(), time: dp.Timestamp(), value: dp.IntValue()})
+							p := point{start: dp.StartTimestamp(), time: dp.Timestamp(), value: dp.IntValue()}
+							if dp.ValueType() == pmetric.NumberDataPointValueTypeDouble {
+								p.value, p.sum = 0, dp.DoubleValue()
+							}
+							add(dp.Attributes(), p)
 						}
 					case pmetric.MetricTypeHistogram:
 						require.Equal(t, pmetric.AggregationTemporalityCumulative, m.Histogram().AggregationTemporality(), m.Name())

@@ -137,6 +137,23 @@ func (k *kinds) add(u genai.Usage) {
 	}
 }
 
+// agentmeterValues are one agentmeter label set's token and cost totals.
+type agentmeterValues struct {
+	kinds
+	cost     [6]float64 // genai.Cost.Kinds order
+	costSeen uint8
+}
+
+// addCost counts c; a cost type makes a series once it has a non-zero amount.
+func (v *agentmeterValues) addCost(c genai.Cost) {
+	for i, k := range c.Kinds() {
+		if k.USD != 0 {
+			v.cost[i] += k.USD
+			v.costSeen |= 1 << i
+		}
+	}
+}
+
 // bounds are semconv's explicit bucket boundaries for every token histogram.
 var bounds = genai.TokenUsageBuckets
 
