@@ -26,7 +26,7 @@ collector: $(OCB)
 	cp _build/agentmeter-collector $(COLLECTOR)
 	@$(MAKE) --no-print-directory check-collector-versions
 
-# P10 of shared/TOOLCHAIN.md: our root module must never raise a collector module.
+# docs/toolchain.md: our root module must never raise a collector module.
 check-collector-versions:
 	@cd _build && bad=$$($(GO) list -m all | grep -E '^go.opentelemetry.io/collector' | grep -vE ' (v1\.67\.0|v0\.161\.0)$$' || true); \
 	if [ -n "$$bad" ]; then echo "collector modules off the pinned release:"; echo "$$bad"; exit 1; fi

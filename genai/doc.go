@@ -1,4 +1,4 @@
-// Package genai is the wire contract of agentmeter (shared/CONTRACT.md) as code: span
+// Package genai is the wire contract of agentmeter (docs/contract.md) as code: span
 // names, attribute keys, caller buckets, token metric names and the Usage value with its
 // adapters to pdata (pcommon.Map) and to OTel SDK attributes.
 //

@@ -44,7 +44,7 @@ const (
 	AttrUsageCacheRead  = "gen_ai.usage.cache_read.input_tokens"
 	AttrUsageCacheCreat = "gen_ai.usage.cache_creation.input_tokens"
 	// AttrUsageCacheWrite is the newer semconv name for cache creation; readers accept
-	// both, writers emit AttrUsageCacheCreat only (CONTRACT §2).
+	// both, writers emit AttrUsageCacheCreat only (docs/contract.md#usage).
 	AttrUsageCacheWrite = "gen_ai.usage.cache_write.input_tokens"
 	AttrUsageReasoning  = "gen_ai.usage.reasoning.output_tokens"
 )
@@ -96,7 +96,7 @@ const (
 	StepThinking         = "thinking"
 )
 
-// Token metrics (CONTRACT §4).
+// Token metrics (docs/contract.md#metrics).
 const (
 	MetricTokenUsage    = "gen_ai.client.token.usage"
 	MetricTokens        = "agentmeter.tokens"

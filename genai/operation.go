@@ -31,7 +31,7 @@ func SpanOperation(spanName string, attrs pcommon.Map) string {
 }
 
 // IsModelCall reports whether op names a model call, the only kind of span whose own
-// gen_ai.usage.* counts (CONTRACT §2).
+// gen_ai.usage.* counts (docs/contract.md#usage).
 func IsModelCall(op string) bool {
 	return op == OpChat || op == OpGenerateContent || op == OpTextCompletion
 }

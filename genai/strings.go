@@ -80,7 +80,7 @@ func ToolCallIDsFromOutputMessages(raw string) []string {
 
 // DispatchedToolCallIDs returns the tool-call ids a chat span's response asked for:
 // agentmeter.response.tool_call_ids, or, when absent, the tool_call parts of
-// gen_ai.output.messages (CONTRACT §3).
+// gen_ai.output.messages (docs/contract.md#merge).
 func DispatchedToolCallIDs(m pcommon.Map) []string {
 	if ids := StringsFromMap(m, AttrResponseToolCallIDs); len(ids) > 0 {
 		return ids

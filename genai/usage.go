@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 )
 
-// Usage is one model call's token usage, normalised per CONTRACT §2: Input includes the
+// Usage is one model call's token usage, normalised per docs/contract.md#usage: Input includes the
 // cached part (CacheRead and CacheCreation are parts of Input), Output includes Reasoning.
 type Usage struct {
 	Input         int64 `json:"input_tokens"`
@@ -134,6 +134,12 @@ func intAttr(m pcommon.Map, key string) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
+	return IntValue(v)
+}
+
+// IntValue reads a token count from an attribute value: an int, a double, or a numeric
+// string (OTLP JSON and some SDKs send counts that way). Anything else is not a count.
+func IntValue(v pcommon.Value) (int64, bool) {
 	switch v.Type() {
 	case pcommon.ValueTypeInt:
 		return v.Int(), true

@@ -10,7 +10,7 @@ import (
 )
 
 // Config sections of config.yaml (docs/middleware.md). Section and key names follow the
-// seed article's skeleton (shared/seeds/, second file) so a user who copies it gets what
+// seed article's config skeleton so a user who copies it gets what
 // they expect; defaults are DeerFlow's (middleware.md §5-6). Every section is registered
 // with config.RegisterSection, so unknown keys are errors naming the key.
 const (

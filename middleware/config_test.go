@@ -10,7 +10,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/config"
 )
 
-// The seed article's skeleton (shared/seeds/, second file) in YAML.
+// The seed article's config skeleton in YAML (docs/middleware.md#configuration).
 const seedYAML = `
 models:
   - name: lead

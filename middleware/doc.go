@@ -1,5 +1,5 @@
 // Package middleware is DeerFlow's lead-agent middleware chain for the agentmeter runtime
-// (shared/deerflow/middleware.md), one file per middleware, each named after DeerFlow's
+// (docs/middleware.md), one file per middleware, each named after DeerFlow's
 // class (Name() returns "ThreadDataMiddleware", ..., "ClarificationMiddleware").
 //
 // # Assembly

@@ -179,7 +179,7 @@ func TestRunWithEveryMiddlewareKeepsSpansAndJournalConsistent(t *testing.T) {
 	assert.Equal(t, []string{"tool_batch", "tool_batch", "tool_batch", "tool_batch", "final_answer", "todo_update", "final_answer"}, stepKinds)
 
 	// The dispatcher's usage_metadata carries its own usage plus both subagents'; its span
-	// keeps only its own (CONTRACT §2).
+	// keeps only its own (docs/contract.md#usage).
 	assert.Equal(t, genai.Usage{Input: 1350, Output: 140, CacheRead: 1152}, dispatchSpanUsage)
 	var dispatcher message.Message
 	for _, m := range res.State.Messages {

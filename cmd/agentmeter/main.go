@@ -1,5 +1,5 @@
 // Command agentmeter is the agent runtime's CLI. It is the only place that wires the
-// runtime, the middleware chain and the gateway together (shared/ARCHITECTURE.md).
+// runtime, the middleware chain and the gateway together (README.md).
 package main
 
 import (

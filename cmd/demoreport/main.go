@@ -33,7 +33,7 @@ import (
 //go:embed overlay.yaml
 var overlayYAML []byte
 
-// tokensMetric is the counter the demo prints and checks (CONTRACT §4).
+// tokensMetric is the counter the demo prints and checks (docs/contract.md#metrics).
 const tokensMetric = "agentmeter_tokens_total"
 
 type options struct {

@@ -9,16 +9,10 @@ import (
 	"github.com/agentmeter/agentmeter/genai"
 )
 
-// Semantic-convention keys only the metrics read.
+// General semantic-convention keys the semconv metric set carries.
 const (
 	attrServerAddress = "server.address"
 	attrServerPort    = "server.port"
-	attrTokenModality = "gen_ai.token.modality"
-	// modalityUnknown is what semconv says to report when the provider does not break
-	// usage down by modality, which no usage attribute of a span does.
-	modalityUnknown = "unknown"
-	// attrOverflow marks the overflow series, as the OpenTelemetry SDKs do.
-	attrOverflow = "otel.metric.overflow"
 )
 
 // outcome of reading one span; outcomes[o] is the telemetry attribute value.

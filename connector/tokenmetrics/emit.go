@@ -17,8 +17,6 @@ const (
 	descTokens     = "Tokens used by model calls (own usage only), by token type, caller bucket, agent, model and provider."
 	descCost       = "Cost in USD of model calls (own cost only), by cost type, caller bucket, agent, model and provider."
 	unitToken      = "{token}"
-	metricOpInput  = "gen_ai.client.inference.operation.input_tokens"
-	metricOpOutput = "gen_ai.client.inference.operation.output_tokens"
 	descOpInput    = "The number of input (prompt) tokens used per inference operation."
 	descOpOutput   = "The number of output (completion) tokens used per inference operation."
 	descTokenUsage = "Number of input and output tokens used."
@@ -26,11 +24,11 @@ const (
 
 // usageMetrics are the semconv counters, one per usage kind, in genai.Usage.Kinds order.
 var usageMetrics = [5]struct{ name, desc string }{
-	{"gen_ai.client.inference.usage.input_tokens", "The number of input (prompt) tokens used, including cached tokens."},
-	{"gen_ai.client.inference.usage.output_tokens", "The number of output (completion) tokens used, including reasoning tokens."},
-	{"gen_ai.client.inference.usage.cache_read.input_tokens", "The number of input tokens served from a provider-managed cache."},
-	{"gen_ai.client.inference.usage.cache_write.input_tokens", "The number of input tokens written to a provider-managed cache."},
-	{"gen_ai.client.inference.usage.reasoning.output_tokens", "The number of output tokens used for reasoning (e.g. chain-of-thought, extended thinking)."},
+	{genai.MetricInferenceUsageInput, "The number of input (prompt) tokens used, including cached tokens."},
+	{genai.MetricInferenceUsageOutput, "The number of output (completion) tokens used, including reasoning tokens."},
+	{genai.MetricInferenceUsageCacheRead, "The number of input tokens served from a provider-managed cache."},
+	{genai.MetricInferenceUsageCacheWrit, "The number of input tokens written to a provider-managed cache."},
+	{genai.MetricInferenceUsageReasoning, "The number of output tokens used for reasoning (e.g. chain-of-thought, extended thinking)."},
 }
 
 // tokenTypes are agentmeter.tokens' token_type values, in genai.Usage.Kinds order.
@@ -71,8 +69,8 @@ func (c *tokenMetrics) build(now pcommon.Timestamp) pmetric.Metrics {
 			for i, u := range usageMetrics {
 				o.usage[i] = newSum(ms, u.name, u.desc, unitToken)
 			}
-			o.opInput = newHistogram(ms, metricOpInput, descOpInput)
-			o.opOutput = newHistogram(ms, metricOpOutput, descOpOutput)
+			o.opInput = newHistogram(ms, genai.MetricInferenceOpInput, descOpInput)
+			o.opOutput = newHistogram(ms, genai.MetricInferenceOpOutput, descOpOutput)
 		}
 		if c.tokenUsage != nil {
 			o.legacy = newHistogram(ms, genai.MetricTokenUsage, descTokenUsage)
@@ -91,7 +89,7 @@ func (c *tokenMetrics) build(now pcommon.Timestamp) pmetric.Metrics {
 				a := dp.Attributes()
 				a.PutStr(genai.LabelTokenType, tokenTypes[i])
 				if t.isOverflow(s) {
-					a.PutBool(attrOverflow, true)
+					a.PutBool(genai.AttrMetricOverflow, true)
 					continue
 				}
 				putAgentmeter(a, s.key)
@@ -107,7 +105,7 @@ func (c *tokenMetrics) build(now pcommon.Timestamp) pmetric.Metrics {
 				a := dp.Attributes()
 				a.PutStr(genai.LabelCostType, k)
 				if t.isOverflow(s) {
-					a.PutBool(attrOverflow, true)
+					a.PutBool(genai.AttrMetricOverflow, true)
 					continue
 				}
 				putAgentmeter(a, s.key)
@@ -124,11 +122,11 @@ func (c *tokenMetrics) build(now pcommon.Timestamp) pmetric.Metrics {
 				}
 				dp := newPoint(o.usage[i], s.start, now, s.v.tokens[i])
 				if over {
-					dp.Attributes().PutBool(attrOverflow, true)
+					dp.Attributes().PutBool(genai.AttrMetricOverflow, true)
 					continue
 				}
 				putSemconv(dp.Attributes(), s.key)
-				dp.Attributes().PutStr(attrTokenModality, modalityUnknown)
+				dp.Attributes().PutStr(genai.AttrTokenModality, genai.TokenModalityUnknown)
 			}
 			for _, h := range []struct {
 				dst pmetric.HistogramDataPointSlice
@@ -136,7 +134,7 @@ func (c *tokenMetrics) build(now pcommon.Timestamp) pmetric.Metrics {
 			}{{o.opInput, &s.v.input}, {o.opOutput, &s.v.output}} {
 				dp := newHistogramPoint(h.dst, s.start, now, h.h)
 				if over {
-					dp.Attributes().PutBool(attrOverflow, true)
+					dp.Attributes().PutBool(genai.AttrMetricOverflow, true)
 				} else {
 					putSemconv(dp.Attributes(), s.key)
 				}
@@ -154,7 +152,7 @@ func (c *tokenMetrics) build(now pcommon.Timestamp) pmetric.Metrics {
 				a := dp.Attributes()
 				a.PutStr(genai.AttrTokenType, h.typ)
 				if t.isOverflow(s) {
-					a.PutBool(attrOverflow, true)
+					a.PutBool(genai.AttrMetricOverflow, true)
 					continue
 				}
 				putNonEmpty(a, genai.AttrOperationName, s.key.operation)

@@ -17,7 +17,7 @@ import (
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 )
 
-// DeerFlow's environment variables (shared/deerflow/observability.md §1.1).
+// DeerFlow's environment variables (docs/contract.md#exporters).
 const (
 	EnvTracing   = "LANGFUSE_TRACING"
 	EnvPublicKey = "LANGFUSE_PUBLIC_KEY"
@@ -28,7 +28,7 @@ const (
 	DefaultEndpoint = "https://cloud.langfuse.com"
 )
 
-// missingSettingsMessage is DeerFlow's fail-fast sentence (CONTRACT §5), followed by the
+// missingSettingsMessage is DeerFlow's fail-fast sentence (docs/contract.md#exporters), followed by the
 // missing variable names in the order public key, secret key.
 const missingSettingsMessage = "Langfuse tracing is enabled but required settings are missing: "
 
@@ -121,7 +121,7 @@ func (c *Config) Unmarshal(conf *confmap.Conf) error {
 }
 
 // Validate fails fast when the exporter is enabled but cannot send: DeerFlow's message
-// for missing keys (CONTRACT §5), and a usable endpoint. A disabled exporter is never
+// for missing keys (docs/contract.md#exporters), and a usable endpoint. A disabled exporter is never
 // validated, as in DeerFlow.
 func (c *Config) Validate() error {
 	if !c.Enabled {

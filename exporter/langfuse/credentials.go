@@ -24,7 +24,7 @@ type projectsResponse struct {
 }
 
 // checkCredentials makes the one cheap authenticated call the Langfuse SDKs use for
-// auth_check (vendor notes §1.3). Rejected keys fail start; anything that says nothing
+// auth_check (docs/langfuse.md). Rejected keys fail start; anything that says nothing
 // about the keys (network error, 429, 5xx) only logs, so a Langfuse outage never keeps
 // the collector down.
 func (e *langfuseExporter) checkCredentials(ctx context.Context) error {

@@ -186,8 +186,8 @@ func (e *langfuseExporter) combine(parts ...splitPart) error {
 	return consumererror.NewTraces(errors.Join(retryErrs...), retry)
 }
 
-// post sends one OTLP/HTTP protobuf request and classifies the answer (vendor notes
-// §1.5): 2xx ok; 413 errTooLarge; 429, 5xx and network errors retryable (honouring
+// post sends one OTLP/HTTP protobuf request and classifies the answer
+// (docs/contract.md#exporters): 2xx ok; 413 errTooLarge; 429, 5xx and network errors retryable (honouring
 // Retry-After); 400, 401, 403 and every other status permanent.
 func (e *langfuseExporter) post(ctx context.Context, td ptrace.Traces, plan *shape.Plan) error {
 	raw, err := e.marshaler.MarshalTraces(td)

@@ -54,7 +54,7 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 }
 
 // newDisabled is the exporter of a disabled config: it accepts and drops, and says so
-// once at start (CONTRACT §5). No queue, so no storage is touched.
+// once at start (docs/contract.md#exporters). No queue, so no storage is touched.
 func newDisabled(ctx context.Context, set exporter.Settings, c *Config) (exporter.Traces, error) {
 	return exporterhelper.NewTraces(ctx, set, c,
 		func(context.Context, ptrace.Traces) error { return nil },

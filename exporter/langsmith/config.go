@@ -17,7 +17,7 @@ import (
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 )
 
-// DeerFlow's environment variables, in priority order (shared/deerflow/observability.md §1.1).
+// DeerFlow's environment variables, in priority order (docs/contract.md#exporters).
 var (
 	envEnabled  = []string{"LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2", "LANGCHAIN_TRACING"}
 	envAPIKey   = []string{"LANGSMITH_API_KEY", "LANGCHAIN_API_KEY"}
@@ -33,7 +33,7 @@ const (
 	DefaultMaxCachedSpans = 100_000
 )
 
-// ErrMissingAPIKey is DeerFlow's exact fail-fast message (CONTRACT §5).
+// ErrMissingAPIKey is DeerFlow's exact fail-fast message (docs/contract.md#exporters).
 var ErrMissingAPIKey = errors.New("LangSmith tracing is enabled but LANGSMITH_API_KEY (or LANGCHAIN_API_KEY) is not set.")
 
 // Config is the langsmith exporter's configuration. Every field defaults from DeerFlow's

@@ -35,8 +35,8 @@ func TestDefaultConfig(t *testing.T) {
 	assert.NoError(t, cfg.Validate(), "disabled by default, so valid without a key")
 }
 
-// DeerFlow's test_tracing_config.py cases (shared/deerflow/test-cases.md A1) that concern
-// LangSmith, plus the rules of observability.md §1.1.
+// DeerFlow's test_tracing_config.py cases that concern
+// LangSmith, plus the rules of docs/contract.md#exporters.
 func TestEnvironmentDefaults(t *testing.T) {
 	cases := []struct {
 		name    string

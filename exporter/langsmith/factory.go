@@ -44,7 +44,7 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 	)
 }
 
-// newDisabled accepts and drops spans, and says so once at start (CONTRACT §5).
+// newDisabled accepts and drops spans, and says so once at start (docs/contract.md#exporters).
 func newDisabled(ctx context.Context, set exporter.Settings, cfg *Config) (exporter.Traces, error) {
 	return exporterhelper.NewTraces(ctx, set, cfg,
 		func(context.Context, ptrace.Traces) error { return nil },

@@ -122,7 +122,7 @@ func Int(s ptrace.Span, key string) int64 {
 	return v.Int()
 }
 
-// OwnUsageSum adds up the own usage of every chat span (CONTRACT §2).
+// OwnUsageSum adds up the own usage of every chat span (docs/contract.md#usage).
 func (tr SpanTree) OwnUsageSum() genai.Usage {
 	var sum genai.Usage
 	for _, s := range tr.ByID {

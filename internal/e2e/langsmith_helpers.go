@@ -47,7 +47,7 @@ func clearLangSmithEnv(t *testing.T) {
 	}
 }
 
-// mergeWritten are the attributes subagentmerge writes (CONTRACT §3).
+// mergeWritten are the attributes subagentmerge writes (docs/contract.md#merge).
 var mergeWritten = map[string]bool{
 	genai.AttrSubagentInput: true, genai.AttrSubagentOutput: true, genai.AttrSubagentTotal: true,
 	genai.AttrSubagentCacheRead: true, genai.AttrSubagentCacheCreat: true, genai.AttrSubagentReasoning: true,

@@ -61,7 +61,7 @@ type runJSON struct {
 }
 
 // The demo run of `agentmeter run` exported to the ocb-built collector: every span of
-// CONTRACT §1 with exactly the attributes of §1-2, the right parents, and own usage that
+// docs/contract.md#spans with exactly its attributes, the right parents, and own usage that
 // sums to the journal's total_tokens.
 func TestRuntimeDemoSpansMatchContract(t *testing.T) {
 	dir := t.TempDir()

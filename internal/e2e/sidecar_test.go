@@ -99,7 +99,7 @@ type chatSpan struct {
 // buildTrace makes one run: the lead invoke_agent span; the lead's and middlewares' chat
 // spans under it; when a call dispatches, an `execute_tool task` span with an
 // `invoke_agent <name>` child holding every subagent's chat spans, so subagentmerge merges
-// their usage onto the dispatching call (CONTRACT §3).
+// their usage onto the dispatching call (docs/contract.md#merge).
 func buildTrace(traceID byte, calls []chatSpan) ptrace.Traces {
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()

@@ -12,7 +12,7 @@ import (
 	"github.com/agentmeter/agentmeter/genai"
 )
 
-// AgentRun builds one DeerFlow-shaped run (CONTRACT §1) as OTLP spans: the lead agent
+// AgentRun builds one DeerFlow-shaped run (docs/contract.md#spans) as OTLP spans: the lead agent
 // dispatches a web search, then two parallel `task` calls (subagents using 10/5 and
 // 20/7 tokens, test-cases.md A8), and the second subagent dispatches a nested task
 // (3/1 tokens). The spans come back in two batches as an SDK exports them, by end
@@ -39,7 +39,7 @@ func AgentRun(traceNo uint64) (early, root ptrace.Traces) {
 	return early, root
 }
 
-// AgentRunDispatch is what CONTRACT §3 says AgentRun's dispatching spans carry, by the
+// AgentRunDispatch is what docs/contract.md#merge says AgentRun's dispatching spans carry, by the
 // tool call ids they dispatched (joined with ","): the lead's 10/5 + (12/3 + 3/1 + 5/3).
 func AgentRunDispatch(traceNo uint64) map[string]genai.Usage {
 	s := fmt.Sprint(traceNo)

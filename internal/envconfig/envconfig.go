@@ -1,5 +1,5 @@
 // Package envconfig holds DeerFlow's environment-variable rules for tracing settings
-// (shared/deerflow/observability.md §1, CONTRACT §5), shared by both exporters so they
+// (docs/contract.md#exporters), shared by both exporters so they
 // resolve variables identically.
 package envconfig
 

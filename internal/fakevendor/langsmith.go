@@ -23,8 +23,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// langSmithSpec is a copy of ../shared/specs/langsmith-ingest.derived.openapi.yaml (a
-// test checks the copy matches when shared/ is present).
+// langSmithSpec is the derived LangSmith ingestion spec (its header says what it was
+// assembled from); a test pins its checksum so it only changes on purpose.
 //
 //go:embed langsmith-ingest.derived.openapi.yaml
 var langSmithSpec []byte
@@ -460,7 +460,7 @@ var (
 )
 
 // CheckLangSmithRun checks one run against the derived OpenAPI schema and the server-side
-// rules no schema expresses (vendor notes §2.4): required fields, dotted_order format,
+// rules no schema expresses (docs/langsmith.md): required fields, dotted_order format,
 // its first/last/penultimate UUIDs, root id == trace_id, non-decreasing segment times,
 // timestamps, and usage_metadata's allowed keys and inclusive arithmetic.
 func CheckLangSmithRun(run map[string]any) []string {

@@ -14,9 +14,9 @@ type AgentTraceSpans struct {
 	Lead, LeadChat, Task, Subagent, SubChat1, SearchTool, SubChat2, TitleChat pcommon.SpanID
 }
 
-// AgentTrace builds one DeerFlow-shaped run (CONTRACT §1) as subagentmerge leaves it:
+// AgentTrace builds one DeerFlow-shaped run (docs/contract.md#spans) as subagentmerge leaves it:
 // the lead agent, its model call that dispatched a researcher subagent through the task
-// tool (with the subagent's usage merged onto it, CONTRACT §3), the subagent's two model
+// tool (with the subagent's usage merged onto it, docs/contract.md#merge), the subagent's two model
 // calls and a failed web_search tool call, and a title middleware model call. seed makes
 // the trace and span ids distinct per call; base is the lead agent's start time.
 //

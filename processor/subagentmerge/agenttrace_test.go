@@ -12,7 +12,7 @@ import (
 	"github.com/agentmeter/agentmeter/genai"
 )
 
-// traceBuilder writes agent traces the way CONTRACT §1 describes them, with
+// traceBuilder writes agent traces the way docs/contract.md#spans describes them, with
 // deterministic ids and timestamps so golden files are stable.
 type traceBuilder struct {
 	td    ptrace.Traces

@@ -1,7 +1,7 @@
 // Package subagentmerge is a traces processor that buffers spans by trace id and, once a
 // trace is complete (or idle, or pushed out by capacity, or at shutdown), adds the token
 // usage of every subagent run onto the chat span whose response dispatched it
-// (CONTRACT §3, DeerFlow's merge onto the dispatching AIMessage, observability.md §3.3).
+// (docs/contract.md#merge: DeerFlow's merge onto the dispatching AIMessage).
 //
 // The buffer keeps incoming spans as OTLP protobuf bytes per trace plus a small index
 // (span id, parent id) for completeness and duplicate checks, in a sharded map with one

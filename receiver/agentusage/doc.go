@@ -2,7 +2,7 @@
 // agent usage from applications that do not emit agentmeter spans, with three faces —
 // native usage records (POST /v1/usage), a LangSmith-compatible API and a
 // Langfuse-compatible API — and turns every input into the spans of the wire contract
-// (../shared/CONTRACT.md §1-2), so the rest of the pipeline cannot tell sources apart.
+// (docs/contract.md#spans), so the rest of the pipeline cannot tell sources apart.
 // docs/agentusage.md describes the mapping of each face.
 package agentusage
 

@@ -1,8 +1,8 @@
 // Package agent is the agent loop of the runtime: LangChain create_agent's graph
 // (before_agent → [before_model → model → after_model → tools]* → after_agent) with
-// DeerFlow's middleware hook semantics (shared/deerflow/middleware.md §1), a tool node that
+// DeerFlow's middleware hook semantics (docs/runtime.md#middleware-hooks-runtimeagent), a tool node that
 // runs one response's tool calls concurrently, a recursion limit, context cancellation
-// everywhere, and the invoke_agent / execute_tool spans of CONTRACT §1.
+// everywhere, and the invoke_agent / execute_tool spans of docs/contract.md#spans.
 //
 // # Hooks and their order
 //

@@ -1,6 +1,5 @@
 // Package gateway is `agentmeter serve`: runs of the lead agent over HTTP, persisted in a
-// store.RunStore, with DeerFlow's token-usage endpoint (shared/deerflow/observability.md
-// §7), Server-Sent Events, API-key auth with scopes and Prometheus metrics.
+// store.RunStore, with DeerFlow's token-usage endpoint (docs/gateway.md), Server-Sent Events, API-key auth with scopes and Prometheus metrics.
 //
 // The gateway never builds agents itself: it gets them from an injected AgentFactory
 // (cmd/agentmeter wires the runtime, the middleware chain and the model providers).

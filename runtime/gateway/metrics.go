@@ -12,7 +12,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/store"
 )
 
-// metrics are the gateway's Prometheus series. Label names and values follow CONTRACT §4
+// metrics are the gateway's Prometheus series. Label names and values follow docs/contract.md#metrics
 // where they overlap (token_type, caller buckets, model); the token counters carry a
 // gateway_ prefix so a Prometheus scraping both the gateway and the collector never adds
 // the same tokens twice. Never a thread, run, user or trace id as a label.

@@ -1,4 +1,4 @@
-// Package journal is DeerFlow's RunJournal (shared/deerflow/observability.md §5): the
+// Package journal is DeerFlow's RunJournal (docs/runtime.md#journal): the
 // run-scoped accountant of one lead-agent run. It counts tokens per caller bucket and per
 // model, deduplicates inline model calls by model-call id and external usage records by
 // source_run_id, keeps the message summary (message_count, first human and last AI

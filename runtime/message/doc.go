@@ -1,7 +1,7 @@
 // Package message holds the conversation messages of the agent runtime: human, AI (with
 // tool calls, usage_metadata, additional_kwargs and response metadata), tool (with
 // tool_call_id and status) and system, in LangChain's shape so DeerFlow's middleware
-// behaviour (shared/deerflow/middleware.md, observability.md §3) ports one to one.
+// behaviour (docs/middleware.md) ports one to one.
 //
 // # Identity
 //

@@ -3,7 +3,7 @@ package message
 import "github.com/agentmeter/agentmeter/genai"
 
 // UsageMetadata is LangChain's usage_metadata of an AIMessage. Input includes the cached
-// part and Output includes reasoning, exactly as genai.Usage (CONTRACT §2); providers that
+// part and Output includes reasoning, exactly as genai.Usage (docs/contract.md#usage); providers that
 // report cache separately (Anthropic) are normalised before they build one.
 type UsageMetadata struct {
 	InputTokens        int64               `json:"input_tokens"`

@@ -1,7 +1,7 @@
 // Package model is the runtime's one interface to language models: the Provider a
 // backend implements, the ChatModel every caller uses, the request/response types
 // (including streaming deltas), the provider registry and the factory that wraps every
-// model so each call emits exactly one `chat {model}` span with its usage (CONTRACT §1-2).
+// model so each call emits exactly one `chat {model}` span with its usage (docs/contract.md#spans).
 //
 // # Layers
 //
@@ -23,7 +23,7 @@
 //   - Generate returns one aggregated AI message. When req.Stream is true the provider
 //     uses its streaming API, calls req.OnDelta for each text/reasoning delta (from the
 //     calling goroutine, in order; never after Generate returns) and aggregates.
-//   - Usage goes into Response.Message.UsageMetadata normalised per CONTRACT §2 (input
+//   - Usage goes into Response.Message.UsageMetadata normalised per docs/contract.md#usage (input
 //     includes cache read and cache creation; output includes reasoning) and is nil when
 //     the backend reported none. A streamed OpenAI response takes usage from the final
 //     chunk, even when that chunk also carries choices.

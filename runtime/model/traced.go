@@ -144,7 +144,7 @@ type traced struct {
 	info Info
 }
 
-// Wrap returns p as a ChatModel whose every call emits one chat span (CONTRACT §1-2) and
+// Wrap returns p as a ChatModel whose every call emits one chat span (docs/contract.md#spans) and
 // notifies the context's observers. New applies it to every configured model; Wrap is
 // exported for tests and embedders with hand-built providers.
 func Wrap(p Provider, info Info) ChatModel {

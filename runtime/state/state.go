@@ -9,7 +9,7 @@
 // The agent loop owns the State of a run. Hooks and tools receive it read-only (a pointer
 // for speed, never to be mutated) and describe changes as an Update, which the loop
 // applies with Apply before the next hook or node runs — the same "each hook is its own
-// graph node" semantics as LangGraph (shared/deerflow/middleware.md §1). Nothing may keep a
+// graph node" semantics as LangGraph (docs/runtime.md#middleware-hooks-runtimeagent). Nothing may keep a
 // State pointer after the hook returns. State is not safe for concurrent mutation; the loop
 // applies updates from one goroutine (concurrent tool calls return their Updates and the
 // loop applies them in tool-call order).

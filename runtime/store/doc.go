@@ -1,5 +1,5 @@
 // Package store is the gateway's run store: threads, runs and the per-run token fields
-// DeerFlow persists (shared/deerflow/observability.md §6), with the token-usage
+// DeerFlow persists (docs/gateway.md#runs-and-the-store), with the token-usage
 // aggregation of §7.3.
 //
 // RunStore is implemented by store/sqlite (embedded, pure Go, the default) and

@@ -1,7 +1,7 @@
 // Package subagent runs subagents for the lead agent: the Executor (concurrency limit,
 // timeout, cooperative cancellation, per-execution token collection) and the task tool
 // that dispatches through it and returns DeerFlow's terminal ToolMessage
-// (shared/deerflow/observability.md §4).
+// (docs/runtime.md#subagents).
 //
 // # Usage accounting
 //
@@ -15,7 +15,7 @@
 // # Spans
 //
 // The subagent's `invoke_agent {name}` span is started from the tool's context, so it is a
-// child of the `execute_tool task` span (CONTRACT §1) and carries gen_ai.tool.call.id = the
+// child of the `execute_tool task` span (docs/contract.md#spans) and carries gen_ai.tool.call.id = the
 // task call's id; its chat and execute_tool spans nest under it with caller
 // "subagent:<name>". The task tool sets agentmeter.subagent.status on its execute_tool span.
 package subagent

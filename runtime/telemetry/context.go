@@ -1,6 +1,6 @@
 // Package telemetry sets up the runtime's OpenTelemetry tracer provider (OTLP/HTTP, the
 // standard OTEL_* environment variables, bounded export timeouts) and carries the
-// run-scoped span attributes of CONTRACT §1 through context.Context.
+// run-scoped span attributes of docs/contract.md#spans through context.Context.
 //
 // Every span of a run carries gen_ai.conversation.id (thread id), agentmeter.run.id,
 // enduser.id when known and agentmeter.caller. The agent loop stores the first three with
@@ -60,7 +60,7 @@ func CallerFrom(ctx context.Context) string {
 	return genai.BucketLeadAgent
 }
 
-// CommonAttributes are the attributes every span of a run carries (CONTRACT §1), with
+// CommonAttributes are the attributes every span of a run carries (docs/contract.md#attributes), with
 // caller as agentmeter.caller. Empty ids are left out.
 func CommonAttributes(ctx context.Context, caller string) []attribute.KeyValue {
 	r := RunFrom(ctx)
@@ -94,7 +94,7 @@ func Tracer(ctx context.Context) trace.Tracer {
 
 // WithContentCapture turns recording of prompts, completions and tool arguments
 // (gen_ai.input.messages / gen_ai.output.messages) on or off for spans started from ctx.
-// It is off unless opted in (CONTRACT §1).
+// It is off unless opted in (docs/contract.md#attributes).
 func WithContentCapture(ctx context.Context, on bool) context.Context {
 	return context.WithValue(ctx, contentKey{}, on)
 }

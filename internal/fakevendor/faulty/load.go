@@ -266,7 +266,7 @@ func AppendRun(spans ptrace.SpanSlice, n int, at time.Time, pad string) {
 
 // LangSmithRunID is the run id LangSmith gives a span: the trace id as a UUID for a root
 // span, else the span id in the low 8 bytes of a UUID (LangSmith's OTLP translator, which
-// the langsmith exporter follows; vendor notes §2.4).
+// the langsmith exporter follows; docs/langsmith.md).
 func LangSmithRunID(sp ptrace.Span) string {
 	if sp.ParentSpanID().IsEmpty() {
 		return uuid(sp.TraceID())

@@ -22,7 +22,7 @@ type AgentRun struct {
 }
 
 // DefaultAgentRun is the run used by the exporter and end-to-end tests. Usage follows
-// CONTRACT §2 (input includes cache, output includes reasoning): the lead model is
+// docs/contract.md#usage (input includes cache, output includes reasoning): the lead model is
 // OpenAI-style (cached prompt tokens, reasoning tokens), the subagent Anthropic-style
 // (cache read and cache creation).
 func DefaultAgentRun() AgentRun {
@@ -148,7 +148,7 @@ func AppendAgentTrace(td ptrace.Traces, r AgentRun) (pcommon.TraceID, [roleCount
 	chat(RoleLeadChat2, RoleLead, r.LeadModel, "openai", 6010, 8000, lead, r.Usage[3])
 	chat(RoleTitleChat, RoleLead, "gpt-4o-mini", "openai", 8010, 8900, genai.MiddlewareCaller("title"), r.Usage[4])
 
-	// what processor/subagentmerge writes (CONTRACT §3): the subagent's usage on the
+	// what processor/subagentmerge writes (docs/contract.md#merge): the subagent's usage on the
 	// dispatching chat span, the merge status on the task span.
 	genai.PutSubagentUsage(c1, r.Usage[1].Add(r.Usage[2]))
 	c1.PutInt(genai.AttrSubagentDispatches, 1)

@@ -14,7 +14,7 @@ import (
 )
 
 // specYAML is langfuse/langfuse web/public/generated/api/openapi.yml, verbatim
-// (shared/specs/SOURCES.md: commit a7fa476e, sha256 896774f9…b233).
+// (commit a7fa476e7537254b02efca84de6a67cc528b0e89, 2026-08-22; sha256 896774f9…b233).
 //
 //go:embed langfuse-openapi.yml
 var specYAML []byte

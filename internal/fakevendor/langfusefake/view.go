@@ -11,7 +11,7 @@ import (
 
 // Observation is what Langfuse's OTLP ingestion would make of one span, reduced to the
 // fields agentmeter cares about. The rules follow the server's OtelIngestionProcessor as
-// described in shared/vendors/langfuse-langsmith.md §1.7 and §1.8: first match wins.
+// described in docs/langfuse.md#mapping: first match wins.
 type Observation struct {
 	TraceID, ID, ParentID string // hex, as Langfuse stores them
 	Name                  string

@@ -2,7 +2,7 @@
 // github.com/anthropics/anthropic-sdk-go/v2 SDK). It registers itself as provider
 // "anthropic".
 //
-// Usage normalisation (CONTRACT §2): Anthropic reports input_tokens WITHOUT the cached
+// Usage normalisation (docs/contract.md#usage): Anthropic reports input_tokens WITHOUT the cached
 // part, so input = input_tokens + cache_read_input_tokens + cache_creation_input_tokens,
 // with cache_read and cache_creation kept as the parts; output_tokens already includes
 // thinking (reasoning = output_tokens_details.thinking_tokens). Streaming aggregates with
@@ -258,7 +258,7 @@ func toResponse(msg *an.Message, hasUsage bool) *model.Response {
 	return resp
 }
 
-// Normalise maps Anthropic usage onto CONTRACT §2: cached input is added into input.
+// Normalise maps Anthropic usage onto docs/contract.md#usage: cached input is added into input.
 func Normalise(u an.Usage) genai.Usage {
 	return genai.Usage{
 		Input:         u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,

@@ -7,7 +7,7 @@
 // stream_usage: false (DeerFlow observability.md §2: on by default for every
 // OpenAI-compatible endpoint, explicit false kept). Usage is taken from the chunk that
 // carries it — normally the last one, with or without choices. Usage is normalised per
-// CONTRACT §2: prompt_tokens already includes cached tokens (cache_read = cached_tokens,
+// docs/contract.md#usage: prompt_tokens already includes cached tokens (cache_read = cached_tokens,
 // cache_creation = cache_write_tokens), completion_tokens already includes reasoning.
 //
 // The SDK's own retries are off (WithMaxRetries(0)): retry policy belongs to the
@@ -316,7 +316,7 @@ func (a *aggregate) response(requested string) *model.Response {
 	return resp
 }
 
-// normalise maps OpenAI usage onto CONTRACT §2 (prompt_tokens already includes cache).
+// normalise maps OpenAI usage onto docs/contract.md#usage (prompt_tokens already includes cache).
 func normalise(u oa.CompletionUsage) genai.Usage {
 	return genai.Usage{
 		Input: u.PromptTokens, Output: u.CompletionTokens,

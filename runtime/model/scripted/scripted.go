@@ -99,7 +99,7 @@ type ScriptedCall struct {
 	Args map[string]any `yaml:"args"`
 }
 
-// Usage is a turn's usage, normalised as CONTRACT §2 (input includes cache).
+// Usage is a turn's usage, normalised as docs/contract.md#usage (input includes cache).
 type Usage struct {
 	Input         int64 `yaml:"input"`
 	Output        int64 `yaml:"output"`

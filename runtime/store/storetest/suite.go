@@ -1,7 +1,7 @@
 // Package storetest is the one test suite every RunStore backend must pass. The expected
 // aggregation results are written as JSON literals, so two backends passing the suite
 // return byte-identical token-usage bodies for the same rows (DeerFlow's
-// test_memory_and_sql_stores_agree, shared/deerflow/test-cases.md A10 and A15).
+// test_memory_and_sql_stores_agree and its pinned aggregation example).
 package storetest
 
 import (

@@ -1,6 +1,6 @@
-// Package shape rewrites agentmeter spans (shared/CONTRACT.md) into the attributes
+// Package shape rewrites agentmeter spans (docs/contract.md) into the attributes
 // Langfuse's OTLP ingestion maps onto traces and observations
-// (shared/vendors/langfuse-langsmith.md §1.7, §1.8). The contract keys come from genai;
+// (docs/langfuse.md#mapping). The contract keys come from genai;
 // the Langfuse attribute names live here, because only this exporter speaks them.
 package shape
 
@@ -39,7 +39,7 @@ const (
 )
 
 // Keys of langfuse.observation.usage_details: Langfuse's exclusive buckets, each priced on
-// its own (vendor notes §1.8). One key per bucket, never a synonym next to it.
+// its own (docs/langfuse.md). One key per bucket, never a synonym next to it.
 const (
 	UsageInput         = "input"
 	UsageCacheRead     = "input_cached_tokens"

@@ -13,7 +13,7 @@ import (
 
 // traceInfo holds what is stamped on every span of one trace. Langfuse v4 filters per
 // row and takes user, session, trace name and tags from each span's own attributes only
-// (vendor notes §1.7), so a generation row without them falls out of every filter.
+// (docs/langfuse.md), so a generation row without them falls out of every filter.
 type traceInfo struct {
 	name         string // explicit langfuse.trace.name, else derived from the root span
 	rootName     string
@@ -30,7 +30,7 @@ type traceInfo struct {
 // NewPlan works out, without changing td, the attributes each span of td needs for
 // Langfuse. Everything is set-if-absent: an attribute the span already carries (from its
 // emitter, or from an earlier plan applied to it) is never added again, and
-// gen_ai.usage.* is never touched (CONTRACT §2).
+// gen_ai.usage.* is never touched (docs/contract.md#usage).
 //
 // It adds only what Langfuse's server would not derive by itself from the span (vendor
 // notes §1.7): every byte added is gzipped and sent for every span.
@@ -372,7 +372,7 @@ type Buckets struct {
 }
 
 // UsageBuckets splits contract usage (input includes cache, output includes reasoning,
-// CONTRACT §2) into Langfuse's exclusive buckets (vendor notes §1.8): input without
+// docs/contract.md#usage) into Langfuse's exclusive buckets (docs/langfuse.md): input without
 // cache, output without reasoning. Negative counts are treated as 0.
 //
 // A span whose cache counts exceed its input cannot be contract-normalised; it is what

@@ -31,7 +31,7 @@ func TestUsageBuckets(t *testing.T) {
 			json: `{"input":1000,"input_cached_tokens":200,"output":200,"output_reasoning_tokens":100,"total":1500}`,
 		},
 		{
-			name: "anthropic style normalised per CONTRACT §2 (input includes cache read and creation)",
+			name: "anthropic style normalised per docs/contract.md#usage (input includes cache read and creation)",
 			in:   genai.Usage{Input: 2600, Output: 400, CacheRead: 2000, CacheCreation: 500},
 			want: Buckets{Input: 100, CacheRead: 2000, CacheCreation: 500, Output: 400, Total: 3000},
 			json: `{"input":100,"input_cached_tokens":2000,"input_cache_creation":500,"output":400,"total":3000}`,
@@ -138,7 +138,7 @@ func TestTraceAttributesOnEverySpan(t *testing.T) {
 	assert.Equal(t, "gpt-4o", view(td, 1).Model)
 	assert.Equal(t, `{"input":10,"output":5,"total":15}`, get(t, spanAt(td, 1), AttrObservationUsage))
 	assert.Empty(t, view(td, 0).Usage, "no usage on the agent span")
-	// own usage untouched (CONTRACT §2)
+	// own usage untouched (docs/contract.md#usage)
 	u, _ := genai.UsageFromMap(spanAt(td, 1).Attributes())
 	assert.Equal(t, genai.Usage{Input: 10, Output: 5}, u)
 }

@@ -1,6 +1,6 @@
 // Package ingest sends LangSmith runs: multipart and batch bodies, batches bounded by
 // /info's batch_ingest_config, compression, and the vendor's status-code semantics
-// (../shared/vendors/langfuse-langsmith.md §2.3, §2.5, §2.6).
+// (docs/langsmith.md).
 package ingest
 
 import (
@@ -79,7 +79,7 @@ type Limits struct {
 }
 
 // Fallbacks when /info is unreachable or silent: the JS SDK's 100 operations and the
-// Python/Go SDKs' 20 MiB (vendor notes §2.3).
+// Python/Go SDKs' 20 MiB (docs/langsmith.md).
 const (
 	DefaultMaxRuns  = 100
 	DefaultMaxBytes = 20 << 20

@@ -1,6 +1,6 @@
 // Package runtree turns OTel spans into LangSmith runs: deterministic run ids, the
 // dotted_order of each run's ancestor chain, run types, usage_metadata and metadata.
-// Vendor rules: ../shared/vendors/langfuse-langsmith.md §2.4 and §2.7.
+// Vendor rules: docs/langsmith.md#span--run.
 package runtree
 
 import (
@@ -38,7 +38,7 @@ func uuidString(b [16]byte) string {
 
 // AppendSegment appends one dotted_order segment: the UTC start time as
 // YYYYMMDDTHHMMSS + exactly 6 fractional digits + "Z", then the run UUID. LangSmith
-// rejects 3- or 9-digit fractions (vendor notes §2.4), so the format is fixed by hand.
+// rejects 3- or 9-digit fractions (docs/langsmith.md), so the format is fixed by hand.
 func AppendSegment(dst []byte, micros int64, runID string) []byte {
 	c := civilFromMicros(micros)
 	dst = appendDigits(dst, c.year, 4)

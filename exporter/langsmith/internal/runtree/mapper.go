@@ -305,7 +305,7 @@ func (m *Mapper) buildRun(s *spanInfo) Run {
 	if v := str(s.res.Attributes(), genai.AttrServiceName); v != "" {
 		md = append(md, StrKV(genai.AttrServiceName, v))
 	}
-	// LangSmith threads group runs by metadata thread_id / session_id (vendor notes §2.4)
+	// LangSmith threads group runs by metadata thread_id / session_id (docs/langsmith.md)
 	if thread := str(attrs, genai.AttrConversationID); thread != "" {
 		md = append(md, StrKV(keyThreadID, thread), StrKV(keySessionID, thread))
 	}
@@ -320,7 +320,7 @@ func (m *Mapper) buildRun(s *spanInfo) Run {
 		su := &SubagentUsage{Usage: usageMetadata(sub)}
 		su.Dispatches, su.HasDispatches = attrs.Get(genai.AttrSubagentDispatches)
 		su.ToolCallIDs = genai.StringsFromMap(attrs, genai.AttrSubagentToolCallIDs)
-		// merged subagent usage is metadata only, never usage_metadata (CONTRACT §5), so
+		// merged subagent usage is metadata only, never usage_metadata (docs/contract.md#exported-data), so
 		// LangSmith's trace totals stay the sum of each call's own usage
 		md = append(md, KV{Key: keySubagentUsage, Value: su})
 	}

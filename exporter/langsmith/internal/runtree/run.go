@@ -52,7 +52,7 @@ type Head struct {
 	Tags        []string `json:"tags,omitempty"`
 }
 
-// Inputs carries opt-in content only (CONTRACT §1: off by default).
+// Inputs carries opt-in content only (docs/contract.md#attributes: off by default).
 type Inputs struct {
 	Messages           json.RawMessage `json:"messages,omitempty"`
 	SystemInstructions json.RawMessage `json:"system_instructions,omitempty"`
@@ -64,7 +64,7 @@ type Outputs struct {
 	UsageMetadata *UsageMetadata  `json:"usage_metadata,omitempty"`
 }
 
-// UsageMetadata is LangSmith's inclusive usage shape (vendor notes §2.7): input_tokens
+// UsageMetadata is LangSmith's inclusive usage shape (docs/langsmith.md): input_tokens
 // includes the cache details, output_tokens includes reasoning; details are subsets.
 type UsageMetadata struct {
 	InputTokens        int64            `json:"input_tokens"`
@@ -117,7 +117,7 @@ func (m Metadata) Get(key string) (any, bool) {
 }
 
 // SubagentUsage is the merged usage of the subagents a model call dispatched
-// (CONTRACT §3), written to extra.metadata.subagent_usage.
+// (docs/contract.md#merge), written to extra.metadata.subagent_usage.
 type SubagentUsage struct {
 	Usage         *UsageMetadata
 	Dispatches    pcommon.Value

@@ -1,4 +1,4 @@
-// Package merge applies CONTRACT §3 to the spans of one complete trace: the subtree usage
+// Package merge applies docs/contract.md#merge to the spans of one complete trace: the subtree usage
 // of every execute_tool span that has model calls under it is added onto the chat span
 // whose response dispatched that tool call.
 package merge

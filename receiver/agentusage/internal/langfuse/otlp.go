@@ -46,7 +46,7 @@ func DecodeOTLP(contentType string, body []byte) (ptrace.Traces, error) {
 }
 
 // Langfuse attribute keys read by MapOTLP (Langfuse's own names; see
-// shared/vendors/langfuse-langsmith.md §1.7).
+// docs/langfuse.md#mapping).
 const (
 	lfObsType       = "langfuse.observation.type"
 	lfModel         = "langfuse.observation.model.name"
@@ -71,7 +71,7 @@ const (
 //     gen_ai.operation.name keep it;
 //   - langfuse.observation.model.name → gen_ai.request.model / response.model;
 //   - langfuse.observation.usage_details (Langfuse's exclusive buckets: input without
-//     cache, output without reasoning) → gen_ai.usage.* inclusive (CONTRACT §2);
+//     cache, output without reasoning) → gen_ai.usage.* inclusive (docs/contract.md#usage);
 //   - session → gen_ai.conversation.id, user → enduser.id, copied to every span of the
 //     trace (the SDK sets them on some spans only);
 //   - metadata caller / tool_call_id / run_id / response_tool_call_ids → agentmeter keys;

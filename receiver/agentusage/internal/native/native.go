@@ -31,7 +31,7 @@ type Record struct {
 	ModelName           string
 	Provider            string
 	Usage               genai.Usage
-	HasUsage            bool // false: the call reported no usage, so the span gets none (CONTRACT §2)
+	HasUsage            bool // false: the call reported no usage, so the span gets none (docs/contract.md#usage)
 	ToolCallID          string
 	ResponseToolCallIDs []string
 	Start, End          time.Time
