@@ -20,13 +20,20 @@ type Result struct {
 	// Orphans is the number of execute_tool spans with model calls under them whose
 	// dispatching chat span is not in the trace (now marked "orphan").
 	Orphans int
+	// Attributed is the number of model calls that got agentmeter.caller from the
+	// trace's shape (a subagent's run under a tool span; see attribute.go).
+	Attributed int
 }
 
 type node struct {
 	span   ptrace.Span
 	parent int32 // index of the parent in the trace, -1 when absent
-	op     string
-	usage  genai.Usage
+	// kind of span, by the genai rules every reader shares: genai.IsModelCallSpan,
+	// genai.IsToolCallSpan, genai.AgentRunName (agent is the run's agent name)
+	model, tool, agentRun bool
+	agent                 string
+	caller                string // agentmeter.caller of the calls in this run, once needed
+	usage                 genai.Usage
 	// subtree is the own usage of every model call strictly under this node; only
 	// accumulated for execute_tool nodes, the only ones that need it.
 	subtree  genai.Usage
@@ -40,7 +47,8 @@ type dispatch struct {
 }
 
 // Apply merges subagent usage over the spans of one trace (all spans must share a trace
-// id; the caller groups them). It mutates the spans' attributes in place and never
+// id; the caller groups them), after attributing model calls to the subagent whose run
+// they are in (attribute.go). It mutates the spans' attributes in place and never
 // touches a span's own gen_ai.usage.*. Spans already carrying agentmeter.merge.status
 // are skipped, so applying it twice changes nothing the second time.
 func Apply(spans []ptrace.Span) Result {
@@ -54,12 +62,13 @@ func Apply(spans []ptrace.Span) Result {
 	for i, sp := range spans {
 		n := &nodes[i]
 		n.span, n.parent = sp, -1
-		n.op = genai.SpanOperation(sp.Name(), sp.Attributes())
-		switch {
-		case genai.IsModelCall(n.op):
-			haveModel = true // usage is read below, only for calls under a tool span
-		case n.op == genai.OpExecuteTool:
-			haveTool = true
+		switch attrs := sp.Attributes(); {
+		case genai.IsModelCallSpan(sp.Name(), attrs):
+			n.model, haveModel = true, true // usage is read below, only for calls under a tool span
+		case genai.IsToolCallSpan(sp.Name(), attrs):
+			n.tool, haveTool = true, true
+		default:
+			n.agent, n.agentRun = genai.AgentRunName(sp.Name(), attrs)
 		}
 		byID[sp.SpanID()] = int32(i)
 	}
@@ -74,17 +83,20 @@ func Apply(spans []ptrace.Span) Result {
 		}
 	}
 
+	// Who made each call, from the trace's shape, before anything reads callers.
+	res.Attributed = attribute(nodes)
+
 	// Roll each model call's usage up to every execute_tool ancestor, so nested
 	// subagents count at every level. The walk is bounded by the span count, which
 	// also stops it on malformed input whose parent links form a cycle.
 	for i := range nodes {
-		if !genai.IsModelCall(nodes[i].op) {
+		if !nodes[i].model {
 			continue
 		}
 		read := false
 		for j, steps := nodes[i].parent, 0; j >= 0 && steps < len(nodes); j, steps = nodes[j].parent, steps+1 {
 			a := &nodes[j]
-			if a.op != genai.OpExecuteTool {
+			if !a.tool {
 				continue
 			}
 			if !read { // most model calls (the lead agent's) sit under no tool span
@@ -100,7 +112,7 @@ func Apply(spans []ptrace.Span) Result {
 	acc := map[int32]*dispatch{}
 	for i := range nodes {
 		t := &nodes[i]
-		if t.op != genai.OpExecuteTool || !t.hasModel {
+		if !t.tool || !t.hasModel {
 			continue
 		}
 		if _, marked := t.span.Attributes().Get(genai.AttrMergeStatus); marked {
@@ -138,7 +150,7 @@ func Apply(spans []ptrace.Span) Result {
 func indexDispatchers(nodes []node) map[string][]int32 {
 	idx := map[string][]int32{}
 	for i := range nodes {
-		if !genai.IsModelCall(nodes[i].op) {
+		if !nodes[i].model {
 			continue
 		}
 		for _, id := range genai.DispatchedToolCallIDs(nodes[i].span.Attributes()) {
