@@ -79,15 +79,15 @@ func serve(ctx context.Context, cfgPath, listen string, stderr io.Writer) error 
 	}
 	defer tel.Shutdown(context.Background())
 
-	lead, err := NewLeadAgent(cfg)
-	if err != nil {
-		return err
-	}
 	st, err := openStore(ctx, stCfg)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	lead, err := NewLeadAgent(cfg, LeadOptions{Memory: storeMemory{st}})
+	if err != nil {
+		return err
+	}
 
 	runCtx := telemetry.WithContentCapture(context.Background(), cfg.Telemetry.CaptureContent)
 	srv, err := gateway.New(gateway.Options{
@@ -153,4 +153,16 @@ func openStore(ctx context.Context, c *store.Config) (store.RunStore, error) {
 		}
 		return sqlite.Open(ctx, dsn)
 	}
+}
+
+// storeMemory keeps MemoryMiddleware's per-user memory in the run store, so every
+// replica sharing the database sees the same memory.
+type storeMemory struct{ st store.RunStore }
+
+func (m storeMemory) Load(ctx context.Context, userID, agentName string) (string, error) {
+	return m.st.LoadMemory(ctx, userID, agentName)
+}
+
+func (m storeMemory) Save(ctx context.Context, userID, agentName, memory string) error {
+	return m.st.SaveMemory(ctx, userID, agentName, memory)
 }

@@ -70,9 +70,10 @@ type Server struct {
 	runsWG    sync.WaitGroup
 
 	mu      sync.Mutex
-	active  map[string]*activeRun // pending or running in this process
-	recent  map[string]*activeRun // finished, kept for stream replay
-	order   []string              // recent, oldest first
+	active  map[string]*activeRun  // pending or running in this process
+	lines   map[string]*threadLine // per thread: its admitted, unfinished runs
+	recent  map[string]*activeRun  // finished, kept for stream replay
+	order   []string               // recent, oldest first
 	context map[string]contextTokens
 }
 
@@ -112,7 +113,7 @@ func New(o Options) (*Server, error) {
 		cfg: cfg, store: o.Store, agents: o.Agents, log: log, auth: auth, metrics: newMetrics(),
 		ctxWindow: o.ContextWindow, defaultModel: o.DefaultModel,
 		runCtx: runCtx, cancelAll: cancel,
-		active: map[string]*activeRun{}, recent: map[string]*activeRun{}, context: map[string]contextTokens{},
+		active: map[string]*activeRun{}, lines: map[string]*threadLine{}, recent: map[string]*activeRun{}, context: map[string]contextTokens{},
 	}
 	if s.ctxWindow == nil {
 		s.ctxWindow = func(string) int { return 0 }
@@ -166,6 +167,8 @@ func (s *Server) routes() http.Handler {
 	handle("GET /api/threads/{thread_id}/runs/{run_id}", ScopeThreadsRead, s.getRun)
 	handle("GET /api/threads/{thread_id}/runs/{run_id}/stream", ScopeThreadsRead, s.streamRun)
 	handle("POST /api/threads/{thread_id}/runs/{run_id}/cancel", ScopeThreadsWrite, s.cancelRun)
+	handle("GET /api/threads/{thread_id}/runs/{run_id}/events", ScopeThreadsRead, s.runEvents)
+	handle("GET /api/threads/{thread_id}/state", ScopeThreadsRead, s.threadState)
 	handle("GET /api/threads/{thread_id}/token-usage", ScopeThreadsRead, s.tokenUsage)
 	mux.Handle("GET /metrics", s.instrument("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	mux.Handle("GET /healthz", s.instrument("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
