@@ -103,7 +103,7 @@ func (m *Mapper) Map(td ptrace.Traces) (runs []Run, skipped int) {
 					continue
 				}
 				infos = append(infos, spanInfo{
-					ref: SpanRef{ri, si, ki}, span: sp, res: rs.Resource(),
+					ref: SpanRef{Resource: ri, Scope: si, Span: ki}, span: sp, res: rs.Resource(),
 					traceID: sp.TraceID(), spanID: sp.SpanID(), parent: sp.ParentSpanID(),
 					start: int64(sp.StartTimestamp()) / 1000,
 				})

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 )
 
 // Run types LangSmith accepts (there is no "agent" type: agents are chains).
@@ -34,7 +36,7 @@ type Run struct {
 }
 
 // SpanRef is the position of a span inside the ptrace.Traces it was read from.
-type SpanRef struct{ Resource, Scope, Span int }
+type SpanRef = vendorhttp.SpanRef
 
 // Head is the run object without the fields multipart ingestion sends as their own parts
 // (inputs, outputs, extra, error, events, serialized).
