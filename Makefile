@@ -8,7 +8,7 @@ COLLECTOR := $(BIN)/agentmeter-collector
 # the race detector on everything: the runtime and the collector components are concurrent
 TEST_FLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: all build collector test test-deps vet fmt-check bench clean ocb generate check-generated
+.PHONY: all build collector test test-deps vet fmt-check bench bench-compare clean ocb generate check-generated
 
 all: build collector
 
@@ -65,6 +65,12 @@ test: test-deps collector build fmt-check vet
 
 bench: collector build
 	AGENTMETER_COLLECTOR=$(COLLECTOR) AGENTMETER_BIN=$(BIN)/agentmeter $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+
+# docs/performance.md, measured on this machine: each of our components against what a user
+# would pick instead, in one run (bench/compare.sh; about 10 minutes, loopback only).
+# BENCH_SMOKE=1 BENCH_OUT=/tmp/p.md make bench-compare is a quick check with tiny counts.
+bench-compare: collector
+	AGENTMETER_COLLECTOR=$(COLLECTOR) bench/compare.sh
 
 clean:
 	rm -rf $(BIN) _build

@@ -50,6 +50,14 @@ const (
 	AttrUsageCacheCreat1h = "agentmeter.usage.cache_creation.ephemeral_1h.input_tokens"
 )
 
+// Foreign keys holding a provider-reported total cost in USD, read (never written) by the
+// cost step: LiteLLM's and OpenLLMetry's gen_ai.usage.cost, OpenInference's llm.cost.total.
+// Langfuse reads the same two as a cost total.
+const (
+	AttrForeignUsageCost       = "gen_ai.usage.cost"
+	AttrOpenInferenceCostTotal = "llm.cost.total"
+)
+
 // Values of agentmeter.cost.source.
 const (
 	// CostSourceProvider: the provider (or the emitter on its behalf) reported the cost.
@@ -234,4 +242,15 @@ func (c Cost) Attributes(source string) []attribute.KeyValue {
 		}
 	}
 	return kv
+}
+
+// ForeignCostFromMap reads a provider-reported total cost an emitter put under a foreign
+// key (gen_ai.usage.cost, then llm.cost.total). Negative values are not a cost.
+func ForeignCostFromMap(m pcommon.Map) (float64, bool) {
+	for _, k := range [...]string{AttrForeignUsageCost, AttrOpenInferenceCostTotal} {
+		if v, ok := floatAttr(m, k); ok && v >= 0 {
+			return v, true
+		}
+	}
+	return 0, false
 }

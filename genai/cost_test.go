@@ -81,3 +81,19 @@ func TestCacheCreation1h(t *testing.T) {
 	m.PutInt(AttrUsageCacheCreat1h, 300)
 	assert.Equal(t, int64(300), CacheCreation1hFromMap(m))
 }
+
+func TestForeignCost(t *testing.T) {
+	m := pcommon.NewMap()
+	_, ok := ForeignCostFromMap(m)
+	assert.False(t, ok)
+	m.PutDouble(AttrOpenInferenceCostTotal, 0.25)
+	v, ok := ForeignCostFromMap(m)
+	assert.True(t, ok)
+	assert.Equal(t, 0.25, v)
+	m.PutStr(AttrForeignUsageCost, "0.5")
+	v, _ = ForeignCostFromMap(m)
+	assert.Equal(t, 0.5, v, "gen_ai.usage.cost first")
+	m.PutDouble(AttrForeignUsageCost, -1)
+	v, _ = ForeignCostFromMap(m)
+	assert.Equal(t, 0.25, v, "a negative cost is skipped")
+}

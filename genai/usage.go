@@ -134,6 +134,12 @@ func intAttr(m pcommon.Map, key string) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
+	return IntValue(v)
+}
+
+// IntValue reads a token count from an attribute value: an int, a double, or a numeric
+// string (OTLP JSON and some SDKs send counts that way). Anything else is not a count.
+func IntValue(v pcommon.Value) (int64, bool) {
 	switch v.Type() {
 	case pcommon.ValueTypeInt:
 		return v.Int(), true

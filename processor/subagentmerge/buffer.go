@@ -23,19 +23,25 @@ const (
 	flagIsRemote    = 0x200
 )
 
-// spanKey is all the buffer keeps per span besides its data. A local root is stored
-// with an empty parent, even when its real parent is remote.
+// spanKey is all the buffer keeps per span besides its data: its ids and what the span
+// tells the completeness rule (completeness.go). A local root is stored with an empty
+// parent, even when its real parent is remote.
 type spanKey struct {
 	id, parent pcommon.SpanID
+	call       uint32 // callHash of gen_ai.tool.call.id on tool spans, else 0
+	kind       uint8  // kind* bits
 }
 
 func (k spanKey) root() bool { return k.parent.IsEmpty() }
 
-func keyOf(sp ptrace.Span) spanKey {
-	if isLocalRoot(sp) {
-		return spanKey{id: sp.SpanID()}
+// keyOf reads sp's key and appends the hashes of the tool calls it asked for to asks.
+func keyOf(sp ptrace.Span, asks []uint32) (spanKey, []uint32) {
+	k := spanKey{id: sp.SpanID()}
+	if !isLocalRoot(sp) {
+		k.parent = sp.ParentSpanID()
 	}
-	return spanKey{id: sp.SpanID(), parent: sp.ParentSpanID()}
+	k.kind, k.call, asks = classify(sp, asks)
+	return k, asks
 }
 
 // isLocalRoot reports whether sp roots this process's part of the trace: it has no parent,
@@ -48,48 +54,48 @@ func isLocalRoot(sp ptrace.Span) bool {
 	return f&flagHasIsRemote != 0 && f&flagIsRemote != 0
 }
 
-// spanSet holds the span ids of one trace.
+// spanSet holds the span keys of one trace and the tool calls its model calls asked for.
 type spanSet struct {
 	keys []spanKey
-	idx  map[pcommon.SpanID]struct{} // nil until len(keys) > linearLimit
+	asks []uint32                 // callHash of every tool-call id a model call asked for
+	idx  map[pcommon.SpanID]int32 // nil until len(keys) > linearLimit
 }
 
-func (s *spanSet) has(id pcommon.SpanID) bool {
+func (s *spanSet) has(id pcommon.SpanID) bool { return s.find(id) >= 0 }
+
+// find returns the index of span id in keys, or -1.
+func (s *spanSet) find(id pcommon.SpanID) int {
+	if id.IsEmpty() {
+		return -1
+	}
 	if s.idx != nil {
-		_, ok := s.idx[id]
-		return ok
+		if i, ok := s.idx[id]; ok {
+			return int(i)
+		}
+		return -1
 	}
 	for i := range s.keys {
 		if s.keys[i].id == id {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }
 
-func (s *spanSet) add(k spanKey) {
+func (s *spanSet) add(k spanKey, asks []uint32) {
 	if s.keys == nil {
 		s.keys = make([]spanKey, 0, 8) // skip the 1, 2, 4 growth steps of a new trace
 	}
 	s.keys = append(s.keys, k)
+	s.asks = append(s.asks, asks...)
 	if s.idx != nil {
-		s.idx[k.id] = struct{}{}
+		s.idx[k.id] = int32(len(s.keys) - 1)
 	} else if len(s.keys) > linearLimit {
-		s.idx = make(map[pcommon.SpanID]struct{}, 2*len(s.keys))
+		s.idx = make(map[pcommon.SpanID]int32, 2*len(s.keys))
 		for i := range s.keys {
-			s.idx[s.keys[i].id] = struct{}{}
+			s.idx[s.keys[i].id] = int32(i)
 		}
 	}
-}
-
-// complete reports whether every span's parent is present (roots excepted).
-func (s *spanSet) complete() bool {
-	for i := range s.keys {
-		if !s.keys[i].root() && !s.has(s.keys[i].parent) {
-			return false
-		}
-	}
-	return true
 }
 
 // entry is one buffered trace. Its spans are held in two forms:
@@ -104,14 +110,18 @@ type entry struct {
 	id       pcommon.TraceID
 	spans    spanSet
 	hasRoot  bool
+	rootAt   int64         // unix nanos when the root arrived
+	settleAt int64         // unix nanos when a settling trace goes; 0: not settling
 	hot      ptrace.Traces // valid only while hotSince != 0
 	hotSince int64         // unix nanos when the oldest hot span arrived; 0: no hot spans
 	chunks   [][]byte
 	lastSeen int64 // unix nanos of the last span added
 	// prev/next order the shard's entries by lastSeen (idle and capacity release);
 	// hprev/hnext order the entries holding hot spans by hotSince (compaction).
+	// sprev/snext order the settling entries by settleAt.
 	prev, next   *entry
 	hprev, hnext *entry
+	sprev, snext *entry
 }
 
 // held is a released trace's data, taken out of its entry.
@@ -146,6 +156,8 @@ type shard struct {
 	head, tail *entry
 	// hotHead..hotTail are the entries with hot spans, oldest hotSince first.
 	hotHead, hotTail *entry
+	// settleHead..settleTail are the settling entries, earliest settleAt first.
+	settleHead, settleTail *entry
 	// released are the tombstones; relQueue is their release order, for expiry.
 	released map[pcommon.TraceID]*tombstone
 	relQueue []releasedAt
@@ -210,6 +222,37 @@ func (s *shard) unlinkHot(e *entry) {
 	e.hprev, e.hnext = nil, nil
 }
 
+// pushSettle puts e on the settling list; settle_time is one constant, so appending
+// keeps the list ordered by settleAt (up to a root that arrived long before it settled,
+// whose settleAt is already past: it goes at the next sweep either way).
+func (s *shard) pushSettle(e *entry, at int64) {
+	e.settleAt = at
+	e.sprev, e.snext = s.settleTail, nil
+	if s.settleTail != nil {
+		s.settleTail.snext = e
+	} else {
+		s.settleHead = e
+	}
+	s.settleTail = e
+}
+
+func (s *shard) unlinkSettle(e *entry) {
+	if e.settleAt == 0 {
+		return
+	}
+	if e.sprev != nil {
+		e.sprev.snext = e.snext
+	} else {
+		s.settleHead = e.snext
+	}
+	if e.snext != nil {
+		e.snext.sprev = e.sprev
+	} else {
+		s.settleTail = e.sprev
+	}
+	e.sprev, e.snext, e.settleAt = nil, nil, 0
+}
+
 // touch marks e as just extended.
 func (s *shard) touch(e *entry, now int64) {
 	e.lastSeen = now
@@ -225,9 +268,10 @@ func (s *shard) remove(e *entry, now int64, window int64, maxTombstones int) hel
 	delete(s.traces, e.id)
 	s.unlink(e)
 	s.unlinkHot(e)
+	s.unlinkSettle(e)
 	h := e.take()
 	if window > 0 {
-		s.released[e.id] = &tombstone{spans: e.spans}
+		s.released[e.id] = &tombstone{spans: spanSet{keys: e.spans.keys, idx: e.spans.idx}}
 		s.relQueue = append(s.relQueue, releasedAt{e.id, now})
 		s.expireTombstones(now, window, maxTombstones)
 	}

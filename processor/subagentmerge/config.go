@@ -22,8 +22,18 @@ type Config struct {
 	// Default: 5m.
 	WaitDuration time.Duration `mapstructure:"wait_duration"`
 
-	// NumTraces is the most traces held at once. When it is reached, the oldest traces
-	// (least recently extended) are released early, never dropped.
+	// SettleTime is how long a trace is held after its root arrived when nothing it
+	// names is missing but it does not say that every agent run has ended: its model
+	// calls announce nothing (no tool-call ids, output messages or finish reasons), or an
+	// agent run in it has no final answer yet. A trace that says everything is released
+	// at once. 0 releases such traces at once too (the old rule: root and parents).
+	// A settle_time above wait_duration acts as wait_duration.
+	// Default: 2s.
+	SettleTime time.Duration `mapstructure:"settle_time"`
+
+	// NumTraces is the most traces held at once, exactly (a trace being added by one
+	// request aside). When it is exceeded, the least recently extended traces of the
+	// whole buffer are released early, never dropped.
 	// Default: 10000.
 	NumTraces int `mapstructure:"num_traces"`
 
@@ -45,6 +55,7 @@ type Config struct {
 func createDefaultConfig() *Config {
 	return &Config{
 		WaitDuration:   5 * time.Minute,
+		SettleTime:     2 * time.Second,
 		NumTraces:      10_000,
 		LateSpanWindow: 2 * time.Minute,
 		CompactAfter:   time.Second,
@@ -58,6 +69,11 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("wait_duration must be positive, got %s", c.WaitDuration))
 	} else if c.WaitDuration > maxWaitDuration {
 		errs = append(errs, fmt.Errorf("wait_duration must be at most %s, got %s", maxWaitDuration, c.WaitDuration))
+	}
+	if c.SettleTime < 0 {
+		errs = append(errs, fmt.Errorf("settle_time must not be negative, got %s", c.SettleTime))
+	} else if c.SettleTime > maxWaitDuration {
+		errs = append(errs, fmt.Errorf("settle_time must be at most %s, got %s", maxWaitDuration, c.SettleTime))
 	}
 	if c.NumTraces <= 0 {
 		errs = append(errs, fmt.Errorf("num_traces must be positive, got %d", c.NumTraces))

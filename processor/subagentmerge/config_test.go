@@ -21,8 +21,8 @@ func TestLoadConfig(t *testing.T) {
 		want *Config
 	}{
 		{component.NewID(Type), createDefaultConfig()},
-		{component.NewIDWithName(Type, "custom"), &Config{WaitDuration: 30 * time.Second, NumTraces: 500, LateSpanWindow: time.Minute, CompactAfter: 0}},
-		{component.NewIDWithName(Type, "no_late_memory"), &Config{WaitDuration: 5 * time.Minute, NumTraces: 10_000, LateSpanWindow: 0, CompactAfter: time.Second}},
+		{component.NewIDWithName(Type, "custom"), &Config{WaitDuration: 30 * time.Second, SettleTime: 500 * time.Millisecond, NumTraces: 500, LateSpanWindow: time.Minute, CompactAfter: 0}},
+		{component.NewIDWithName(Type, "no_late_memory"), &Config{WaitDuration: 5 * time.Minute, SettleTime: 2 * time.Second, NumTraces: 10_000, LateSpanWindow: 0, CompactAfter: time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id.String(), func(t *testing.T) {
@@ -52,6 +52,8 @@ func TestValidate(t *testing.T) {
 		{"zero traces", func(c *Config) { c.NumTraces = 0 }, []string{"num_traces must be positive, got 0"}},
 		{"huge traces", func(c *Config) { c.NumTraces = 20_000_000 }, []string{"num_traces must be at most 10000000, got 20000000"}},
 		{"negative window", func(c *Config) { c.LateSpanWindow = -time.Second }, []string{"late_span_window must not be negative, got -1s"}},
+		{"negative settle", func(c *Config) { c.SettleTime = -time.Second }, []string{"settle_time must not be negative, got -1s"}},
+		{"huge settle", func(c *Config) { c.SettleTime = 25 * time.Hour }, []string{"settle_time must be at most 24h0m0s, got 25h0m0s"}},
 		{"negative compact", func(c *Config) { c.CompactAfter = -time.Millisecond }, []string{"compact_after must not be negative, got -1ms"}},
 		{"everything at once", func(c *Config) { c.WaitDuration, c.NumTraces, c.LateSpanWindow = 0, -1, -time.Minute },
 			[]string{"wait_duration must be positive", "num_traces must be positive", "late_span_window must not be negative"}},

@@ -31,6 +31,7 @@ const (
 type ref struct {
 	span   ptrace.Span
 	key    spanKey
+	asks   [2]int32 // the span's asked-for tool calls: scratch.asks[asks[0]:asks[1]]
 	rs, ss int32
 	next   int32 // next ref of the same trace, -1 at the end
 	fate   uint8
@@ -47,6 +48,7 @@ type group struct {
 // scratch is the per-call working memory, pooled to keep ConsumeTraces allocation-light.
 type scratch struct {
 	refs    []ref
+	asks    []uint32
 	groups  []group
 	byTrace map[pcommon.TraceID]int32
 	evicted []held // traces pushed out by capacity, released with this batch
@@ -60,6 +62,7 @@ type subagentMerge struct {
 	tel    *telemetry
 
 	wait, window  int64 // nanoseconds
+	settle        int64 // nanoseconds
 	compactAfter  int64 // nanoseconds
 	maxTombstones int   // per shard
 	shards        [numShards]shard
@@ -89,6 +92,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		logger:        set.Logger,
 		wait:          int64(cfg.WaitDuration),
 		window:        int64(cfg.LateSpanWindow),
+		settle:        int64(min(cfg.SettleTime, cfg.WaitDuration)),
 		compactAfter:  int64(cfg.CompactAfter),
 		maxTombstones: max(cfg.NumTraces/numShards, 64),
 		now:           func() int64 { return time.Now().UnixNano() },
@@ -115,7 +119,11 @@ func (*subagentMerge) Capabilities() consumer.Capabilities {
 // Start launches the one sweeper goroutine that releases idle traces.
 func (p *subagentMerge) Start(context.Context, component.Host) error {
 	if p.started.CompareAndSwap(false, true) {
-		go p.sweepLoop(sweepInterval(min(p.cfg.WaitDuration, max(p.cfg.CompactAfter, time.Millisecond))))
+		every := min(p.cfg.WaitDuration, max(p.cfg.CompactAfter, time.Millisecond))
+		if p.settle > 0 {
+			every = min(every, time.Duration(p.settle))
+		}
+		go p.sweepLoop(sweepInterval(every))
 	}
 	return nil
 }
@@ -135,7 +143,7 @@ func (p *subagentMerge) Shutdown(ctx context.Context) error {
 			close(p.stop)
 			<-p.done
 		}
-		err = errors.Join(p.releaseWhere(ctx, relShutdown, func(*entry) bool { return true }), p.tel.shutdown())
+		err = errors.Join(p.releaseAll(ctx), p.tel.shutdown())
 	})
 	return err
 }
@@ -150,9 +158,8 @@ func (p *subagentMerge) sweepLoop(every time.Duration) {
 			return
 		case <-t.C:
 			now := p.now()
-			cutoff := now - p.wait
-			if err := p.releaseWhere(context.Background(), relIdle, func(e *entry) bool { return e.lastSeen <= cutoff }); err != nil {
-				p.logger.Error("releasing idle traces failed", zap.Error(err))
+			if err := p.releaseDue(context.Background(), now); err != nil {
+				p.logger.Error("releasing idle or settled traces failed", zap.Error(err))
 			}
 			if p.compactAfter > 0 {
 				p.compact(now - p.compactAfter)
@@ -161,41 +168,73 @@ func (p *subagentMerge) sweepLoop(every time.Duration) {
 	}
 }
 
-// releaseWhere releases, from the head of every shard's list (oldest first), the traces
-// for which release is true, stopping at the first that is not (the list is ordered by
-// lastSeen, so for idle release nothing behind it qualifies either).
-func (p *subagentMerge) releaseWhere(ctx context.Context, reason int, release func(*entry) bool) error {
+// releaseDue releases the traces idle for wait_duration (from the head of each shard's
+// list, ordered by lastSeen) and the settling traces whose settle time is over (from the
+// head of the settling list, ordered by settleAt).
+func (p *subagentMerge) releaseDue(ctx context.Context, now int64) error {
+	var bufs []held
+	var c counts
+	cutoff := now - p.wait
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		for e := s.head; e != nil && e.lastSeen <= cutoff; e = s.head {
+			bufs = append(bufs, p.removeLocked(s, e, now))
+			c.released[relIdle]++
+		}
+		for e := s.settleHead; e != nil && e.settleAt <= now; e = s.settleHead {
+			bufs = append(bufs, p.removeLocked(s, e, now))
+			c.released[relSettled]++
+		}
+		s.expireTombstones(now, p.window, p.maxTombstones)
+		s.mu.Unlock()
+	}
+	return p.sendReleased(ctx, bufs, &c, "idle or settled")
+}
+
+// releaseAll releases every buffered trace (shutdown).
+func (p *subagentMerge) releaseAll(ctx context.Context) error {
 	var bufs []held
 	var c counts
 	now := p.now()
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
-		for e := s.head; e != nil && release(e); e = s.head {
-			bufs = append(bufs, s.remove(e, now, p.window, p.maxTombstones))
-			p.nTraces.Add(-1)
-			p.nSpans.Add(-int64(len(e.spans.keys)))
+		for e := s.head; e != nil; e = s.head {
+			bufs = append(bufs, p.removeLocked(s, e, now))
 		}
-		s.expireTombstones(now, p.window, p.maxTombstones)
 		s.mu.Unlock()
 	}
+	c.released[relShutdown] = int64(len(bufs))
+	return p.sendReleased(ctx, bufs, &c, "shutdown")
+}
+
+// removeLocked takes e out of its shard s (whose lock the caller holds) and the counts.
+func (p *subagentMerge) removeLocked(s *shard, e *entry, now int64) held {
+	h := s.remove(e, now, p.window, p.maxTombstones)
+	p.nTraces.Add(-1)
+	p.nSpans.Add(-int64(len(e.spans.keys)))
+	return h
+}
+
+// sendReleased merges the released traces and passes them on in one batch.
+func (p *subagentMerge) sendReleased(ctx context.Context, bufs []held, c *counts, what string) error {
 	if len(bufs) == 0 {
 		return nil
 	}
-	c.released[reason] = int64(len(bufs))
 	out := ptrace.NewTraces()
 	var spans []ptrace.Span
 	var errs []error
 	for _, b := range bufs {
 		var err error
-		spans, err = p.appendReleased(out, b, spans[:0], &c)
+		spans, err = p.appendReleased(out, b, spans[:0], c)
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	p.tel.record(ctx, &c)
+	p.tel.record(ctx, c)
 	if err := p.next.ConsumeTraces(ctx, out); err != nil {
-		errs = append(errs, fmt.Errorf("subagentmerge: passing on %d %s-released traces: %w", len(bufs), reasons[reason], err))
+		errs = append(errs, fmt.Errorf("subagentmerge: passing on %d traces released (%s): %w", len(bufs), what, err))
 	}
 	return errors.Join(errs...)
 }
@@ -287,6 +326,7 @@ func (p *subagentMerge) ConsumeTraces(ctx context.Context, td ptrace.Traces) err
 func (p *subagentMerge) putScratch(sc *scratch) {
 	clear(sc.refs)
 	sc.refs = sc.refs[:0]
+	sc.asks = sc.asks[:0]
 	clear(sc.groups)
 	sc.groups = sc.groups[:0]
 	clear(sc.byTrace)
@@ -308,9 +348,12 @@ func (p *subagentMerge) process(td ptrace.Traces, sc *scratch, c *counts) error 
 			for k := 0; k < spans.Len(); k++ {
 				sp := spans.At(k)
 				idx := int32(len(sc.refs))
+				from := int32(len(sc.asks))
+				var key spanKey
+				key, sc.asks = keyOf(sp, sc.asks)
 				sc.refs = append(sc.refs, ref{
 					span: sp, rs: int32(i), ss: int32(j), next: -1,
-					key: keyOf(sp),
+					key: key, asks: [2]int32{from, int32(len(sc.asks))},
 				})
 				tid := sp.TraceID()
 				if tid.IsEmpty() {
@@ -337,6 +380,10 @@ func (p *subagentMerge) process(td ptrace.Traces, sc *scratch, c *counts) error 
 			errs = append(errs, err)
 		}
 	}
+
+	// num_traces is exact: push the least recently extended traces of all shards on
+	// with this batch until no more than num_traces are held.
+	p.evictOverCapacity(sc, now, c)
 
 	// Pass 3: take buffered spans and duplicates out of the batch.
 	if removed {
@@ -398,7 +445,7 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 				*removed = true
 				continue
 			}
-			tomb.spans.add(ref.key)
+			tomb.spans.add(ref.key, nil)
 			ref.fate = fateLate
 			c.late++
 		}
@@ -420,12 +467,24 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 			*removed = true
 			continue
 		}
-		set.add(ref.key)
-		hasRoot = hasRoot || ref.key.root()
+		set.add(ref.key, sc.asks[ref.asks[0]:ref.asks[1]])
+		if ref.key.root() && !hasRoot {
+			hasRoot = true
+			if e != nil {
+				e.rootAt = now
+			}
+		}
 		added++
 	}
 
-	if hasRoot && set.complete() {
+	st := uint8(stWait)
+	if hasRoot {
+		st = set.state()
+		if st == stSettle && p.settle == 0 {
+			st = stComplete
+		}
+	}
+	if st == stComplete {
 		// Complete: release now, with whatever was buffered before (refs stay fateKeep).
 		g.released = true
 		c.released[relComplete]++
@@ -436,7 +495,7 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 			p.nSpans.Add(-int64(len(set.keys) - added))
 			return nil
 		}
-		s.addTombstone(g.id, set, now, p.window, p.maxTombstones)
+		s.addTombstone(g.id, spanSet{keys: set.keys, idx: set.idx}, now, p.window, p.maxTombstones)
 		return nil
 	}
 	if added == 0 {
@@ -444,15 +503,10 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 	}
 
 	if e == nil {
-		if p.nTraces.Load() >= int64(p.cfg.NumTraces) && s.head != nil {
-			// Full: push this shard's oldest trace on with this batch rather than drop it.
-			old := s.head
-			sc.evicted = append(sc.evicted, s.remove(old, now, p.window, p.maxTombstones))
-			p.nTraces.Add(-1)
-			p.nSpans.Add(-int64(len(old.spans.keys)))
-			c.released[relCapacity]++
-		}
 		e = &entry{id: g.id}
+		if hasRoot {
+			e.rootAt = now
+		}
 		s.traces[g.id] = e
 		s.pushBack(e)
 		p.nTraces.Add(1)
@@ -460,6 +514,12 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 	e.spans, e.hasRoot = set, hasRoot
 	p.nSpans.Add(int64(added))
 	s.touch(e, now)
+	switch {
+	case st == stSettle && e.settleAt == 0:
+		s.pushSettle(e, e.rootAt+p.settle)
+	case st == stWait && e.settleAt != 0:
+		s.unlinkSettle(e) // a span that arrived names something still missing
+	}
 
 	// Move this batch's spans of the trace into the entry's hot spans, or, with
 	// compact_after 0, straight into an encoded chunk.
@@ -482,6 +542,35 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 		s.pushHot(e, now)
 	}
 	return nil
+}
+
+// evictOverCapacity releases, with this batch, the least recently extended traces of all
+// shards until at most num_traces are held. It runs outside every shard lock: the
+// oldest trace is found by looking at each shard's head (each list is ordered by
+// lastSeen), then removed under its own shard's lock if it is still the head.
+func (p *subagentMerge) evictOverCapacity(sc *scratch, now int64, c *counts) {
+	limit := int64(p.cfg.NumTraces)
+	for p.nTraces.Load() > limit {
+		best, bestSeen := -1, int64(0)
+		for i := range p.shards {
+			s := &p.shards[i]
+			s.mu.Lock()
+			if s.head != nil && (best < 0 || s.head.lastSeen < bestSeen) {
+				best, bestSeen = i, s.head.lastSeen
+			}
+			s.mu.Unlock()
+		}
+		if best < 0 {
+			return // emptied meanwhile by other calls
+		}
+		s := &p.shards[best]
+		s.mu.Lock()
+		if e := s.head; e != nil && p.nTraces.Load() > limit {
+			sc.evicted = append(sc.evicted, p.removeLocked(s, e, now))
+			c.released[relCapacity]++
+		}
+		s.mu.Unlock()
+	}
 }
 
 // moveGroup moves one trace's spans of the batch (the refs chain from first, minus

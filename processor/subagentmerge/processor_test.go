@@ -116,9 +116,11 @@ func TestLateSpansArePassedOnAndMarked(t *testing.T) {
 	_, sub := b.task(lead, "call_late", "coder", genai.SubagentCompleted)
 	b.chat(sub, usage(5, 5))
 	late := b.td
-	// early holds the root, so it completes at once
+	// early holds the root, but its chat asked for call_late, which is missing: it is
+	// held, then released idle
 	require.NoError(t, p.ConsumeTraces(context.Background(), early))
-	require.Equal(t, 2, sink.SpanCount())
+	assert.Zero(t, sink.SpanCount(), "an announced tool call is missing")
+	require.Eventually(t, func() bool { return sink.SpanCount() == 2 }, 5*time.Second, 5*time.Millisecond)
 	require.NoError(t, p.ConsumeTraces(context.Background(), clone(late)))
 	require.Equal(t, 5, sink.SpanCount(), "late spans go on at once")
 	out := canonical(sink.AllTraces()...)
@@ -154,7 +156,7 @@ func TestCapacityReleasesOldestFirstAndDropsNothing(t *testing.T) {
 	}
 	assert.Zero(t, firstOut)
 	assert.Positive(t, releasedBy(t, tel, "capacity"))
-	assert.LessOrEqual(t, p.nTraces.Load(), int64(numShards), "at most one trace per shard beyond the limit")
+	assert.Equal(t, int64(1), p.nTraces.Load(), "num_traces is exact")
 	require.NoError(t, p.Shutdown(context.Background()))
 	assert.Equal(t, total, sink.SpanCount(), "nothing dropped")
 	assert.Equal(t, int64(200), releasedBy(t, tel, "capacity")+releasedBy(t, tel, "shutdown"))

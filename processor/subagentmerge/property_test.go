@@ -21,6 +21,23 @@ type agentGen struct {
 	b    *traceBuilder
 	want map[pcommon.SpanID]genai.Usage
 	call int
+	// finish writes gen_ai.response.finish_reasons on model calls, as the agentmeter
+	// runtime does ("tool_calls" when the response asked for tools, else "stop"); without
+	// it the run is one of an emitter that announces only tool-call ids.
+	finish bool
+}
+
+// chat adds a model call the way the generator's emitter writes it.
+func (g *agentGen) chat(parent pcommon.SpanID, u *genai.Usage, calls ...string) ptrace.Span {
+	sp := g.b.chat(parent, u, calls...)
+	if g.finish {
+		reason := "stop"
+		if len(calls) > 0 {
+			reason = "tool_calls"
+		}
+		genai.PutStrings(sp.Attributes(), genai.AttrFinishReasons, []string{reason})
+	}
+	return sp
 }
 
 func randomUsage(r *rand.Rand) *genai.Usage {
@@ -55,7 +72,7 @@ func (g *agentGen) runAgent(agent pcommon.SpanID, depth int) genai.Usage {
 			isTask[i] = depth < 2 && g.r.IntN(2) == 0
 		}
 		u := randomUsage(g.r)
-		chat := g.b.chat(agent, u, calls...)
+		chat := g.chat(agent, u, calls...)
 		if u != nil {
 			total = total.Add(*u)
 		}
@@ -78,21 +95,22 @@ func (g *agentGen) runAgent(agent pcommon.SpanID, depth int) genai.Usage {
 		}
 	}
 	u := randomUsage(g.r)
-	g.b.chat(agent, u)
+	g.chat(agent, u)
 	if u != nil {
 		total = total.Add(*u)
 	}
 	return total
 }
 
-// randomAgentTrace returns one random run, spans in start order.
+// randomAgentTrace returns one random run as the agentmeter runtime writes it (finish
+// reasons on every model call), spans in start order.
 func randomAgentTrace(r *rand.Rand, traceNo uint64) ptrace.Traces {
-	td, _ := randomAgentTraceWithWant(r, traceNo)
+	td, _ := randomAgentTraceWithWant(r, traceNo, true)
 	return td
 }
 
-func randomAgentTraceWithWant(r *rand.Rand, traceNo uint64) (ptrace.Traces, map[pcommon.SpanID]genai.Usage) {
-	g := &agentGen{r: r, b: newTraceBuilder(traceNo), want: map[pcommon.SpanID]genai.Usage{}}
+func randomAgentTraceWithWant(r *rand.Rand, traceNo uint64, finish bool) (ptrace.Traces, map[pcommon.SpanID]genai.Usage) {
+	g := &agentGen{r: r, b: newTraceBuilder(traceNo), want: map[pcommon.SpanID]genai.Usage{}, finish: finish}
 	lead := g.b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
 	g.runAgent(lead, 0)
 	return g.b.td, g.want
@@ -103,7 +121,7 @@ func randomAgentTraceWithWant(r *rand.Rand, traceNo uint64) (ptrace.Traces, map[
 func TestPropertyRandomAgentTrees(t *testing.T) {
 	for seed := uint64(1); seed <= 300; seed++ {
 		r := rand.New(rand.NewPCG(seed, 99))
-		in, want := randomAgentTraceWithWant(r, seed)
+		in, want := randomAgentTraceWithWant(r, seed, seed%3 != 0)
 		batches := shuffleIntoBatches(r, in, 1+r.IntN(6))
 		out := run(t, bufferModes[seed%2].cfg(), batches...)
 		require.Equal(t, in.SpanCount(), out.SpanCount(), "seed %d", seed)

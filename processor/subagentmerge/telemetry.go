@@ -18,16 +18,17 @@ const (
 	relIdle
 	relCapacity
 	relShutdown
+	relSettled
 )
 
-var reasons = [4]string{"complete", "idle", "capacity", "shutdown"}
+var reasons = [5]string{"complete", "idle", "capacity", "shutdown", "settled"}
 
 // telemetry holds the processor's own metrics: the instruments are the ones mdatagen
 // generates from metadata.yaml. Counters are added once per batch or sweep, never per
 // span, to keep them off the hot path.
 type telemetry struct {
 	tb          *metadata.TelemetryBuilder
-	reasonAttrs [4]metric.AddOption
+	reasonAttrs [5]metric.AddOption
 }
 
 func newTelemetry(set component.TelemetrySettings, buffered func() (traces, spans int64)) (*telemetry, error) {
@@ -62,7 +63,7 @@ func newTelemetry(set component.TelemetrySettings, buffered func() (traces, span
 
 // counts is what one batch or sweep did, added to the counters in one go.
 type counts struct {
-	released         [4]int64 // by reason index
+	released         [5]int64 // by reason index
 	merged, orphans  int64
 	late, duplicates int64
 }

@@ -221,6 +221,8 @@ func TestCrossUserIsolationIs404(t *testing.T) {
 		{"GET", "/api/threads/alice-thread/runs/" + run.RunID, ""},
 		{"GET", "/api/threads/alice-thread/runs/" + run.RunID + "/stream", ""},
 		{"POST", "/api/threads/alice-thread/runs/" + run.RunID + "/cancel", ""},
+		{"GET", "/api/threads/alice-thread/runs/" + run.RunID + "/events", ""},
+		{"GET", "/api/threads/alice-thread/state", ""},
 		{"POST", "/api/threads/alice-thread/runs", `{"input":"hi"}`},
 	} {
 		e.expect(t, c.method, c.path, "bob-key", c.body, 404, notFound)
@@ -462,7 +464,7 @@ func TestCancelMarksInterrupted(t *testing.T) {
 func TestShutdownFinishesShortRunsAndInterruptsTheRest(t *testing.T) {
 	e := authEnv(t)
 	slow := decodeRun(t, e.expect(t, "POST", "/api/threads/t1/runs", "alice-key", `{"input":"slow one"}`, 202, ""))
-	brief := decodeRun(t, e.expect(t, "POST", "/api/threads/t1/runs", "alice-key", `{"input":"brief one"}`, 202, ""))
+	brief := decodeRun(t, e.expect(t, "POST", "/api/threads/t2/runs", "alice-key", `{"input":"brief one"}`, 202, ""))
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -485,8 +487,8 @@ func TestShutdownFinishesShortRunsAndInterruptsTheRest(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	e := authEnv(t)
 	e.expect(t, "POST", "/api/threads/t1/runs?wait=true", "alice-key", `{"input":"delegate it"}`, 200, "")
-	e.expect(t, "POST", "/api/threads/t1/runs?wait=true", "alice-key", `{"input":"hello"}`, 200, "")
-	e.expect(t, "POST", "/api/threads/t1/runs?wait=true", "alice-key", `{"input":"fail now"}`, 200, "")
+	e.expect(t, "POST", "/api/threads/t2/runs?wait=true", "alice-key", `{"input":"hello"}`, 200, "")
+	e.expect(t, "POST", "/api/threads/t3/runs?wait=true", "alice-key", `{"input":"fail now"}`, 200, "")
 	body := e.expect(t, "GET", "/metrics", "", "", 200, "")
 	for _, want := range []string{
 		`agentmeter_gateway_runs_total{status="success"} 2`,
@@ -504,7 +506,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-	if strings.Contains(body, "t1") || strings.Contains(body, "alice") {
+	if strings.Contains(body, "t1") || strings.Contains(body, "t2") || strings.Contains(body, "alice") {
 		t.Error("metrics carry a thread or user id")
 	}
 	e.expect(t, "GET", "/healthz", "", "", 200, `{"status":"ok"}`)

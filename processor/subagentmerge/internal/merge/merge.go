@@ -20,27 +20,43 @@ type Result struct {
 	// Orphans is the number of execute_tool spans with model calls under them whose
 	// dispatching chat span is not in the trace (now marked "orphan").
 	Orphans int
+	// Attributed is the number of model calls that got agentmeter.caller from the
+	// trace's shape (a subagent's run under a tool span; see attribute.go).
+	Attributed int
 }
 
 type node struct {
 	span   ptrace.Span
 	parent int32 // index of the parent in the trace, -1 when absent
-	op     string
-	usage  genai.Usage
+	// kind of span, by the genai rules every reader shares: genai.IsModelCallSpan,
+	// genai.IsToolCallSpan, genai.AgentRunName (agent is the run's agent name)
+	model, tool, agentRun bool
+	agent                 string
+	caller                string // agentmeter.caller of the calls in this run, once needed
+	usage                 genai.Usage
 	// subtree is the own usage of every model call strictly under this node; only
 	// accumulated for execute_tool nodes, the only ones that need it.
 	subtree  genai.Usage
 	hasModel bool // a model-call span is somewhere under this node
+	// for execute_tool nodes: the summed own cost of the model calls under it, whether
+	// any had one, and how many had usage but no cost
+	subtreeCost     genai.Cost
+	subtreePriced   bool
+	subtreeUnpriced int64
 }
 
 // dispatch is what is added onto one dispatching chat span.
 type dispatch struct {
-	usage genai.Usage
-	ids   []string // tool call ids merged in this pass
+	usage    genai.Usage
+	cost     genai.Cost
+	priced   bool     // some call under the merged tools had a cost
+	unpriced int64    // calls under them with usage and no cost
+	ids      []string // tool call ids merged in this pass
 }
 
 // Apply merges subagent usage over the spans of one trace (all spans must share a trace
-// id; the caller groups them). It mutates the spans' attributes in place and never
+// id; the caller groups them), after attributing model calls to the subagent whose run
+// they are in (attribute.go). It mutates the spans' attributes in place and never
 // touches a span's own gen_ai.usage.*. Spans already carrying agentmeter.merge.status
 // are skipped, so applying it twice changes nothing the second time.
 func Apply(spans []ptrace.Span) Result {
@@ -54,12 +70,13 @@ func Apply(spans []ptrace.Span) Result {
 	for i, sp := range spans {
 		n := &nodes[i]
 		n.span, n.parent = sp, -1
-		n.op = genai.SpanOperation(sp.Name(), sp.Attributes())
-		switch {
-		case genai.IsModelCall(n.op):
-			haveModel = true // usage is read below, only for calls under a tool span
-		case n.op == genai.OpExecuteTool:
-			haveTool = true
+		switch attrs := sp.Attributes(); {
+		case genai.IsModelCallSpan(sp.Name(), attrs):
+			n.model, haveModel = true, true // usage is read below, only for calls under a tool span
+		case genai.IsToolCallSpan(sp.Name(), attrs):
+			n.tool, haveTool = true, true
+		default:
+			n.agent, n.agentRun = genai.AgentRunName(sp.Name(), attrs)
 		}
 		byID[sp.SpanID()] = int32(i)
 	}
@@ -74,25 +91,39 @@ func Apply(spans []ptrace.Span) Result {
 		}
 	}
 
+	// Who made each call, from the trace's shape, before anything reads callers.
+	res.Attributed = attribute(nodes)
+
 	// Roll each model call's usage up to every execute_tool ancestor, so nested
 	// subagents count at every level. The walk is bounded by the span count, which
 	// also stops it on malformed input whose parent links form a cycle.
 	for i := range nodes {
-		if !genai.IsModelCall(nodes[i].op) {
+		if !nodes[i].model {
 			continue
 		}
 		read := false
+		var cost genai.Cost
+		var priced, hasUsage bool
 		for j, steps := nodes[i].parent, 0; j >= 0 && steps < len(nodes); j, steps = nodes[j].parent, steps+1 {
 			a := &nodes[j]
-			if a.op != genai.OpExecuteTool {
+			if !a.tool {
 				continue
 			}
 			if !read { // most model calls (the lead agent's) sit under no tool span
-				nodes[i].usage, _ = genai.UsageFromMap(nodes[i].span.Attributes())
+				attrs := nodes[i].span.Attributes()
+				nodes[i].usage, hasUsage = genai.UsageFromMap(attrs)
+				cost, _, priced = genai.CostFromMap(attrs)
 				read = true
 			}
 			a.subtree = a.subtree.Add(nodes[i].usage)
 			a.hasModel = true
+			// cost rides along with the tokens (docs/contract.md#cost)
+			if priced {
+				a.subtreeCost = a.subtreeCost.Add(cost)
+				a.subtreePriced = true
+			} else if hasUsage {
+				a.subtreeUnpriced++
+			}
 		}
 	}
 
@@ -100,7 +131,7 @@ func Apply(spans []ptrace.Span) Result {
 	acc := map[int32]*dispatch{}
 	for i := range nodes {
 		t := &nodes[i]
-		if t.op != genai.OpExecuteTool || !t.hasModel {
+		if !t.tool || !t.hasModel {
 			continue
 		}
 		if _, marked := t.span.Attributes().Get(genai.AttrMergeStatus); marked {
@@ -122,6 +153,9 @@ func Apply(spans []ptrace.Span) Result {
 			acc[d] = a
 		}
 		a.usage = a.usage.Add(t.subtree)
+		a.cost = a.cost.Add(t.subtreeCost)
+		a.priced = a.priced || t.subtreePriced
+		a.unpriced += t.subtreeUnpriced
 		a.ids = append(a.ids, callID)
 		t.span.Attributes().PutStr(genai.AttrMergeStatus, genai.MergeMerged)
 		res.Merged++
@@ -138,7 +172,7 @@ func Apply(spans []ptrace.Span) Result {
 func indexDispatchers(nodes []node) map[string][]int32 {
 	idx := map[string][]int32{}
 	for i := range nodes {
-		if !genai.IsModelCall(nodes[i].op) {
+		if !nodes[i].model {
 			continue
 		}
 		for _, id := range genai.DispatchedToolCallIDs(nodes[i].span.Attributes()) {
@@ -183,6 +217,7 @@ func writeDispatch(m pcommon.Map, a *dispatch) {
 		dispatches = v.Int()
 	}
 	m.PutInt(genai.AttrSubagentDispatches, dispatches+int64(len(a.ids)))
+	writeDispatchCost(m, a)
 
 	// Record ids in the order the response asked for them, whatever order the tool
 	// spans arrived in, so the output does not depend on batching.
@@ -203,4 +238,23 @@ func stringAttr(m pcommon.Map, key string) string {
 		return v.AsString()
 	}
 	return ""
+}
+
+// writeDispatchCost adds one pass's merged subagent cost (agentmeter.subagent.cost.*) on
+// top of an earlier pass's, like the tokens. Cost keys appear only when some call under
+// the tasks had a cost (no cost step upstream: nothing is claimed); the calls with usage
+// and no cost are then counted, so a merged cost that misses an unknown model says so.
+func writeDispatchCost(m pcommon.Map, a *dispatch) {
+	if !a.priced {
+		return
+	}
+	prev, _ := genai.SubagentCostFromMap(m)
+	genai.PutSubagentCost(m, prev.Add(a.cost))
+	if a.unpriced > 0 {
+		var prev int64
+		if v, ok := m.Get(genai.AttrSubagentCostUnpriced); ok && v.Type() == pcommon.ValueTypeInt {
+			prev = v.Int()
+		}
+		m.PutInt(genai.AttrSubagentCostUnpriced, prev+a.unpriced)
+	}
 }

@@ -36,7 +36,7 @@ func TestApplyMergesAndIsIdempotent(t *testing.T) {
 	for i := range spans {
 		spans[i] = ss.At(i)
 	}
-	assert.Equal(t, Result{Merged: 1}, Apply(spans))
+	assert.Equal(t, Result{Merged: 1, Attributed: 1}, Apply(spans))
 	got, _ := genai.SubagentUsageFromMap(d.Attributes())
 	assert.Equal(t, genai.Usage{Input: 7, Output: 3, Reasoning: 1}, got)
 	before := ptrace.NewSpanSlice()

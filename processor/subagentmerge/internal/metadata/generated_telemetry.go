@@ -144,7 +144,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorSubagentmergeTracesReleased, err = builder.meter.Int64Counter(
 		"otelcol_processor_subagentmerge_traces_released",
-		metric.WithDescription("Traces released, by reason (complete, idle, capacity, shutdown). [Development]"),
+		metric.WithDescription("Traces released, by reason (complete, settled, idle, capacity, shutdown). [Development]"),
 		metric.WithUnit("{trace}"),
 	)
 	errs = errors.Join(errs, err)

@@ -116,7 +116,7 @@ func AssertEqualProcessorSubagentmergeTracesBuffered(t *testing.T, tt *component
 func AssertEqualProcessorSubagentmergeTracesReleased(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_subagentmerge_traces_released",
-		Description: "Traces released, by reason (complete, idle, capacity, shutdown). [Development]",
+		Description: "Traces released, by reason (complete, settled, idle, capacity, shutdown). [Development]",
 		Unit:        "{trace}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

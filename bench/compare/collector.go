@@ -1,0 +1,372 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// load is what bench/subagentmerge_loadgen reports for one collector run.
+type load struct {
+	Acked   float64 // spans acked by the collector
+	Lost    float64 // acked spans never exported (only with allowLoss)
+	Rate    float64 // end-to-end spans/s
+	CPU     float64 // collector CPU seconds during the load
+	PeakRSS float64 // collector VmHWM, MiB
+	// when collectorRun.mark spans were acked: seconds since the start, collector CPU
+	// seconds, collector VmHWM in MiB (NaN without a mark)
+	MarkS, MarkCPU, MarkRSS float64
+	SinkB                   float64 // bytes the sink received during the run
+	SinkReqs                float64 // requests the sink received during the run
+}
+
+// CPUPerMillion is collector CPU seconds per million spans.
+func (l load) CPUPerMillion() float64 { return l.CPU / l.Acked * 1e6 }
+
+// BytesPerSpan is what reached the sink on the wire (compressed as sent) per span.
+func (l load) BytesPerSpan() float64 { return l.SinkB / l.Acked }
+
+// collectorRun is one collector process under load.
+type collectorRun struct {
+	name      string
+	config    string   // YAML written to the run's folder and passed with --config
+	args      []string // used instead of config when set (the shipped file)
+	env       []string // added to the collector's environment
+	otlpAddr  string   // OTLP/gRPC address the load goes to
+	metrics   string   // the collector's own /metrics URL
+	exporters []string // exporters that must each send every span (nil: the sum of all)
+	allowLoss bool     // groupbytrace may drop spans; report them instead of failing
+	mark      int      // also read the peak RSS when this many spans were acked
+	wait      time.Duration
+}
+
+// foreignEnv are prefixes of variables the bench collectors must not inherit: a vendor
+// key in the developer's shell would switch an exporter on, an AGENTMETER_ address would
+// move a port.
+var foreignEnv = []string{"LANGSMITH_", "LANGFUSE_", "LANGCHAIN_", "AGENTMETER_"}
+
+func collectorEnv(extra []string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		keep := true
+		for _, p := range foreignEnv {
+			if strings.HasPrefix(kv, p) {
+				keep = false
+			}
+		}
+		if keep {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// runLoad starts the collector, drives spans through it with the load generator, and
+// stops it. hard bounds the whole run.
+func (b *bench) runLoad(cr collectorRun, spans int, hard time.Duration, sk *sink) (load, error) {
+	hard, err := b.bound(hard)
+	if err != nil {
+		return load{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hard)
+	defer cancel()
+	dir, err := os.MkdirTemp(b.tmp, cr.name+"-")
+	if err != nil {
+		return load{}, fmt.Errorf("run folder: %w", err)
+	}
+	args := cr.args
+	if cr.config != "" {
+		p := filepath.Join(dir, "otelcol.yaml")
+		if err := os.WriteFile(p, []byte(cr.config), 0o600); err != nil {
+			return load{}, fmt.Errorf("write config: %w", err)
+		}
+		args = []string{"--config", p}
+	}
+	logPath := filepath.Join(dir, "collector.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return load{}, fmt.Errorf("collector log: %w", err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(b.collector, args...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = dir, logf, logf, collectorEnv(cr.env)
+	// a collector never outlives the driver, even when it is killed at the backstop timeout
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return load{}, fmt.Errorf("start collector: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	defer stop()
+	withLog := func(err error) error {
+		stop()
+		return fmt.Errorf("%s: %w\n--- collector log (last lines) ---\n%s", cr.name, err, tail(logPath, 30))
+	}
+	if err := waitReady(ctx, cr.otlpAddr, cr.metrics, exited); err != nil {
+		return load{}, withLog(err)
+	}
+	var before sinkCount
+	if sk != nil {
+		before = sk.count()
+	}
+	wait := cr.wait
+	if wait == 0 {
+		wait = 60 * time.Second
+	}
+	lg := []string{"-endpoint", cr.otlpAddr, "-metrics", cr.metrics, "-pid", strconv.Itoa(cmd.Process.Pid),
+		"-spans", strconv.Itoa(spans), "-timeout", wait.String()}
+	if len(cr.exporters) > 0 {
+		lg = append(lg, "-exporters", strings.Join(cr.exporters, ","))
+	}
+	if cr.allowLoss {
+		lg = append(lg, "-allow-loss")
+	}
+	if cr.mark > 0 {
+		lg = append(lg, "-mark-spans", strconv.Itoa(cr.mark))
+	}
+	lgCmd := exec.CommandContext(ctx, b.loadgen, lg...)
+	lgCmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := lgCmd.CombinedOutput()
+	if err != nil {
+		return load{}, withLog(fmt.Errorf("load generator: %w: %s", err, lastLines(string(out), 5)))
+	}
+	l, err := parseLoad(string(out))
+	if err != nil {
+		return load{}, withLog(err)
+	}
+	if sk != nil {
+		after := sk.count()
+		l.SinkB, l.SinkReqs = float64(after.bytes-before.bytes), float64(after.requests-before.requests)
+	}
+	select {
+	case err := <-exited:
+		return load{}, withLog(fmt.Errorf("collector exited during the load: %v", err))
+	default:
+	}
+	return l, nil
+}
+
+// parseLoad reads the load generator's key=value line.
+func parseLoad(out string) (load, error) {
+	var line string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "spans_acked=") {
+			line = l
+		}
+	}
+	if line == "" {
+		return load{}, fmt.Errorf("no result line from the load generator: %s", lastLines(out, 5))
+	}
+	kv := map[string]float64{}
+	for _, f := range strings.Fields(line) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			continue
+		}
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return load{}, fmt.Errorf("load generator field %s: %w", f, err)
+		}
+		kv[k] = x
+	}
+	for _, k := range []string{"spans_acked", "e2e_spans_per_s", "cpu_s", "peak_rss_mib"} {
+		if _, ok := kv[k]; !ok {
+			return load{}, fmt.Errorf("load generator line lacks %s: %s", k, line)
+		}
+	}
+	for _, k := range []string{"mark_s", "mark_cpu_s", "peak_rss_at_mark_mib"} {
+		if _, ok := kv[k]; !ok {
+			kv[k] = math.NaN()
+		}
+	}
+	if kv["spans_acked"] <= 0 {
+		return load{}, fmt.Errorf("the collector acked no spans: %s", line)
+	}
+	return load{Acked: kv["spans_acked"], Lost: kv["lost"], Rate: kv["e2e_spans_per_s"], CPU: kv["cpu_s"], PeakRSS: kv["peak_rss_mib"],
+		MarkS: kv["mark_s"], MarkCPU: kv["mark_cpu_s"], MarkRSS: kv["peak_rss_at_mark_mib"]}, nil
+}
+
+func waitReady(ctx context.Context, otlp, metrics string, exited <-chan error) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("collector exited at start: %v", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", otlp, 200*time.Millisecond); err == nil {
+			c.Close()
+			if resp, err := http.Get(metrics); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return nil
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.New("collector not ready (OTLP port and /metrics) after 60s")
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// ports hands out distinct free loopback addresses (a port just closed can come back
+// from the kernel twice).
+type ports struct{ seen map[string]bool }
+
+func (p *ports) addr() (string, error) {
+	if p.seen == nil {
+		p.seen = map[string]bool{}
+	}
+	for range 50 {
+		a, err := freeAddr()
+		if err != nil {
+			return "", err
+		}
+		if !p.seen[a] {
+			p.seen[a] = true
+			return a, nil
+		}
+	}
+	return "", errors.New("no distinct free port")
+}
+
+func (p *ports) port() (string, error) {
+	a, err := p.addr()
+	if err != nil {
+		return "", err
+	}
+	_, port, _ := net.SplitHostPort(a)
+	return port, nil
+}
+
+// envDefault matches ${env:NAME:-default} in the shipped config.
+var envDefault = regexp.MustCompile(`\$\{env:([A-Za-z0-9_]+):-([^}]*)\}`)
+
+// shippedPorts moves every address of the shipped config to a free loopback port: each
+// ${env:NAME:-host:port} gets a new host:port, each ${env:NAME_PORT:-n} a new port. So
+// ports added to the file later are moved too, and the bench never clashes with a
+// sidecar running on the machine.
+func shippedPorts(yaml string, p *ports) (map[string]string, error) {
+	out := map[string]string{}
+	hostPort := regexp.MustCompile(`^[0-9.]+:[0-9]+$`)
+	for _, m := range envDefault.FindAllStringSubmatch(yaml, -1) {
+		name, def := m[1], m[2]
+		if _, done := out[name]; done {
+			continue
+		}
+		switch {
+		case hostPort.MatchString(def):
+			a, err := p.addr()
+			if err != nil {
+				return nil, err
+			}
+			out[name] = a
+		case strings.HasSuffix(name, "_PORT"):
+			port, err := p.port()
+			if err != nil {
+				return nil, err
+			}
+			out[name] = port
+		}
+	}
+	return out, nil
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return lastLines(string(b), n)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// sink is the one loopback server every exporter of a pair sends to: it reads each body
+// and answers 200 (LangSmith's /info gets the SaaS batch limits). It counts requests and
+// bytes as they arrive (compressed, as sent).
+type sink struct {
+	srv *http.Server
+	url string
+	mu  sync.Mutex
+	n   sinkCount
+}
+
+type sinkCount struct{ requests, bytes int64 }
+
+func newSink() (*sink, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("sink listen: %w", err)
+	}
+	s := &sink{url: "http://" + l.Addr().String()}
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.srv.Serve(l) }()
+	return s, nil
+}
+
+func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/info" {
+		_, _ = io.WriteString(w, `{"batch_ingest_config":{"use_multipart_endpoint":true,"size_limit":100,"size_limit_bytes":20971520}}`)
+		return
+	}
+	n, _ := io.Copy(io.Discard, bufio.NewReaderSize(r.Body, 64<<10))
+	s.mu.Lock()
+	s.n.requests++
+	s.n.bytes += n
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *sink) count() sinkCount {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+func (s *sink) close() { _ = s.srv.Close() }

@@ -1,0 +1,104 @@
+package genai
+
+// Attribute names of the conventions other instrumentations use today, which the
+// genainormalize processor maps onto the contract keys (docs/genainormalize.md has the
+// table of what each becomes). They are only ever read; agentmeter never writes them.
+
+// Older GenAI semantic conventions (before v1.37) and the names OpenLLMetry emitted
+// alongside them.
+const (
+	// AttrSystem is the deprecated predecessor of gen_ai.provider.name. The Vercel AI SDK
+	// writes its provider id here ("openai.chat").
+	AttrSystem          = "gen_ai.system"
+	AttrUsagePrompt     = "gen_ai.usage.prompt_tokens"
+	AttrUsageCompletion = "gen_ai.usage.completion_tokens"
+	// AttrUsageTotal is written by OpenLLMetry; the contract has no total (input + output).
+	AttrUsageTotal = "gen_ai.usage.total_tokens"
+)
+
+// OpenLLMetry (Traceloop) names that never were semantic conventions.
+const (
+	AttrLLMUsageTotal          = "llm.usage.total_tokens"
+	AttrLLMUsagePrompt         = "llm.usage.prompt_tokens"
+	AttrLLMUsageCompletion     = "llm.usage.completion_tokens"
+	AttrUsageCacheReadFlat     = "gen_ai.usage.cache_read_input_tokens"
+	AttrUsageCacheCreationFlat = "gen_ai.usage.cache_creation_input_tokens"
+	AttrUsageReasoningFlat     = "gen_ai.usage.reasoning_tokens"
+	AttrTraceloopSpanKind      = "traceloop.span.kind"
+	AttrTraceloopEntityName    = "traceloop.entity.name"
+	TraceloopKindTool          = "tool"
+	TraceloopKindAgent         = "agent"
+	// TraceloopAnthropicScope is the instrumentation scope of OpenLLMetry-JS for the
+	// Anthropic SDK; up to 0.27.0 it reported gen_ai.usage.input_tokens without cache tokens.
+	TraceloopAnthropicScope = "@traceloop/instrumentation-anthropic"
+)
+
+// OpenInference (Arize) names. openinference.span.kind itself is in modelcall.go.
+const (
+	AttrOIPromptTokens       = "llm.token_count.prompt"
+	AttrOICompletionTokens   = "llm.token_count.completion"
+	AttrOITotalTokens        = "llm.token_count.total"
+	AttrOICacheRead          = "llm.token_count.prompt_details.cache_read"
+	AttrOICacheWrite         = "llm.token_count.prompt_details.cache_write"
+	AttrOIReasoning          = "llm.token_count.completion_details.reasoning"
+	AttrOIModelName          = "llm.model_name"
+	AttrOIRequestModelName   = "llm.request.model_name"
+	AttrOIResponseModelName  = "llm.response.model_name"
+	AttrOIProvider           = "llm.provider"
+	AttrOISystem             = "llm.system"
+	AttrOIToolName           = "tool.name"
+	AttrOIToolID             = "tool.id"
+	AttrOIToolCallID         = "tool_call.id"
+	AttrOIAgentName          = "agent.name"
+	AttrOIMetadata           = "metadata"
+	AttrOIOutputMessagesRoot = "llm.output_messages."
+	// OpenInference flattens tool calls of output messages into
+	// llm.output_messages.<i>.message.tool_calls.<j>.tool_call.id.
+	OIToolCallIDSuffix     = ".tool_call.id"
+	OpenInferenceKindTool  = "TOOL"
+	OpenInferenceKindAgent = "AGENT"
+)
+
+// Vercel AI SDK legacy telemetry (ai.* spans). ai.operationId is in modelcall.go.
+const (
+	AttrAIInputTokens       = "ai.usage.inputTokens"
+	AttrAIOutputTokens      = "ai.usage.outputTokens"
+	AttrAIPromptTokens      = "ai.usage.promptTokens"
+	AttrAICompletionTokens  = "ai.usage.completionTokens"
+	AttrAITotalTokens       = "ai.usage.totalTokens"
+	AttrAICachedInputTokens = "ai.usage.cachedInputTokens"
+	AttrAICacheReadTokens   = "ai.usage.inputTokenDetails.cacheReadTokens"
+	AttrAICacheWriteTokens  = "ai.usage.inputTokenDetails.cacheWriteTokens"
+	AttrAIReasoningTokens   = "ai.usage.reasoningTokens"
+	AttrAIOutputReasoning   = "ai.usage.outputTokenDetails.reasoningTokens"
+	AttrAIModelID           = "ai.model.id"
+	AttrAIModelProvider     = "ai.model.provider"
+	AttrAIResponseModel     = "ai.response.model"
+	AttrAIResponseToolCalls = "ai.response.toolCalls"
+	AttrAIToolCallID        = "ai.toolCall.id"
+	AttrAIToolCallName      = "ai.toolCall.name"
+	AttrAIFunctionID        = "ai.telemetry.functionId"
+	AIOperationToolCall     = "ai.toolCall"
+)
+
+// LangChain run metadata (ls_provider, ls_model_name), as it reaches a span: bare, under
+// LangSmith's or Langfuse's metadata prefix, or inside OpenInference's metadata JSON.
+const (
+	AttrLSProvider          = "ls_provider"
+	AttrLSModelName         = "ls_model_name"
+	AttrLSProviderMeta      = "metadata.ls_provider"
+	AttrLSModelNameMeta     = "metadata.ls_model_name"
+	AttrLSProviderLangSmith = "langsmith.metadata.ls_provider"
+	AttrLSModelLangSmith    = "langsmith.metadata.ls_model_name"
+	AttrLSProviderLangfuse  = "langfuse.observation.metadata.ls_provider"
+	AttrLSModelLangfuse     = "langfuse.observation.metadata.ls_model_name"
+)
+
+// Written by the normalisation when it made a reported count inclusive (an emitter that
+// reported input without its cache tokens, or output without its reasoning tokens): the
+// count as the emitter sent it. Its presence also means "already adjusted", so a second
+// collector in a row leaves the count alone.
+const (
+	AttrUsageReportedInput  = "agentmeter.usage.reported_input_tokens"
+	AttrUsageReportedOutput = "agentmeter.usage.reported_output_tokens"
+)

@@ -1,0 +1,96 @@
+package genai
+
+import (
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// IsToolCallSpan reports whether a span is one tool execution: an execute_tool span, or,
+// when gen_ai.operation.name is absent, a span a foreign convention marks as a tool call
+// (the AI SDK's ai.toolCall, OpenInference TOOL, OpenLLMetry traceloop.span.kind=tool).
+// Like IsModelCallSpan it recognises foreign spans directly, so readers agree on spans
+// that did not pass through genainormalize.
+func IsToolCallSpan(name string, attrs pcommon.Map) bool {
+	if op := SpanOperation(name, attrs); op != "" {
+		return op == OpExecuteTool
+	}
+	return foreignKind(name, attrs) == kindTool
+}
+
+// AgentRunName reports whether a span is an agent's run and names the agent: an
+// invoke_agent span (gen_ai.agent.name, else the span name's target), or, when
+// gen_ai.operation.name is absent, an OpenInference AGENT span (agent.name), an
+// OpenLLMetry agent span (traceloop.entity.name) or the AI SDK's outer
+// ai.generateText/ai.streamText/ai.generateObject/ai.streamObject span (its
+// ai.telemetry.functionId; the SDK's own OpenTelemetry integration names that span
+// invoke_agent), else the span name.
+func AgentRunName(name string, attrs pcommon.Map) (string, bool) {
+	if op := SpanOperation(name, attrs); op != "" {
+		if op != OpInvokeAgent {
+			return "", false
+		}
+		if n := strAttr(attrs, AttrAgentName); n != "" {
+			return n, true
+		}
+		_, target, _ := strings.Cut(name, " ")
+		return target, true
+	}
+	if foreignKind(name, attrs) != kindAgent {
+		return "", false
+	}
+	for _, k := range [...]string{AttrAgentName, AttrOIAgentName, AttrTraceloopEntityName, AttrAIFunctionID} {
+		if n := strAttr(attrs, k); n != "" {
+			return n, true
+		}
+	}
+	return name, true
+}
+
+type spanKind uint8
+
+const (
+	kindOther spanKind = iota
+	kindTool
+	kindAgent
+)
+
+// foreignKind reads the tool/agent marks of the foreign conventions.
+func foreignKind(name string, attrs pcommon.Map) spanKind {
+	if v, ok := attrs.Get(AttrOpenInferenceSpanKind); ok {
+		switch strings.ToUpper(v.AsString()) {
+		case OpenInferenceKindTool:
+			return kindTool
+		case OpenInferenceKindAgent:
+			return kindAgent
+		}
+		return kindOther
+	}
+	if v, ok := attrs.Get(AttrTraceloopSpanKind); ok {
+		switch v.AsString() {
+		case TraceloopKindTool:
+			return kindTool
+		case TraceloopKindAgent:
+			return kindAgent
+		}
+		return kindOther
+	}
+	id := name
+	if v, ok := attrs.Get(AttrAIOperationID); ok {
+		id = v.AsString()
+	}
+	switch id {
+	case AIOperationToolCall:
+		return kindTool
+	case "ai.generateText", "ai.streamText", "ai.generateObject", "ai.streamObject":
+		return kindAgent
+	}
+	return kindOther
+}
+
+func strAttr(m pcommon.Map, key string) string {
+	if v, ok := m.Get(key); ok {
+		return v.AsString()
+	}
+	return ""
+}

@@ -1,0 +1,73 @@
+package genaicost
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/agentmeter/agentmeter/pricing"
+)
+
+func TestLoadConfig(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	tests := []struct {
+		id   component.ID
+		want *Config
+	}{
+		{component.NewID(Type), createDefaultConfig()},
+		{component.NewIDWithName(Type, "custom"), &Config{
+			PriceFiles: []PriceFile{{Path: "testdata/prices.yaml"}, {Path: "../../pricing/testdata/litellm_prices.json", Format: FormatLiteLLM}},
+			Prices: []pricing.Row{{Provider: "openai", Model: "my-finetune", Match: []string{"ft:gpt-4o-mini:acme:*"}, Effective: "2025-06-01",
+				Rates: pricing.Rates{Input: pricing.F(0.3), Output: pricing.F(1.2), CacheRead: pricing.F(0.15)}, Source: "our contract with OpenAI"}},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.id.String(), func(t *testing.T) {
+			cfg := NewFactory().CreateDefaultConfig()
+			sub, err := cm.Sub(tt.id.String())
+			require.NoError(t, err)
+			require.NoError(t, sub.Unmarshal(cfg))
+			require.NoError(t, confmap.Validate(cfg))
+			assert.Equal(t, tt.want, cfg)
+			tab, err := cfg.(*Config).buildTable()
+			require.NoError(t, err)
+			assert.Positive(t, tab.Rows())
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want []string
+	}{
+		{"nothing to price with", Config{}, []string{"no prices: default_prices is false"}},
+		{"file problems", Config{DefaultPrices: true, PriceFiles: []PriceFile{{}, {Path: "testdata/none.json"}, {Path: "x", Format: "csv"}}}, []string{
+			"price_files[0].path must be set",
+			"price_files[1].path: open testdata/none.json",
+			`price_files[2].format must be agentmeter, litellm or genai_prices, got "csv"`,
+		}},
+		{"bad rows", Config{Prices: []pricing.Row{{Provider: "p", Model: "m", Rates: pricing.Rates{Input: pricing.F(1)}}}}, []string{
+			"prices[0].output must be set",
+		}},
+		{"bad file content", Config{PriceFiles: []PriceFile{{Path: "testdata/config.yaml", Format: FormatLiteLLM}}}, []string{
+			"price_files[0]: litellm price file",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			require.Error(t, err)
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}

@@ -1,0 +1,189 @@
+package subagentmerge
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+// only returns a copy of td with the spans keep accepts.
+func only(td ptrace.Traces, keep func(ptrace.Span) bool) ptrace.Traces {
+	c := clone(td)
+	for i := 0; i < c.ResourceSpans().Len(); i++ {
+		ss := c.ResourceSpans().At(i).ScopeSpans()
+		for j := 0; j < ss.Len(); j++ {
+			ss.At(j).Spans().RemoveIf(func(sp ptrace.Span) bool { return !keep(sp) })
+		}
+	}
+	return c
+}
+
+func spanIDSet(td ptrace.Traces) map[pcommon.SpanID]bool {
+	m := map[pcommon.SpanID]bool{}
+	forEachSpan(td, func(sp ptrace.Span) { m[sp.SpanID()] = true })
+	return m
+}
+
+// The arrival orders, on the parallel fixture (10/5 + 20/7 → 30/12/42): root
+// first, and root first with the subagents' spans later, are held until nothing named
+// is missing, then merged exactly.
+func TestCompleteOnlyWhenNothingNamedIsMissing(t *testing.T) {
+	full := buildParallel()
+	items := flatSpans(full)
+	lead := only(full, func(sp ptrace.Span) bool { return !underTask(items, sp) })
+	leadIDs := spanIDSet(lead)
+	subs := only(full, func(sp ptrace.Span) bool { return !leadIDs[sp.SpanID()] })
+	require.Positive(t, subs.SpanCount())
+
+	for _, tc := range []struct {
+		name    string
+		batches []ptrace.Traces
+	}{
+		{"root first", []ptrace.Traces{only(full, isLocalRoot), only(full, func(sp ptrace.Span) bool { return !isLocalRoot(sp) })}},
+		{"lead first, subagents later", []ptrace.Traces{lead, subs}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, sink, tel := newTestProcessor(t, defaultTestConfig())
+			defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+			require.NoError(t, p.ConsumeTraces(context.Background(), tc.batches[0]))
+			time.Sleep(20 * time.Millisecond)
+			assert.Zero(t, sink.SpanCount(), "held: what the trace names has not arrived")
+			require.NoError(t, p.ConsumeTraces(context.Background(), tc.batches[1]))
+			require.Equal(t, full.SpanCount(), sink.SpanCount())
+			assert.Equal(t, int64(1), releasedBy(t, tel, "complete"))
+			out := canonical(sink.AllTraces()...)
+			assertSubagent(t, spanByCalls(t, out, "call_a", "call_b"), genai.Usage{Input: 30, Output: 12}, 2, "call_a", "call_b")
+		})
+	}
+}
+
+// A trace whose model calls announce nothing (no tool-call ids, output messages or
+// finish reasons) is held settle_time after its root, then released as "settled".
+func TestUnannouncedTraceSettles(t *testing.T) {
+	b := newTraceBuilder(77)
+	lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
+	b.chat(lead, usage(3, 4))
+	cfg := defaultTestConfig()
+	cfg.SettleTime = 40 * time.Millisecond
+	p, sink, tel := newTestProcessor(t, cfg)
+	defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+	start := time.Now()
+	require.NoError(t, p.ConsumeTraces(context.Background(), clone(b.td)))
+	assert.Zero(t, sink.SpanCount())
+	require.Eventually(t, func() bool { return sink.SpanCount() == 2 }, 5*time.Second, 2*time.Millisecond)
+	assert.GreaterOrEqual(t, time.Since(start), cfg.SettleTime)
+	assert.Equal(t, int64(1), releasedBy(t, tel, "settled"))
+
+	// the same run with finish reasons says its answer is final: released at once
+	b2 := newTraceBuilder(78)
+	lead2 := b2.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
+	c := b2.chat(lead2, usage(3, 4))
+	genai.PutStrings(c.Attributes(), genai.AttrFinishReasons, []string{"stop"})
+	require.NoError(t, p.ConsumeTraces(context.Background(), clone(b2.td)))
+	assert.Equal(t, 4, sink.SpanCount())
+	assert.Equal(t, int64(1), releasedBy(t, tel, "complete"))
+}
+
+// num_traces is exact over all shards, and the least recently extended go first.
+func TestNumTracesIsExact(t *testing.T) {
+	cfg := defaultTestConfig()
+	cfg.NumTraces = 5
+	p, sink, tel := newTestProcessor(t, cfg)
+	var order []pcommon.TraceID
+	clock := int64(1)
+	p.now = func() int64 { clock++; return clock }
+	for i := uint64(0); i < 20; i++ {
+		in := withoutRoot(buildOneTask())
+		forEachSpan(in, func(sp ptrace.Span) {
+			id := sp.TraceID()
+			id[0], id[1] = byte(i), 0x5a
+			sp.SetTraceID(id)
+		})
+		order = append(order, in.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID())
+		require.NoError(t, p.ConsumeTraces(context.Background(), in))
+		assert.LessOrEqual(t, p.nTraces.Load(), int64(5))
+	}
+	assert.Equal(t, int64(5), p.nTraces.Load())
+	assert.Equal(t, int64(15), releasedBy(t, tel, "capacity"))
+	var firstSeen []pcommon.TraceID
+	seen := map[pcommon.TraceID]bool{}
+	for _, td := range sink.AllTraces() {
+		forEachSpan(td, func(sp ptrace.Span) {
+			if !seen[sp.TraceID()] {
+				seen[sp.TraceID()] = true
+				firstSeen = append(firstSeen, sp.TraceID())
+			}
+		})
+	}
+	assert.Equal(t, order[:15], firstSeen, "oldest released first")
+	require.NoError(t, p.Shutdown(context.Background()))
+}
+
+// arrivalSpan is one span of a generated run with the resource and scope it came under.
+type arrivalSpan struct {
+	rs ptrace.ResourceSpans
+	ss ptrace.ScopeSpans
+	sp ptrace.Span
+}
+
+func flatSpans(td ptrace.Traces) []arrivalSpan {
+	var out []arrivalSpan
+	for i := 0; i < td.ResourceSpans().Len(); i++ {
+		rs := td.ResourceSpans().At(i)
+		for j := 0; j < rs.ScopeSpans().Len(); j++ {
+			ss := rs.ScopeSpans().At(j)
+			for k := 0; k < ss.Spans().Len(); k++ {
+				out = append(out, arrivalSpan{rs, ss, ss.Spans().At(k)})
+			}
+		}
+	}
+	return out
+}
+
+func batchOf(items []arrivalSpan) ptrace.Traces {
+	td := ptrace.NewTraces()
+	for _, it := range items {
+		rs := td.ResourceSpans().AppendEmpty()
+		it.rs.Resource().CopyTo(rs.Resource())
+		ss := rs.ScopeSpans().AppendEmpty()
+		it.ss.Scope().CopyTo(ss.Scope())
+		it.sp.CopyTo(ss.Spans().AppendEmpty())
+	}
+	return td
+}
+
+// split cuts items into n batches in their order.
+func split(items []arrivalSpan, n int) []ptrace.Traces {
+	var out []ptrace.Traces
+	per := max((len(items)+n-1)/n, 1)
+	for i := 0; i < len(items); i += per {
+		out = append(out, batchOf(items[i:min(i+per, len(items))]))
+	}
+	return out
+}
+
+// underTask reports whether sp sits below a task tool span: a subagent's part of the run.
+func underTask(all []arrivalSpan, sp ptrace.Span) bool {
+	byID := map[pcommon.SpanID]ptrace.Span{}
+	for _, it := range all {
+		byID[it.sp.SpanID()] = it.sp
+	}
+	for p, steps := sp.ParentSpanID(), 0; !p.IsEmpty() && steps < len(all); steps++ {
+		ps, ok := byID[p]
+		if !ok {
+			return false
+		}
+		if n, _ := ps.Attributes().Get(genai.AttrToolName); n.Str() == genai.TaskToolName {
+			return true
+		}
+		p = ps.ParentSpanID()
+	}
+	return false
+}
