@@ -48,6 +48,9 @@ type Options struct {
 	// unknown), for context_usage; DefaultModel is used when a thread has no run yet.
 	ContextWindow func(modelName string) int
 	DefaultModel  string
+	// Uploads returns a thread's uploads folder for a user (where UploadsMiddleware looks
+	// for them); nil: no uploads (multipart files and POST .../uploads answer 501).
+	Uploads func(userID, threadID string) (string, error)
 }
 
 // Server is the gateway. Create with New, serve with Serve, stop with Shutdown.
@@ -63,6 +66,7 @@ type Server struct {
 
 	ctxWindow    func(string) int
 	defaultModel string
+	uploads      func(userID, threadID string) (string, error)
 
 	runCtx    context.Context
 	cancelAll context.CancelCauseFunc
@@ -111,7 +115,7 @@ func New(o Options) (*Server, error) {
 	runCtx, cancel := context.WithCancelCause(parent)
 	s := &Server{
 		cfg: cfg, store: o.Store, agents: o.Agents, log: log, auth: auth, metrics: newMetrics(),
-		ctxWindow: o.ContextWindow, defaultModel: o.DefaultModel,
+		ctxWindow: o.ContextWindow, defaultModel: o.DefaultModel, uploads: o.Uploads,
 		runCtx: runCtx, cancelAll: cancel,
 		active: map[string]*activeRun{}, lines: map[string]*threadLine{}, recent: map[string]*activeRun{}, context: map[string]contextTokens{},
 	}
@@ -169,6 +173,7 @@ func (s *Server) routes() http.Handler {
 	handle("POST /api/threads/{thread_id}/runs/{run_id}/cancel", ScopeThreadsWrite, s.cancelRun)
 	handle("GET /api/threads/{thread_id}/runs/{run_id}/events", ScopeThreadsRead, s.runEvents)
 	handle("GET /api/threads/{thread_id}/state", ScopeThreadsRead, s.threadState)
+	handle("POST /api/threads/{thread_id}/uploads", ScopeThreadsWrite, s.uploadFiles)
 	handle("GET /api/threads/{thread_id}/token-usage", ScopeThreadsRead, s.tokenUsage)
 	mux.Handle("GET /metrics", s.instrument("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	mux.Handle("GET /healthz", s.instrument("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
