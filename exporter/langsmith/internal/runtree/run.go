@@ -2,6 +2,7 @@ package runtree
 
 import (
 	"encoding/json"
+	"github.com/agentmeter/agentmeter/genai"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
@@ -74,6 +75,10 @@ type UsageMetadata struct {
 	TotalTokens        int64            `json:"total_tokens"`
 	InputTokenDetails  map[string]int64 `json:"input_token_details,omitempty"`
 	OutputTokenDetails map[string]int64 `json:"output_token_details,omitempty"`
+	// Cost is the call's own cost (agentmeter.cost.*), sent as input_cost, output_cost,
+	// total_cost and their details so LangSmith shows our figure instead of pricing the
+	// call with its own table; nil when the span has none.
+	Cost *genai.Cost `json:"-"`
 }
 
 // Extra is the run's extra object: metadata (ls_provider, ls_model_name, thread ids,
@@ -122,6 +127,7 @@ func (m Metadata) Get(key string) (any, bool) {
 // (docs/contract.md#merge), written to extra.metadata.subagent_usage.
 type SubagentUsage struct {
 	Usage         *UsageMetadata
+	Cost          *genai.Cost // merged subagent cost, written as cost_usd; nil when none
 	Dispatches    pcommon.Value
 	HasDispatches bool
 	ToolCallIDs   []string
