@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/agentmeter/agentmeter/middleware"
 	"github.com/agentmeter/agentmeter/runtime/config"
 	"github.com/agentmeter/agentmeter/runtime/gateway"
 	"github.com/agentmeter/agentmeter/runtime/store"
@@ -89,6 +90,7 @@ func serve(ctx context.Context, cfgPath, listen string, stderr io.Writer) error 
 		return err
 	}
 
+	runtimeSettings := middleware.ConfigFrom(cfg).Settings.Runtime
 	runCtx := telemetry.WithContentCapture(context.Background(), cfg.Telemetry.CaptureContent)
 	srv, err := gateway.New(gateway.Options{
 		Config: *gwCfg, Store: st, Logger: log, RunContext: runCtx,
@@ -108,6 +110,15 @@ func serve(ctx context.Context, cfgPath, listen string, stderr io.Writer) error 
 			return 0
 		},
 		DefaultModel: lead.ModelName,
+		// The folder UploadsMiddleware checks (ThreadDataMiddleware's uploads path), mounted
+		// in the run's sandbox at /mnt/user-data/uploads.
+		Uploads: func(userID, threadID string) (string, error) {
+			if userID == "" {
+				userID = middleware.DefaultUserID
+			}
+			td, err := middleware.ThreadPaths(runtimeSettings, userID, threadID)
+			return td.UploadsPath, err
+		},
 	})
 	if err != nil {
 		return err

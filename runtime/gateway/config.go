@@ -25,6 +25,7 @@ const (
 	DefaultMaxPromptChars   = 100_000
 	DefaultShutdownTimeout  = 30 * time.Second
 	DefaultProgressInterval = 5 * time.Second
+	DefaultMaxUploadBytes   = 10 << 20
 )
 
 // Multitask strategies: what a run posted on a thread that already has one does
@@ -58,6 +59,9 @@ type Config struct {
 	// ProgressInterval throttles progress snapshots written while a run goes (DeerFlow's
 	// 5s default).
 	ProgressInterval time.Duration `yaml:"progress_interval"`
+	// MaxUploadBytes bounds a multipart body (a run or upload with files; default 10 MiB);
+	// larger gets 413. JSON bodies stay under max_body_bytes.
+	MaxUploadBytes int64 `yaml:"max_upload_bytes"`
 	// MultitaskStrategy is the default for runs that do not send one: reject (default)
 	// or enqueue. A thread runs one run at a time either way.
 	MultitaskStrategy string `yaml:"multitask_strategy"`
@@ -81,7 +85,8 @@ type APIKey struct {
 // NewConfig returns the section with its defaults (config.RegisterSection's newValue).
 func NewConfig() *Config {
 	return &Config{Listen: DefaultListen, MaxBodyBytes: DefaultMaxBodyBytes, MaxPromptChars: DefaultMaxPromptChars,
-		ShutdownTimeout: DefaultShutdownTimeout, ProgressInterval: DefaultProgressInterval, MultitaskStrategy: MultitaskReject}
+		ShutdownTimeout: DefaultShutdownTimeout, ProgressInterval: DefaultProgressInterval, MultitaskStrategy: MultitaskReject,
+		MaxUploadBytes: DefaultMaxUploadBytes}
 }
 
 // applyDefaults fills zero fields (a Config built in code rather than loaded).
@@ -105,6 +110,9 @@ func (c *Config) applyDefaults() {
 	if c.MultitaskStrategy == "" {
 		c.MultitaskStrategy = MultitaskReject
 	}
+	if c.MaxUploadBytes == 0 {
+		c.MaxUploadBytes = d.MaxUploadBytes
+	}
 }
 
 func validStrategy(s string) bool { return s == MultitaskReject || s == MultitaskEnqueue }
@@ -120,6 +128,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 0 {
 		errs = append(errs, errors.New("max_body_bytes must not be negative"))
+	}
+	if c.MaxUploadBytes < 0 {
+		errs = append(errs, errors.New("max_upload_bytes must not be negative"))
 	}
 	if c.MaxPromptChars < 0 {
 		errs = append(errs, errors.New("max_prompt_chars must not be negative"))

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"mime/multipart"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/baggage"
@@ -46,6 +48,9 @@ type createRunRequest struct {
 	// MultitaskStrategy overrides gateway.multitask_strategy for this run: reject or
 	// enqueue.
 	MultitaskStrategy string `json:"multitask_strategy"`
+	// Files names files already uploaded to the thread (POST .../uploads); a multipart
+	// request carries its files instead.
+	Files []fileRef `json:"files"`
 }
 
 // errThreadBusy is a rejected run on a busy thread (409).
@@ -76,8 +81,34 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) 
 		}
 		wait = b
 	}
-	var req createRunRequest
-	if !s.decodeBody(w, r, &req, false) {
+	var (
+		req   createRunRequest
+		parts []*multipart.FileHeader
+	)
+	if isMultipart(r) {
+		// Multipart: fields input and multitask_strategy, files in "files".
+		form, ok := s.parseMultipart(w, r)
+		if !ok {
+			return
+		}
+		defer form.RemoveAll() //nolint:errcheck // temp files of the parsed body
+		for k, v := range form.Value {
+			switch k {
+			case "input":
+				req.Input = strings.Join(v, "\n")
+			case "multitask_strategy":
+				req.MultitaskStrategy = v[0]
+			default:
+				writeError(w, http.StatusBadRequest, "unknown form field %q (input, multitask_strategy, files)", k)
+				return
+			}
+		}
+		parts = form.File["files"]
+		if len(parts) > 0 && s.uploads == nil {
+			writeError(w, http.StatusNotImplemented, "uploads are not configured on this gateway")
+			return
+		}
+	} else if !s.decodeBody(w, r, &req, false) {
 		return
 	}
 	if req.MultitaskStrategy != "" && !validStrategy(req.MultitaskStrategy) {
@@ -96,22 +127,14 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) 
 		writeError(w, http.StatusServiceUnavailable, "the gateway is shutting down; no new runs are accepted")
 		return
 	}
-	_, exists, ok := s.checkOwner(w, r, p, threadID)
-	if !ok {
+	// A run on an unknown thread creates it, owned by the caller.
+	if !s.ensureThread(w, r, p, threadID) {
 		return
 	}
-	if !exists {
-		// A run on an unknown thread creates it, owned by the caller.
-		err := s.store.CreateThread(r.Context(), store.Thread{ID: threadID, UserID: p.UserID, CreatedAt: time.Now().UTC()})
-		if errors.Is(err, store.ErrExists) {
-			// Created concurrently: check ownership again.
-			if _, _, ok := s.checkOwner(w, r, p, threadID); !ok {
-				return
-			}
-		} else if err != nil {
-			s.internalError(w, "create thread", err)
-			return
-		}
+	refs, err := s.referencedUploads(p.UserID, threadID, req.Files)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
 	}
 	strategy := req.MultitaskStrategy
 	if strategy == "" {
@@ -137,12 +160,23 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) 
 		writeError(w, http.StatusServiceUnavailable, "%v", err)
 		return
 	}
+	// The files go in only once the run is admitted: a rejected run leaves nothing.
+	stored, err := s.storeUploads(p.UserID, threadID, parts)
+	if err != nil {
+		s.abandon(ar)
+		s.internalError(w, "store uploads", err)
+		return
+	}
+	human := message.Human(req.Input)
+	if files := append(refs, stored...); len(files) > 0 {
+		human.AdditionalKwargs = map[string]any{"files": filesKwarg(files)}
+	}
 	if err := s.store.CreateRun(r.Context(), run); err != nil {
 		s.abandon(ar)
 		s.internalError(w, "create run", err)
 		return
 	}
-	go s.execute(ar, run, lead, req.Input)
+	go s.execute(ar, run, lead, human)
 	if !wait {
 		writeJSON(w, http.StatusAccepted, run)
 		return
@@ -269,7 +303,7 @@ func (o streamObserver) ObserveModelCall(_ context.Context, rec model.CallRecord
 	o.ar.events.publish("messages", msg)
 }
 
-func (s *Server) execute(ar *activeRun, run store.Run, lead Lead, input string) {
+func (s *Server) execute(ar *activeRun, run store.Run, lead Lead, human message.Message) {
 	ctx := ar.ctx
 	defer func() {
 		s.release(ar)
@@ -342,10 +376,16 @@ func (s *Server) execute(ar *activeRun, run store.Run, lead Lead, input string) 
 	})
 	cum := &usageSum{}
 	runCtx := model.WithObserver(ctx, streamObserver{s: s, ar: ar, cum: cum, threadID: run.ThreadID})
+	sb, err := s.runSandbox(lead.Sandbox, run.UserID, run.ThreadID)
+	if err != nil {
+		s.log.Error("gateway: mount the thread's uploads", "thread_id", run.ThreadID, "error", err)
+		s.finish(ar, run, store.Completion{Status: store.StatusError, Error: "mount the thread's uploads failed"}, start, journal.CompletionData{}, &usageSum{})
+		return
+	}
 	res, runErr := lead.Agent.Run(runCtx, agent.Input{
-		ThreadID: run.ThreadID, RunID: run.RunID, UserID: run.UserID, Journal: j, Sandbox: lead.Sandbox,
+		ThreadID: run.ThreadID, RunID: run.RunID, UserID: run.UserID, Journal: j, Sandbox: sb,
 		State:    prior,
-		Messages: []message.Message{message.Human(input)},
+		Messages: []message.Message{human},
 		Emit:     func(event string, payload map[string]any) { ar.events.publish(event, payload) },
 	})
 	j.Flush()

@@ -87,6 +87,7 @@ func newThreadEnv(t *testing.T, cfg Config, st store.RunStore) *threadEnv {
 			sb, err := sandbox.NewLocal(root, threadID)
 			return Lead{Agent: a, Sandbox: sb, ModelName: "scripted-test"}, err
 		},
+		Uploads: func(user, thread string) (string, error) { return filepath.Join(root, "uploads", user, thread), nil },
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,8 @@
 //
 // A request is matched to the first conversation whose caller equals the request's
 // caller tag (a trailing "*" matches a prefix) and whose first_human_contains (optional)
-// is a substring of the request's first human message. The turn is the number of AI
+// is a substring of the request's first human message (messages flagged hide_from_ui,
+// which middlewares inject, are skipped). The turn is the number of AI
 // messages already in the request, so parallel subagents of one type — distinguished by
 // their prompt — each walk their own conversation deterministically whatever the
 // interleaving. A request past the last turn of its conversation is an error naming the
@@ -177,11 +178,14 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 	first := ""
 	turn, sinceUser := 0, 0
 	for _, msg := range req.Messages {
-		if msg.Role == message.RoleHuman && first == "" {
-			first = msg.Content
-		}
 		if msg.Role == message.RoleHuman {
+			// Hidden human messages (memory, reminders, durable context injected by
+			// middlewares) are not the user's: they neither pick the conversation nor
+			// restart a per_user_message one.
 			if hidden, _ := msg.AdditionalKwargs["hide_from_ui"].(bool); !hidden {
+				if first == "" {
+					first = msg.Content
+				}
 				sinceUser = 0
 			}
 		}
