@@ -75,7 +75,17 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics) (*
 	if cfg.Metrics.GenAITokenUsage {
 		c.tokenUsage = newTable[tokenUsageKey, tokenUsageValues](setGenAITokenUsage, cfg.MaxSeries)
 	}
-	tel, err := newTelemetry(set.TelemetrySettings, c.seriesCounts)
+	var sets []string
+	if c.agentmeter != nil {
+		sets = append(sets, setAgentmeter)
+	}
+	if c.semconv != nil {
+		sets = append(sets, setGenAIInference)
+	}
+	if c.tokenUsage != nil {
+		sets = append(sets, setGenAITokenUsage)
+	}
+	tel, err := newTelemetry(set.TelemetrySettings, sets, c.seriesCounts)
 	if err != nil {
 		return nil, err
 	}
