@@ -131,15 +131,25 @@ func (b *bench) collectorPairs() []row {
 	runs := map[string][]load{}
 	errs := map[string]error{}
 	for rep := 1; rep <= b.sz.repeats; rep++ {
+		// one loopback server for every run of the repeat: the pairs send to the same one
+		sk, err := newSink()
+		if err != nil {
+			for _, spec := range runSpecs {
+				errs[spec.id] = err
+				runs[spec.id] = append(runs[spec.id], nanLoad())
+			}
+			continue
+		}
 		for _, spec := range runSpecs {
-			l, err := b.oneRun(spec, rep)
+			l, err := b.oneRun(spec, rep, sk)
 			if err != nil {
 				b.progress("  %s failed: %v", spec.id, err)
 				errs[spec.id] = err
-				l = load{Acked: math.NaN(), Rate: math.NaN(), CPU: math.NaN(), PeakRSS: math.NaN(), MarkS: math.NaN(), MarkCPU: math.NaN(), MarkRSS: math.NaN(), SinkB: math.NaN()}
+				l = nanLoad()
 			}
 			runs[spec.id] = append(runs[spec.id], l)
 		}
+		sk.close()
 	}
 	get := func(id string, f func(load) float64) []float64 {
 		var out []float64
@@ -288,13 +298,16 @@ func firstErr(errs map[string]error, ids ...string) error {
 	return nil
 }
 
-// oneRun runs one collector configuration under load, with a fresh sink.
-func (b *bench) oneRun(spec runSpec, rep int) (load, error) {
-	sk, err := newSink()
-	if err != nil {
-		return load{}, err
-	}
-	defer sk.close()
+// nanLoad stands for a failed run: every figure derived from it is NaN, so the repeat
+// counts for neither side of a pair.
+func nanLoad() load {
+	n := math.NaN()
+	return load{Acked: n, Rate: n, CPU: n, PeakRSS: n, MarkS: n, MarkCPU: n, MarkRSS: n, SinkB: n, SinkReqs: n}
+}
+
+// oneRun runs one collector configuration under load; runs go one at a time, so what the
+// sink received during the run is the run's.
+func (b *bench) oneRun(spec runSpec, rep int, sk *sink) (load, error) {
 	cr, err := spec.build(b, sk)
 	if err != nil {
 		return load{}, err
