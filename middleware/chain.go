@@ -257,9 +257,13 @@ func BuildMiddlewares(o Options) ([]agent.Middleware, error) {
 
 // BuildSubagentMiddlewares is the subagent chain (middleware.md §3.5, without the
 // features agentmeter does not have): the shared phase without Uploads, ViewImage for
-// vision models, LoopDetection (when enabled), configured extensions, SafetyFinishReason,
-// SystemMessageCoalescing. No Title, Memory, TokenUsage, SubagentLimit, Clarification,
-// Todo, TerminalResponse or DynamicContext.
+// vision models, LoopDetection (when enabled), TokenBudget (the subagent budget, on by
+// default), configured extensions, SafetyFinishReason, DurableContext, Summarization (the
+// lead's switch), SubagentDateContext, SystemMessageCoalescing. No Title, Memory,
+// TokenUsage, SubagentLimit, Clarification, Todo, TerminalResponse or DynamicContext.
+// DeerFlow registers DurableContext after SafetyFinishReason here; a subagent has no task
+// tool, so its after_model ledger capture never sees a call Safety would strip. The lead
+// chain's AssertOrdering invariants are therefore not asserted on this chain.
 func BuildSubagentMiddlewares(o Options) ([]agent.Middleware, error) {
 	out, err := buildRuntime(o, false)
 	if err != nil {
@@ -276,6 +280,11 @@ func BuildSubagentMiddlewares(o Options) ([]agent.Middleware, error) {
 		ld.perAgent = true
 		out = append(out, ld)
 	}
+	tb, err := NewTokenBudgetMiddleware(SubagentTokenBudget(o.Config.Summarization.Enabled))
+	if err != nil {
+		return nil, fmt.Errorf("subagent token budget: %w", err)
+	}
+	out = append(out, tb)
 	ext, err := buildExtensions(o.Config.Extensions)
 	if err != nil {
 		return nil, err
@@ -284,8 +293,26 @@ func BuildSubagentMiddlewares(o Options) ([]agent.Middleware, error) {
 	if o.Config.SafetyFinishReason.Enabled {
 		out = append(out, NewSafetyFinishReasonMiddleware(o.Config.SafetyFinishReason))
 	}
-	out = append(out, NewSystemMessageCoalescingMiddleware())
+	out = append(out, NewDurableContextMiddleware())
+	if o.Config.Summarization.Enabled {
+		s, err := NewSummarizationMiddleware(o.Config.Summarization, o.Models)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", SectionSummarization, err)
+		}
+		out = append(out, s)
+	}
+	out = append(out, NewSubagentDateContextMiddleware(o.clock()), NewSystemMessageCoalescingMiddleware())
 	return out, nil
+}
+
+// SubagentTokenBudget is DeerFlow's subagent budget (enabled by default): 1 M tokens per
+// execution when summarization is enabled, else 2 M, warning at 70 %.
+func SubagentTokenBudget(summarization bool) TokenBudgetConfig {
+	c := TokenBudgetConfig{Enabled: true, MaxTokens: 2_000_000, WarnRatio: 0.7, HardRatio: 1.0}
+	if summarization {
+		c.MaxTokens = 1_000_000
+	}
+	return c
 }
 
 // OrderingError names the violated invariant.

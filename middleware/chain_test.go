@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentmeter/agentmeter/runtime/agent"
+	"github.com/agentmeter/agentmeter/runtime/message"
 	"github.com/agentmeter/agentmeter/runtime/model"
 	"github.com/agentmeter/agentmeter/runtime/state"
 )
@@ -178,15 +179,47 @@ func TestSubagentChain(t *testing.T) {
 	require.NoError(t, err)
 	names := Names(c)
 	assert.Equal(t, []string{NameInputSanitization, NameToolOutputBudget, NameToolResultSanitization, NameThreadData, NameSandbox,
-		NameDanglingToolCall, NameLLMErrorHandling, NameSandboxAudit, NameReadBeforeWrite, NameToolErrorHandling, NameViewImage, NameLoopDetection, NameSafetyFinishReason, NameSystemMessageCoalescing}, names)
+		NameDanglingToolCall, NameLLMErrorHandling, NameSandboxAudit, NameReadBeforeWrite, NameToolErrorHandling, NameViewImage, NameLoopDetection,
+		NameTokenBudget, NameSafetyFinishReason, NameDurableContext, NameSubagentDateContext, NameSystemMessageCoalescing}, names)
 	for _, absent := range []string{NameUploads, NameTitle, NameMemory, NameTokenUsage, NameSubagentLimit, NameClarification, NameTodo, NameTerminalResponse, NameDynamicContext} {
 		assert.NotContains(t, names, absent)
 	}
 	assert.Less(t, slices.Index(names, NameLoopDetection), slices.Index(names, NameSafetyFinishReason))
-	assert.NoError(t, AssertOrdering(c))
+	// DeerFlow's subagent budget: on by default, 2 M tokens without summarization, warn 0.7.
+	tb := findMW[*TokenBudgetMiddleware](c)
+	require.NotNil(t, tb)
+	assert.Equal(t, TokenBudgetConfig{Enabled: true, MaxTokens: 2_000_000, WarnRatio: 0.7, HardRatio: 1.0}, tb.cfg)
 	noVision, err := BuildSubagentMiddlewares(Options{Config: DefaultConfig(), Model: visionModel{false}})
 	require.NoError(t, err)
 	assert.NotContains(t, Names(noVision), NameViewImage)
+	// With summarization on: Summarization after DurableContext, before the date context,
+	// and a 1 M budget.
+	cfg := DefaultConfig()
+	cfg.Summarization.Enabled = true
+	withSum, err := BuildSubagentMiddlewares(Options{Config: cfg, Model: visionModel{false}})
+	require.NoError(t, err)
+	n := Names(withSum)
+	assert.Equal(t, []string{NameSafetyFinishReason, NameDurableContext, NameSummarization, NameSubagentDateContext, NameSystemMessageCoalescing}, n[len(n)-5:])
+	assert.Equal(t, int64(1_000_000), findMW[*TokenBudgetMiddleware](withSum).cfg.MaxTokens)
+	_, err = agent.New(agent.Config{Name: "general-purpose", Model: model.Wrap(&scriptedProvider{}, model.Info{Name: "m"}), Middlewares: withSum})
+	require.NoError(t, err)
+}
+
+// The subagent gets the date reminder on its task prompt (ID swap) and never the user's
+// memory.
+func TestSubagentDateContext(t *testing.T) {
+	clock := newFakeClock()
+	m := NewSubagentDateContextMiddleware(clock)
+	task := message.Human("Collect three facts about Paris")
+	u, err := m.BeforeAgent(context.Background(), &agent.Runtime{UserID: "alice", AgentName: "general-purpose"}, &state.State{Messages: []message.Message{task}})
+	require.NoError(t, err)
+	require.NotNil(t, u)
+	require.Len(t, u.Messages, 2)
+	assert.Equal(t, message.RoleSystem, u.Messages[0].Role)
+	assert.Equal(t, DateReminder(clock.Now()), u.Messages[0].Content)
+	assert.Equal(t, task.ID, u.Messages[0].ID)
+	assert.Equal(t, task.ID+"__user", u.Messages[1].ID)
+	assert.Equal(t, task.Content, u.Messages[1].Content)
 }
 
 func TestChainRunsInAgent(t *testing.T) {

@@ -3,7 +3,8 @@ package middleware
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/agentmeter/agentmeter/runtime/config"
@@ -11,7 +12,7 @@ import (
 
 // Config sections of config.yaml (docs/middleware.md). Section and key names follow the
 // seed article's config skeleton so a user who copies it gets what
-// they expect; defaults are DeerFlow's (middleware.md §5-6). Every section is registered
+// they expect; defaults are DeerFlow's. Every section is registered (the sections list below)
 // with config.RegisterSection, so unknown keys are errors naming the key.
 const (
 	SectionCircuitBreaker     = "circuit_breaker"
@@ -30,21 +31,69 @@ const (
 	SectionToolProgress       = "tool_progress"
 )
 
+// sections binds every section name to its type, its defaults and its field of Config:
+// the one list init, DefaultConfig and ConfigFrom all read.
+var sections = []section{
+	typed(SectionCircuitBreaker, DefaultCircuitBreakerConfig, func(c *Config) *CircuitBreakerConfig { return &c.CircuitBreaker }),
+	typed(SectionGuardrails, DefaultGuardrailsConfig, func(c *Config) *GuardrailsConfig { return &c.Guardrails }),
+	typed(SectionTokenUsage, DefaultTokenUsageConfig, func(c *Config) *TokenUsageConfig { return &c.TokenUsage }),
+	typed(SectionLoopDetection, DefaultLoopDetectionConfig, func(c *Config) *LoopDetectionConfig { return &c.LoopDetection }),
+	typed(SectionSafetyFinishReason, DefaultSafetyFinishReasonConfig, func(c *Config) *SafetyFinishReasonConfig { return &c.SafetyFinishReason }),
+	typed(SectionToolSearch, zero[ToolSearchConfig], func(c *Config) *ToolSearchConfig { return &c.ToolSearch }),
+	typed(SectionSummarization, DefaultSummarizationConfig, func(c *Config) *SummarizationConfig { return &c.Summarization }),
+	typed(SectionTitle, DefaultTitleConfig, func(c *Config) *TitleConfig { return &c.Title }),
+	typed(SectionTokenBudget, DefaultTokenBudgetConfig, func(c *Config) *TokenBudgetConfig { return &c.TokenBudget }),
+	typed(SectionExtensions, zero[ExtensionsConfig], func(c *Config) *ExtensionsConfig { return &c.Extensions }),
+	typed(SectionSettings, DefaultSettings, func(c *Config) *Settings { return &c.Settings }),
+	typed(SectionToolOutput, DefaultToolOutputConfig, func(c *Config) *ToolOutputConfig { return &c.ToolOutput }),
+	typed(SectionReadBeforeWrite, func() ReadBeforeWriteConfig { return ReadBeforeWriteConfig{Enabled: true} },
+		func(c *Config) *ReadBeforeWriteConfig { return &c.ReadBeforeWrite }),
+	typed(SectionToolProgress, DefaultToolProgressConfig, func(c *Config) *ToolProgressConfig { return &c.ToolProgress }),
+}
+
 func init() {
-	config.RegisterSection(SectionCircuitBreaker, func() any { v := DefaultCircuitBreakerConfig(); return &v })
-	config.RegisterSection(SectionGuardrails, func() any { v := DefaultGuardrailsConfig(); return &v })
-	config.RegisterSection(SectionTokenUsage, func() any { v := DefaultTokenUsageConfig(); return &v })
-	config.RegisterSection(SectionLoopDetection, func() any { v := DefaultLoopDetectionConfig(); return &v })
-	config.RegisterSection(SectionSafetyFinishReason, func() any { v := DefaultSafetyFinishReasonConfig(); return &v })
-	config.RegisterSection(SectionToolSearch, func() any { v := ToolSearchConfig{}; return &v })
-	config.RegisterSection(SectionSummarization, func() any { v := DefaultSummarizationConfig(); return &v })
-	config.RegisterSection(SectionTitle, func() any { v := DefaultTitleConfig(); return &v })
-	config.RegisterSection(SectionTokenBudget, func() any { v := DefaultTokenBudgetConfig(); return &v })
-	config.RegisterSection(SectionExtensions, func() any { v := ExtensionsConfig{}; return &v })
-	config.RegisterSection(SectionSettings, func() any { v := DefaultSettings(); return &v })
-	config.RegisterSection(SectionToolOutput, func() any { v := DefaultToolOutputConfig(); return &v })
-	config.RegisterSection(SectionReadBeforeWrite, func() any { v := ReadBeforeWriteConfig{Enabled: true}; return &v })
-	config.RegisterSection(SectionToolProgress, func() any { v := DefaultToolProgressConfig(); return &v })
+	for _, s := range sections {
+		s.register()
+	}
+}
+
+// section is one config.yaml section of Config, whatever its type.
+type section interface {
+	register()
+	setDefault(out *Config)
+	copyFrom(c *config.Config, out *Config)
+	target(out *Config) any // the field it fills
+}
+
+// typedSection is a section of type T: config.RegisterSection decodes the YAML into a
+// *T made from its defaults (so absent keys keep them) and validates it.
+type typedSection[T any] struct {
+	name  string
+	def   func() T
+	field func(*Config) *T
+}
+
+func typed[T any](name string, def func() T, field func(*Config) *T) section {
+	return typedSection[T]{name: name, def: def, field: field}
+}
+
+func zero[T any]() T {
+	var v T
+	return v
+}
+
+func (s typedSection[T]) register() {
+	config.RegisterSection(s.name, func() any { v := s.def(); return &v })
+}
+
+func (s typedSection[T]) setDefault(out *Config) { *s.field(out) = s.def() }
+
+func (s typedSection[T]) target(out *Config) any { return s.field(out) }
+
+func (s typedSection[T]) copyFrom(c *config.Config, out *Config) {
+	if v, ok := c.Sections[s.name].(*T); ok {
+		*s.field(out) = *v
+	}
 }
 
 // CircuitBreakerConfig configures LLMErrorHandlingMiddleware (DeerFlow's circuit_breaker
@@ -176,7 +225,7 @@ func (c *LoopDetectionConfig) Validate() error {
 	if c.ToolFreqHardLimit < c.ToolFreqWarn {
 		errs = append(errs, errors.New("tool_freq_hard_limit must be at least tool_freq_warn"))
 	}
-	for _, name := range sortedKeys(c.ToolFreqOverrides) {
+	for _, name := range slices.Sorted(maps.Keys(c.ToolFreqOverrides)) {
 		o := c.ToolFreqOverrides[name]
 		if o.Warn < 1 {
 			errs = append(errs, fmt.Errorf("tool_freq_overrides.%s.warn must be at least 1", name))
@@ -429,14 +478,11 @@ type Config struct {
 
 // DefaultConfig is the configuration of a config.yaml without middleware sections.
 func DefaultConfig() Config {
-	return Config{
-		CircuitBreaker: DefaultCircuitBreakerConfig(), Guardrails: DefaultGuardrailsConfig(),
-		TokenUsage: DefaultTokenUsageConfig(), LoopDetection: DefaultLoopDetectionConfig(),
-		SafetyFinishReason: DefaultSafetyFinishReasonConfig(), Summarization: DefaultSummarizationConfig(),
-		Title: DefaultTitleConfig(), TokenBudget: DefaultTokenBudgetConfig(), Settings: DefaultSettings(),
-		ToolOutput: DefaultToolOutputConfig(), ReadBeforeWrite: ReadBeforeWriteConfig{Enabled: true},
-		ToolProgress: DefaultToolProgressConfig(),
+	var out Config
+	for _, s := range sections {
+		s.setDefault(&out)
 	}
+	return out
 }
 
 // ConfigFrom extracts the middleware sections of a loaded config (defaults for absent ones).
@@ -445,92 +491,8 @@ func ConfigFrom(c *config.Config) Config {
 	if c == nil {
 		return out
 	}
-	set := func(name string, dst any) {
-		v, ok := c.Sections[name]
-		if !ok {
-			return
-		}
-		switch d := dst.(type) {
-		case *CircuitBreakerConfig:
-			if p, ok := v.(*CircuitBreakerConfig); ok {
-				*d = *p
-			}
-		case *GuardrailsConfig:
-			if p, ok := v.(*GuardrailsConfig); ok {
-				*d = *p
-			}
-		case *TokenUsageConfig:
-			if p, ok := v.(*TokenUsageConfig); ok {
-				*d = *p
-			}
-		case *LoopDetectionConfig:
-			if p, ok := v.(*LoopDetectionConfig); ok {
-				*d = *p
-			}
-		case *SafetyFinishReasonConfig:
-			if p, ok := v.(*SafetyFinishReasonConfig); ok {
-				*d = *p
-			}
-		case *ToolSearchConfig:
-			if p, ok := v.(*ToolSearchConfig); ok {
-				*d = *p
-			}
-		case *SummarizationConfig:
-			if p, ok := v.(*SummarizationConfig); ok {
-				*d = *p
-			}
-		case *TitleConfig:
-			if p, ok := v.(*TitleConfig); ok {
-				*d = *p
-			}
-		case *TokenBudgetConfig:
-			if p, ok := v.(*TokenBudgetConfig); ok {
-				*d = *p
-			}
-		case *ExtensionsConfig:
-			if p, ok := v.(*ExtensionsConfig); ok {
-				*d = *p
-			}
-		case *Settings:
-			if p, ok := v.(*Settings); ok {
-				*d = *p
-			}
-		case *ToolOutputConfig:
-			if p, ok := v.(*ToolOutputConfig); ok {
-				*d = *p
-			}
-		case *ReadBeforeWriteConfig:
-			if p, ok := v.(*ReadBeforeWriteConfig); ok {
-				*d = *p
-			}
-		case *ToolProgressConfig:
-			if p, ok := v.(*ToolProgressConfig); ok {
-				*d = *p
-			}
-		}
+	for _, s := range sections {
+		s.copyFrom(c, &out)
 	}
-	set(SectionCircuitBreaker, &out.CircuitBreaker)
-	set(SectionGuardrails, &out.Guardrails)
-	set(SectionTokenUsage, &out.TokenUsage)
-	set(SectionLoopDetection, &out.LoopDetection)
-	set(SectionSafetyFinishReason, &out.SafetyFinishReason)
-	set(SectionToolSearch, &out.ToolSearch)
-	set(SectionSummarization, &out.Summarization)
-	set(SectionTitle, &out.Title)
-	set(SectionTokenBudget, &out.TokenBudget)
-	set(SectionExtensions, &out.Extensions)
-	set(SectionSettings, &out.Settings)
-	set(SectionToolOutput, &out.ToolOutput)
-	set(SectionReadBeforeWrite, &out.ReadBeforeWrite)
-	set(SectionToolProgress, &out.ToolProgress)
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -42,8 +42,8 @@ const (
 )
 
 // ErrStreamChunkTimeout marks a streamed response that stalled between chunks
-// (DeerFlow's StreamChunkTimeoutError); providers wrap it.
-var ErrStreamChunkTimeout = errors.New("stream chunk timeout")
+// (DeerFlow's StreamChunkTimeoutError); providers wrap it (model.ErrStreamChunkTimeout).
+var ErrStreamChunkTimeout = model.ErrStreamChunkTimeout
 
 // ErrEmptyGeneration marks a response with no generations (DeerFlow's IndexError case).
 var ErrEmptyGeneration = errors.New("model returned no generations")

@@ -275,7 +275,9 @@ func inferStepKind(actions []map[string]any, content string) string {
 	if len(actions) > 0 {
 		return genai.StepToolBatch
 	}
-	if strings.TrimSpace(content) != "" {
+	// DeerFlow tests the content's truthiness: any non-empty string, whitespace
+	// included, is a final answer; only "" is thinking.
+	if content != "" {
 		return genai.StepFinalAnswer
 	}
 	return genai.StepThinking

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/agentmeter/agentmeter/runtime/agent"
 	"github.com/agentmeter/agentmeter/runtime/model"
@@ -41,7 +43,7 @@ func (c *ToolOutputConfig) Validate() error {
 	if c.MaxChars < 1 {
 		errs = append(errs, errors.New("max_chars must be at least 1"))
 	}
-	for _, k := range sortedKeys(c.Overrides) {
+	for _, k := range slices.Sorted(maps.Keys(c.Overrides)) {
 		if c.Overrides[k] < 1 {
 			errs = append(errs, fmt.Errorf("overrides.%s must be at least 1", k))
 		}

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agentmeter/agentmeter/runtime/agent"
@@ -167,7 +169,7 @@ func uploadsBlock(files []UploadedFile, uploadsDir string) string {
 			byExt[ext]++
 		}
 		parts := make([]string, 0, len(byExt))
-		for _, ext := range sortedKeys(byExt) {
+		for _, ext := range slices.Sorted(maps.Keys(byExt)) {
 			parts = append(parts, fmt.Sprintf("%s: %d", neutraliseTags(ext), byExt[ext]))
 		}
 		b.WriteString(" Omitted by type: " + strings.Join(parts, ", ") + "\n")

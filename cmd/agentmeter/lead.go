@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/agentmeter/agentmeter/middleware"
 	"github.com/agentmeter/agentmeter/runtime/agent"
 	"github.com/agentmeter/agentmeter/runtime/config"
 	"github.com/agentmeter/agentmeter/runtime/model"
@@ -33,10 +34,19 @@ type MiddlewareEnv struct {
 	Config *config.Config
 	Models *model.Factory
 	Lead   model.ChatModel
+	// Memory keeps the per-user memory (nil: files under settings.runtime.base_dir).
+	Memory middleware.MemoryStore
+}
+
+// LeadOptions are what the caller of NewLeadAgent adds to the config.
+type LeadOptions struct {
+	// Memory keeps MemoryMiddleware's per-user memory; `serve` passes the run store so
+	// every replica shares it. nil: files under settings.runtime.base_dir.
+	Memory middleware.MemoryStore
 }
 
 // NewLeadAgent builds the lead agent of cfg.
-func NewLeadAgent(cfg *config.Config) (*LeadAgent, error) {
+func NewLeadAgent(cfg *config.Config, opts LeadOptions) (*LeadAgent, error) {
 	models, err := model.NewFactory(cfg.Models)
 	if err != nil {
 		return nil, err
@@ -56,7 +66,7 @@ func NewLeadAgent(cfg *config.Config) (*LeadAgent, error) {
 		root = filepath.Join(os.TempDir(), "agentmeter", "threads")
 	}
 	base := tool.Builtins(tool.Bash{Timeout: cfg.Sandbox.BashTimeout}, nil)
-	env := MiddlewareEnv{Config: cfg, Models: models, Lead: lead}
+	env := MiddlewareEnv{Config: cfg, Models: models, Lead: lead, Memory: opts.Memory}
 	tools := base
 	if config.BoolOr(cfg.Subagents.Enabled, true) {
 		exec, err := subagent.NewExecutor(subagent.Options{

@@ -14,7 +14,7 @@ func TestNewLeadAgent(t *testing.T) {
 	root := t.TempDir()
 	cfg, err := config.Parse([]byte(demoConfigYAML + "sandbox: {root: " + root + "}\n"))
 	require.NoError(t, err)
-	lead, err := NewLeadAgent(cfg)
+	lead, err := NewLeadAgent(cfg, LeadOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "scripted-demo", lead.ModelName)
 	assert.Equal(t, root, lead.SandboxRoot)
@@ -26,6 +26,6 @@ func TestNewLeadAgent(t *testing.T) {
 
 	cfg, err = config.Parse([]byte(demoConfigYAML + "agent: {tools: [bash, nope]}\n"))
 	require.NoError(t, err)
-	_, err = NewLeadAgent(cfg)
+	_, err = NewLeadAgent(cfg, LeadOptions{})
 	assert.ErrorContains(t, err, `agent.tools: unknown tool "nope"`)
 }

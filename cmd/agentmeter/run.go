@@ -119,7 +119,7 @@ func runOnce(ctx context.Context, o runOptions) (*runOutput, error) {
 	defer tel.Shutdown(context.Background())
 	ctx = telemetry.WithContentCapture(ctx, cfg.Telemetry.CaptureContent)
 
-	lead, err := NewLeadAgent(cfg)
+	lead, err := NewLeadAgent(cfg, LeadOptions{})
 	if err != nil {
 		return nil, err
 	}

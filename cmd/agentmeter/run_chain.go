@@ -14,7 +14,7 @@ import (
 // leadMiddlewares builds the lead agent's middleware chain.
 func leadMiddlewares(env MiddlewareEnv) ([]agent.Middleware, error) {
 	opts := chainOptions(env.Config)
-	opts.Model, opts.Models = env.Lead, env.Models
+	opts.Model, opts.Models, opts.MemoryStore = env.Lead, env.Models, env.Memory
 	return middleware.BuildMiddlewares(opts)
 }
 

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/agentmeter/agentmeter/middleware"
 	"github.com/agentmeter/agentmeter/runtime/config"
 	"github.com/agentmeter/agentmeter/runtime/gateway"
 	"github.com/agentmeter/agentmeter/runtime/store"
@@ -79,16 +80,17 @@ func serve(ctx context.Context, cfgPath, listen string, stderr io.Writer) error 
 	}
 	defer tel.Shutdown(context.Background())
 
-	lead, err := NewLeadAgent(cfg)
-	if err != nil {
-		return err
-	}
 	st, err := openStore(ctx, stCfg)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	lead, err := NewLeadAgent(cfg, LeadOptions{Memory: storeMemory{st}})
+	if err != nil {
+		return err
+	}
 
+	runtimeSettings := middleware.ConfigFrom(cfg).Settings.Runtime
 	runCtx := telemetry.WithContentCapture(context.Background(), cfg.Telemetry.CaptureContent)
 	srv, err := gateway.New(gateway.Options{
 		Config: *gwCfg, Store: st, Logger: log, RunContext: runCtx,
@@ -108,6 +110,15 @@ func serve(ctx context.Context, cfgPath, listen string, stderr io.Writer) error 
 			return 0
 		},
 		DefaultModel: lead.ModelName,
+		// The folder UploadsMiddleware checks (ThreadDataMiddleware's uploads path), mounted
+		// in the run's sandbox at /mnt/user-data/uploads.
+		Uploads: func(userID, threadID string) (string, error) {
+			if userID == "" {
+				userID = middleware.DefaultUserID
+			}
+			td, err := middleware.ThreadPaths(runtimeSettings, userID, threadID)
+			return td.UploadsPath, err
+		},
 	})
 	if err != nil {
 		return err
@@ -153,4 +164,16 @@ func openStore(ctx context.Context, c *store.Config) (store.RunStore, error) {
 		}
 		return sqlite.Open(ctx, dsn)
 	}
+}
+
+// storeMemory keeps MemoryMiddleware's per-user memory in the run store, so every
+// replica sharing the database sees the same memory.
+type storeMemory struct{ st store.RunStore }
+
+func (m storeMemory) Load(ctx context.Context, userID, agentName string) (string, error) {
+	return m.st.LoadMemory(ctx, userID, agentName)
+}
+
+func (m storeMemory) Save(ctx context.Context, userID, agentName, memory string) error {
+	return m.st.SaveMemory(ctx, userID, agentName, memory)
 }

@@ -3,7 +3,6 @@ package langfuse
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 
 	"go.opentelemetry.io/collector/config/configcompression"
@@ -14,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 )
 
@@ -60,8 +60,10 @@ type Config struct {
 	// Default: false (DeerFlow does not check; the call counts against a 30/min limit).
 	CheckCredentials bool `mapstructure:"check_credentials"`
 
-	// QueueConfig is sending_queue (exporterhelper; default on, 1000 requests, in memory;
-	// set storage to a storage extension id for a persistent queue).
+	// QueueConfig is sending_queue (exporterhelper; default on, in memory, bounded in
+	// bytes: 64 MiB of encoded spans, sizer bytes; a full queue makes the caller wait, a
+	// caller whose deadline ends gets a retryable error. Set storage to a storage
+	// extension id for a persistent queue).
 	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
 	// RetryConfig is retry_on_failure (default on: 5s initial, 30s max interval, 5m total).
 	RetryConfig configretry.BackOffConfig `mapstructure:"retry_on_failure"`
@@ -96,7 +98,7 @@ func newConfig(env envconfig.Lookup) *Config {
 		PublicKey:     configopaque.String(env.First(EnvPublicKey)),
 		SecretKey:     configopaque.String(env.First(EnvSecretKey)),
 		Enabled:       envconfig.Truthy(tracing),
-		QueueConfig:   configoptional.Some(exporterhelper.NewDefaultQueueConfig()),
+		QueueConfig:   configoptional.Some(vendorhttp.DefaultQueueConfig()),
 		RetryConfig:   configretry.NewDefaultBackOffConfig(),
 		tracingEnv:    tracing,
 		enabledReason: reason,
@@ -147,29 +149,12 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// validateEndpoint checks the base URL. Its messages never echo the URL: a URL with
-// user info would carry a secret.
+// validateEndpoint checks the base URL; its messages never echo the URL.
 func validateEndpoint(endpoint string) error {
 	if endpoint == "" {
 		return errors.New("endpoint must be set (the Langfuse base URL, e.g. " + DefaultEndpoint + ")")
 	}
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		return errors.New("endpoint must be a valid URL")
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("endpoint must be an http or https URL, not scheme %q", u.Scheme)
-	}
-	if u.Host == "" {
-		return errors.New("endpoint must name a host")
-	}
-	if u.User != nil {
-		return errors.New("endpoint must not carry credentials; set public_key and secret_key")
-	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return errors.New("endpoint must be a base URL without query or fragment")
-	}
-	return nil
+	return vendorhttp.ValidateEndpoint(endpoint)
 }
 
 // tracesURL and projectsURL append Langfuse's paths to the base URL, which may itself

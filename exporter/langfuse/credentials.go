@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 )
 
 const credentialCheckTimeout = 10 * time.Second
@@ -41,10 +43,10 @@ func (e *langfuseExporter) checkCredentials(ctx context.Context) error {
 		e.logger.Warn("Could not reach Langfuse to check the credentials; starting anyway", zap.Error(err))
 		return nil
 	}
-	defer resp.Body.Close()
+	defer vendorhttp.Drain(resp)
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return fmt.Errorf("langfuse credential check failed: %w", credentialError(resp.StatusCode, serverMessage(resp)))
+		return fmt.Errorf("langfuse credential check failed: %w", vendor.CredentialError(resp.StatusCode, "", serverMessage(resp)))
 	case resp.StatusCode != http.StatusOK:
 		e.logger.Warn("Langfuse could not check the credentials; starting anyway",
 			zap.Int("status", resp.StatusCode), zap.String("server_message", serverMessage(resp)))

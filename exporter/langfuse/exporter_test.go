@@ -467,6 +467,7 @@ func TestInputNotMutated(t *testing.T) {
 	td := traceBatch(3)
 	before := ptrace.NewTraces()
 	td.CopyTo(before)
+	td.MarkReadOnly() // a write would panic
 	require.NoError(t, exp.ConsumeTraces(context.Background(), td))
 	var m ptrace.ProtoMarshaler
 	a, err := m.MarshalTraces(before)

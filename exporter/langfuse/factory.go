@@ -8,9 +8,8 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
-	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.uber.org/zap"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/exporter/langfuse/internal/metadata"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 )
@@ -38,7 +37,10 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 	if !c.Enabled {
 		return newDisabled(ctx, set, c)
 	}
-	e := newExporter(c, set)
+	e, err := newExporter(c, set)
+	if err != nil {
+		return nil, err
+	}
 	return exporterhelper.NewTraces(ctx, set, cfg, e.push,
 		exporterhelper.WithStart(e.start),
 		exporterhelper.WithShutdown(e.shutdown),
@@ -53,16 +55,7 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 	)
 }
 
-// newDisabled is the exporter of a disabled config: it accepts and drops, and says so
-// once at start (docs/contract.md#exporters). No queue, so no storage is touched.
+// newDisabled is the exporter of a disabled config (docs/contract.md#exporters).
 func newDisabled(ctx context.Context, set exporter.Settings, c *Config) (exporter.Traces, error) {
-	return exporterhelper.NewTraces(ctx, set, c,
-		func(context.Context, ptrace.Traces) error { return nil },
-		exporterhelper.WithStart(func(context.Context, component.Host) error {
-			set.Logger.Info("Langfuse exporter is disabled; spans sent to it are dropped",
-				zap.String("reason", c.enabledReason))
-			return nil
-		}),
-		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
-	)
+	return vendorhttp.NewDisabled(ctx, set, c, "Langfuse exporter is disabled; spans sent to it are dropped", c.enabledReason)
 }

@@ -3,7 +3,7 @@ package langsmith
 import (
 	"errors"
 	"fmt"
-	"net/url"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -12,8 +12,10 @@ import (
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/config/configretry"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 )
 
@@ -44,8 +46,10 @@ type Config struct {
 	// self-hosted: https://<host>/api/v1). timeout defaults to 30s. compression applies to
 	// multipart bodies: zstd (default, what the SDKs send), gzip or none.
 	ClientConfig confighttp.ClientConfig `mapstructure:",squash"`
-	// QueueConfig is the sending queue (default: on, in memory; set storage to a
-	// file_storage extension for a persistent queue).
+	// QueueConfig is the sending queue (default: on, in memory, bounded in bytes: 64 MiB
+	// of encoded spans, sizer bytes; a full queue makes the caller wait, a caller whose deadline ends gets a
+	// retryable error. Set
+	// storage to a file_storage extension for a persistent queue).
 	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
 	// RetryConfig is the retry policy for retryable answers (408, 425, 429, 5xx, network).
 	RetryConfig configretry.BackOffConfig `mapstructure:"retry_on_failure"`
@@ -57,9 +61,11 @@ type Config struct {
 	Project string `mapstructure:"project"`
 	// TenantID is sent as X-Tenant-Id, for keys that span several workspaces (default empty).
 	TenantID string `mapstructure:"tenant_id"`
-	// Enabled turns the exporter on (default: the first non-empty of LANGSMITH_TRACING,
-	// LANGCHAIN_TRACING_V2, LANGCHAIN_TRACING is 1/true/yes/on). When false the exporter
-	// accepts and drops spans and says so once at start.
+	// Enabled turns the exporter on. Default: the first non-empty of LANGSMITH_TRACING,
+	// LANGCHAIN_TRACING_V2, LANGCHAIN_TRACING is 1/true/yes/on. When neither YAML nor
+	// those variables say anything and the YAML sets api_key, the exporter is enabled: a
+	// key written into the collector config is an intent to export. When false the
+	// exporter accepts and drops spans and says so once at start.
 	Enabled bool `mapstructure:"enabled"`
 	// CheckCredentials makes start call GET /sessions?limit=1 and fail on 401/403
 	// (default false). Network errors only log a warning.
@@ -67,9 +73,17 @@ type Config struct {
 	// MaxCachedSpans bounds how many spans' ancestor chains are remembered between batches
 	// so late children get the right dotted_order (default 100000; 0 = none).
 	MaxCachedSpans int `mapstructure:"max_cached_spans"`
+
+	// tracingEnv is the first non-empty of the enabling variables at creation ("" when
+	// none is set): an explicit LANGSMITH_TRACING=false keeps the exporter off even when
+	// the YAML has a key.
+	tracingEnv string
 }
 
-var _ component.Config = (*Config)(nil)
+var (
+	_ component.Config    = (*Config)(nil)
+	_ confmap.Unmarshaler = (*Config)(nil)
+)
 
 func newDefaultConfig(env envconfig.Lookup) *Config {
 	client := confighttp.NewDefaultClientConfig()
@@ -78,13 +92,38 @@ func newDefaultConfig(env envconfig.Lookup) *Config {
 	client.Compression = configcompression.TypeZstd
 	return &Config{
 		ClientConfig:   client,
-		QueueConfig:    configoptional.Some(exporterhelper.NewDefaultQueueConfig()),
+		QueueConfig:    configoptional.Some(vendorhttp.DefaultQueueConfig()),
 		RetryConfig:    configretry.NewDefaultBackOffConfig(),
 		APIKey:         configopaque.String(env.First(envAPIKey...)),
 		Project:        env.FirstOr(DefaultProject, envProject...),
 		Enabled:        env.Enabled(envEnabled...),
 		MaxCachedSpans: DefaultMaxCachedSpans,
+		tracingEnv:     env.First(envEnabled...),
 	}
+}
+
+// Unmarshal applies the YAML over the environment defaults, then settles enabled: an
+// explicit `enabled` wins; otherwise an explicit LANGSMITH_TRACING (or its fallbacks)
+// wins; otherwise an api_key given in the YAML enables the exporter, as for Langfuse.
+func (cfg *Config) Unmarshal(conf *confmap.Conf) error {
+	if err := conf.Unmarshal(cfg); err != nil {
+		return err
+	}
+	if !conf.IsSet("enabled") && cfg.tracingEnv == "" && conf.IsSet("api_key") {
+		cfg.Enabled = true
+	}
+	return nil
+}
+
+// disabledReason says why a disabled exporter is off, for its one log line at start.
+func (cfg *Config) disabledReason() string {
+	switch {
+	case envconfig.Truthy(cfg.tracingEnv):
+		return "enabled: false in the configuration"
+	case cfg.tracingEnv != "":
+		return "LANGSMITH_TRACING (or LANGCHAIN_TRACING_V2, LANGCHAIN_TRACING) is " + strconv.Quote(cfg.tracingEnv)
+	}
+	return "no enabled: true, no api_key in the configuration, and none of LANGSMITH_TRACING, LANGCHAIN_TRACING_V2, LANGCHAIN_TRACING is set"
 }
 
 // Validate collects every problem. A disabled exporter is not validated beyond its
@@ -100,8 +139,8 @@ func (cfg *Config) Validate() error {
 	if cfg.APIKey == "" {
 		errs = append(errs, ErrMissingAPIKey)
 	}
-	if u, err := url.Parse(cfg.ClientConfig.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("endpoint must be an http or https URL, got %q", cfg.ClientConfig.Endpoint))
+	if err := vendorhttp.ValidateEndpoint(cfg.ClientConfig.Endpoint); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.Project == "" {
 		errs = append(errs, errors.New("project must not be empty"))

@@ -173,13 +173,37 @@ func TestValidateCollectsEveryProblem(t *testing.T) {
 	for _, want := range []string{
 		"max_cached_spans must not be negative",
 		"LangSmith tracing is enabled but LANGSMITH_API_KEY (or LANGCHAIN_API_KEY) is not set.",
-		`endpoint must be an http or https URL, got "ftp//nowhere"`,
+		"endpoint must be an http or https URL",
 		"project must not be empty",
 		`compression must be zstd, gzip or none, got "snappy"`,
 	} {
 		assert.Contains(t, err.Error(), want)
 	}
+	assert.NotContains(t, err.Error(), "ftp//nowhere", "the endpoint is never echoed")
 	assert.Len(t, strings.Split(err.Error(), "\n"), 5)
+}
+
+// An api_key in the YAML is an intent to export, as keys are for Langfuse; an explicit
+// enabled: or an explicit environment switch still decides.
+func TestKeyInYAMLEnables(t *testing.T) {
+	cfg := load(t, nil, "key_only")
+	assert.True(t, cfg.Enabled, "no enabled:, no LANGSMITH_TRACING: the key enables")
+	assert.NoError(t, cfg.Validate())
+
+	cfg = load(t, map[string]string{"LANGSMITH_TRACING": "false"}, "key_only")
+	assert.False(t, cfg.Enabled, "LANGSMITH_TRACING=false keeps it off")
+	assert.Contains(t, cfg.disabledReason(), `LANGSMITH_TRACING (or LANGCHAIN_TRACING_V2, LANGCHAIN_TRACING) is "false"`)
+
+	cfg = load(t, map[string]string{"LANGCHAIN_TRACING_V2": "0"}, "key_only")
+	assert.False(t, cfg.Enabled, "the fallback variables count too")
+
+	cfg = load(t, map[string]string{"LANGSMITH_TRACING": "true"}, "key_disabled")
+	assert.False(t, cfg.Enabled, "enabled: false wins")
+	assert.Equal(t, "enabled: false in the configuration", cfg.disabledReason())
+
+	cfg = load(t, nil, "disabled")
+	assert.False(t, cfg.Enabled)
+	assert.Contains(t, cfg.disabledReason(), "no api_key in the configuration")
 }
 
 func TestSecretNeverPrinted(t *testing.T) {

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/exporter/langsmith/internal/ingest"
 	"github.com/agentmeter/agentmeter/exporter/langsmith/internal/runtree"
 )
@@ -58,7 +58,8 @@ func (e *lsExporter) start(ctx context.Context, host component.Host) error {
 	if err != nil {
 		return err
 	}
-	e.client, err = ingest.NewClient(client, e.cfg.ClientConfig.Endpoint, string(e.cfg.APIKey), e.cfg.TenantID, comp, e.logger)
+	e.client, err = ingest.NewClientLevel(client, e.cfg.ClientConfig.Endpoint, string(e.cfg.APIKey), e.cfg.TenantID, comp,
+		e.cfg.ClientConfig.CompressionParams.Level, e.logger)
 	if err != nil {
 		return fmt.Errorf("langsmith ingest client: %w", err)
 	}
@@ -75,8 +76,8 @@ func (e *lsExporter) start(ctx context.Context, host component.Host) error {
 	if !bc.UseMultipart {
 		e.client.UseBatchEndpoint()
 	}
-	e.logger.Info("LangSmith exporter started",
-		zap.String("endpoint", e.cfg.ClientConfig.Endpoint), zap.String("project", e.cfg.Project),
+	// the endpoint is not logged: a URL may carry credentials
+	e.logger.Info("LangSmith exporter started", zap.String("project", e.cfg.Project),
 		zap.Int("size_limit", e.limits.MaxRuns), zap.Int("size_limit_bytes", e.limits.MaxBytes),
 		zap.Bool("batch_endpoint", e.client.UsesBatchEndpoint()))
 
@@ -110,7 +111,7 @@ const maxInflightChunks = 4
 // push maps the spans to runs and sends them in chunks within the limits. On retryable
 // failures it returns only the spans of the requests that were not delivered, so a retry
 // never sends delivered runs again; a permanent failure of one request does not stop the
-// others. A request refused with 413 is split in halves and resent (sendSplit).
+// others. A request refused with 413 is split in halves and resent (vendorhttp.Splitter).
 func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 	runs, skipped := e.mapper.Map(td)
 	if skipped > 0 {
@@ -125,79 +126,54 @@ func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 			e.bufs.Put(bufp)
 		}
 	}()
+	split := vendorhttp.Splitter{
+		Send: func(ctx context.Context, lo, hi int) error { return e.client.Send(ctx, encoded[lo:hi]) },
+		OnSplit: func(lo, hi int, _ error) {
+			e.lowerByteLimit(ingest.WireSize(encoded[lo:hi]))
+			e.logger.Debug("LangSmith rejected a request as too large; splitting it", zap.Int("runs", hi-lo))
+		},
+		Alone: func(i int, err error) error {
+			return fmt.Errorf("run %s (%d bytes before compression) is over LangSmith's request size limit on its own; dropping it: %w",
+				encoded[i].ID, encoded[i].Size(), err)
+		},
+	}
 	chunks := ingest.Split(encoded, e.currentLimits())
-	results := make([][]sendResult, len(chunks))
+	results := make([][]vendorhttp.Part, len(chunks))
+	lo := 0
 	if len(chunks) == 1 {
-		results[0] = e.sendSplit(ctx, chunks[0], nil)
+		results[0] = split.Run(ctx, 0, len(encoded), nil)
 	} else {
 		sem := make(chan struct{}, maxInflightChunks)
 		var wg sync.WaitGroup
-		for i := range chunks {
+		for i, c := range chunks {
+			start, end := lo, lo+len(c)
+			lo = end
 			sem <- struct{}{}
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				results[i] = e.sendSplit(ctx, chunks[i], nil)
+				results[i] = split.Run(ctx, start, end, nil)
 			}()
 		}
 		wg.Wait()
 	}
-
-	var permanent, retryable []error
-	var rest []runtree.SpanRef
-	for _, rs := range results {
-		for _, r := range rs {
-			switch {
-			case r.err == nil:
-			case consumererror.IsPermanent(r.err):
-				e.logger.Error("LangSmith refused a batch of runs; dropping them", zap.Int("runs", len(r.runs)), zap.Error(r.err))
-				permanent = append(permanent, r.err)
-			default:
-				retryable = append(retryable, r.err)
-				for j := range r.runs {
-					rest = append(rest, r.runs[j].Source)
-				}
+	var parts []vendorhttp.Part
+	for _, r := range results {
+		parts = append(parts, r...)
+	}
+	retryData := func(retry []vendorhttp.Part) ptrace.Traces {
+		var refs []runtree.SpanRef
+		for _, p := range retry {
+			for i := p.Lo; i < p.Hi; i++ {
+				refs = append(refs, encoded[i].Source)
 			}
 		}
+		return vendorhttp.Subset(td, refs)
 	}
-	switch {
-	case len(retryable) > 0 && len(rest) == len(runs):
-		return retryable[0] // nothing delivered: retry the request as it is
-	case len(retryable) > 0:
-		// keep the first error as is: it may carry a Retry-After throttle
-		return consumererror.NewTraces(retryable[0], subset(td, rest))
-	case len(permanent) > 0:
-		return consumererror.NewPermanent(errors.Join(permanent...))
+	dropped := func(p vendorhttp.Part) {
+		e.logger.Error("LangSmith refused a batch of runs; dropping them", zap.Int("runs", p.Hi-p.Lo), zap.Error(p.Err))
 	}
-	return nil
-}
-
-// sendResult is the final answer for some runs: delivered (nil), permanent or retryable.
-type sendResult struct {
-	runs []ingest.Encoded
-	err  error
-}
-
-// sendSplit sends runs in one request. On 413 it splits them in halves and sends each
-// half the same way, one after the other, down to a single run, which is then a permanent
-// error naming the run. Every request's outcome is appended to out, so the caller
-// retries only the runs whose request failed retryably and never resends a delivered
-// half. A 413 also lowers the byte limit later batches are cut by.
-func (e *lsExporter) sendSplit(ctx context.Context, runs []ingest.Encoded, out []sendResult) []sendResult {
-	err := e.client.Send(ctx, runs)
-	if !errors.Is(err, ingest.ErrTooLarge) {
-		return append(out, sendResult{runs, err})
-	}
-	if len(runs) == 1 {
-		err = consumererror.NewPermanent(fmt.Errorf("run %s (%d bytes before compression) is over LangSmith's request size limit on its own; dropping it: %w",
-			runs[0].ID, runs[0].Size(), err))
-		return append(out, sendResult{runs, err})
-	}
-	e.lowerByteLimit(ingest.WireSize(runs))
-	e.logger.Debug("LangSmith rejected a request as too large; splitting it", zap.Int("runs", len(runs)))
-	half := len(runs) / 2
-	out = e.sendSplit(ctx, runs[:half], out)
-	return e.sendSplit(ctx, runs[half:], out)
+	return vendorhttp.Fold(parts, len(encoded), retryData, dropped)
 }
 
 // currentLimits are the limits the next batch is cut by.
@@ -225,32 +201,4 @@ func (e *lsExporter) lowerByteLimit(size int) {
 			return
 		}
 	}
-}
-
-// subset copies the referenced spans, with their resource and scope, into new traces.
-func subset(td ptrace.Traces, refs []runtree.SpanRef) ptrace.Traces {
-	out := ptrace.NewTraces()
-	type scopeKey struct{ r, s int }
-	resources := map[int]ptrace.ResourceSpans{}
-	scopes := map[scopeKey]ptrace.ScopeSpans{}
-	for _, ref := range refs {
-		srcRS := td.ResourceSpans().At(ref.Resource)
-		rs, ok := resources[ref.Resource]
-		if !ok {
-			rs = out.ResourceSpans().AppendEmpty()
-			srcRS.Resource().CopyTo(rs.Resource())
-			rs.SetSchemaUrl(srcRS.SchemaUrl())
-			resources[ref.Resource] = rs
-		}
-		srcSS := srcRS.ScopeSpans().At(ref.Scope)
-		ss, ok := scopes[scopeKey{ref.Resource, ref.Scope}]
-		if !ok {
-			ss = rs.ScopeSpans().AppendEmpty()
-			srcSS.Scope().CopyTo(ss.Scope())
-			ss.SetSchemaUrl(srcSS.SchemaUrl())
-			scopes[scopeKey{ref.Resource, ref.Scope}] = ss
-		}
-		srcSS.Spans().At(ref.Span).CopyTo(ss.Spans().AppendEmpty())
-	}
-	return out
 }

@@ -3,6 +3,7 @@ package langsmith
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	"github.com/agentmeter/agentmeter/exporter/langsmith/internal/runtree"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 	"github.com/agentmeter/agentmeter/internal/fakevendor"
+	"github.com/agentmeter/agentmeter/internal/fakevendor/faulty"
 )
 
 const testKey = "lsv2_pt_never_log_me"
@@ -151,6 +153,32 @@ func TestFullAgentTrace(t *testing.T) {
 	assert.Equal(t, "error", search["status"])
 	assert.Equal(t, "search backend timed out", search["error"])
 	assert.Equal(t, runtree.SpanUUID(ids.Subagent), search["parent_run_id"])
+}
+
+// The exporter declares MutatesData false: it reads the batch it was given and never
+// writes to it (a read-only batch panics on a write), also when it splits and retries.
+func TestInputNotMutated(t *testing.T) {
+	fake := newFake(t)
+	front, endpoint := behindFront(t, fake)
+	front.Script( // a split, and a retry of the half that failed
+		faulty.Fault{Kind: faulty.Status, Status: http.StatusRequestEntityTooLarge},
+		faulty.Fault{},
+		faulty.Fault{Kind: faulty.Status, Status: http.StatusServiceUnavailable},
+	)
+	h := mustStart(t, fake, endpoint)
+	assert.False(t, h.exp.Capabilities().MutatesData)
+	td, _ := fakevendor.AgentTrace(1, base)
+	before := ptrace.NewTraces()
+	td.CopyTo(before)
+	td.MarkReadOnly()
+	require.NoError(t, h.exp.ConsumeTraces(context.Background(), td))
+	var m ptrace.ProtoMarshaler
+	a, err := m.MarshalTraces(before)
+	require.NoError(t, err)
+	b, err := m.MarshalTraces(td)
+	require.NoError(t, err)
+	assert.Equal(t, a, b)
+	assert.Equal(t, 8, fake.RunCount())
 }
 
 func TestMultipart404FallsBackToBatch(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/exporter/langsmith/internal/metadata"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 )
@@ -46,12 +46,6 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 
 // newDisabled accepts and drops spans, and says so once at start (docs/contract.md#exporters).
 func newDisabled(ctx context.Context, set exporter.Settings, cfg *Config) (exporter.Traces, error) {
-	return exporterhelper.NewTraces(ctx, set, cfg,
-		func(context.Context, ptrace.Traces) error { return nil },
-		exporterhelper.WithStart(func(context.Context, component.Host) error {
-			set.Logger.Info("LangSmith tracing is disabled (enabled: false, or LANGSMITH_TRACING / LANGCHAIN_TRACING_V2 / LANGCHAIN_TRACING not true); the langsmith exporter accepts and drops all spans")
-			return nil
-		}),
-		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
-	)
+	return vendorhttp.NewDisabled(ctx, set, cfg,
+		"LangSmith tracing is disabled; the langsmith exporter accepts and drops all spans", cfg.disabledReason())
 }

@@ -43,7 +43,7 @@ func TestComponentsListsEveryManifestModule(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, checked, 10, "the manifest parse found too few modules")
 	for _, typ := range []string{"otlp", "memory_limiter", "batch", "debug", "otlp_http", "prometheus",
-		"load_balancing", "file", "health_check", "pprof", "file_storage", "signal_to_metrics", "delta_to_cumulative", "groupbytrace", "otlp_grpc"} {
+		"load_balancing", "file", "health_check", "pprof", "file_storage", "signal_to_metrics", "delta_to_cumulative", "groupbytrace", "otlp_grpc", "tokenmetrics"} {
 		assert.Regexp(t, `(?m)name: `+regexp.QuoteMeta(typ)+`\n`, listed, "component type %s", typ)
 	}
 }

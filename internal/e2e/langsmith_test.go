@@ -61,6 +61,32 @@ func TestLangSmithAgentTraceThroughCollector(t *testing.T) {
 	assert.NotContains(t, c.Logs(), langSmithTestKey)
 }
 
+// An api_key written in the collector config is an intent to export: with no
+// enabled: and no LANGSMITH_TRACING (or its fallbacks) in the environment, the exporter
+// is on and the runs arrive (as the langfuse exporter does with keys in the YAML).
+func TestLangSmithKeyInYAMLExportsWithoutEnvSwitch(t *testing.T) {
+	fake := fakevendor.NewLangSmith(langSmithTestKey)
+	defer fake.Close()
+	clearLangSmithEnv(t)
+	otlpAddr := FreeAddr(t)
+	c := Start(t, LangSmithCollectorConfig(otlpAddr, fmt.Sprintf(`      endpoint: %q
+      api_key: %s
+      project: yaml-only`, fake.URL, langSmithTestKey), ""), otlpAddr)
+
+	td, _ := fakevendor.AgentTrace(1, time.Now().Add(-time.Minute))
+	StripMergedUsage(td)
+	require.NoError(t, SendOTLPHTTP(context.Background(), otlpAddr, td))
+	waitForRuns(t, fake, 8, 30*time.Second)
+	assert.Empty(t, fake.Violations())
+	for _, r := range fake.Runs() {
+		assert.Equal(t, "yaml-only", r["session_name"])
+	}
+	logs := c.Logs()
+	assert.NotContains(t, logs, "LangSmith tracing is disabled")
+	assert.NotContains(t, logs, langSmithTestKey)
+	assert.NotContains(t, logs, fake.URL, "the endpoint is never logged")
+}
+
 // Enabled without a key: the collector refuses to start with DeerFlow's message.
 func TestLangSmithEnabledWithoutKeyRefusesToStart(t *testing.T) {
 	clearLangSmithEnv(t)

@@ -21,8 +21,8 @@ import (
 )
 
 // What the token-metrics path costs the sidecar: the shipped config (merge, batch, file
-// exporter, and the forward → transform → signal_to_metrics → delta_to_cumulative →
-// prometheus path) against the same config with the token pipelines cut out. Each op is
+// exporter, and the tokenmetrics connector → prometheus path) against the same config
+// with the token metrics cut out. Each op is
 // one OTLP/HTTP request of 10 demo-shaped runs (14 spans each, 8 with usage), sent by 4
 // workers; the clock stops when the file exporter has written every span.
 //
@@ -152,10 +152,10 @@ func withoutTokenPipelines(b *testing.B, dir string) string {
 	raw, err := os.ReadFile(filepath.Join(RepoRoot(), "otelcol-config.yaml"))
 	require.NoError(b, err)
 	s := string(raw)
-	cut := strings.Index(s, "    # the token metrics' own copy of the spans")
+	cut := strings.Index(s, "    metrics:\n      receivers: [tokenmetrics]")
 	require.Positive(b, cut, "shipped config layout changed")
 	s = s[:cut]
-	s = strings.Replace(s, "exporters: [langsmith, langfuse, forward/tokens]", "exporters: [langsmith, langfuse]", 1)
+	s = strings.Replace(s, "exporters: [langsmith, langfuse, tokenmetrics]", "exporters: [langsmith, langfuse]", 1)
 	p := filepath.Join(dir, "no-metrics.yaml")
 	require.NoError(b, os.WriteFile(p, []byte(s), 0o600))
 	return p

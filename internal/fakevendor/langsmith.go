@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -561,6 +562,23 @@ func CheckLangSmithRun(run map[string]any) []string {
 			}
 			if d, ok := um["output_token_details"].(map[string]any); ok && num(d["reasoning"]) > out {
 				v = append(v, "output_token_details exceed output_tokens (usage must be inclusive)")
+			}
+			// costs are inclusive like the counts: input_cost + output_cost = total_cost
+			// when both are sent, and the details are parts of their side
+			ic, hasIC := um["input_cost"]
+			oc, hasOC := um["output_cost"]
+			tc := num(um["total_cost"])
+			if hasIC && hasOC && math.Abs(num(ic)+num(oc)-tc) > 1e-9*math.Max(1, tc) {
+				v = append(v, fmt.Sprintf("total_cost %v != input_cost %v + output_cost %v", tc, ic, oc))
+			}
+			if (hasIC || hasOC) && um["total_cost"] == nil {
+				v = append(v, "input_cost/output_cost without total_cost")
+			}
+			if d, ok := um["input_cost_details"].(map[string]any); ok && num(d["cache_read"])+num(d["cache_creation"]) > num(ic)+1e-12 {
+				v = append(v, "input_cost_details exceed input_cost (cost must be inclusive)")
+			}
+			if d, ok := um["output_cost_details"].(map[string]any); ok && num(d["reasoning"]) > num(oc)+1e-12 {
+				v = append(v, "output_cost_details exceed output_cost (cost must be inclusive)")
 			}
 		}
 	}

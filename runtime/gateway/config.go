@@ -25,6 +25,17 @@ const (
 	DefaultMaxPromptChars   = 100_000
 	DefaultShutdownTimeout  = 30 * time.Second
 	DefaultProgressInterval = 5 * time.Second
+	DefaultMaxUploadBytes   = 10 << 20
+)
+
+// Multitask strategies: what a run posted on a thread that already has one does
+// (LangGraph's multitask_strategy).
+const (
+	// MultitaskReject answers 409 while the thread has a run pending or running (the default).
+	MultitaskReject = "reject"
+	// MultitaskEnqueue queues the run (pending) and starts it when the thread's earlier
+	// runs have finished, in the order they were posted.
+	MultitaskEnqueue = "enqueue"
 )
 
 // Config is the `gateway:` section of config.yaml.
@@ -48,7 +59,20 @@ type Config struct {
 	// ProgressInterval throttles progress snapshots written while a run goes (DeerFlow's
 	// 5s default).
 	ProgressInterval time.Duration `yaml:"progress_interval"`
+	// MaxUploadBytes bounds a multipart body (a run or upload with files; default 10 MiB);
+	// larger gets 413. JSON bodies stay under max_body_bytes.
+	MaxUploadBytes int64 `yaml:"max_upload_bytes"`
+	// MultitaskStrategy is the default for runs that do not send one: reject (default)
+	// or enqueue. A thread runs one run at a time either way.
+	MultitaskStrategy string `yaml:"multitask_strategy"`
+	// ThreadHistory (default true) makes a run continue its thread: the state the
+	// previous run left (messages, title, todos, summary, ...) is loaded from the store
+	// before the run and saved after it. false: every run starts a fresh conversation.
+	ThreadHistory *bool `yaml:"thread_history"`
 }
+
+// history reports whether runs continue their thread's state.
+func (c *Config) history() bool { return c.ThreadHistory == nil || *c.ThreadHistory }
 
 // APIKey is one entry of api_keys.
 type APIKey struct {
@@ -61,7 +85,8 @@ type APIKey struct {
 // NewConfig returns the section with its defaults (config.RegisterSection's newValue).
 func NewConfig() *Config {
 	return &Config{Listen: DefaultListen, MaxBodyBytes: DefaultMaxBodyBytes, MaxPromptChars: DefaultMaxPromptChars,
-		ShutdownTimeout: DefaultShutdownTimeout, ProgressInterval: DefaultProgressInterval}
+		ShutdownTimeout: DefaultShutdownTimeout, ProgressInterval: DefaultProgressInterval, MultitaskStrategy: MultitaskReject,
+		MaxUploadBytes: DefaultMaxUploadBytes}
 }
 
 // applyDefaults fills zero fields (a Config built in code rather than loaded).
@@ -82,7 +107,15 @@ func (c *Config) applyDefaults() {
 	if c.ProgressInterval == 0 {
 		c.ProgressInterval = d.ProgressInterval
 	}
+	if c.MultitaskStrategy == "" {
+		c.MultitaskStrategy = MultitaskReject
+	}
+	if c.MaxUploadBytes == 0 {
+		c.MaxUploadBytes = d.MaxUploadBytes
+	}
 }
+
+func validStrategy(s string) bool { return s == MultitaskReject || s == MultitaskEnqueue }
 
 // Validate collects every problem; messages name the YAML key under gateway.
 func (c *Config) Validate() error {
@@ -96,6 +129,9 @@ func (c *Config) Validate() error {
 	if c.MaxBodyBytes < 0 {
 		errs = append(errs, errors.New("max_body_bytes must not be negative"))
 	}
+	if c.MaxUploadBytes < 0 {
+		errs = append(errs, errors.New("max_upload_bytes must not be negative"))
+	}
 	if c.MaxPromptChars < 0 {
 		errs = append(errs, errors.New("max_prompt_chars must not be negative"))
 	}
@@ -107,6 +143,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ProgressInterval < 0 {
 		errs = append(errs, errors.New("progress_interval must not be negative"))
+	}
+	if c.MultitaskStrategy != "" && !validStrategy(c.MultitaskStrategy) {
+		errs = append(errs, fmt.Errorf("multitask_strategy %q must be reject or enqueue", c.MultitaskStrategy))
 	}
 	for i, k := range c.APIKeys {
 		at := fmt.Sprintf("api_keys[%d]", i)

@@ -4,15 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"mime/multipart"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/runtime/agent"
 	"github.com/agentmeter/agentmeter/runtime/journal"
 	"github.com/agentmeter/agentmeter/runtime/message"
 	"github.com/agentmeter/agentmeter/runtime/model"
+	"github.com/agentmeter/agentmeter/runtime/state"
 	"github.com/agentmeter/agentmeter/runtime/store"
 )
 
@@ -20,15 +27,41 @@ import (
 type activeRun struct {
 	threadID string
 	runID    string
+	ctx      context.Context
 	cancel   context.CancelCauseFunc
-	done     chan struct{}
+	done     chan struct{} // closed when the thread may start its next run
+	final    chan struct{} // closed once the run's final row is written
 	events   *eventLog
+	// prev is the thread's run admitted before this one (nil: none): this run starts
+	// when prev is done (one run at a time per thread).
+	prev *activeRun
+}
+
+// threadLine is the queue of one thread's admitted runs: tail is the newest.
+type threadLine struct {
+	tail *activeRun
 }
 
 type createRunRequest struct {
 	// Input is the human message of the run.
 	Input string `json:"input"`
+	// MultitaskStrategy overrides gateway.multitask_strategy for this run: reject or
+	// enqueue.
+	MultitaskStrategy string `json:"multitask_strategy"`
+	// Files names files already uploaded to the thread (POST .../uploads); a multipart
+	// request carries its files instead.
+	Files []fileRef `json:"files"`
 }
+
+// errThreadBusy is a rejected run on a busy thread (409).
+type errThreadBusy struct{ threadID, runID string }
+
+func (e errThreadBusy) Error() string {
+	return fmt.Sprintf("Thread %s already has a run in progress (%s); wait for it to finish, or send multitask_strategy \"enqueue\" to run this one after it", e.threadID, e.runID)
+}
+
+// traceContext reads a caller's W3C traceparent/tracestate and baggage headers.
+var traceContext = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
 // maxContextThreads bounds the per-thread context sizes kept for context_usage.
 const maxContextThreads = 100_000
@@ -48,8 +81,38 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) 
 		}
 		wait = b
 	}
-	var req createRunRequest
-	if !s.decodeBody(w, r, &req, false) {
+	var (
+		req   createRunRequest
+		parts []*multipart.FileHeader
+	)
+	if isMultipart(r) {
+		// Multipart: fields input and multitask_strategy, files in "files".
+		form, ok := s.parseMultipart(w, r)
+		if !ok {
+			return
+		}
+		defer form.RemoveAll() //nolint:errcheck // temp files of the parsed body
+		for k, v := range form.Value {
+			switch k {
+			case "input":
+				req.Input = strings.Join(v, "\n")
+			case "multitask_strategy":
+				req.MultitaskStrategy = v[0]
+			default:
+				writeError(w, http.StatusBadRequest, "unknown form field %q (input, multitask_strategy, files)", k)
+				return
+			}
+		}
+		parts = form.File["files"]
+		if len(parts) > 0 && s.uploads == nil {
+			writeError(w, http.StatusNotImplemented, "uploads are not configured on this gateway")
+			return
+		}
+	} else if !s.decodeBody(w, r, &req, false) {
+		return
+	}
+	if req.MultitaskStrategy != "" && !validStrategy(req.MultitaskStrategy) {
+		writeError(w, http.StatusBadRequest, "multitask_strategy %q must be reject or enqueue", req.MultitaskStrategy)
 		return
 	}
 	if n := len([]rune(req.Input)); n > s.cfg.MaxPromptChars {
@@ -64,22 +127,18 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) 
 		writeError(w, http.StatusServiceUnavailable, "the gateway is shutting down; no new runs are accepted")
 		return
 	}
-	_, exists, ok := s.checkOwner(w, r, p, threadID)
-	if !ok {
+	// A run on an unknown thread creates it, owned by the caller.
+	if !s.ensureThread(w, r, p, threadID) {
 		return
 	}
-	if !exists {
-		// A run on an unknown thread creates it, owned by the caller.
-		err := s.store.CreateThread(r.Context(), store.Thread{ID: threadID, UserID: p.UserID, CreatedAt: time.Now().UTC()})
-		if errors.Is(err, store.ErrExists) {
-			// Created concurrently: check ownership again.
-			if _, _, ok := s.checkOwner(w, r, p, threadID); !ok {
-				return
-			}
-		} else if err != nil {
-			s.internalError(w, "create thread", err)
-			return
-		}
+	refs, err := s.referencedUploads(p.UserID, threadID, req.Files)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	strategy := req.MultitaskStrategy
+	if strategy == "" {
+		strategy = s.cfg.MultitaskStrategy
 	}
 	lead, err := s.agents(r.Context(), threadID)
 	if err != nil {
@@ -88,21 +147,42 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) 
 	}
 	run := store.Run{RunID: newID("run-"), ThreadID: threadID, UserID: p.UserID, Status: store.StatusPending,
 		ModelName: lead.ModelName, CreatedAt: time.Now().UTC()}
-	if err := s.store.CreateRun(r.Context(), run); err != nil {
-		s.internalError(w, "create run", err)
-		return
-	}
-	ar, err := s.start(run, lead, req.Input)
+	// The caller's trace context (W3C traceparent, tracestate, baggage) is the remote
+	// parent of the run's root span, so the run joins the caller's trace.
+	remote := traceContext.Extract(context.Background(), propagation.HeaderCarrier(r.Header))
+	ar, err := s.admit(run, strategy, remote)
 	if err != nil {
+		var busy errThreadBusy
+		if errors.As(err, &busy) {
+			writeError(w, http.StatusConflict, "%v", err)
+			return
+		}
 		writeError(w, http.StatusServiceUnavailable, "%v", err)
 		return
 	}
+	// The files go in only once the run is admitted: a rejected run leaves nothing.
+	stored, err := s.storeUploads(p.UserID, threadID, parts)
+	if err != nil {
+		s.abandon(ar)
+		s.internalError(w, "store uploads", err)
+		return
+	}
+	human := message.Human(req.Input)
+	if files := append(refs, stored...); len(files) > 0 {
+		human.AdditionalKwargs = map[string]any{"files": filesKwarg(files)}
+	}
+	if err := s.store.CreateRun(r.Context(), run); err != nil {
+		s.abandon(ar)
+		s.internalError(w, "create run", err)
+		return
+	}
+	go s.execute(ar, run, lead, human)
 	if !wait {
 		writeJSON(w, http.StatusAccepted, run)
 		return
 	}
 	select {
-	case <-ar.done:
+	case <-ar.final:
 	case <-r.Context().Done():
 		return // the client left; the run goes on
 	}
@@ -123,32 +203,64 @@ func isBlank(s string) bool {
 	return true
 }
 
-// start registers the run and executes it in the background.
-func (s *Server) start(run store.Run, lead Lead, input string) (*activeRun, error) {
+// admit registers a run on its thread's line: with reject it fails while the thread has
+// a run pending or running; with enqueue the run waits for the thread's earlier runs.
+// remote carries the caller's trace context and baggage.
+func (s *Server) admit(run store.Run, strategy string, remote context.Context) (*activeRun, error) {
 	ctx, cancel := context.WithCancelCause(s.runCtx)
-	ar := &activeRun{threadID: run.ThreadID, runID: run.RunID, cancel: cancel, done: make(chan struct{}), events: newEventLog()}
+	if sc := trace.SpanContextFromContext(remote); sc.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
+	if b := baggage.FromContext(remote); b.Len() > 0 {
+		ctx = baggage.ContextWithBaggage(ctx, b)
+	}
+	ar := &activeRun{threadID: run.ThreadID, runID: run.RunID, ctx: ctx, cancel: cancel, done: make(chan struct{}), final: make(chan struct{}), events: newEventLog()}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closing.Load() {
-		s.mu.Unlock()
 		cancel(errShutdown)
-		s.finishUnstarted(run.RunID)
 		return nil, errors.New("the gateway is shutting down; no new runs are accepted")
+	}
+	if line := s.lines[run.ThreadID]; line != nil {
+		if strategy != MultitaskEnqueue {
+			cancel(nil)
+			return nil, errThreadBusy{threadID: run.ThreadID, runID: line.tail.runID}
+		}
+		ar.prev = line.tail
+		line.tail = ar
+	} else {
+		s.lines[run.ThreadID] = &threadLine{tail: ar}
 	}
 	s.active[run.RunID] = ar
 	s.runsWG.Add(1)
-	s.mu.Unlock()
 	s.metrics.active.Inc()
-	go s.execute(ctx, ar, run, lead, input)
 	return ar, nil
 }
 
-// finishUnstarted marks a run that never started interrupted.
-func (s *Server) finishUnstarted(runID string) {
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
-	if _, err := s.store.InterruptRuns(ctx, []string{runID}, errShutdown.Error()); err != nil {
-		s.log.Error("gateway: interrupt unstarted run", "run_id", runID, "error", err)
+// abandon undoes admit for a run whose row could not be created.
+func (s *Server) abandon(ar *activeRun) {
+	ar.cancel(nil)
+	ar.events.close()
+	close(ar.final)
+	go func() { // keep the thread's line in order (a run may already wait for this one)
+		if ar.prev != nil {
+			<-ar.prev.done
+		}
+		s.release(ar)
+		close(ar.done)
+	}()
+}
+
+// release takes a finished run off its thread's line and the active set.
+func (s *Server) release(ar *activeRun) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if line := s.lines[ar.threadID]; line != nil && line.tail == ar {
+		delete(s.lines, ar.threadID)
 	}
+	delete(s.active, ar.runID)
+	s.metrics.active.Dec()
+	s.runsWG.Done()
 }
 
 // streamObserver forwards the lead agent's model responses to the run's event log as
@@ -191,23 +303,47 @@ func (o streamObserver) ObserveModelCall(_ context.Context, rec model.CallRecord
 	o.ar.events.publish("messages", msg)
 }
 
-func (s *Server) execute(ctx context.Context, ar *activeRun, run store.Run, lead Lead, input string) {
-	start := time.Now()
-	defer s.runsWG.Done()
-	defer close(ar.done)
+func (s *Server) execute(ar *activeRun, run store.Run, lead Lead, human message.Message) {
+	ctx := ar.ctx
+	defer func() {
+		s.release(ar)
+		close(ar.done) // after release: the next run of the thread may start now
+	}()
 	defer ar.events.close()
-	defer s.metrics.active.Dec()
 	defer ar.cancel(nil)
+	bg := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), storeTimeout)
+	}
+	ar.events.publish("metadata", map[string]string{"run_id": run.RunID, "thread_id": run.ThreadID})
+
+	// One run at a time per thread: a queued run stays pending until the thread's
+	// previous run is done (it saved the state this one continues).
+	if ar.prev != nil {
+		select {
+		case <-ar.prev.done:
+		case <-ctx.Done():
+		}
+		if ctx.Err() == nil && s.closing.Load() {
+			ar.cancel(errShutdown)
+		}
+		if ctx.Err() != nil {
+			c := store.Completion{Status: store.StatusInterrupted, Error: errCancelled.Error()}
+			if errors.Is(context.Cause(ctx), errShutdown) {
+				c.Error = errShutdown.Error()
+			}
+			s.finish(ar, run, c, time.Now(), journal.CompletionData{}, &usageSum{})
+			// The thread's line stays in order: the run after this one must still wait
+			// for the run before it.
+			<-ar.prev.done
+			return
+		}
+	}
+	start := time.Now()
 	if s.cfg.RunTimeout > 0 {
 		var stop context.CancelFunc
 		ctx, stop = context.WithTimeout(ctx, s.cfg.RunTimeout)
 		defer stop()
 	}
-	bg := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.Background(), storeTimeout)
-	}
-
-	ar.events.publish("metadata", map[string]string{"run_id": run.RunID, "thread_id": run.ThreadID})
 	{
 		c, cancel := bg()
 		_, err := s.store.MarkRunning(c, run.RunID)
@@ -215,6 +351,18 @@ func (s *Server) execute(ctx context.Context, ar *activeRun, run store.Run, lead
 		if err != nil {
 			s.log.Error("gateway: mark run running", "run_id", run.RunID, "error", err)
 		}
+	}
+	var prior *state.State
+	if s.cfg.history() {
+		c, cancel := bg()
+		st, err := s.store.LoadThreadState(c, run.ThreadID)
+		cancel()
+		if err != nil {
+			s.log.Error("gateway: load thread state", "thread_id", run.ThreadID, "error", err)
+			s.finish(ar, run, store.Completion{Status: store.StatusError, Error: "load thread state failed"}, start, journal.CompletionData{}, &usageSum{})
+			return
+		}
+		prior = &st
 	}
 	j := journal.New(journal.Options{
 		RunID: run.RunID, ThreadID: run.ThreadID, ProgressInterval: s.cfg.ProgressInterval,
@@ -228,9 +376,16 @@ func (s *Server) execute(ctx context.Context, ar *activeRun, run store.Run, lead
 	})
 	cum := &usageSum{}
 	runCtx := model.WithObserver(ctx, streamObserver{s: s, ar: ar, cum: cum, threadID: run.ThreadID})
+	sb, err := s.runSandbox(lead.Sandbox, run.UserID, run.ThreadID)
+	if err != nil {
+		s.log.Error("gateway: mount the thread's uploads", "thread_id", run.ThreadID, "error", err)
+		s.finish(ar, run, store.Completion{Status: store.StatusError, Error: "mount the thread's uploads failed"}, start, journal.CompletionData{}, &usageSum{})
+		return
+	}
 	res, runErr := lead.Agent.Run(runCtx, agent.Input{
-		ThreadID: run.ThreadID, RunID: run.RunID, UserID: run.UserID, Journal: j, Sandbox: lead.Sandbox,
-		Messages: []message.Message{message.Human(input)},
+		ThreadID: run.ThreadID, RunID: run.RunID, UserID: run.UserID, Journal: j, Sandbox: sb,
+		State:    prior,
+		Messages: []message.Message{human},
 		Emit:     func(event string, payload map[string]any) { ar.events.publish(event, payload) },
 	})
 	j.Flush()
@@ -256,14 +411,38 @@ func (s *Server) execute(ctx context.Context, ar *activeRun, run store.Run, lead
 		if res.TraceID != "" && res.TraceID != "00000000000000000000000000000000" {
 			c.TraceID = res.TraceID
 		}
+		had := priorIDs(prior)
 		for _, m := range res.State.Messages {
-			if m.Role == message.RoleTool {
+			if m.Role == message.RoleTool && !had[m.ID] {
 				ar.events.publish("messages", m)
+			}
+		}
+		if s.cfg.history() {
+			// Whatever the outcome, the thread keeps what the run did (DeerFlow's
+			// checkpoints); the next run's DanglingToolCall patches an interrupted turn.
+			cctx, cancel := bg()
+			err := s.store.SaveThreadState(cctx, run.ThreadID, res.State)
+			cancel()
+			if err != nil {
+				s.log.Error("gateway: save thread state", "thread_id", run.ThreadID, "run_id", run.RunID, "error", err)
 			}
 		}
 	}
 	{
 		cctx, cancel := bg()
+		err := s.store.AppendRunEvents(cctx, run.RunID, run.ThreadID, j.Events())
+		cancel()
+		if err != nil {
+			s.log.Error("gateway: persist run events", "run_id", run.RunID, "error", err)
+		}
+	}
+	s.finish(ar, run, c, start, data, cum)
+}
+
+// finish persists a run's completion, counts it and publishes its end event.
+func (s *Server) finish(ar *activeRun, run store.Run, c store.Completion, start time.Time, data journal.CompletionData, cum *usageSum) {
+	{
+		cctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		changed, err := s.store.UpdateRunCompletion(cctx, run.RunID, c)
 		cancel()
 		if err != nil {
@@ -282,9 +461,9 @@ func (s *Server) execute(ctx context.Context, ar *activeRun, run store.Run, lead
 		end["trace_id"] = c.TraceID
 	}
 	ar.events.publish("end", end)
+	close(ar.final)
 
 	s.mu.Lock()
-	delete(s.active, run.RunID)
 	s.recent[run.RunID] = ar
 	s.order = append(s.order, run.RunID)
 	if len(s.order) > maxRecentRuns {
@@ -321,7 +500,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, p Principal) 
 	}
 	ar.cancel(errCancelled)
 	select {
-	case <-ar.done:
+	case <-ar.final:
 	case <-time.After(10 * time.Second):
 	case <-r.Context().Done():
 		return
@@ -464,4 +643,67 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.cancelAll(errShutdown)
 	return errors.Join(errs...)
+}
+
+// priorIDs are the ids of the messages the thread had before the run.
+func priorIDs(prior *state.State) map[string]bool {
+	if prior == nil {
+		return nil
+	}
+	ids := make(map[string]bool, len(prior.Messages))
+	for _, m := range prior.Messages {
+		ids[m.ID] = true
+	}
+	return ids
+}
+
+// runEventsResponse is the body of GET .../runs/{run_id}/events.
+type runEventsResponse struct {
+	RunID  string           `json:"run_id"`
+	Events []store.RunEvent `json:"events"`
+}
+
+// runEvents serves the run's persisted journal events (middleware audit such as
+// middleware:safety_termination and middleware:guardrail, lifecycle, llm.error, model
+// responses), in order. They are written when the run ends; a running run has none yet.
+func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p Principal) {
+	run, ok := s.findRun(w, r, p)
+	if !ok {
+		return
+	}
+	evs, err := s.store.ListRunEvents(r.Context(), run.RunID)
+	if err != nil {
+		s.internalError(w, "list run events", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, runEventsResponse{RunID: run.RunID, Events: evs})
+}
+
+// threadStateResponse is the body of GET /api/threads/{id}/state (LangGraph's thread
+// state: the channels under values).
+type threadStateResponse struct {
+	ThreadID string      `json:"thread_id"`
+	Values   state.State `json:"values"`
+}
+
+// threadState serves the state the thread's last run left: what the next run continues.
+func (s *Server) threadState(w http.ResponseWriter, r *http.Request, p Principal) {
+	id := r.PathValue("thread_id")
+	_, exists, ok := s.checkOwner(w, r, p, id)
+	if !ok {
+		return
+	}
+	if !exists {
+		writeError(w, http.StatusNotFound, "Thread %s not found", id)
+		return
+	}
+	st, err := s.store.LoadThreadState(r.Context(), id)
+	if err != nil {
+		s.internalError(w, "load thread state", err)
+		return
+	}
+	if st.Messages == nil {
+		st.Messages = []message.Message{}
+	}
+	writeJSON(w, http.StatusOK, threadStateResponse{ThreadID: id, Values: st})
 }

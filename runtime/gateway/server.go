@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -48,6 +49,9 @@ type Options struct {
 	// unknown), for context_usage; DefaultModel is used when a thread has no run yet.
 	ContextWindow func(modelName string) int
 	DefaultModel  string
+	// Uploads returns a thread's uploads folder for a user (where UploadsMiddleware looks
+	// for them); nil: no uploads (multipart files and POST .../uploads answer 501).
+	Uploads func(userID, threadID string) (string, error)
 }
 
 // Server is the gateway. Create with New, serve with Serve, stop with Shutdown.
@@ -63,6 +67,7 @@ type Server struct {
 
 	ctxWindow    func(string) int
 	defaultModel string
+	uploads      func(userID, threadID string) (string, error)
 
 	runCtx    context.Context
 	cancelAll context.CancelCauseFunc
@@ -70,9 +75,10 @@ type Server struct {
 	runsWG    sync.WaitGroup
 
 	mu      sync.Mutex
-	active  map[string]*activeRun // pending or running in this process
-	recent  map[string]*activeRun // finished, kept for stream replay
-	order   []string              // recent, oldest first
+	active  map[string]*activeRun  // pending or running in this process
+	lines   map[string]*threadLine // per thread: its admitted, unfinished runs
+	recent  map[string]*activeRun  // finished, kept for stream replay
+	order   []string               // recent, oldest first
 	context map[string]contextTokens
 }
 
@@ -110,9 +116,9 @@ func New(o Options) (*Server, error) {
 	runCtx, cancel := context.WithCancelCause(parent)
 	s := &Server{
 		cfg: cfg, store: o.Store, agents: o.Agents, log: log, auth: auth, metrics: newMetrics(),
-		ctxWindow: o.ContextWindow, defaultModel: o.DefaultModel,
+		ctxWindow: o.ContextWindow, defaultModel: o.DefaultModel, uploads: o.Uploads,
 		runCtx: runCtx, cancelAll: cancel,
-		active: map[string]*activeRun{}, recent: map[string]*activeRun{}, context: map[string]contextTokens{},
+		active: map[string]*activeRun{}, lines: map[string]*threadLine{}, recent: map[string]*activeRun{}, context: map[string]contextTokens{},
 	}
 	if s.ctxWindow == nil {
 		s.ctxWindow = func(string) int { return 0 }
@@ -166,6 +172,9 @@ func (s *Server) routes() http.Handler {
 	handle("GET /api/threads/{thread_id}/runs/{run_id}", ScopeThreadsRead, s.getRun)
 	handle("GET /api/threads/{thread_id}/runs/{run_id}/stream", ScopeThreadsRead, s.streamRun)
 	handle("POST /api/threads/{thread_id}/runs/{run_id}/cancel", ScopeThreadsWrite, s.cancelRun)
+	handle("GET /api/threads/{thread_id}/runs/{run_id}/events", ScopeThreadsRead, s.runEvents)
+	handle("GET /api/threads/{thread_id}/state", ScopeThreadsRead, s.threadState)
+	handle("POST /api/threads/{thread_id}/uploads", ScopeThreadsWrite, s.uploadFiles)
 	handle("GET /api/threads/{thread_id}/token-usage", ScopeThreadsRead, s.tokenUsage)
 	mux.Handle("GET /metrics", s.instrument("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	mux.Handle("GET /healthz", s.instrument("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -346,7 +355,24 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, p Principal) {
 type ContextUsage struct {
 	TokenCount       int64    `json:"token_count"`
 	MaxContextTokens *int64   `json:"max_context_tokens"`
-	Percentage       *float64 `json:"percentage"`
+	Percentage       *PyFloat `json:"percentage"`
+}
+
+// PyFloat is a float that serialises the way Python's json module writes a float:
+// always with a fraction (DeerFlow's percentage = round(x, 1) is 33.0, never 33).
+type PyFloat float64
+
+// MarshalJSON implements json.Marshaler.
+func (f PyFloat) MarshalJSON() ([]byte, error) {
+	v := float64(f)
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil, fmt.Errorf("percentage %v is not a JSON number", v)
+	}
+	b := strconv.AppendFloat(nil, v, 'f', -1, 64)
+	if !bytes.ContainsAny(b, ".eE") {
+		b = append(b, ".0"...)
+	}
+	return b, nil
 }
 
 // TokenUsageResponse is the exact body of §7.4.
@@ -411,7 +437,7 @@ func buildContextUsage(count int64, maxTokens int) *ContextUsage {
 	cu := &ContextUsage{TokenCount: count}
 	if maxTokens > 0 {
 		m := int64(maxTokens)
-		pct := math.Round(float64(count)/float64(m)*1000) / 10
+		pct := PyFloat(math.Round(float64(count)/float64(m)*1000) / 10)
 		cu.MaxContextTokens, cu.Percentage = &m, &pct
 	}
 	return cu

@@ -34,9 +34,11 @@ var NoopSpan SpanAnnotator = noopAnnotator{}
 
 // CallRecord is what observers learn about one finished model call.
 type CallRecord struct {
-	CallID   string
-	Caller   string
-	Info     Info
+	CallID string
+	Caller string
+	Info   Info
+	// Request is the request as the provider received it (read-only for observers).
+	Request  *Request
 	Response *Response // nil when Err != nil
 	Err      error
 	Start    time.Time
@@ -190,7 +192,7 @@ func (t *traced) Generate(ctx context.Context, req *Request) (*Response, error) 
 	if err == nil && resp == nil {
 		err = fmt.Errorf("model %s: provider returned neither a response nor an error", t.info.Name)
 	}
-	rec := CallRecord{CallID: callID, Caller: caller, Info: t.info, Err: err, Start: start, Duration: time.Since(start)}
+	rec := CallRecord{CallID: callID, Caller: caller, Info: t.info, Request: &r, Err: err, Start: start, Duration: time.Since(start)}
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())

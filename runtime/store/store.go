@@ -55,6 +55,9 @@ type Thread struct {
 	ID        string    `json:"thread_id"`
 	UserID    string    `json:"user_id,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
+	// Title is the thread's title once its first exchange was titled (read from the
+	// thread state; never written by CreateThread).
+	Title string `json:"title,omitempty"`
 }
 
 // Run is one row of the runs table.
@@ -87,6 +90,7 @@ type Completion struct {
 
 // RunStore persists threads and runs. Implementations are safe for concurrent use.
 type RunStore interface {
+	ThreadStore
 	// CreateThread inserts a thread; ErrExists when the id is taken.
 	CreateThread(ctx context.Context, t Thread) error
 	// GetThread returns a thread; ErrNotFound when absent.

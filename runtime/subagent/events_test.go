@@ -33,6 +33,9 @@ func TestTaskEventsCarryCumulativeUsage(t *testing.T) {
 	assert.Equal(t, "sub-model", evs[0].payload["model_name"])
 	assert.Equal(t, map[string]any{"input_tokens": int64(100), "output_tokens": int64(20), "total_tokens": int64(120)}, evs[1].payload["usage"])
 	assert.Equal(t, int64(1), evs[1].payload["message_index"])
+	assert.Equal(t, int64(1), evs[1].payload["total_messages"])
+	assert.Equal(t, int64(2), evs[2].payload["message_index"])
+	assert.Equal(t, int64(2), evs[2].payload["total_messages"])
 	assert.Equal(t, map[string]any{"input_tokens": int64(250), "output_tokens": int64(50), "total_tokens": int64(300)}, evs[2].payload["usage"], "cumulative, visible while running")
 	assert.Equal(t, "task_completed", evs[3].name)
 	assert.Equal(t, "all done", evs[3].payload["result"])
@@ -60,4 +63,22 @@ func TestNoRecorderShapes(t *testing.T) {
 		assert.Equal(t, StatusCompleted, res.AdditionalKwargs["subagent_status"])
 		assert.NotNil(t, res.AdditionalKwargs["subagent_token_usage"], "usage still stamped on the message")
 	}
+}
+
+// task_started names the model the subagent type runs on, not the executor's default.
+func TestTaskStartedNamesTheSubagentsModel(t *testing.T) {
+	typeModel := scriptedModel(t, finalTurn)
+	def, err := NewExecutor(Options{Model: scriptedModelNamed(t, "default-model"), Tools: []tool.Tool{probe{}},
+		Types: []Type{{Name: "worker", Description: "w", Model: typeModel}, {Name: "plain", Description: "p"}}})
+	require.NoError(t, err)
+	assert.Equal(t, "sub-model", def.ModelName("worker"))
+	assert.Equal(t, "default-model", def.ModelName("plain"))
+	var evs []event
+	env := &tool.Env{ThreadID: "t", RunID: "r", Emit: func(name string, p map[string]any) { evs = append(evs, event{name, p}) }}
+	_, err = (&TaskTool{Executor: def}).Call(context.Background(), tool.Call{ID: "call_1", Name: "task", Env: env,
+		Args: map[string]any{"description": "d", "prompt": "please probe", "subagent_type": "worker"}})
+	require.NoError(t, err)
+	require.NotEmpty(t, evs)
+	assert.Equal(t, "task_started", evs[0].name)
+	assert.Equal(t, "sub-model", evs[0].payload["model_name"])
 }

@@ -50,18 +50,60 @@ const (
 	StatusPollingTimeout = genai.SubagentPollingTimeout
 )
 
-// Executor runs subagents. Safe for concurrent use; one Executor serves one run (its
-// concurrency limit is per run, like DeerFlow's max_concurrent_subagents).
+// Executor runs subagents. Safe for concurrent use. One Executor may serve every run of
+// a lead agent: its concurrency limit is kept per lead run (Task.RunID), like DeerFlow's
+// executor per run and its max_concurrent_subagents — one user's run never waits for
+// another's subagents.
 type Executor struct {
-	types    map[string]Type
-	order    []string
-	model    model.ChatModel
-	tools    []tool.Tool
-	mws      func(Type) []agent.Middleware
-	timeout  time.Duration
-	grace    time.Duration
-	maxTurns int
-	sem      chan struct{}
+	types         map[string]Type
+	order         []string
+	model         model.ChatModel
+	tools         []tool.Tool
+	mws           func(Type) []agent.Middleware
+	timeout       time.Duration
+	grace         time.Duration
+	maxTurns      int
+	maxConcurrent int
+
+	mu   sync.Mutex
+	runs map[string]*runSlots // lead run id → its slots, while it has executions
+}
+
+// runSlots are one lead run's execution slots; users counts the executions holding or
+// waiting for one (the entry is dropped at zero).
+type runSlots struct {
+	sem   chan struct{}
+	users int
+}
+
+// slots returns the run's slots, counting the caller as a user.
+func (e *Executor) slots(runID string) *runSlots {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rs := e.runs[runID]
+	if rs == nil {
+		rs = &runSlots{sem: make(chan struct{}, e.maxConcurrent)}
+		e.runs[runID] = rs
+	}
+	rs.users++
+	return rs
+}
+
+// leave drops the caller from the run's users.
+func (e *Executor) leave(runID string, rs *runSlots) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rs.users--
+	if rs.users == 0 && e.runs[runID] == rs {
+		delete(e.runs, runID)
+	}
+}
+
+// activeRuns is how many lead runs currently hold slots (tests check nothing leaks).
+func (e *Executor) activeRuns() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.runs)
 }
 
 // Options configure an Executor.
@@ -71,7 +113,8 @@ type Options struct {
 	Tools []tool.Tool     // the tool pool subagents pick from
 	// Middlewares returns the middleware chain of a subagent type (optional; wired by cmd).
 	Middlewares func(Type) []agent.Middleware
-	// MaxConcurrent bounds executions running at once (default 3); others wait.
+	// MaxConcurrent bounds the executions of one lead run running at once (default 3);
+	// the run's others wait. Different runs do not share the limit.
 	MaxConcurrent int
 	// Timeout bounds one execution (default 15 min); the subagent's context is cancelled
 	// at the deadline and the outcome is timed_out.
@@ -105,7 +148,8 @@ func NewExecutor(o Options) (*Executor, error) {
 		o.MaxTurns = 50
 	}
 	e := &Executor{types: map[string]Type{}, model: o.Model, tools: o.Tools, mws: o.Middlewares,
-		timeout: o.Timeout, grace: o.PollGrace, maxTurns: o.MaxTurns, sem: make(chan struct{}, o.MaxConcurrent)}
+		timeout: o.Timeout, grace: o.PollGrace, maxTurns: o.MaxTurns, maxConcurrent: o.MaxConcurrent,
+		runs: map[string]*runSlots{}}
 	names := map[string]bool{}
 	for _, t := range o.Tools {
 		names[t.Spec().Name] = true
@@ -126,6 +170,22 @@ func NewExecutor(o Options) (*Executor, error) {
 		e.order = append(e.order, t.Name)
 	}
 	return e, nil
+}
+
+func (e *Executor) typeModel(t Type) model.ChatModel {
+	if t.Model != nil {
+		return t.Model
+	}
+	return e.model
+}
+
+// ModelName is the model id a subagent type runs on ("" for an unknown type).
+func (e *Executor) ModelName(typeName string) string {
+	t, ok := e.types[typeName]
+	if !ok {
+		return ""
+	}
+	return e.typeModel(t).Info().Model
 }
 
 // TypeNames lists the subagent types in definition order.
@@ -170,20 +230,23 @@ func (e *Executor) Execute(ctx context.Context, task Task) Outcome {
 	}
 	collector := journal.NewTokenCollector(genai.SubagentCaller(typ.Name))
 	out := Outcome{ExecutionID: execID}
-	m := typ.Model
-	if m == nil {
-		m = e.model
-	}
+	m := e.typeModel(typ)
 	out.ModelName = m.Info().Model
 
-	// Concurrency limit: wait for a slot, or give up when the parent is cancelled.
+	// Concurrency limit of the lead run: wait for a slot, or give up when the parent is
+	// cancelled.
+	rs := e.slots(task.RunID)
 	select {
-	case e.sem <- struct{}{}:
+	case rs.sem <- struct{}{}:
 	case <-ctx.Done():
+		e.leave(task.RunID, rs)
 		out.Status, out.Error = StatusCancelled, "cancelled before start"
 		return out
 	}
-	release := sync.OnceFunc(func() { <-e.sem })
+	release := sync.OnceFunc(func() {
+		<-rs.sem
+		e.leave(task.RunID, rs)
+	})
 
 	a, err := e.build(typ, m, task.MaxTurns)
 	if err != nil {

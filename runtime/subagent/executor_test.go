@@ -2,6 +2,7 @@ package subagent
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,13 @@ conversations:
 ` + turn2))
 	require.NoError(t, err)
 	return model.Wrap(scripted.New(s, "sub-model"), model.Info{Name: "main", Provider: "scripted", Model: "sub-model"})
+}
+
+// scriptedModelNamed is scriptedModel reporting another model id.
+func scriptedModelNamed(t *testing.T, name string) model.ChatModel {
+	s, err := scripted.Parse([]byte("conversations:\n  - {name: x, caller: \"subagent:*\", turns: [{content: ok}]}\n"))
+	require.NoError(t, err)
+	return model.Wrap(scripted.New(s, name), model.Info{Name: name, Provider: "scripted", Model: name})
 }
 
 const finalTurn = `
@@ -282,4 +290,67 @@ func TestTerminalMessageContract(t *testing.T) {
 	assert.Contains(t, b, "\n...\n")
 	assert.True(t, strings.HasSuffix(b, strings.Repeat("z", 665)))
 	assert.Equal(t, "short", Brief("short", MaxBrief))
+}
+
+// runProbe records, per lead run (the subagent's RunID), how many of its calls are in
+// flight at once, and the peak over all runs.
+type runProbe struct {
+	mu      sync.Mutex
+	inFly   map[string]int
+	runPeak map[string]int
+	now     int
+	peak    int
+}
+
+func (*runProbe) Spec() tool.Spec {
+	return tool.Spec{Name: "probe", Parameters: map[string]any{"type": "object"}}
+}
+
+func (p *runProbe) Call(_ context.Context, call tool.Call) (tool.Result, error) {
+	run := call.Env.RunID
+	p.mu.Lock()
+	p.inFly[run]++
+	p.now++
+	p.runPeak[run] = max(p.runPeak[run], p.inFly[run])
+	p.peak = max(p.peak, p.now)
+	p.mu.Unlock()
+	time.Sleep(40 * time.Millisecond)
+	p.mu.Lock()
+	p.inFly[run]--
+	p.now--
+	p.mu.Unlock()
+	return tool.Result{Content: "probed"}, nil
+}
+
+// The limit is per lead run: five runs dispatching three subagents each, with
+// max_concurrent 1, run their subagents side by side (peak across runs above 1) while no
+// run ever has two at once.
+func TestConcurrencyLimitIsPerRun(t *testing.T) {
+	p := &runProbe{inFly: map[string]int{}, runPeak: map[string]int{}}
+	e, err := NewExecutor(Options{Model: scriptedModel(t, finalTurn), Tools: []tool.Tool{p}, MaxConcurrent: 1,
+		Types: []Type{{Name: "worker", Description: "test worker"}}})
+	require.NoError(t, err)
+	tt := &TaskTool{Executor: e}
+	var wg sync.WaitGroup
+	for r := range 5 {
+		runID := fmt.Sprintf("run-%d", r)
+		for i := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := tt.Call(context.Background(), tool.Call{ID: fmt.Sprintf("call_%d", i), Name: "task",
+					Env:  &tool.Env{ThreadID: "t-" + runID, RunID: runID},
+					Args: map[string]any{"description": "probe", "prompt": "please probe", "subagent_type": "worker"}})
+				assert.NoError(t, err)
+				assert.Equal(t, StatusCompleted, res.AdditionalKwargs["subagent_status"])
+			}()
+		}
+	}
+	wg.Wait()
+	assert.Greater(t, p.peak, 1, "runs do not share one limit")
+	for run, peak := range p.runPeak {
+		assert.Equal(t, 1, peak, "run %s had %d subagents at once", run, peak)
+	}
+	assert.Len(t, p.runPeak, 5)
+	assert.Equal(t, 0, e.activeRuns(), "slots of finished runs are dropped")
 }

@@ -69,12 +69,16 @@ func (t *TaskTool) Call(ctx context.Context, call tool.Call) (tool.Result, error
 	task.ThreadID, task.RunID, task.UserID, task.Sandbox = env.ThreadID, env.RunID, env.UserID, env.Sandbox
 	var index atomic.Int64
 	task.OnModelCall = func(resp *model.Response, records []journal.UsageRecord) {
+		// One event per captured AI message: message_index is 1-based and
+		// total_messages the messages captured so far (observability.md §4.3).
+		n := index.Add(1)
 		env.EmitEvent("task_running", map[string]any{
-			"task_id": call.ID, "message": resp.Message, "message_index": index.Add(1),
+			"task_id": call.ID, "message": resp.Message, "message_index": n, "total_messages": n,
 			"usage": usagePayload(records), "model_name": resp.Model,
 		})
 	}
-	env.EmitEvent("task_started", map[string]any{"task_id": call.ID, "description": task.Description, "model_name": t.Executor.model.Info().Model})
+	// task_started names the model the subagent runs on (its type's, else the default).
+	env.EmitEvent("task_started", map[string]any{"task_id": call.ID, "description": task.Description, "model_name": t.Executor.ModelName(task.Type)})
 
 	out := t.Executor.Execute(ctx, task)
 

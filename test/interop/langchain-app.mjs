@@ -18,8 +18,10 @@ function chat(model) {
 export async function runApp(config = {}) {
   const researcher = createAgent({ model: chat(SUB_MODEL), tools: [], systemPrompt: SUB_SYSTEM, name: "researcher" });
   const task = tool(
-    async ({ prompt }, runConfig) => {
-      const out = await researcher.invoke({ messages: [{ role: "user", content: prompt }] }, runConfig);
+    // as LangChain's subagent docs write it: the run context (callbacks, parent run)
+    // reaches the inner agent by itself
+    async ({ prompt }) => {
+      const out = await researcher.invoke({ messages: [{ role: "user", content: prompt }] });
       return out.messages.at(-1).content;
     },
     { name: "task", description: TASK_DESCRIPTION, schema: TASK_PARAMETERS },

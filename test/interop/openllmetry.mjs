@@ -35,6 +35,10 @@ async function researcher(prompt) {
   });
 }
 
+async function runTask(call) {
+  return researcher(JSON.parse(call.function.arguments).prompt);
+}
+
 const answer = await traceloop.withWorkflow({ name: "agent_run" }, () =>
   traceloop.withAgent({ name: "lead_agent" }, async () => {
     const messages = [{ role: "system", content: LEAD_SYSTEM }, { role: "user", content: QUESTION }];
@@ -42,8 +46,9 @@ const answer = await traceloop.withWorkflow({ name: "agent_run" }, () =>
     const msg = first.choices[0].message;
     messages.push(msg);
     for (const call of msg.tool_calls ?? []) {
-      const args = JSON.parse(call.function.arguments);
-      const result = await traceloop.withTool({ name: "task" }, () => researcher(args.prompt));
+      // the tool function takes the model's tool call: withTool records its arguments
+      // (traceloop.entity.input), the only place the call id reaches the trace
+      const result = await traceloop.withTool({ name: "task" }, runTask, call);
       messages.push({ role: "tool", tool_call_id: call.id, content: result });
     }
     const final = await client.chat.completions.create({ model: LEAD_MODEL, messages, tools: [TASK_TOOL] });

@@ -65,7 +65,7 @@ func (p Pipeline) YAML() string {
 	// retry forever, quickly: the suite asserts nothing is dropped, and fast retries keep
 	// recovery short after a fault ends
 	queue := fmt.Sprintf(`    timeout: %s
-    sending_queue: {%snum_consumers: 4, queue_size: %d}
+    sending_queue: {%ssizer: requests, num_consumers: 4, queue_size: %d}
     retry_on_failure: {initial_interval: 100ms, max_interval: 1s, max_elapsed_time: %s}
 `, timeout, storage, qsize, maxElapsed)
 

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -320,8 +321,28 @@ func (s *Server) checkSchema(req ptraceotlp.ExportRequest) {
 		s.problem("spec: no request schema for %s", TracesPath)
 	}
 	usageSchema, _ := s.spec.Schema("UsageDetails")
+	obsSchema, _ := s.spec.Schema("Observation")
+	costSchema, _ := dig(obsSchema, "properties", "costDetails").(map[string]any)
+	if costSchema == nil {
+		s.problem("spec: no Observation.costDetails schema")
+	}
 	flat := map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "integer"}}
 	for _, sp := range spansOf(req.Traces()) {
+		if v, ok := sp.Attributes().Get("langfuse.observation.cost_details"); ok && costSchema != nil {
+			if v.Str() == "" {
+				s.problem("span %s: cost_details is not a string", sp.SpanID())
+			}
+			for _, p := range s.spec.ValidateJSON(costSchema, []byte(v.Str())) {
+				s.problem("span %s: cost_details vs spec Observation.costDetails: %s", sp.SpanID(), p)
+			}
+			var raw map[string]any
+			_ = json.Unmarshal([]byte(v.Str()), &raw)
+			for k, x := range raw {
+				if f, ok := x.(float64); !ok || f < 0 {
+					s.problem("span %s: cost_details[%q] is not a non-negative number", sp.SpanID(), k)
+				}
+			}
+		}
 		v, ok := sp.Attributes().Get("langfuse.observation.usage_details")
 		if !ok {
 			continue

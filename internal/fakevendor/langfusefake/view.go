@@ -17,8 +17,9 @@ type Observation struct {
 	Name                  string
 	Type                  string // lower-case observation type
 	Model                 string
-	Usage                 map[string]int64 // usageDetails after the server's extraction
-	UsageFromDetails      bool             // taken from langfuse.observation.usage_details
+	Usage                 map[string]int64   // usageDetails after the server's extraction
+	UsageFromDetails      bool               // taken from langfuse.observation.usage_details
+	Cost                  map[string]float64 // costDetails (USD) as ingested; nil: Langfuse prices it itself
 	SessionID, UserID     string
 	TraceName             string
 	Tags                  []string
@@ -72,7 +73,53 @@ func Observe(sp ptrace.Span) Observation {
 		return true
 	})
 	o.Usage, o.UsageFromDetails = usage(attrs)
+	if o.Usage != nil || o.Type == "generation" {
+		o.Cost = cost(attrs)
+	}
 	return o
+}
+
+// CostTotal is the observation's total cost as Langfuse stores it: the ingested total,
+// else the sum of the other keys.
+func (o Observation) CostTotal() float64 {
+	if t, ok := o.Cost["total"]; ok {
+		return t
+	}
+	var n float64
+	for _, v := range o.Cost {
+		n += v
+	}
+	return n
+}
+
+// cost follows the server's costDetails extraction: langfuse.observation.cost_details
+// (a JSON object string of non-negative numbers; others dropped), else gen_ai.usage.cost,
+// else llm.cost.total, each as {total}.
+func cost(attrs pcommon.Map) map[string]float64 {
+	if v, ok := attrs.Get("langfuse.observation.cost_details"); ok {
+		var raw map[string]any
+		if v.Type() != pcommon.ValueTypeStr || json.Unmarshal([]byte(v.Str()), &raw) != nil {
+			return nil
+		}
+		out := map[string]float64{}
+		for k, x := range raw {
+			if f, ok := x.(float64); ok && f >= 0 {
+				out[k] = f
+			}
+		}
+		return out
+	}
+	for _, k := range []string{"gen_ai.usage.cost", "llm.cost.total"} {
+		if v, ok := attrs.Get(k); ok {
+			switch v.Type() {
+			case pcommon.ValueTypeDouble:
+				return map[string]float64{"total": v.Double()}
+			case pcommon.ValueTypeInt:
+				return map[string]float64{"total": float64(v.Int())}
+			}
+		}
+	}
+	return nil
 }
 
 func observationType(attrs pcommon.Map) string {

@@ -8,7 +8,8 @@
 //
 // A request is matched to the first conversation whose caller equals the request's
 // caller tag (a trailing "*" matches a prefix) and whose first_human_contains (optional)
-// is a substring of the request's first human message. The turn is the number of AI
+// is a substring of the request's first human message (messages flagged hide_from_ui,
+// which middlewares inject, are skipped). The turn is the number of AI
 // messages already in the request, so parallel subagents of one type — distinguished by
 // their prompt — each walk their own conversation deterministically whatever the
 // interleaving. A request past the last turn of its conversation is an error naming the
@@ -77,7 +78,11 @@ type Conversation struct {
 	Name               string `yaml:"name"`
 	Caller             string `yaml:"caller"`
 	FirstHumanContains string `yaml:"first_human_contains"`
-	Turns              []Turn `yaml:"turns"`
+	// PerUserMessage counts the turn from the latest user message (a human message not
+	// flagged hide_from_ui) instead of the start: every run of a thread that continues
+	// its history replays the turns from the first.
+	PerUserMessage bool   `yaml:"per_user_message"`
+	Turns          []Turn `yaml:"turns"`
 }
 
 // Turn is one scripted response (or error).
@@ -171,18 +176,30 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 		caller = telemetry.CallerFrom(ctx)
 	}
 	first := ""
-	turn := 0
+	turn, sinceUser := 0, 0
 	for _, msg := range req.Messages {
-		if msg.Role == message.RoleHuman && first == "" {
-			first = msg.Content
+		if msg.Role == message.RoleHuman {
+			// Hidden human messages (memory, reminders, durable context injected by
+			// middlewares) are not the user's: they neither pick the conversation nor
+			// restart a per_user_message one.
+			if hidden, _ := msg.AdditionalKwargs["hide_from_ui"].(bool); !hidden {
+				if first == "" {
+					first = msg.Content
+				}
+				sinceUser = 0
+			}
 		}
 		if msg.Role == message.RoleAI {
 			turn++
+			sinceUser++
 		}
 	}
 	conv := m.match(caller, first)
 	if conv == nil {
 		return nil, fmt.Errorf("scripted: no conversation for caller %q and first message %q", caller, clip(first, 80))
+	}
+	if conv.PerUserMessage {
+		turn = sinceUser
 	}
 	if turn >= len(conv.Turns) {
 		return nil, fmt.Errorf("scripted: conversation %q has %d turns, request is turn %d", conv.Name, len(conv.Turns), turn+1)

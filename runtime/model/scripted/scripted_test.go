@@ -107,3 +107,32 @@ func TestParseErrors(t *testing.T) {
 	_, err := model.New(config.Model{Name: "x", Provider: ProviderName, Script: "/nonexistent/script.yaml"})
 	assert.ErrorContains(t, err, `model "x": script: open /nonexistent/script.yaml`)
 }
+
+// A per_user_message conversation counts turns from the latest user message, so a thread
+// whose history carries earlier runs replays the script; hidden human messages (reminders
+// injected by middlewares) do not restart it.
+func TestPerUserMessageTurns(t *testing.T) {
+	s, err := Parse([]byte(`
+conversations:
+  - name: lead
+    caller: lead_agent
+    per_user_message: true
+    turns:
+      - {content: "", tool_calls: [{id: c1, name: ls, args: {}}]}
+      - {content: "done"}
+`))
+	require.NoError(t, err)
+	m := New(s, "x")
+	ctx := telemetry.WithCaller(context.Background(), "lead_agent")
+	u1 := message.Human("first")
+	r1, err := m.Generate(ctx, &model.Request{Messages: []message.Message{u1}})
+	require.NoError(t, err)
+	hidden := message.Message{ID: "h", Role: message.RoleHuman, Name: "loop_warning", Content: "x", AdditionalKwargs: map[string]any{"hide_from_ui": true}}
+	r2, err := m.Generate(ctx, &model.Request{Messages: []message.Message{u1, r1.Message, message.Tool("c1", "ls", "ok", ""), hidden}})
+	require.NoError(t, err)
+	assert.Equal(t, "done", r2.Message.Content)
+	// The second run of the thread: its request carries the first run, then a new message.
+	r3, err := m.Generate(ctx, &model.Request{Messages: []message.Message{u1, r1.Message, message.Tool("c1", "ls", "ok", ""), r2.Message, message.Human("second")}})
+	require.NoError(t, err)
+	assert.Equal(t, "c1", r3.Message.ToolCalls[0].ID, "the script starts again")
+}

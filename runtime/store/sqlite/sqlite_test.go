@@ -2,9 +2,13 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
+	"io/fs"
 	"path/filepath"
 	"testing"
+	"testing/fstest"
 
+	"github.com/agentmeter/agentmeter/runtime/state"
 	"github.com/agentmeter/agentmeter/runtime/store"
 	"github.com/agentmeter/agentmeter/runtime/store/sqlite"
 	"github.com/agentmeter/agentmeter/runtime/store/sqlstore"
@@ -65,8 +69,17 @@ func TestMigrationsAppliedOnceAndVersioned(t *testing.T) {
 		_ = rows.Scan(&v)
 		versions = append(versions, v)
 	}
-	if len(versions) != 3 || versions[0] != 1 || versions[2] != 3 {
-		t.Fatalf("schema_migrations = %v, want [1 2 3]", versions)
+	migs, err := sqlstore.LoadMigrations(sqlite.Dialect().Migrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(versions) != len(migs) || len(migs) < 4 {
+		t.Fatalf("schema_migrations = %v, want versions 1..%d", versions, len(migs))
+	}
+	for i, v := range versions {
+		if v != migs[i].Version || v != i+1 {
+			t.Fatalf("schema_migrations = %v, want versions 1..%d", versions, len(migs))
+		}
 	}
 	// A database from a newer binary is refused, not silently used.
 	if _, err := s.DB().Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, 'future', 0)`); err != nil {
@@ -95,3 +108,45 @@ func openBench(b *testing.B) *sqlstore.Store {
 func BenchmarkRunLifecycle(b *testing.B) { storetest.BenchRunLifecycle(b, openBench(b)) }
 
 func BenchmarkAggregate100Runs(b *testing.B) { storetest.BenchAggregate(b, openBench(b), 100) }
+
+// TestUpgradeFromVersion3 opens a database written before thread state existed: the
+// migration adds the tables and the old rows are untouched.
+func TestUpgradeFromVersion3(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	old := sqlite.Dialect()
+	old.Migrations = fstest.MapFS{}
+	for _, name := range []string{"0001_threads_runs.sql", "0002_runs_token_usage.sql", "0003_runs_trace_id.sql"} {
+		b, err := fs.ReadFile(sqlite.Dialect().Migrations, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old.Migrations.(fstest.MapFS)[name] = &fstest.MapFile{Data: b}
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlstore.Migrate(ctx, db, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := sqlstore.New(db, old).CreateThread(ctx, store.Thread{ID: "t", UserID: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	th, err := s.GetThread(ctx, "t")
+	if err != nil || th.UserID != "alice" {
+		t.Fatalf("thread after the upgrade = %+v, %v", th, err)
+	}
+	if err := s.SaveThreadState(ctx, "t", state.State{Title: "T"}); err != nil {
+		t.Fatal(err)
+	}
+	if th, _ := s.GetThread(ctx, "t"); th.Title != "T" {
+		t.Fatalf("title after the upgrade = %q", th.Title)
+	}
+}

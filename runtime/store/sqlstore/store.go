@@ -69,17 +69,18 @@ func (s *Store) CreateThread(ctx context.Context, t store.Thread) error {
 // GetThread implements store.RunStore.
 func (s *Store) GetThread(ctx context.Context, id string) (store.Thread, error) {
 	var (
-		user    sql.NullString
-		created int64
+		user, title sql.NullString
+		created     int64
 	)
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT user_id, created_at FROM threads WHERE thread_id = ?`), id).Scan(&user, &created)
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT t.user_id, t.created_at, ts.title FROM threads t
+		LEFT JOIN thread_states ts ON ts.thread_id = t.thread_id WHERE t.thread_id = ?`), id).Scan(&user, &created, &title)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Thread{}, fmt.Errorf("thread %q: %w", id, store.ErrNotFound)
 	}
 	if err != nil {
 		return store.Thread{}, fmt.Errorf("get thread %q: %w", id, err)
 	}
-	return store.Thread{ID: id, UserID: user.String, CreatedAt: fromMicros(created)}, nil
+	return store.Thread{ID: id, UserID: user.String, CreatedAt: fromMicros(created), Title: title.String}, nil
 }
 
 func encodeByModel(m map[string]journal.ModelUsage) (string, error) {

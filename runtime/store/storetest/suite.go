@@ -41,6 +41,9 @@ func Run(t *testing.T, open Opener) {
 		{"AggregateIncludeActiveProgressSnapshot", testAggregateProgressSnapshot},
 		{"AggregateSkipsOtherKindsAndStatuses", testAggregateSkips},
 		{"ConcurrentCompletions", testConcurrent},
+		{"ThreadState", testThreadState},
+		{"Memory", testMemory},
+		{"RunEvents", testRunEvents},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ const (
 	AttrObservationType     = "langfuse.observation.type"
 	AttrObservationModel    = "langfuse.observation.model.name"
 	AttrObservationUsage    = "langfuse.observation.usage_details"
+	AttrObservationCost     = "langfuse.observation.cost_details"
 	AttrObservationMetadata = "langfuse.observation.metadata" // prefix of flattened metadata keys
 	AttrTraceName           = "langfuse.trace.name"
 	AttrTraceTags           = "langfuse.trace.tags"
@@ -62,6 +63,7 @@ const (
 	MetaSubagentCacheCreation  = AttrObservationMetadata + ".subagent_cache_creation_input_tokens"
 	MetaSubagentReasoning      = AttrObservationMetadata + ".subagent_reasoning_output_tokens"
 	MetaSubagentDispatches     = AttrObservationMetadata + ".subagent_dispatches"
+	MetaSubagentCost           = AttrObservationMetadata + ".subagent_cost_usd"
 	MetaSubagentToolCallIDs    = AttrObservationMetadata + ".subagent_tool_call_ids"
 	defaultUserID              = "default"    // DeerFlow: langfuse_user_id = user_id or "default"
 	defaultLeadTraceName       = "lead-agent" // DeerFlow: langfuse_trace_name = assistant_id or "lead-agent"

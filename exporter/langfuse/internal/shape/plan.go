@@ -3,6 +3,7 @@ package shape
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -15,6 +16,7 @@ type Attr struct {
 	Key  string
 	Str  string
 	Int  int64
+	Dbl  float64
 	Strs []string
 	Kind pcommon.ValueType
 }
@@ -72,6 +74,14 @@ func (p *Plan) int(key string, v int64) {
 	p.enc = protowire.AppendVarint(p.enc, uint64(v))
 }
 
+func (p *Plan) dbl(key string, v float64) {
+	p.items = append(p.items, Attr{Key: key, Dbl: v, Kind: pcommon.ValueTypeDouble})
+	valLen := protowire.SizeTag(anyDoubleValue) + protowire.SizeFixed64()
+	p.enc = appendKVHeader(p.enc, key, valLen)
+	p.enc = protowire.AppendTag(p.enc, anyDoubleValue, protowire.Fixed64Type)
+	p.enc = protowire.AppendFixed64(p.enc, math.Float64bits(v))
+}
+
 func (p *Plan) strs(key string, vs []string) {
 	p.items = append(p.items, Attr{Key: key, Strs: vs, Kind: pcommon.ValueTypeSlice})
 	arrLen := 0
@@ -124,6 +134,8 @@ func (p *Plan) Apply(td ptrace.Traces) {
 				attrs.PutStr(a.Key, a.Str)
 			case pcommon.ValueTypeInt:
 				attrs.PutInt(a.Key, a.Int)
+			case pcommon.ValueTypeDouble:
+				attrs.PutDouble(a.Key, a.Dbl)
 			case pcommon.ValueTypeSlice:
 				s := attrs.PutEmptySlice(a.Key)
 				s.EnsureCapacity(len(a.Strs))
@@ -145,6 +157,7 @@ const (
 	kvValue              protowire.Number = 2 // KeyValue.value
 	anyStringValue       protowire.Number = 1 // AnyValue.string_value
 	anyIntValue          protowire.Number = 3 // AnyValue.int_value
+	anyDoubleValue       protowire.Number = 4 // AnyValue.double_value
 	anyArrayValue        protowire.Number = 5 // AnyValue.array_value
 	arrayValues          protowire.Number = 1 // ArrayValue.values
 )

@@ -114,6 +114,8 @@ type spanFacts struct {
 	hasOIKind                          bool
 	hasSubagent, hasUsage              bool
 	hasUsageDetails, hasMetaSubagent   bool
+	hasCost, hasCostDetails            bool
+	hasSubagentCost                    bool
 	hasMetaMerge                       bool
 	hasToolAttrs                       bool
 }
@@ -172,6 +174,12 @@ func scan(attrs pcommon.Map) spanFacts {
 			f.hasUsage = true
 		case AttrObservationUsage:
 			f.hasUsageDetails = true
+		case genai.AttrCostTotal:
+			f.hasCost = true
+		case AttrObservationCost:
+			f.hasCostDetails = true
+		case genai.AttrSubagentCostTotal:
+			f.hasSubagentCost = true
 		case MetaSubagentInput:
 			f.hasMetaSubagent = true
 		case MetaMergeStatus:
@@ -296,6 +304,12 @@ func (p *Plan) addSpan(attrs pcommon.Map, f *spanFacts) {
 				p.str(AttrObservationUsage, UsageDetails(u))
 			}
 		}
+		// our cost wins over Langfuse's own price table, so its totals equal ours
+		if f.hasCost && !f.hasCostDetails {
+			if c, _, ok := genai.CostFromMap(attrs); ok {
+				p.str(AttrObservationCost, CostDetails(c))
+			}
+		}
 	}
 
 	// The caller and merged subagent usage go to observation metadata as top-level
@@ -319,6 +333,13 @@ func (p *Plan) addSpan(attrs pcommon.Map, f *spanFacts) {
 			}
 			if ids := genai.StringsFromMap(attrs, genai.AttrSubagentToolCallIDs); len(ids) > 0 {
 				p.strs(MetaSubagentToolCallIDs, ids)
+			}
+			// merged cost is metadata too, never cost_details: Langfuse's trace cost
+			// is the sum of each call's own cost, counted once
+			if f.hasSubagentCost {
+				if sc, ok := genai.SubagentCostFromMap(attrs); ok {
+					p.dbl(MetaSubagentCost, sc.Total)
+				}
 			}
 		}
 	}
@@ -417,6 +438,38 @@ func UsageDetails(u genai.Usage) string {
 	buf = appendJSONInt(buf, UsageTotal, b.Total, true)
 	buf = append(buf, '}')
 	return string(buf)
+}
+
+// CostDetails renders a call's cost as the JSON object string Langfuse reads from
+// langfuse.observation.cost_details (USD per usage key): the same exclusive buckets and
+// key names as UsageDetails, so each bucket's cost sits next to its tokens, and total.
+// Parts are written when non-zero; a provider total without a breakdown is {"total": x}.
+func CostDetails(c genai.Cost) string {
+	buf := make([]byte, 0, 160)
+	buf = append(buf, '{')
+	comma := false
+	for _, kv := range [...]struct {
+		key string
+		v   float64
+	}{{UsageInput, c.Input}, {UsageCacheRead, c.CacheRead}, {UsageCacheCreation, c.CacheCreation}, {UsageOutput, c.Output}, {UsageReasoning, c.Reasoning}} {
+		if kv.v > 0 {
+			buf = appendJSONFloat(buf, kv.key, kv.v, comma)
+			comma = true
+		}
+	}
+	buf = appendJSONFloat(buf, UsageTotal, max(c.Total, 0), comma)
+	buf = append(buf, '}')
+	return string(buf)
+}
+
+func appendJSONFloat(buf []byte, key string, v float64, comma bool) []byte {
+	if comma {
+		buf = append(buf, ',')
+	}
+	buf = append(buf, '"')
+	buf = append(buf, key...)
+	buf = append(buf, '"', ':')
+	return strconv.AppendFloat(buf, v, 'f', -1, 64) // plain decimals: 0.00006, not 6e-05
 }
 
 func appendJSONInt(buf []byte, key string, v int64, comma bool) []byte {

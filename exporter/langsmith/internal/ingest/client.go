@@ -2,24 +2,22 @@ package ingest
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
+	kgzip "github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+	"go.opentelemetry.io/collector/config/configcompression"
 	"go.opentelemetry.io/collector/consumer/consumererror"
-	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.uber.org/zap"
 
-	"github.com/agentmeter/agentmeter/internal/retryafter"
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 )
 
 // Paths under the endpoint (SaaS serves them at the root, self-hosted under /api/v1,
@@ -39,55 +37,80 @@ const (
 )
 
 // ErrCredentials marks an answer that says the API key (or workspace) is wrong.
-var ErrCredentials = errors.New("LangSmith rejected the credentials")
+var ErrCredentials = vendorhttp.ErrCredentials
 
 // ErrTooLarge marks a 413: the request body is over the server's real limit. Send returns
 // it as a permanent error (the same body cannot succeed); the exporter splits the runs
 // and sends them again in smaller requests.
-var ErrTooLarge = errors.New("LangSmith rejected the request body as too large (HTTP 413)")
+var ErrTooLarge = vendorhttp.ErrTooLarge
+
+// vendor is LangSmith for the rules both vendor exporters share. 409 counts as
+// delivered: a run with this id exists, i.e. an earlier attempt got through.
+var vendor = vendorhttp.Vendor{
+	Name: "LangSmith",
+	CredentialHint: func(status int) string {
+		hint := "check api_key (LANGSMITH_API_KEY or LANGCHAIN_API_KEY)"
+		if status == http.StatusForbidden {
+			hint += " and tenant_id (the workspace id an org-scoped key needs)"
+		}
+		return hint
+	},
+	Delivered: func(status int) bool { return status == http.StatusConflict },
+}
+
+// Compression levels when compression_params.level is unset: the fastest of each, what
+// the SDKs use for their multipart bodies.
+var defaultLevels = vendorhttp.Levels{Gzip: kgzip.BestSpeed, Zstd: zstd.SpeedFastest}
 
 // Client talks to one LangSmith deployment. Safe for concurrent use.
 type Client struct {
-	http        *http.Client
-	base        string
-	apiKey      string
-	tenantID    string
-	compression string
-	logger      *zap.Logger
-	zstdEnc     *zstd.Encoder
-	bufs        sync.Pool
+	http       *http.Client
+	base       string
+	apiKey     string
+	tenantID   string
+	logger     *zap.Logger
+	compressor *vendorhttp.Compressor // nil: multipart bodies go uncompressed
+	bufs       sync.Pool
 	// useBatch is set once the multipart endpoint answered 404 (or /info said the
 	// deployment does not use it): every SDK then switches to /runs/batch for good.
 	useBatch atomic.Bool
 }
 
-// NewClient returns a client for the deployment at base (e.g. https://api.smith.langchain.com).
-// The API key is only ever put in the x-api-key header, never in errors or logs.
+// NewClient returns a client for the deployment at base (e.g. https://api.smith.langchain.com)
+// compressing multipart bodies at the default level. The API key is only ever put in the
+// x-api-key header, never in errors or logs.
 func NewClient(hc *http.Client, base, apiKey, tenantID, compression string, logger *zap.Logger) (*Client, error) {
+	return NewClientLevel(hc, base, apiKey, tenantID, compression, 0, logger)
+}
+
+// NewClientLevel is NewClient with compression_params.level (0: the default level).
+func NewClientLevel(hc *http.Client, base, apiKey, tenantID, compression string, level configcompression.Level, logger *zap.Logger) (*Client, error) {
 	c := &Client{
 		http: hc, base: strings.TrimRight(base, "/"), apiKey: apiKey, tenantID: tenantID,
-		compression: compression, logger: logger,
-		bufs: sync.Pool{New: func() any { return new(bytes.Buffer) }},
+		logger: logger,
+		bufs:   sync.Pool{New: func() any { return new(bytes.Buffer) }},
 	}
+	var t configcompression.Type
 	switch compression {
-	case CompressionNone, CompressionGzip:
+	case CompressionNone:
+	case CompressionGzip:
+		t = configcompression.TypeGzip
 	case CompressionZstd:
-		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(4))
-		if err != nil {
-			return nil, fmt.Errorf("zstd encoder: %w", err)
-		}
-		c.zstdEnc = enc
+		t = configcompression.TypeZstd
 	default:
 		return nil, fmt.Errorf("unsupported compression %q", compression)
 	}
+	comp, err := vendorhttp.NewCompressor(t, level, defaultLevels)
+	if err != nil {
+		return nil, err
+	}
+	c.compressor = comp
 	return c, nil
 }
 
 // Close releases the compressor and idle connections.
 func (c *Client) Close() {
-	if c.zstdEnc != nil {
-		_ = c.zstdEnc.Close()
-	}
+	c.compressor.Close()
 	c.http.CloseIdleConnections()
 }
 
@@ -111,9 +134,9 @@ func (c *Client) Info(ctx context.Context) (BatchConfig, error) {
 	if err != nil {
 		return cfg, err
 	}
-	defer drain(resp)
+	defer vendorhttp.Drain(resp)
 	if resp.StatusCode/100 != 2 {
-		return cfg, fmt.Errorf("GET %s: HTTP %d: %s", PathInfo, resp.StatusCode, serverMessage(resp))
+		return cfg, fmt.Errorf("GET %s: HTTP %d: %s", PathInfo, resp.StatusCode, vendorhttp.ServerMessage(resp))
 	}
 	var info struct {
 		BatchIngestConfig struct {
@@ -138,22 +161,22 @@ func (c *Client) Info(ctx context.Context) (BatchConfig, error) {
 	return cfg, nil
 }
 
-// CheckCredentials makes the cheapest authenticated call, GET /sessions?limit=1 (vendor
-// notes §2.3). It returns an error wrapping ErrCredentials on 401/403; any other failure
+// CheckCredentials makes the cheapest authenticated call, GET /sessions?limit=1, as the
+// SDKs do. It returns an error wrapping ErrCredentials on 401/403; any other failure
 // (network, 5xx) is returned plain so the caller can decide not to block on it.
 func (c *Client) CheckCredentials(ctx context.Context) error {
 	resp, err := c.do(ctx, http.MethodGet, PathSessions+"?limit=1", nil, "")
 	if err != nil {
 		return err
 	}
-	defer drain(resp)
+	defer vendorhttp.Drain(resp)
 	switch {
 	case resp.StatusCode/100 == 2:
 		return nil
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return credentialError(resp, PathSessions)
+		return vendor.CredentialError(resp.StatusCode, PathSessions, vendorhttp.ServerMessage(resp))
 	default:
-		return fmt.Errorf("GET %s: HTTP %d: %s", PathSessions, resp.StatusCode, serverMessage(resp))
+		return fmt.Errorf("GET %s: HTTP %d: %s", PathSessions, resp.StatusCode, vendorhttp.ServerMessage(resp))
 	}
 }
 
@@ -167,10 +190,10 @@ func (c *Client) Send(ctx context.Context, runs []Encoded) error {
 			return err
 		}
 		if resp.StatusCode != http.StatusNotFound {
-			defer drain(resp)
-			return classify(resp, PathMultipart)
+			defer vendorhttp.Drain(resp)
+			return vendor.Classify(resp, "POST "+PathMultipart)
 		}
-		drain(resp)
+		vendorhttp.Drain(resp)
 		if !c.useBatch.Swap(true) {
 			c.logger.Info("LangSmith endpoint has no " + PathMultipart + " (HTTP 404); sending to " + PathBatch + " from now on")
 		}
@@ -179,21 +202,25 @@ func (c *Client) Send(ctx context.Context, runs []Encoded) error {
 	if err != nil {
 		return err
 	}
-	defer drain(resp)
-	return classify(resp, PathBatch)
+	defer vendorhttp.Drain(resp)
+	return vendor.Classify(resp, "POST "+PathBatch)
 }
 
 func (c *Client) postMultipart(ctx context.Context, runs []Encoded) (*http.Response, error) {
 	raw := c.bufs.Get().(*bytes.Buffer)
 	raw.Reset()
-	defer c.bufs.Put(raw)
 	ctype, err := WriteMultipart(raw, runs)
 	if err != nil {
+		c.bufs.Put(raw)
 		return nil, consumererror.NewPermanent(err)
 	}
-	body, encoding, err := c.compress(raw.Bytes())
-	if err != nil {
-		return nil, consumererror.NewPermanent(err)
+	body := vendorhttp.NewBody(raw.Bytes(), func() { c.bufs.Put(raw) })
+	encoding := ""
+	if c.compressor != nil {
+		buf := c.compressor.Compress(raw.Bytes())
+		c.bufs.Put(raw)
+		body = vendorhttp.NewBody(buf.Bytes(), func() { c.compressor.Release(buf) })
+		encoding = c.compressor.Encoding()
 	}
 	return c.do(ctx, http.MethodPost, PathMultipart, body, ctype, "Content-Encoding", encoding)
 }
@@ -203,38 +230,26 @@ func (c *Client) postMultipart(ctx context.Context, runs []Encoded) (*http.Respo
 func (c *Client) postBatch(ctx context.Context, runs []Encoded) (*http.Response, error) {
 	buf := c.bufs.Get().(*bytes.Buffer)
 	buf.Reset()
-	defer c.bufs.Put(buf)
 	WriteBatch(buf, runs)
-	return c.do(ctx, http.MethodPost, PathBatch, buf.Bytes(), "application/json")
+	return c.do(ctx, http.MethodPost, PathBatch, vendorhttp.NewBody(buf.Bytes(), func() { c.bufs.Put(buf) }), "application/json")
 }
 
-func (c *Client) compress(raw []byte) ([]byte, string, error) {
-	switch c.compression {
-	case CompressionZstd:
-		return c.zstdEnc.EncodeAll(raw, make([]byte, 0, len(raw)/4)), CompressionZstd, nil
-	case CompressionGzip:
-		var out bytes.Buffer
-		zw, _ := gzip.NewWriterLevel(&out, gzip.BestSpeed)
-		if _, err := zw.Write(raw); err != nil {
-			return nil, "", fmt.Errorf("gzip body: %w", err)
-		}
-		if err := zw.Close(); err != nil {
-			return nil, "", fmt.Errorf("gzip body: %w", err)
-		}
-		return out.Bytes(), CompressionGzip, nil
-	}
-	return raw, "", nil
-}
-
-// do sends one request. extra holds header name/value pairs; empty values are skipped.
-func (c *Client) do(ctx context.Context, method, path string, body []byte, ctype string, extra ...string) (*http.Response, error) {
+// do sends one request; body (nil for none) is closed by the transport. extra holds
+// header name/value pairs; empty values are skipped.
+func (c *Client) do(ctx context.Context, method, path string, body *vendorhttp.Body, ctype string, extra ...string) (*http.Response, error) {
 	var rd io.Reader = http.NoBody
 	if body != nil {
-		rd = bytes.NewReader(body)
+		rd = body
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
+		if body != nil {
+			_ = body.Close()
+		}
 		return nil, consumererror.NewPermanent(fmt.Errorf("build %s %s: %w", method, path, err))
+	}
+	if body != nil {
+		req.ContentLength = int64(body.Len())
 	}
 	req.Header.Set("x-api-key", c.apiKey)
 	if c.tenantID != "" {
@@ -250,80 +265,11 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ctype
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		// network errors are retryable; the URL in them carries no secret
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		// retryable; without the URL, which may carry credentials
+		return nil, vendor.NetworkError(err, method+" "+path)
 	}
 	return resp, nil
 }
 
-// classify turns an ingest answer into the collector's error semantics.
-func classify(resp *http.Response, path string) error {
-	code := resp.StatusCode
-	switch {
-	case code/100 == 2, code == http.StatusConflict:
-		// 409: a run with this id exists, i.e. an earlier attempt got through
-		return nil
-	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return consumererror.NewPermanent(credentialError(resp, path))
-	case code == http.StatusRequestEntityTooLarge:
-		return consumererror.NewPermanent(fmt.Errorf("POST %s: %w: %s", path, ErrTooLarge, serverMessage(resp)))
-	case Retryable(code):
-		err := fmt.Errorf("POST %s: HTTP %d: %s", path, code, serverMessage(resp))
-		if d, ok := retryafter.Parse(resp.Header.Get("Retry-After"), time.Now()); ok {
-			return exporterhelper.NewThrottleRetry(err, d)
-		}
-		return err
-	default:
-		return consumererror.NewPermanent(fmt.Errorf("POST %s: HTTP %d: %s", path, code, serverMessage(resp)))
-	}
-}
-
-func credentialError(resp *http.Response, path string) error {
-	hint := "check api_key (LANGSMITH_API_KEY or LANGCHAIN_API_KEY)"
-	if resp.StatusCode == http.StatusForbidden {
-		hint += " and tenant_id (the workspace id an org-scoped key needs)"
-	}
-	return fmt.Errorf("%w (HTTP %d on %s): %s; server said: %s", ErrCredentials, resp.StatusCode, path, hint, serverMessage(resp))
-}
-
 // Retryable reports the statuses the official clients retry: 408, 425, 429 and 5xx.
-func Retryable(code int) bool {
-	return code == http.StatusRequestTimeout || code == http.StatusTooEarly ||
-		code == http.StatusTooManyRequests || code/100 == 5
-}
-
-// serverMessage extracts the server's explanation: JSON "detail"/"error"/"message", or
-// the body's text, cut to 512 bytes.
-func serverMessage(resp *http.Response) string {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	var j map[string]any
-	if json.Unmarshal(b, &j) == nil {
-		for _, k := range []string{"detail", "error", "message"} {
-			if v, ok := j[k]; ok {
-				if s, ok := v.(string); ok {
-					return cut(s)
-				}
-				if enc, err := json.Marshal(v); err == nil {
-					return cut(string(enc))
-				}
-			}
-		}
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return http.StatusText(resp.StatusCode)
-	}
-	return cut(s)
-}
-
-func cut(s string) string {
-	if len(s) > 512 {
-		return s[:512] + "…"
-	}
-	return s
-}
-
-func drain(resp *http.Response) {
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	_ = resp.Body.Close()
-}
+func Retryable(code int) bool { return vendorhttp.Retryable(code) }

@@ -3,6 +3,7 @@ package runtree
 import (
 	"encoding/base64"
 	"encoding/json"
+	"github.com/agentmeter/agentmeter/genai"
 	"math"
 	"strconv"
 	"unicode/utf8"
@@ -91,7 +92,49 @@ func (u *UsageMetadata) AppendJSON(dst []byte) []byte {
 		dst = append(dst, `,"output_token_details":`...)
 		dst = appendDetails(dst, u.OutputTokenDetails)
 	}
+	if u.Cost != nil {
+		dst = appendCost(dst, u.Cost)
+	}
 	return append(dst, '}')
+}
+
+// appendCost writes LangSmith's cost fields from a call's cost. They are inclusive like
+// the token fields: input_cost covers uncached input, cache reads and cache writes
+// (input_cost_details: cache_read, cache_creation), output_cost covers output with
+// reasoning (output_cost_details: reasoning). A provider total without parts is
+// total_cost alone.
+func appendCost(dst []byte, c *genai.Cost) []byte {
+	if c.Unsplit() == 0 {
+		dst = appendFloatField(dst, "input_cost", c.Input+c.CacheRead+c.CacheCreation)
+		dst = appendFloatField(dst, "output_cost", c.Output+c.Reasoning)
+	}
+	dst = appendFloatField(dst, "total_cost", c.Total)
+	if c.CacheRead > 0 || c.CacheCreation > 0 {
+		dst = append(dst, `,"input_cost_details":{`...)
+		first := true
+		if c.CacheRead > 0 {
+			dst = appendKey(dst, &first, "cache_read")
+			dst = strconv.AppendFloat(dst, c.CacheRead, 'f', -1, 64)
+		}
+		if c.CacheCreation > 0 {
+			dst = appendKey(dst, &first, "cache_creation")
+			dst = strconv.AppendFloat(dst, c.CacheCreation, 'f', -1, 64)
+		}
+		dst = append(dst, '}')
+	}
+	if c.Reasoning > 0 {
+		dst = append(dst, `,"output_cost_details":{"reasoning":`...)
+		dst = strconv.AppendFloat(dst, c.Reasoning, 'f', -1, 64)
+		dst = append(dst, '}')
+	}
+	return dst
+}
+
+func appendFloatField(dst []byte, key string, v float64) []byte {
+	dst = append(dst, ',', '"')
+	dst = append(dst, key...)
+	dst = append(dst, '"', ':')
+	return strconv.AppendFloat(dst, v, 'f', -1, 64) // plain decimals: 0.00006, not 6e-05
 }
 
 // AppendJSON appends the extra object.
@@ -130,6 +173,9 @@ func (m Metadata) AppendJSON(dst []byte) []byte {
 func (s *SubagentUsage) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"usage":`...)
 	dst = s.Usage.AppendJSON(dst)
+	if s.Cost != nil {
+		dst = appendFloatField(dst, "cost_usd", s.Cost.Total)
+	}
 	if s.HasDispatches {
 		dst = append(dst, `,"dispatches":`...)
 		dst = appendValue(dst, s.Dispatches)

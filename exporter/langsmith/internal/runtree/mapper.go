@@ -103,7 +103,7 @@ func (m *Mapper) Map(td ptrace.Traces) (runs []Run, skipped int) {
 					continue
 				}
 				infos = append(infos, spanInfo{
-					ref: SpanRef{ri, si, ki}, span: sp, res: rs.Resource(),
+					ref: SpanRef{Resource: ri, Scope: si, Span: ki}, span: sp, res: rs.Resource(),
 					traceID: sp.TraceID(), spanID: sp.SpanID(), parent: sp.ParentSpanID(),
 					start: int64(sp.StartTimestamp()) / 1000,
 				})
@@ -318,6 +318,9 @@ func (m *Mapper) buildRun(s *spanInfo) Run {
 	}
 	if sub, ok := genai.SubagentUsageFromMap(attrs); ok {
 		su := &SubagentUsage{Usage: usageMetadata(sub)}
+		if sc, ok := genai.SubagentCostFromMap(attrs); ok {
+			su.Cost = &sc
+		}
 		su.Dispatches, su.HasDispatches = attrs.Get(genai.AttrSubagentDispatches)
 		su.ToolCallIDs = genai.StringsFromMap(attrs, genai.AttrSubagentToolCallIDs)
 		// merged subagent usage is metadata only, never usage_metadata (docs/contract.md#exported-data), so
@@ -345,6 +348,9 @@ func (m *Mapper) buildRun(s *spanInfo) Run {
 		if runType == TypeLLM {
 			if u, ok := genai.UsageFromMap(attrs); ok {
 				r.Outputs.UsageMetadata = usageMetadata(u)
+				if c, _, ok := genai.CostFromMap(attrs); ok {
+					r.Outputs.UsageMetadata.Cost = &c
+				}
 			}
 		}
 	case TypeTool:

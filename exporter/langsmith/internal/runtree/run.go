@@ -2,8 +2,11 @@ package runtree
 
 import (
 	"encoding/json"
+	"github.com/agentmeter/agentmeter/genai"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 )
 
 // Run types LangSmith accepts (there is no "agent" type: agents are chains).
@@ -34,7 +37,7 @@ type Run struct {
 }
 
 // SpanRef is the position of a span inside the ptrace.Traces it was read from.
-type SpanRef struct{ Resource, Scope, Span int }
+type SpanRef = vendorhttp.SpanRef
 
 // Head is the run object without the fields multipart ingestion sends as their own parts
 // (inputs, outputs, extra, error, events, serialized).
@@ -72,6 +75,10 @@ type UsageMetadata struct {
 	TotalTokens        int64            `json:"total_tokens"`
 	InputTokenDetails  map[string]int64 `json:"input_token_details,omitempty"`
 	OutputTokenDetails map[string]int64 `json:"output_token_details,omitempty"`
+	// Cost is the call's own cost (agentmeter.cost.*), sent as input_cost, output_cost,
+	// total_cost and their details so LangSmith shows our figure instead of pricing the
+	// call with its own table; nil when the span has none.
+	Cost *genai.Cost `json:"-"`
 }
 
 // Extra is the run's extra object: metadata (ls_provider, ls_model_name, thread ids,
@@ -120,6 +127,7 @@ func (m Metadata) Get(key string) (any, bool) {
 // (docs/contract.md#merge), written to extra.metadata.subagent_usage.
 type SubagentUsage struct {
 	Usage         *UsageMetadata
+	Cost          *genai.Cost // merged subagent cost, written as cost_usd; nil when none
 	Dispatches    pcommon.Value
 	HasDispatches bool
 	ToolCallIDs   []string

@@ -38,12 +38,20 @@ type node struct {
 	// accumulated for execute_tool nodes, the only ones that need it.
 	subtree  genai.Usage
 	hasModel bool // a model-call span is somewhere under this node
+	// for execute_tool nodes: the summed own cost of the model calls under it, whether
+	// any had one, and how many had usage but no cost
+	subtreeCost     genai.Cost
+	subtreePriced   bool
+	subtreeUnpriced int64
 }
 
 // dispatch is what is added onto one dispatching chat span.
 type dispatch struct {
-	usage genai.Usage
-	ids   []string // tool call ids merged in this pass
+	usage    genai.Usage
+	cost     genai.Cost
+	priced   bool     // some call under the merged tools had a cost
+	unpriced int64    // calls under them with usage and no cost
+	ids      []string // tool call ids merged in this pass
 }
 
 // Apply merges subagent usage over the spans of one trace (all spans must share a trace
@@ -94,17 +102,28 @@ func Apply(spans []ptrace.Span) Result {
 			continue
 		}
 		read := false
+		var cost genai.Cost
+		var priced, hasUsage bool
 		for j, steps := nodes[i].parent, 0; j >= 0 && steps < len(nodes); j, steps = nodes[j].parent, steps+1 {
 			a := &nodes[j]
 			if !a.tool {
 				continue
 			}
 			if !read { // most model calls (the lead agent's) sit under no tool span
-				nodes[i].usage, _ = genai.UsageFromMap(nodes[i].span.Attributes())
+				attrs := nodes[i].span.Attributes()
+				nodes[i].usage, hasUsage = genai.UsageFromMap(attrs)
+				cost, _, priced = genai.CostFromMap(attrs)
 				read = true
 			}
 			a.subtree = a.subtree.Add(nodes[i].usage)
 			a.hasModel = true
+			// cost rides along with the tokens (docs/contract.md#cost)
+			if priced {
+				a.subtreeCost = a.subtreeCost.Add(cost)
+				a.subtreePriced = true
+			} else if hasUsage {
+				a.subtreeUnpriced++
+			}
 		}
 	}
 
@@ -134,6 +153,9 @@ func Apply(spans []ptrace.Span) Result {
 			acc[d] = a
 		}
 		a.usage = a.usage.Add(t.subtree)
+		a.cost = a.cost.Add(t.subtreeCost)
+		a.priced = a.priced || t.subtreePriced
+		a.unpriced += t.subtreeUnpriced
 		a.ids = append(a.ids, callID)
 		t.span.Attributes().PutStr(genai.AttrMergeStatus, genai.MergeMerged)
 		res.Merged++
@@ -195,6 +217,7 @@ func writeDispatch(m pcommon.Map, a *dispatch) {
 		dispatches = v.Int()
 	}
 	m.PutInt(genai.AttrSubagentDispatches, dispatches+int64(len(a.ids)))
+	writeDispatchCost(m, a)
 
 	// Record ids in the order the response asked for them, whatever order the tool
 	// spans arrived in, so the output does not depend on batching.
@@ -215,4 +238,23 @@ func stringAttr(m pcommon.Map, key string) string {
 		return v.AsString()
 	}
 	return ""
+}
+
+// writeDispatchCost adds one pass's merged subagent cost (agentmeter.subagent.cost.*) on
+// top of an earlier pass's, like the tokens. Cost keys appear only when some call under
+// the tasks had a cost (no cost step upstream: nothing is claimed); the calls with usage
+// and no cost are then counted, so a merged cost that misses an unknown model says so.
+func writeDispatchCost(m pcommon.Map, a *dispatch) {
+	if !a.priced {
+		return
+	}
+	prev, _ := genai.SubagentCostFromMap(m)
+	genai.PutSubagentCost(m, prev.Add(a.cost))
+	if a.unpriced > 0 {
+		var prev int64
+		if v, ok := m.Get(genai.AttrSubagentCostUnpriced); ok && v.Type() == pcommon.ValueTypeInt {
+			prev = v.Int()
+		}
+		m.PutInt(genai.AttrSubagentCostUnpriced, prev+a.unpriced)
+	}
 }

@@ -604,6 +604,11 @@ func (in *Ingester) build(obs []Observation) ptrace.Traces {
 			a.PutStr(genai.AttrOperationName, genai.OpExecuteTool)
 			a.PutStr(genai.AttrToolName, o.Name)
 			a.PutStr(genai.AttrToolType, genai.ToolTypeFunction)
+			if toolCallID == "" {
+				// LangChain's handler records no id in metadata: the ToolMessage it
+				// returned names the call it answered
+				toolCallID = spanutil.ToolCallIDOf(o.Output, nil)
+			}
 			if toolCallID != "" {
 				a.PutStr(genai.AttrToolCallID, toolCallID)
 			}

@@ -166,3 +166,65 @@ func TestUsageDetailsFastPathMatchesDecoder(t *testing.T) {
 		assert.Equal(t, want, got, s)
 	}
 }
+
+// What @langfuse/langchain + @langfuse/otel exported for
+// test/interop/langchain-langfuse.mjs (captured): a LangChain createAgent lead whose task
+// tool invokes a second createAgent. Every chain run arrives as a plain span carrying the
+// agent's metadata; the agents' own runs become invoke_agent spans, the task tool span
+// gets the call id from the ToolMessage it returned, and the subagent's model call is
+// attributed to it.
+func TestGoldenLangChainOTLP(t *testing.T) {
+	body, err := os.ReadFile(filepath.Join("testdata", "otlp_langchain.json"))
+	require.NoError(t, err)
+	td, err := DecodeOTLP("application/json", body)
+	require.NoError(t, err)
+	byID := map[string]ptrace.Span{}
+	var agents []string
+	for _, s := range spansOf(td) {
+		byID[s.SpanID().String()] = s
+		if op, _ := s.Attributes().Get(genai.AttrOperationName); op.Str() == genai.OpInvokeAgent {
+			agents = append(agents, s.Name())
+		}
+	}
+	assert.ElementsMatch(t, []string{"invoke_agent lead_agent", "invoke_agent researcher"}, agents,
+		"graph nodes (model_request, tools, RunnableLambda, __start__) are not agents")
+	str := func(s ptrace.Span, k string) string { v, _ := s.Attributes().Get(k); return v.AsString() }
+	for _, s := range byID {
+		switch s.Name() {
+		case "execute_tool task":
+			assert.Equal(t, "call_task_1", str(s, genai.AttrToolCallID), "from the ToolMessage output")
+		case "invoke_agent researcher":
+			assert.Equal(t, "execute_tool task", byID[s.ParentSpanID().String()].Name())
+			assert.Equal(t, genai.SubagentCaller("researcher"), str(s, genai.AttrCaller))
+		case "chat gpt-4o-mini":
+			assert.Equal(t, genai.SubagentCaller("researcher"), str(s, genai.AttrCaller))
+			assert.Equal(t, "openai", str(s, genai.AttrProviderName))
+		case "chat gpt-4o":
+			assert.Equal(t, genai.BucketLeadAgent, str(s, genai.AttrCaller))
+			assert.Equal(t, "openai", str(s, genai.AttrProviderName))
+		}
+	}
+	goldentest.Compare(t, filepath.Join("testdata", "otlp_langchain.golden.json"), td)
+}
+
+func TestToolCallIDFromContent(t *testing.T) {
+	cases := map[string]struct{ out, in string }{
+		"call_lc":   {out: `{"lc":1,"type":"constructor","id":["langchain_core","messages","ToolMessage"],"kwargs":{"content":"x","tool_call_id":"call_lc"}}`},
+		"call_oai":  {out: `{"role":"tool","tool_call_id":"call_oai","content":"x"}`},
+		"toolu_res": {out: `[{"type":"tool_result","tool_use_id":"toolu_res","content":"x"}]`},
+		"call_in":   {out: `"plain text"`, in: `{"id":"call_in","type":"function","function":{"name":"task","arguments":"{}"}}`},
+		"toolu_in":  {in: `{"type":"tool_use","id":"toolu_in","name":"task","input":{}}`},
+		"call_tc":   {in: `{"tool_call":{"id":"call_tc","name":"task","args":{}}}`},
+		"":          {out: `"no id here"`, in: `{"prompt":"x","id":"not-a-call"}`},
+	}
+	for want, c := range cases {
+		a := ptrace.NewSpan().Attributes()
+		if c.out != "" {
+			a.PutStr(lfObsOutput, c.out)
+		}
+		if c.in != "" {
+			a.PutStr(lfObsInput, c.in)
+		}
+		assert.Equal(t, want, toolCallIDFromContent(a), "out %s in %s", c.out, c.in)
+	}
+}

@@ -92,8 +92,16 @@ func MapOTLP(td ptrace.Traces) {
 			user[s.TraceID()] = v
 		}
 	})
+	// tool observations of the request: a LangChain run directly under one is a subagent
+	tools := map[pcommon.SpanID]bool{}
 	forEachSpan(td, func(s ptrace.Span) {
-		mapSpan(s, session[s.TraceID()], user[s.TraceID()])
+		a := s.Attributes()
+		if firstStr(a, genai.AttrOperationName) == genai.OpExecuteTool || strings.EqualFold(firstStr(a, lfObsType), "tool") {
+			tools[s.SpanID()] = true
+		}
+	})
+	forEachSpan(td, func(s ptrace.Span) {
+		mapSpan(s, session[s.TraceID()], user[s.TraceID()], tools[s.ParentSpanID()])
 	})
 	inheritCallers(td)
 }
@@ -194,7 +202,55 @@ func metaValue(a pcommon.Map, meta map[string]any, key string) string {
 	return ""
 }
 
-func mapSpan(s ptrace.Span, session, user string) {
+// langchainAgent reports whether a generic span observation is a LangChain/LangGraph
+// agent's own run, and the agent's name. @langfuse/langchain sends every chain run as a
+// plain span and copies the agent's metadata (lc_agent_name, langgraph_node, ...) onto
+// every run inside it, so the metadata alone says "inside agent X", not "is agent X".
+// The agent's own run is the one named after it (createAgent names its graph run
+// lc_agent_name), the root of a LangChain trace, or a run directly under a tool call
+// (a subagent invoked by a tool, as the LangSmith face decides too). Graph nodes
+// (model_request, tools, RunnableLambda, __start__) are none of these.
+func langchainAgent(s ptrace.Span, a pcommon.Map, meta map[string]any, parentIsTool bool) (string, bool) {
+	switch strings.ToLower(firstStr(a, lfObsType)) {
+	case "", "span", "chain":
+	default:
+		return "", false
+	}
+	lc := metaValue(a, meta, "lc_agent_name")
+	if lc == "" && metaValue(a, meta, "langgraph_node") == "" && !strings.HasPrefix(metaValue(a, meta, "ls_integration"), "langchain") {
+		return "", false
+	}
+	name := s.Name()
+	if name == "" {
+		name = lc
+	}
+	if name == "" {
+		return "", false
+	}
+	if (lc != "" && s.Name() == lc) || s.ParentSpanID().IsEmpty() || parentIsTool {
+		return name, true
+	}
+	return "", false
+}
+
+// toolCallIDFromContent reads the call id a tool observation answered from its output
+// (a LangChain ToolMessage) or input (the tool call), before the content is dropped.
+func toolCallIDFromContent(a pcommon.Map) string {
+	decode := func(key string) any {
+		v, ok := a.Get(key)
+		if !ok {
+			return nil
+		}
+		var out any
+		if json.Unmarshal([]byte(v.AsString()), &out) != nil {
+			return nil
+		}
+		return out
+	}
+	return spanutil.ToolCallIDOf(decode(lfObsOutput), decode(lfObsInput))
+}
+
+func mapSpan(s ptrace.Span, session, user string, parentIsTool bool) {
 	a := s.Attributes()
 	var meta map[string]any
 	if v, ok := a.Get(lfObsMetadata); ok {
@@ -236,6 +292,12 @@ func mapSpan(s ptrace.Span, session, user string) {
 		case "tool":
 			op = genai.OpExecuteTool
 		}
+		if op == "" {
+			if name, ok := langchainAgent(s, a, meta, parentIsTool); ok {
+				op = genai.OpInvokeAgent
+				a.PutStr(genai.AttrAgentName, name)
+			}
+		}
 		if op != "" {
 			a.PutStr(genai.AttrOperationName, op)
 		}
@@ -250,6 +312,12 @@ func mapSpan(s ptrace.Span, session, user string) {
 			}
 			if _, has := a.Get(genai.AttrResponseModel); !has {
 				a.PutStr(genai.AttrResponseModel, model)
+			}
+		}
+		if _, has := a.Get(genai.AttrProviderName); !has {
+			// LangChain's chat models name their provider in the run metadata
+			if p := metaValue(a, meta, "ls_provider"); p != "" {
+				a.PutStr(genai.AttrProviderName, p)
 			}
 		}
 		if v, ok := a.Get(lfUsageDetails); ok {
@@ -282,7 +350,11 @@ func mapSpan(s ptrace.Span, session, user string) {
 			a.PutStr(genai.AttrToolType, genai.ToolTypeFunction)
 		}
 		if _, has := a.Get(genai.AttrToolCallID); !has {
-			if id := metaValue(a, meta, "tool_call_id"); id != "" {
+			id := metaValue(a, meta, "tool_call_id")
+			if id == "" {
+				id = toolCallIDFromContent(a)
+			}
+			if id != "" {
 				a.PutStr(genai.AttrToolCallID, id)
 			}
 		}

@@ -220,3 +220,61 @@ func TestBatchFastPathMatchesGenericPath(t *testing.T) {
 	_, err = decodeBatchFast([]byte(`{"post":[{"id":"nope"}]}`))
 	assert.ErrorIs(t, err, errSlowPath)
 }
+
+// What the JS SDK sent for test/interop/langchain-langsmith.mjs (captured): a LangChain
+// createAgent lead whose task tool invokes a second createAgent. LangGraph copies
+// lc_agent_name into every node's metadata; only each agent's own run becomes an
+// invoke_agent span, the graph nodes stay plain spans, and the subagent's calls are
+// attributed to it.
+func TestGoldenLangChainAgentsMultipart(t *testing.T) {
+	body, err := os.ReadFile(filepath.Join("testdata", "multipart_langchain.txt"))
+	require.NoError(t, err)
+	ct, err := os.ReadFile(filepath.Join("testdata", "multipart_langchain.content-type"))
+	require.NoError(t, err)
+	ops, errs, err := DecodeMultipart(string(ct), bytes.NewReader(body))
+	require.NoError(t, err)
+	require.Empty(t, errs)
+	tr := NewTranslator(time.Minute, 100)
+	plan := tr.Plan(ops)
+	require.Empty(t, plan.Park, "every run ended")
+	td := plan.Build()
+
+	byID := map[string]ptrace.Span{}
+	var agents, nodes []string
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		for j := 0; j < rss.At(i).ScopeSpans().Len(); j++ {
+			spans := rss.At(i).ScopeSpans().At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				s := spans.At(k)
+				byID[s.SpanID().String()] = s
+				op, _ := s.Attributes().Get(genai.AttrOperationName)
+				switch op.Str() {
+				case genai.OpInvokeAgent:
+					agents = append(agents, s.Name())
+				case "":
+					nodes = append(nodes, s.Name())
+				}
+			}
+		}
+	}
+	assert.ElementsMatch(t, []string{"invoke_agent lead_agent", "invoke_agent researcher"}, agents, "one agent span per agent run")
+	assert.Contains(t, nodes, "model_request")
+	assert.Contains(t, nodes, "tools")
+	for _, s := range byID {
+		if s.Name() != "invoke_agent researcher" {
+			continue
+		}
+		p := byID[s.ParentSpanID().String()]
+		assert.Equal(t, "execute_tool task", p.Name(), "the subagent hangs under its task call")
+		id, _ := p.Attributes().Get(genai.AttrToolCallID)
+		assert.Equal(t, "call_task_4", id.Str(), "the fake model numbers calls across the capture session")
+	}
+	for _, s := range byID {
+		if s.Name() == "chat gpt-4o-mini" {
+			c, _ := s.Attributes().Get(genai.AttrCaller)
+			assert.Equal(t, genai.SubagentCaller("researcher"), c.Str())
+		}
+	}
+	goldentest.Compare(t, filepath.Join("testdata", "multipart_langchain.golden.json"), td)
+}

@@ -23,6 +23,8 @@ type runInfo struct {
 	ThreadID string
 	RunID    string
 	Agent    string // agent name when the run became an invoke_agent span
+	// InAgent is the agent whose run this run is inside (its own name for an agent run)
+	InAgent string
 	// ToolCallID of a tool run, for the subagent run it dispatched.
 	ToolCallID string
 }
@@ -301,9 +303,16 @@ func (t *Translator) info(r Run, md view, lookup func(string) (runInfo, bool)) r
 	if caller == "" {
 		caller = md.firstString("caller", genai.AttrCaller)
 	}
+	if hasParent {
+		ri.InAgent = parent.InAgent
+	}
 	if ri.RunType == "chain" || ri.RunType == "" {
 		name := md.firstString("lc_agent_name", "agent_name")
-		isAgent := name != "" || parentID == "" || (hasParent && parent.RunType == "tool")
+		// LangGraph copies the agent's lc_agent_name into the metadata of every run
+		// inside it (each graph node: model_request, tools, RunnableLambda, ...): only
+		// the run where the name changes is the agent's own run. A root run, and a chain
+		// directly under a tool run (a subagent the tool invoked), are agents too.
+		isAgent := parentID == "" || (hasParent && parent.RunType == "tool") || (name != "" && name != ri.InAgent)
 		if isAgent {
 			if name == "" {
 				name = r.Name
@@ -311,7 +320,7 @@ func (t *Translator) info(r Run, md view, lookup func(string) (runInfo, bool)) r
 			if name == "" {
 				name = genai.LeadAgentName
 			}
-			ri.Agent = name
+			ri.Agent, ri.InAgent = name, name
 			if caller == "" && hasParent && parent.RunType == "tool" {
 				caller = genai.SubagentCaller(name)
 			}

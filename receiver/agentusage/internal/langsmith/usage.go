@@ -3,6 +3,8 @@ package langsmith
 import (
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
+	"maps"
+	"slices"
 )
 
 // usageOf reads an llm run's usage. LangSmith's usage_metadata is inclusive like the
@@ -101,7 +103,7 @@ func findMap(v any, key string, depth int) map[string]any {
 		if m, ok := t[key].(map[string]any); ok {
 			return m
 		}
-		for _, k := range sortedKeys(t) {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
 			if m := findMap(t[k], key, depth+1); m != nil {
 				return m
 			}

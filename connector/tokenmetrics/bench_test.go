@@ -1,0 +1,116 @@
+package tokenmetrics
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"go.opentelemetry.io/collector/connector/connectortest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+// benchBatch is what the batch processor hands the connector: runs DeerFlow-shaped runs
+// (9 spans each: the lead's invoke_agent, a task tool with the subagent's invoke_agent,
+// five chat spans of the lead, the title middleware and the subagent), each span with
+// the attributes the runtime writes.
+func benchBatch(runs int) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr(genai.AttrServiceName, "deer-flow")
+	rs.Resource().Attributes().PutStr("service.instance.id", "pod-1")
+	ss := rs.ScopeSpans().AppendEmpty()
+	n := 0
+	span := func(run int, name, op string) pcommon.Map {
+		sp := ss.Spans().AppendEmpty()
+		n++
+		sp.SetTraceID(pcommon.TraceID{byte(run), byte(run >> 8), 1})
+		sp.SetSpanID(pcommon.SpanID{byte(n), byte(n >> 8), byte(n >> 16), 2})
+		sp.SetName(name)
+		a := sp.Attributes()
+		a.PutStr(genai.AttrOperationName, op)
+		a.PutStr(genai.AttrRunID, fmt.Sprintf("run-%d", run))
+		a.PutStr(genai.AttrConversationID, fmt.Sprintf("thread-%d", run))
+		return a
+	}
+	chat := func(run int, model, caller string, u genai.Usage) {
+		a := span(run, genai.SpanName(genai.OpChat, model), genai.OpChat)
+		a.PutStr(genai.AttrRequestModel, model)
+		a.PutStr(genai.AttrResponseModel, model+"-2024-08-06")
+		a.PutStr(genai.AttrProviderName, "openai")
+		a.PutStr(genai.AttrResponseID, fmt.Sprintf("chatcmpl-%d", n))
+		a.PutStr(genai.AttrCaller, caller)
+		genai.PutStrings(a, genai.AttrFinishReasons, []string{"stop"})
+		genai.PutUsage(a, u)
+	}
+	for r := 0; r < runs; r++ {
+		span(r, "invoke_agent lead_agent", genai.OpInvokeAgent).PutStr(genai.AttrAgentName, genai.LeadAgentName)
+		chat(r, "gpt-4o", "lead_agent", genai.Usage{Input: 1200, Output: 96, CacheRead: 1024})
+		chat(r, "gpt-4o-mini", "middleware:title", genai.Usage{Input: 180, Output: 6})
+		span(r, "execute_tool task", genai.OpExecuteTool).PutStr(genai.AttrToolCallID, "call_1")
+		span(r, "invoke_agent researcher", genai.OpInvokeAgent).PutStr(genai.AttrAgentName, "researcher")
+		chat(r, "gpt-4o-mini", "subagent:researcher", genai.Usage{Input: 640, Output: 52})
+		chat(r, "gpt-4o-mini", "subagent:researcher", genai.Usage{Input: 655, Output: 61, CacheRead: 512, Reasoning: 12})
+		chat(r, "gpt-4o", "lead_agent", genai.Usage{Input: 2110, Output: 48, CacheRead: 1920})
+	}
+	return td
+}
+
+// BenchmarkConsumeTraces is the connector's cost per span on the metrics path: one
+// batch of 100 runs (900 spans, 500 model calls) per op, the label sets already known
+// (the steady state), with each set of metrics on its own and all three.
+//
+//	go test ./connector/tokenmetrics -run '^$' -bench ConsumeTraces -benchmem
+func BenchmarkConsumeTraces(b *testing.B) {
+	td := benchBatch(100)
+	td.MarkReadOnly() // as the fan-out hands it over: the connector must not write
+	spans := td.SpanCount()
+	for _, v := range []struct {
+		name string
+		sets MetricSets
+	}{
+		{"agentmeter", MetricSets{Agentmeter: true}},
+		{"gen_ai_inference", MetricSets{GenAIInference: true}},
+		{"gen_ai_token_usage", MetricSets{GenAITokenUsage: true}},
+		{"all", MetricSets{Agentmeter: true, GenAIInference: true, GenAITokenUsage: true}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			cfg := createDefaultConfig()
+			cfg.Metrics = v.sets
+			c, err := newConnector(connectortest.NewNopSettings(Type), cfg, consumertest.NewNop())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = c.Shutdown(context.Background()) }()
+			ctx := context.Background()
+			if err := c.ConsumeTraces(ctx, td); err != nil { // the label sets exist from here on
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := c.ConsumeTraces(ctx, td); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*spans), "ns/span")
+		})
+	}
+}
+
+// BenchmarkReadCall is the counting rules alone on one model-call span: the part that
+// runs per span; it must not allocate.
+func BenchmarkReadCall(b *testing.B) {
+	td := benchBatch(1)
+	sp := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(1)
+	var c call
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if readCall(sp, &c) != outCounted {
+			b.Fatal("not counted")
+		}
+	}
+}

@@ -1,0 +1,135 @@
+package tokenmetrics
+
+import (
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+// General semantic-convention keys the semconv metric set carries.
+const (
+	attrServerAddress = "server.address"
+	attrServerPort    = "server.port"
+)
+
+// outcome of reading one span; outcomes[o] is the telemetry attribute value.
+type outcome int
+
+const (
+	outNotModelCall outcome = iota // not counted and not reported: most spans of a trace
+	outCounted
+	outNoUsage
+	outCorrected
+	outInvalid
+)
+
+var outcomes = [...]string{outCounted: "counted", outNoUsage: "no_usage", outCorrected: "corrected", outInvalid: "invalid"}
+
+// call is what the metrics need from one model-call span. Its strings point into the
+// span's attributes; a table copies them only when it creates a series.
+type call struct {
+	usage genai.Usage
+	// cost is the call's own cost (agentmeter.cost.*, written by the cost step or the
+	// emitter), when it has one: hasCost is false for an unpriced call.
+	cost    genai.Cost
+	hasCost bool
+
+	caller, agent, model, provider string // agentmeter labels
+
+	operation, requestModel, responseModel, serverAddress string // semconv attributes
+	serverPort                                            int64
+}
+
+// readCall applies the counting rules to one span: only model-call spans
+// (genai.IsModelCallSpan) count; a re-emitted correction of a dispatching call was
+// counted when it first passed and is skipped; the span's own usage is read with
+// genai.UsageFromMap (so cache_write counts when cache_creation is absent), never the
+// merged agentmeter.subagent.* block. A negative token count means the emitter is
+// broken: the whole call is skipped rather than letting a counter go down.
+func readCall(sp ptrace.Span, c *call) outcome {
+	attrs := sp.Attributes()
+	name := sp.Name()
+	if !genai.IsModelCallSpan(name, attrs) {
+		return outNotModelCall
+	}
+	if v, ok := attrs.Get(genai.AttrMergeStatus); ok && v.Type() == pcommon.ValueTypeStr && v.Str() == genai.MergeCorrected {
+		return outCorrected
+	}
+	u, ok := genai.UsageFromMap(attrs)
+	if !ok {
+		return outNoUsage
+	}
+	if u.Input < 0 || u.Output < 0 || u.CacheRead < 0 || u.CacheCreation < 0 || u.Reasoning < 0 {
+		return outInvalid
+	}
+	*c = call{usage: u, operation: genai.SpanOperation(name, attrs)}
+	if cost, _, ok := genai.CostFromMap(attrs); ok && validCost(cost) {
+		c.cost, c.hasCost = cost, true
+	}
+
+	// one pass over the attributes for the label sources, instead of a lookup each
+	var callerTag, agentName string
+	for k, v := range attrs.All() {
+		switch k {
+		case genai.AttrCaller:
+			callerTag = str(v)
+		case genai.AttrAgentName:
+			agentName = str(v)
+		case genai.AttrResponseModel:
+			c.responseModel = str(v)
+		case genai.AttrRequestModel:
+			c.requestModel = str(v)
+		case genai.AttrProviderName:
+			c.provider = str(v)
+		case attrServerAddress:
+			c.serverAddress = str(v)
+		case attrServerPort:
+			if v.Type() == pcommon.ValueTypeInt {
+				c.serverPort = v.Int()
+			}
+		}
+	}
+	c.caller = genai.CallerBucket(callerTag)
+	c.agent = agentLabel(agentName, callerTag)
+	c.model = c.responseModel
+	if c.model == "" {
+		c.model = c.requestModel
+	}
+	return outCounted
+}
+
+// validCost rejects a negative amount, which would lower a counter; the call's tokens
+// still count.
+func validCost(c genai.Cost) bool {
+	for _, k := range c.Kinds() {
+		if k.USD < 0 {
+			return false
+		}
+	}
+	return c.Total >= 0
+}
+
+// agentLabel is gen_ai.agent.name when the call carries it; else the subagent named by
+// a "subagent:<name>" caller tag (the name of that subagent's invoke_agent span); else
+// the lead agent, under whose span the lead's and the middlewares' calls run.
+func agentLabel(agentName, callerTag string) string {
+	if agentName != "" {
+		return agentName
+	}
+	if name, ok := strings.CutPrefix(callerTag, genai.BucketSubagent+":"); ok && name != "" {
+		return name
+	}
+	return genai.LeadAgentName
+}
+
+// str reads a label source; only strings are labels (a number or a map where a name
+// belongs is treated as absent rather than stringified into a new series).
+func str(v pcommon.Value) string {
+	if v.Type() != pcommon.ValueTypeStr {
+		return ""
+	}
+	return v.Str()
+}

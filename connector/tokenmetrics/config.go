@@ -1,0 +1,79 @@
+package tokenmetrics
+
+import (
+	"errors"
+	"fmt"
+)
+
+// maxMaxSeries keeps a typo from configuring a table that can outgrow any container.
+const maxMaxSeries = 1_000_000
+
+// Config is the tokenmetrics connector's configuration.
+type Config struct {
+	// Metrics chooses which metric sets are emitted. At least one must be on.
+	Metrics MetricSets `mapstructure:"metrics"`
+
+	// MaxSeries is the most label sets each metric set keeps (one label set is one series
+	// per token type, or one histogram). A model call with a new label set past it is
+	// counted in that set's overflow series (label otel.metric.overflow="true"), so totals
+	// stay right while the label detail is lost; the connector logs it once and counts it
+	// in its own telemetry.
+	// Default: 10000.
+	MaxSeries int `mapstructure:"max_series"`
+
+	// ResourceAttributes are the resource attributes copied onto the metrics' resource;
+	// every other resource attribute of the agent is dropped, so nothing else becomes a
+	// label or a target_info entry. The prometheus exporter turns service.name into job.
+	// Default: [service.name].
+	ResourceAttributes []string `mapstructure:"resource_attributes"`
+}
+
+// MetricSets turns each metric set on or off.
+type MetricSets struct {
+	// Agentmeter is agentmeter.tokens (Prometheus agentmeter_tokens_total), labelled by
+	// token_type, caller, agent, model and provider.
+	// Default: true.
+	Agentmeter bool `mapstructure:"agentmeter"`
+	// GenAIInference is the current GenAI semantic conventions: the counters
+	// gen_ai.client.inference.usage.* and the histograms
+	// gen_ai.client.inference.operation.{input,output}_tokens.
+	// Default: true.
+	GenAIInference bool `mapstructure:"gen_ai_inference"`
+	// GenAITokenUsage is the gen_ai.client.token.usage histogram that earlier semantic
+	// conventions defined, for dashboards built on it. Deprecated: on by default for
+	// this release, off in the next, then removed.
+	// Default: true.
+	GenAITokenUsage bool `mapstructure:"gen_ai_token_usage"`
+}
+
+func createDefaultConfig() *Config {
+	return &Config{
+		Metrics:            MetricSets{Agentmeter: true, GenAIInference: true, GenAITokenUsage: true},
+		MaxSeries:          10_000,
+		ResourceAttributes: []string{"service.name"},
+	}
+}
+
+// Validate reports every problem at once, each naming its YAML key.
+func (c *Config) Validate() error {
+	var errs []error
+	if !c.Metrics.Agentmeter && !c.Metrics.GenAIInference && !c.Metrics.GenAITokenUsage {
+		errs = append(errs, errors.New("metrics: every metric set is off (agentmeter, gen_ai_inference, gen_ai_token_usage); turn at least one on"))
+	}
+	if c.MaxSeries <= 0 {
+		errs = append(errs, fmt.Errorf("max_series must be positive, got %d", c.MaxSeries))
+	} else if c.MaxSeries > maxMaxSeries {
+		errs = append(errs, fmt.Errorf("max_series must be at most %d, got %d", maxMaxSeries, c.MaxSeries))
+	}
+	seen := make(map[string]bool, len(c.ResourceAttributes))
+	for i, k := range c.ResourceAttributes {
+		switch {
+		case k == "":
+			errs = append(errs, fmt.Errorf("resource_attributes[%d] is empty", i))
+		case seen[k]:
+			errs = append(errs, fmt.Errorf("resource_attributes[%d]: %q is listed twice", i, k))
+		}
+		seen[k] = true
+	}
+	return errors.Join(errs...)
+}
