@@ -44,10 +44,10 @@ type sizes struct {
 var (
 	full = sizes{repeats: 3, e2eSpans: 200_000, lsLarge: 1_000_000, gbtWait: 5 * time.Second,
 		runHard: 3 * time.Minute, largeHard: 4 * time.Minute, heapTime: "1x", auTime: "1s", mwTime: "1000x",
-		gwRuns: 500, gwThreads: 50, benchHard: 5 * time.Minute, gwHard: 3 * time.Minute, budget: 16 * time.Minute}
+		gwRuns: 500, gwThreads: 500, benchHard: 5 * time.Minute, gwHard: 3 * time.Minute, budget: 16 * time.Minute}
 	smoke = sizes{repeats: 1, e2eSpans: 3_000, lsLarge: 15_000, gbtWait: time.Second,
 		runHard: time.Minute, largeHard: time.Minute, heapTime: "1x", auTime: "20x", mwTime: "3x",
-		gwRuns: 20, gwThreads: 5, benchHard: 5 * time.Minute, gwHard: 2 * time.Minute, budget: 8 * time.Minute}
+		gwRuns: 20, gwThreads: 20, benchHard: 5 * time.Minute, gwHard: 2 * time.Minute, budget: 8 * time.Minute}
 )
 
 type bench struct {
