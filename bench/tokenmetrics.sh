@@ -59,6 +59,8 @@ YAML
   [ -n "$extra_config" ] && args+=(--config "$extra_config")
   "$BIN" "${args[@]}" >"$dir/log" 2>&1 &
   pid=$!
+  # never leave a collector behind, whatever fails below
+  trap 'kill '"$pid"' 2>/dev/null || true' EXIT
   for _ in $(seq 150); do curl -sf "127.0.0.1:$metrics/metrics" >/dev/null && break; sleep 0.1; done
   out=$(/tmp/tokenmetrics_loadgen -endpoint "127.0.0.1:$grpc" -metrics "http://127.0.0.1:$metrics/metrics" \
     -exporters debug -pid "$pid" -spans "$SPANS" -timeout 180s) || { echo "$name failed; log:"; cat "$dir/log"; kill "$pid"; exit 1; }

@@ -91,7 +91,10 @@ func TestTokenUsageSubagentAndSearchSteps(t *testing.T) {
 	assert.Equal(t, "final_answer", final["kind"])
 	assert.Equal(t, false, final["shared_attribution"])
 	assert.Equal(t, []map[string]any{}, final["actions"])
-	assert.Equal(t, "thinking", BuildAttribution(aiMsg("a", "  "), nil)["kind"])
+	// Python truthiness: whitespace-only content is a final answer, only "" is thinking.
+	assert.Equal(t, "final_answer", BuildAttribution(aiMsg("a", "  "), nil)["kind"])
+	assert.Equal(t, "final_answer", BuildAttribution(aiMsg("a", "\n"), nil)["kind"])
+	assert.Equal(t, "thinking", BuildAttribution(aiMsg("a", ""), nil)["kind"])
 	other := BuildAttribution(aiMsg("a", "", call("c", "", map[string]any{"description": ""})), nil)
 	assert.Equal(t, []map[string]any{{"kind": "tool", "tool_name": "unknown", "description": nil, "tool_call_id": "c"}}, other["actions"])
 }

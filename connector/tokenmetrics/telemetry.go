@@ -20,7 +20,7 @@ type telemetry struct {
 	setAttrs     map[string]metric.MeasurementOption
 }
 
-func newTelemetry(set component.TelemetrySettings, series func() map[string]int64) (*telemetry, error) {
+func newTelemetry(set component.TelemetrySettings, sets []string, series func() map[string]int64) (*telemetry, error) {
 	tb, err := metadata.NewTelemetryBuilder(set)
 	if err != nil {
 		return nil, fmt.Errorf("tokenmetrics: create metrics: %w", err)
@@ -33,6 +33,17 @@ func newTelemetry(set component.TelemetrySettings, series func() map[string]int6
 	}
 	for _, s := range []string{setAgentmeter, setGenAIInference, setGenAITokenUsage} {
 		t.setAttrs[s] = metric.WithAttributeSet(attribute.NewSet(attribute.String("metric_set", s)))
+	}
+	// Every counter series exists from the start at 0: an alert on increase() sees the
+	// first overflow or invalid call, which it would miss on a series born at 1.
+	ctx := context.Background()
+	for i := range outcomes {
+		if t.outcomeAttrs[i] != nil {
+			tb.ConnectorTokenmetricsModelCalls.Add(ctx, 0, t.outcomeAttrs[i])
+		}
+	}
+	for _, s := range sets {
+		tb.ConnectorTokenmetricsOverflowCalls.Add(ctx, 0, t.setAttrs[s])
 	}
 	err = tb.RegisterConnectorTokenmetricsSeriesCallback(func(_ context.Context, o metric.Int64Observer) error {
 		for s, n := range series() {

@@ -47,7 +47,8 @@ type Config struct {
 	// multipart bodies: zstd (default, what the SDKs send), gzip or none.
 	ClientConfig confighttp.ClientConfig `mapstructure:",squash"`
 	// QueueConfig is the sending queue (default: on, in memory, bounded in bytes: 64 MiB
-	// of encoded spans, sizer bytes; a full queue refuses with a retryable error. Set
+	// of encoded spans, sizer bytes; a full queue makes the caller wait, a caller whose deadline ends gets a
+	// retryable error. Set
 	// storage to a file_storage extension for a persistent queue).
 	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
 	// RetryConfig is the retry policy for retryable answers (408, 425, 429, 5xx, network).

@@ -39,6 +39,9 @@ type PrometheusOptions struct {
 	// ScrapeInterval defaults to 1s so tests see new samples quickly.
 	ScrapeInterval time.Duration
 	Jobs           []ScrapeJob
+	// RuleFiles are loaded as rule_files (recording and alerting rules), evaluated at the
+	// scrape interval.
+	RuleFiles []string
 }
 
 // Prometheus is one running Prometheus server.
@@ -73,8 +76,13 @@ func PrometheusConfigYAML(opts PrometheusOptions) string {
 		interval = time.Second
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "global:\n  scrape_interval: %s\n  scrape_timeout: %s\n  evaluation_interval: %s\nscrape_configs:\n",
+	fmt.Fprintf(&b, "global:\n  scrape_interval: %s\n  scrape_timeout: %s\n  evaluation_interval: %s\n",
 		promDuration(interval), promDuration(interval), promDuration(interval))
+	if len(opts.RuleFiles) > 0 {
+		files, _ := json.Marshal(opts.RuleFiles)
+		fmt.Fprintf(&b, "rule_files: %s\n", files)
+	}
+	b.WriteString("scrape_configs:\n")
 	for _, j := range opts.Jobs {
 		path := j.MetricsPath
 		if path == "" {

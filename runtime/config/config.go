@@ -46,7 +46,7 @@ type Model struct {
 	APIKeyEnv string `yaml:"api_key_env"`
 	// StreamUsage requests usage in streamed responses (OpenAI stream_options.include_usage).
 	// Default true for every OpenAI-compatible endpoint; an explicit false is kept
-	// (DeerFlow observability.md §2). Ignored by providers without the option.
+	// (DeerFlow's stream_usage default). Ignored by providers without the option.
 	StreamUsage *bool `yaml:"stream_usage"`
 	// Stream makes calls use the provider's streaming API (default true).
 	Stream *bool `yaml:"stream"`
@@ -57,7 +57,7 @@ type Model struct {
 	ContextWindow    int            `yaml:"context_window"`
 	MaxTokens        int            `yaml:"max_tokens"`
 	Temperature      *float64       `yaml:"temperature"`
-	Timeout          time.Duration  `yaml:"timeout"` // per call; default 240s (DeerFlow's stream_chunk_timeout)
+	Timeout          time.Duration  `yaml:"timeout"` // streaming: per chunk (DeerFlow's stream_chunk_timeout); else per call; default 240s
 	Pricing          *Pricing       `yaml:"pricing"`
 	Options          map[string]any `yaml:"options"` // provider-specific extras, passed through
 }
@@ -129,7 +129,8 @@ func (m Model) StreamUsageEnabled() bool { return BoolOr(m.StreamUsage, true) }
 // StreamEnabled reports whether calls stream (default true).
 func (m Model) StreamEnabled() bool { return BoolOr(m.Stream, true) }
 
-// CallTimeout is the per-call timeout with its default.
+// CallTimeout is the timeout with its default: the longest wait for the next chunk of a
+// streamed response, or for a whole non-streamed one.
 func (m Model) CallTimeout() time.Duration {
 	if m.Timeout > 0 {
 		return m.Timeout

@@ -323,7 +323,7 @@ func TestRunWaitPersistsCompletionAndTrace(t *testing.T) {
 		t.Fatalf("GET run = %+v", got)
 	}
 	e.expect(t, "GET", "/api/threads/t1/token-usage", "alice-key", "", 200,
-		`{"thread_id":"t1","total_tokens":627,"total_input_tokens":550,"total_output_tokens":77,"total_runs":1,"by_model":{"scripted-sub":{"tokens":57,"runs":1},"scripted-test":{"tokens":570,"runs":1}},"by_caller":{"lead_agent":570,"subagent":57,"middleware":0},"context_usage":{"token_count":330,"max_context_tokens":1000,"percentage":33}}`)
+		`{"thread_id":"t1","total_tokens":627,"total_input_tokens":550,"total_output_tokens":77,"total_runs":1,"by_model":{"scripted-sub":{"tokens":57,"runs":1},"scripted-test":{"tokens":570,"runs":1}},"by_caller":{"lead_agent":570,"subagent":57,"middleware":0},"context_usage":{"token_count":330,"max_context_tokens":1000,"percentage":33.0}}`)
 	var th threadResponse
 	if err := json.Unmarshal([]byte(e.expect(t, "GET", "/api/threads/t1", "alice-key", "", 200, "")), &th); err != nil {
 		t.Fatal(err)
@@ -526,7 +526,7 @@ func TestLocalModeNeedsNoKey(t *testing.T) {
 func TestContextUsagePayload(t *testing.T) {
 	cu := buildContextUsage(350, 1000)
 	b, _ := json.Marshal(cu)
-	if string(b) != `{"token_count":350,"max_context_tokens":1000,"percentage":35}` {
+	if string(b) != `{"token_count":350,"max_context_tokens":1000,"percentage":35.0}` {
 		t.Fatalf("350/1000 = %s", b)
 	}
 	b, _ = json.Marshal(buildContextUsage(250, 0))
@@ -536,6 +536,12 @@ func TestContextUsagePayload(t *testing.T) {
 	b, _ = json.Marshal(buildContextUsage(1, 3))
 	if string(b) != `{"token_count":1,"max_context_tokens":3,"percentage":33.3}` {
 		t.Fatalf("rounding = %s", b)
+	}
+	// Python's json always writes a float with a fraction.
+	for in, want := range map[PyFloat]string{0: "0.0", 100: "100.0", 250.5: "250.5", 0.1: "0.1", 12345678: "12345678.0"} {
+		if got, err := json.Marshal(in); err != nil || string(got) != want {
+			t.Errorf("PyFloat(%v) = %s, %v; want %s", float64(in), got, err, want)
+		}
 	}
 }
 
@@ -551,7 +557,7 @@ func TestRunTimeout(t *testing.T) {
 func TestIncludeActiveSeesLiveProgress(t *testing.T) {
 	e := authEnv(t)
 	run := decodeRun(t, e.expect(t, "POST", "/api/threads/t1/runs", "alice-key", `{"input":"show progress"}`, 202, ""))
-	want := `{"thread_id":"t1","total_tokens":110,"total_input_tokens":100,"total_output_tokens":10,"total_runs":1,"by_model":{"scripted-test":{"tokens":110,"runs":1}},"by_caller":{"lead_agent":110,"subagent":0,"middleware":0},"context_usage":{"token_count":110,"max_context_tokens":1000,"percentage":11}}`
+	want := `{"thread_id":"t1","total_tokens":110,"total_input_tokens":100,"total_output_tokens":10,"total_runs":1,"by_model":{"scripted-test":{"tokens":110,"runs":1}},"by_caller":{"lead_agent":110,"subagent":0,"middleware":0},"context_usage":{"token_count":110,"max_context_tokens":1000,"percentage":11.0}}`
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, got := e.do(t, "GET", "/api/threads/t1/token-usage?include_active=true", "alice-key", "")
@@ -564,7 +570,7 @@ func TestIncludeActiveSeesLiveProgress(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	e.expect(t, "GET", "/api/threads/t1/token-usage", "alice-key", "", 200,
-		`{"thread_id":"t1","total_tokens":0,"total_input_tokens":0,"total_output_tokens":0,"total_runs":0,"by_model":{},"by_caller":{"lead_agent":0,"subagent":0,"middleware":0},"context_usage":{"token_count":110,"max_context_tokens":1000,"percentage":11}}`)
+		`{"thread_id":"t1","total_tokens":0,"total_input_tokens":0,"total_output_tokens":0,"total_runs":0,"by_model":{},"by_caller":{"lead_agent":0,"subagent":0,"middleware":0},"context_usage":{"token_count":110,"max_context_tokens":1000,"percentage":11.0}}`)
 	got := decodeRun(t, e.expect(t, "POST", "/api/threads/t1/runs/"+run.RunID+"/cancel", "alice-key", "", 202, ""))
 	// The interrupted row keeps the counters of the work done.
 	if got.Status != store.StatusInterrupted || got.Usage.TotalTokens != 110 {

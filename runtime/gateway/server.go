@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -354,7 +355,24 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, p Principal) {
 type ContextUsage struct {
 	TokenCount       int64    `json:"token_count"`
 	MaxContextTokens *int64   `json:"max_context_tokens"`
-	Percentage       *float64 `json:"percentage"`
+	Percentage       *PyFloat `json:"percentage"`
+}
+
+// PyFloat is a float that serialises the way Python's json module writes a float:
+// always with a fraction (DeerFlow's percentage = round(x, 1) is 33.0, never 33).
+type PyFloat float64
+
+// MarshalJSON implements json.Marshaler.
+func (f PyFloat) MarshalJSON() ([]byte, error) {
+	v := float64(f)
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil, fmt.Errorf("percentage %v is not a JSON number", v)
+	}
+	b := strconv.AppendFloat(nil, v, 'f', -1, 64)
+	if !bytes.ContainsAny(b, ".eE") {
+		b = append(b, ".0"...)
+	}
+	return b, nil
 }
 
 // TokenUsageResponse is the exact body of §7.4.
@@ -419,7 +437,7 @@ func buildContextUsage(count int64, maxTokens int) *ContextUsage {
 	cu := &ContextUsage{TokenCount: count}
 	if maxTokens > 0 {
 		m := int64(maxTokens)
-		pct := math.Round(float64(count)/float64(m)*1000) / 10
+		pct := PyFloat(math.Round(float64(count)/float64(m)*1000) / 10)
 		cu.MaxContextTokens, cu.Percentage = &m, &pct
 	}
 	return cu

@@ -11,13 +11,16 @@ import (
 const DefaultQueueBytes = 64 << 20
 
 // DefaultQueueConfig is both exporters' default sending queue: exporterhelper's default
-// (in memory, 10 consumers) sized in bytes instead of 1000 requests of any size, and not
-// blocking, so a full queue refuses new data with a retryable error (the OTLP receiver
-// answers 503 / Unavailable and the sender retries) instead of growing or dropping.
+// (in memory, 10 consumers) sized in bytes instead of 1000 requests of any size, so memory
+// stays flat whatever the backlog. A full queue is back-pressure, never a drop: the caller
+// waits for room (block_on_overflow), and when its deadline ends first (an OTLP request's)
+// it gets a retryable error, which the receiver answers as 503 / Unavailable so the sender
+// retries. Refusing at once instead would make a batch processor in front drop the batch
+// (it logs "Sender failed" and discards it).
 func DefaultQueueConfig() exporterhelper.QueueBatchConfig {
 	q := exporterhelper.NewDefaultQueueConfig()
 	q.Sizer = exporterhelper.RequestSizerTypeBytes
 	q.QueueSize = DefaultQueueBytes
-	q.BlockOnOverflow = false
+	q.BlockOnOverflow = true
 	return q
 }

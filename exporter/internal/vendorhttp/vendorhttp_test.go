@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,22 +284,24 @@ func TestSubsetKeepsResourceAndScope(t *testing.T) {
 	assert.Equal(t, []string{"c", "d", "e"}, names)
 }
 
-// The default queue is bounded in bytes, and a full queue refuses with a retryable error
-// instead of growing or dropping.
-func TestDefaultQueueRefusesRetryablyWhenFull(t *testing.T) {
+// The default queue is bounded in bytes, and a full queue is back-pressure: the caller
+// waits for room, and gets a retryable error (never a drop) when its deadline ends first.
+func TestDefaultQueueIsBackPressure(t *testing.T) {
 	q := DefaultQueueConfig()
 	assert.Equal(t, exporterhelper.RequestSizerTypeBytes, q.Sizer)
 	assert.EqualValues(t, DefaultQueueBytes, q.QueueSize)
-	assert.False(t, q.BlockOnOverflow)
+	assert.True(t, q.BlockOnOverflow)
 	require.NoError(t, q.Validate())
 
 	q.QueueSize = 4096 // room for one batch below
 	q.NumConsumers = 1
 	release := make(chan struct{})
 	started := make(chan struct{}, 10)
+	var pushed atomic.Int32
 	push := func(ctx context.Context, _ ptrace.Traces) error {
 		started <- struct{}{}
 		<-release
+		pushed.Add(1)
 		return nil
 	}
 	set := exportertest.NewNopSettings(component.MustNewType("vendor"))
@@ -315,15 +318,27 @@ func TestDefaultQueueRefusesRetryablyWhenFull(t *testing.T) {
 	}
 	require.NoError(t, exp.ConsumeTraces(context.Background(), batch()))
 	<-started // the one consumer holds the first batch, which still counts against the queue
-	var refused error
-	for i := 0; i < 5 && refused == nil; i++ {
-		refused = exp.ConsumeTraces(context.Background(), batch())
-	}
+
+	// a caller with a deadline: refused when it ends, retryably
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	refused := exp.ConsumeTraces(ctx, batch())
+	cancel()
 	require.Error(t, refused)
-	assert.ErrorIs(t, refused, exporterhelper.ErrQueueIsFull)
+	assert.ErrorIs(t, refused, context.DeadlineExceeded)
 	assert.False(t, consumererror.IsPermanent(refused), "back-pressure: the sender retries")
+
+	// a caller without one (a batch processor): waits for room, then is accepted
+	done := make(chan error, 1)
+	go func() { done <- exp.ConsumeTraces(context.Background(), batch()) }()
+	select {
+	case err := <-done:
+		t.Fatalf("accepted into a full queue: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
 	close(release)
+	require.NoError(t, <-done)
 	require.NoError(t, exp.Shutdown(context.Background()))
+	assert.EqualValues(t, 2, pushed.Load(), "nothing dropped")
 }
 
 func TestNewDisabledLogsOnceAndDrops(t *testing.T) {

@@ -187,11 +187,16 @@ func (p *Provider) Generate(ctx context.Context, req *model.Request) (*model.Res
 		}
 		return toResponse(msg, msg.JSON.Usage.Valid()), nil
 	}
+	// The timeout is per chunk (DeerFlow's stream_chunk_timeout).
+	timeout := p.cfg.CallTimeout()
+	ctx, watch := model.ChunkWatchdog(ctx, timeout)
+	defer watch.Stop()
 	s := p.client.Messages.NewStreaming(ctx, params)
 	defer s.Close()
 	acc := &an.Message{}
 	sawUsage := false
 	for s.Next() {
+		watch.Chunk()
 		ev := s.Current()
 		if err := acc.Accumulate(ev); err != nil {
 			return nil, fmt.Errorf("anthropic: stream: %w", err)
@@ -213,7 +218,7 @@ func (p *Provider) Generate(ctx context.Context, req *model.Request) (*model.Res
 		}
 	}
 	if err := s.Err(); err != nil {
-		return nil, wrapError(err)
+		return nil, model.StreamError(ctx, wrapError(err), timeout)
 	}
 	return toResponse(acc, sawUsage), nil
 }

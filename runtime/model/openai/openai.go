@@ -4,7 +4,7 @@
 // through base_url.
 //
 // Streaming requests send stream_options.include_usage=true unless the model config says
-// stream_usage: false (DeerFlow observability.md §2: on by default for every
+// stream_usage: false (DeerFlow's stream_usage default: on by default for every
 // OpenAI-compatible endpoint, explicit false kept). Usage is taken from the chunk that
 // carries it — normally the last one, with or without choices. Usage is normalised per
 // docs/contract.md#usage: prompt_tokens already includes cached tokens (cache_read = cached_tokens,
@@ -188,10 +188,16 @@ func (p *Provider) Generate(ctx context.Context, req *model.Request) (*model.Res
 }
 
 func (p *Provider) stream(ctx context.Context, params oa.ChatCompletionNewParams, onDelta func(model.Delta)) (*model.Response, error) {
+	// The timeout is per chunk (DeerFlow's stream_chunk_timeout): a long answer that
+	// keeps streaming is never cut, a stalled one is.
+	timeout := p.cfg.CallTimeout()
+	ctx, watch := model.ChunkWatchdog(ctx, timeout)
+	defer watch.Stop()
 	s := p.client.Chat.Completions.NewStreaming(ctx, params)
 	defer s.Close()
 	agg := &aggregate{}
 	for s.Next() {
+		watch.Chunk()
 		chunk := s.Current()
 		if agg.id == "" {
 			agg.id = chunk.ID
@@ -230,7 +236,7 @@ func (p *Provider) stream(ctx context.Context, params oa.ChatCompletionNewParams
 		}
 	}
 	if err := s.Err(); err != nil {
-		return nil, wrapError(err)
+		return nil, model.StreamError(ctx, wrapError(err), timeout)
 	}
 	return agg.response(params.Model), nil
 }
@@ -317,10 +323,22 @@ func (a *aggregate) response(requested string) *model.Response {
 }
 
 // normalise maps OpenAI usage onto docs/contract.md#usage (prompt_tokens already includes cache).
+// DeepSeek reports its cache hits as prompt_cache_hit_tokens (part of prompt_tokens, next
+// to prompt_cache_miss_tokens) instead of prompt_tokens_details.cached_tokens; it is read
+// when the standard field is absent (DeerFlow's DeepSeek normalisation).
 func normalise(u oa.CompletionUsage) genai.Usage {
+	cacheRead := u.PromptTokensDetails.CachedTokens
+	if cacheRead == 0 {
+		if f, ok := u.JSON.ExtraFields["prompt_cache_hit_tokens"]; ok {
+			var n int64
+			if json.Unmarshal([]byte(f.Raw()), &n) == nil && n > 0 && n <= u.PromptTokens {
+				cacheRead = n
+			}
+		}
+	}
 	return genai.Usage{
 		Input: u.PromptTokens, Output: u.CompletionTokens,
-		CacheRead:     u.PromptTokensDetails.CachedTokens,
+		CacheRead:     cacheRead,
 		CacheCreation: u.PromptTokensDetails.CacheWriteTokens,
 		Reasoning:     u.CompletionTokensDetails.ReasoningTokens,
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -208,4 +209,55 @@ func TestConfigErrors(t *testing.T) {
 	_, err = model.New(config.Model{Name: "m", Provider: ProviderName, Model: "x", APIKeyEnv: "AGENTMETER_UNSET_KEY_VAR"})
 	assert.EqualError(t, err, `model "m": api_key_env: environment variable AGENTMETER_UNSET_KEY_VAR is not set`)
 	assert.True(t, strings.Contains(strings.Join(model.Providers(), ","), ProviderName))
+}
+
+// DeepSeek's raw usage (A10 test_deepseek_raw_usage_normalizes_to_cache_read): 106 prompt
+// (64 cache hits, 42 misses), 112 completion → cache_read 64, input − cache_read = 42.
+func TestDeepSeekPromptCacheHitTokens(t *testing.T) {
+	f := &fakeServer{handler: func(w http.ResponseWriter, _ map[string]any) {
+		sse(w,
+			`{"id":"ds-1","object":"chat.completion.chunk","created":1,"model":"deepseek-chat","choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}`,
+			`{"id":"ds-1","object":"chat.completion.chunk","created":1,"model":"deepseek-chat","choices":[],"usage":{"prompt_tokens":106,"completion_tokens":112,"total_tokens":218,"prompt_cache_hit_tokens":64,"prompt_cache_miss_tokens":42}}`)
+	}}
+	_, m := start(t, f, nil)
+	resp, err := m.Generate(context.Background(), &model.Request{Messages: conversation})
+	require.NoError(t, err)
+	u := resp.Message.UsageMetadata
+	require.NotNil(t, u)
+	assert.Equal(t, int64(106), u.InputTokens)
+	assert.Equal(t, int64(112), u.OutputTokens)
+	assert.Equal(t, int64(218), u.TotalTokens)
+	assert.Equal(t, int64(64), u.CacheRead())
+	assert.Equal(t, int64(42), u.InputTokens-u.CacheRead())
+}
+
+// The timeout is per chunk: a stream slower in total than the timeout but with every
+// chunk in time succeeds; a stream that stalls fails with ErrStreamChunkTimeout.
+func TestStreamChunkTimeoutIsPerChunk(t *testing.T) {
+	chunk := func(w http.ResponseWriter, s string) {
+		fmt.Fprintf(w, "data: %s\n\n", s)
+		w.(http.Flusher).Flush()
+	}
+	f := &fakeServer{handler: func(w http.ResponseWriter, body map[string]any) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		stall := strings.Contains(fmt.Sprint(body["messages"]), "stall")
+		for i := range 5 {
+			if stall && i == 2 {
+				time.Sleep(2 * time.Second)
+			}
+			time.Sleep(120 * time.Millisecond)
+			chunk(w, fmt.Sprintf(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"w%d "}}]}`, i))
+		}
+		chunk(w, `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}}
+	_, m := start(t, f, func(c *config.Model) { c.Timeout = 400 * time.Millisecond })
+	start := time.Now()
+	resp, err := m.Generate(context.Background(), &model.Request{Messages: []message.Message{message.Human("keep going")}})
+	require.NoError(t, err, "each chunk came within the timeout")
+	assert.Greater(t, time.Since(start), 400*time.Millisecond, "the whole stream took longer than one timeout")
+	assert.Equal(t, "w0 w1 w2 w3 w4 ", resp.Message.Content)
+	_, err = m.Generate(context.Background(), &model.Request{Messages: []message.Message{message.Human("stall")}})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, model.ErrStreamChunkTimeout)
 }

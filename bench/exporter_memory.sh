@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Peak memory and throughput of each vendor exporter with its default configuration,
+# pushed as fast as the collector acks, into a local sink: otlp -> batch -> exporter,
+# 200k and 1M runs (one LangSmith run per span) by default. Fails when an exporter's
+# peak RSS grows more than 20 % between the smallest and the largest run count.
+#
+#   bench/exporter_memory.sh
+#   RUNS=100000,500000 EXPORTERS=langsmith bench/exporter_memory.sh
+#   QUEUE='{sizer: requests, queue_size: 1000, block_on_overflow: false}' bench/exporter_memory.sh   # the old default queue
+#   AGENTMETER_COLLECTOR=/path/to/collector bench/exporter_memory.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-200000,1000000}
+EXPORTERS=${EXPORTERS:-langsmith,langfuse}
+QUEUE=${QUEUE:-}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+collector=${AGENTMETER_COLLECTOR:-}
+if [ -z "$collector" ]; then
+  make --no-print-directory collector >/dev/null
+  collector=bin/agentmeter-collector
+fi
+# a private copy: `make collector` elsewhere must be able to replace bin/ while this runs
+cp "$collector" "$tmp/agentmeter-collector"
+go build -o "$tmp/loadgen" ./bench/subagentmerge_loadgen
+go build -o "$tmp/exporter_memory" ./bench/exporter_memory
+"$tmp/exporter_memory" -collector "$tmp/agentmeter-collector" -loadgen "$tmp/loadgen" \
+  -exporters "$EXPORTERS" -runs "$RUNS" -queue "$QUEUE" -dir "$tmp"
