@@ -219,6 +219,23 @@ func rawModelCall(t *testing.T, raw []ptrace.Span, model string) ptrace.Span {
 // subModel is the subagent's model in test/interop/common.mjs.
 const subModel = "gpt-4o-mini"
 
+// OpenLLMetry (@traceloop/node-server-sdk 0.27.0) instrumenting openai 7.55.0. It reads
+// input and output tokens only (no cached, no reasoning), and for a streamed call it
+// records its own token estimate instead of the usage chunk the server sent.
+func TestInteropOpenLLMetry(t *testing.T) {
+	runAndAssert(t, interopCase{script: "openllmetry.mjs", fixture: "openllmetry", rawSpans: 7,
+		passesOn: func(t *testing.T, c ServedCall, raw []ptrace.Span) genai.Usage {
+			if !c.Stream {
+				return only(c.Usage, true, true, false, false)
+			}
+			s := rawModelCall(t, raw, subModel)
+			est := genai.Usage{Input: Int(s, genai.AttrUsageInput), Output: Int(s, genai.AttrUsageOutput)}
+			assert.NotEqual(t, only(c.Usage, true, true, false, false), est,
+				"OpenLLMetry now passes the streamed usage on: update docs/compatibility.md and this test")
+			return est
+		}})
+}
+
 // OpenInference (@arizeai/openinference-instrumentation-openai 4.2.7) instrumenting
 // openai 7.55.0, agents and tool traced with openinference-core. Every usage kind of a
 // non-streamed call; a streamed call's span carries no usage at all.
