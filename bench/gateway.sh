@@ -68,6 +68,11 @@ telemetry:
   enabled: false
 gateway:
   listen: 127.0.0.1:0
+  # a thread runs one run at a time: runs posted to a busy thread wait their turn
+  # (with the default, reject, all but the first of each thread would get 409)
+  multitask_strategy: enqueue
+  # every run a fresh conversation: the scripted model answers each run the same way
+  thread_history: false
   api_keys:
     - key_env: AGENTMETER_BENCH_KEY
       user_id: bench
