@@ -5,13 +5,13 @@
 # equals the sum of its runs' journals. Prints runs/s and latency percentiles.
 #
 # A thread runs one run at a time, so the runs of a thread are queued
-# (gateway.multitask_strategy: enqueue) and run in order. HISTORY=both (the default)
-# measures the same load twice in one invocation, with gateway.thread_history off and on
-# (on: every run loads and saves its thread's state, and its model request carries the
-# thread's earlier runs; the check then also reads every thread's state).
+# (gateway.multitask_strategy: enqueue) and run in order. HISTORY=on (the default, as
+# gateway.thread_history): every run loads and saves its thread's state and its model
+# request carries the thread's earlier runs; the check then also reads every thread's
+# state. HISTORY=both measures the same load twice in one invocation, history off then on.
 #
-#   bench/gateway.sh                      # SQLite (the default store), history off then on
-#   HISTORY=on bench/gateway.sh           # one mode only (on | off)
+#   bench/gateway.sh                      # SQLite (the default store), thread history on
+#   HISTORY=both bench/gateway.sh         # off, then on (or HISTORY=off)
 #   STORE=postgres bench/gateway.sh       # PostgreSQL: PG_DSN or AGENTMETER_POSTGRES_DSN
 #   RUNS=1000 THREADS=100 bench/gateway.sh
 set -euo pipefail
@@ -20,7 +20,7 @@ RUNS=${RUNS:-500}
 THREADS=${THREADS:-50}
 STORE=${STORE:-sqlite}
 DELAY=${DELAY:-50ms}
-HISTORY=${HISTORY:-both}
+HISTORY=${HISTORY:-on}
 tmp=$(mktemp -d)
 pid=""
 cleanup() {
