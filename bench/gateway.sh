@@ -95,7 +95,11 @@ telemetry:
   enabled: false
 gateway:
   listen: 127.0.0.1:0
+  # a thread runs one run at a time: runs posted to a busy thread wait their turn
+  # (with the default, reject, all but the first of each thread would get 409)
   multitask_strategy: enqueue
+  # on: each run continues its thread (the scripted lead turn is per_user_message, so
+  # every run answers the same way); off: every run a fresh conversation
   thread_history: $history
   api_keys:
     - key_env: AGENTMETER_BENCH_KEY

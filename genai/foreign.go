@@ -26,6 +26,8 @@ const (
 	AttrUsageReasoningFlat     = "gen_ai.usage.reasoning_tokens"
 	AttrTraceloopSpanKind      = "traceloop.span.kind"
 	AttrTraceloopEntityName    = "traceloop.entity.name"
+	AttrTraceloopEntityInput   = "traceloop.entity.input"
+	AttrTraceloopEntityOutput  = "traceloop.entity.output"
 	TraceloopKindTool          = "tool"
 	TraceloopKindAgent         = "agent"
 	// TraceloopAnthropicScope is the instrumentation scope of OpenLLMetry-JS for the
@@ -51,6 +53,8 @@ const (
 	AttrOIToolCallID         = "tool_call.id"
 	AttrOIAgentName          = "agent.name"
 	AttrOIMetadata           = "metadata"
+	AttrOIInputValue         = "input.value"
+	AttrOIOutputValue        = "output.value"
 	AttrOIOutputMessagesRoot = "llm.output_messages."
 	// OpenInference flattens tool calls of output messages into
 	// llm.output_messages.<i>.message.tool_calls.<j>.tool_call.id.

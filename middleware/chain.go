@@ -101,7 +101,7 @@ func (o *Options) supportsVision() bool {
 }
 
 // BuildRuntimeMiddlewares is the runtime-shared phase of the lead agent
-// (build_lead_runtime_middlewares, middleware.md §3.1): InputSanitization,
+// (build_lead_runtime_middlewares, DeerFlow's runtime-shared phase): InputSanitization,
 // ToolOutputBudget, ToolResultSanitization, ThreadData, Uploads, Sandbox, DanglingToolCall,
 // LLMErrorHandling, Guardrail (when enabled), SandboxAudit, ReadBeforeWrite (when
 // enabled), ToolProgress (opt-in), ToolErrorHandling.
@@ -157,7 +157,7 @@ func buildRuntime(o Options, lead bool) ([]agent.Middleware, error) {
 	return out, nil
 }
 
-// BuildLeadMiddlewares is the lead-agent phase (middleware.md §3.2), in DeerFlow's order:
+// BuildLeadMiddlewares is DeerFlow's lead-agent phase, in DeerFlow's order:
 // DynamicContext, DurableContext, Summarization, Todo, TokenUsage, Title, Memory, ViewImage,
 // SystemMessageCoalescing, SubagentLimit, LoopDetection, TokenBudget — each only under
 // its condition.
@@ -234,7 +234,7 @@ func BuildTail(o Options) []agent.Middleware {
 
 // BuildMiddlewares assembles the whole lead chain: runtime-shared phase + lead phase +
 // programmatic custom middlewares + configured extensions + fixed tail, then checks the
-// ordering invariants (middleware.md §2-3).
+// ordering invariants (DeerFlow's chain assembly and order).
 func BuildMiddlewares(o Options) ([]agent.Middleware, error) {
 	shared, err := BuildRuntimeMiddlewares(o)
 	if err != nil {
@@ -255,7 +255,7 @@ func BuildMiddlewares(o Options) ([]agent.Middleware, error) {
 	return chain, nil
 }
 
-// BuildSubagentMiddlewares is the subagent chain (middleware.md §3.5, without the
+// BuildSubagentMiddlewares is the subagent chain (DeerFlow's subagent chain, without the
 // features agentmeter does not have): the shared phase without Uploads, ViewImage for
 // vision models, LoopDetection (when enabled), TokenBudget (the subagent budget, on by
 // default), configured extensions, SafetyFinishReason, DurableContext, Summarization (the
@@ -325,7 +325,7 @@ func (e *OrderingError) Error() string {
 	return fmt.Sprintf("middleware ordering: %s: %s", e.Constraint, e.Detail)
 }
 
-// AssertOrdering checks the ordering invariants of a chain (middleware.md §3.3-3.4 and
+// AssertOrdering checks the ordering invariants of a chain (DeerFlow's per-hook order, Safety and Clarification last, and
 // H/extensions/ordering.py), whatever custom or extension middlewares were inserted:
 //   - names are unique;
 //   - ThreadData < Uploads < Sandbox (paths before uploads before the sandbox);

@@ -70,7 +70,7 @@ func TestChainOrderEverythingEnabled(t *testing.T) {
 	chain, err := BuildMiddlewares(allEnabled())
 	require.NoError(t, err)
 	h := Hooks(chain)
-	// middleware.md §3.3, restricted to the middlewares agentmeter builds.
+	// DeerFlow's per-hook execution order, restricted to the middlewares agentmeter builds.
 	assert.Equal(t, []string{NameThreadData, NameUploads, NameToolProgress, NameDynamicContext, NameTodo, NameLoopDetection, NameTokenBudget, NameTerminalResponse}, h.BeforeAgent)
 	assert.Equal(t, []string{NameDurableContext, NameSummarization, NameTodo, NameViewImage}, h.BeforeModel)
 	assert.Equal(t, []string{NameInputSanitization, NameToolOutputBudget, NameDanglingToolCall, NameLLMErrorHandling, NameToolProgress, NameDurableContext, NameTodo, NameSystemMessageCoalescing,

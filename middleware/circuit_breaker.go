@@ -14,7 +14,7 @@ const (
 
 // CircuitBreaker opens after FailureThreshold consecutive retriable failures, fails fast
 // while open, and after the recovery timeout lets exactly one probe through (half-open):
-// a successful probe closes it, a failed one reopens it at once (middleware.md §5.5).
+// a successful probe closes it, a failed one reopens it at once (DeerFlow's LLMErrorHandlingMiddleware).
 // Safe for concurrent use; the clock is injectable.
 type CircuitBreaker struct {
 	threshold int

@@ -17,7 +17,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/state"
 )
 
-// Clarification constants (middleware.md §5.15).
+// Clarification constants (DeerFlow's ClarificationMiddleware).
 const (
 	ClarificationToolName = "ask_clarification"
 	// DisableClarificationKey in the run context turns clarification into a plain answer.
@@ -44,7 +44,7 @@ var (
 // ClarificationMiddleware is always last: the innermost tool wrapper. It short-circuits
 // ask_clarification — every outer wrapper already ran its pre-checks — with a formatted
 // question and a structured human_input payload, and ends the run (JumpTo end) so it
-// waits for the user (middleware.md §3.4, §5.15).
+// waits for the user (DeerFlow's ClarificationMiddleware, which DeerFlow puts last).
 type ClarificationMiddleware struct{}
 
 // NewClarificationMiddleware returns the middleware.

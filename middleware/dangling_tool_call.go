@@ -10,7 +10,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/message"
 )
 
-// Placeholder contents of synthetic ToolMessages (middleware.md §5.4).
+// Placeholder contents of synthetic ToolMessages (DeerFlow's DanglingToolCallMiddleware).
 const (
 	DanglingInterrupted = "[Tool call was interrupted and did not return a result.]"
 	DanglingMissingName = "[Tool call could not be executed because its name was missing or empty. Use one of the available tool names when retrying.]"
@@ -28,7 +28,7 @@ const (
 // DanglingToolCallMiddleware patches the model request so every tool call has exactly one
 // answer right after its AI message (wrap_model_call only; never state): ids normalised,
 // results regrouped after their call, orphans dropped, missing answers replaced by
-// synthetic error ToolMessages (middleware.md §5.4). It works in wrap_model_call because a
+// synthetic error ToolMessages (DeerFlow's DanglingToolCallMiddleware). It works in wrap_model_call because a
 // before_model state update would append the placeholders at the end, where the provider
 // would see them in the wrong position (seed article §5.2).
 type DanglingToolCallMiddleware struct{}

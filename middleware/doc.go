@@ -4,7 +4,7 @@
 //
 // # Assembly
 //
-// BuildMiddlewares assembles the chain in DeerFlow's two phases (middleware.md §2-3):
+// BuildMiddlewares assembles the chain in DeerFlow's two phases (DeerFlow's chain assembly and order):
 // BuildRuntimeMiddlewares (the runtime-shared phase: thread data, uploads, sandbox,
 // dangling tool-call patch, LLM error handling, guardrails, tool error handling), then the
 // lead-agent phase (dynamic context ... token budget), then the extension points (the
@@ -13,7 +13,7 @@
 // AssertOrdering checks the invariants the tail exists for; HookOrder reports the
 // resulting per-hook execution order (what `agentmeter chain` prints).
 //
-// # Ordering (runtime/agent semantics, middleware.md §1)
+// # Ordering (runtime/agent semantics, DeerFlow's hook execution model)
 //
 // before_agent and before_model run in list order; after_model and after_agent in
 // reverse list order (the last registered middleware sees a response first); the wrap

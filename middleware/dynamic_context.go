@@ -11,7 +11,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/state"
 )
 
-// DynamicContext keys (middleware.md §5.11).
+// DynamicContext keys (DeerFlow's DynamicContextMiddleware).
 const (
 	KwargDynamicContextReminder = "dynamic_context_reminder"
 	KwargReminderDate           = "reminder_date"

@@ -9,7 +9,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/message"
 )
 
-// User-input boundary markers (middleware.md §6).
+// User-input boundary markers (as in DeerFlow).
 const (
 	UserInputBegin = "--- BEGIN USER INPUT ---"
 	UserInputEnd   = "--- END USER INPUT ---"

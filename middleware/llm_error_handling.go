@@ -18,7 +18,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/model"
 )
 
-// User-facing fallback messages (middleware.md §5.5).
+// User-facing fallback messages (DeerFlow's LLMErrorHandlingMiddleware).
 const (
 	CircuitOpenMessage   = "The configured LLM provider is currently unavailable due to continuous failures. Circuit breaker is engaged to protect the system. Please wait a moment before trying again."
 	QuotaMessage         = "The configured LLM provider rejected the request because the account is out of quota, billing is unavailable, or usage is restricted. Please check the provider account and try again."
@@ -205,7 +205,7 @@ func currentLimiter() chan struct{} {
 
 // LLMErrorHandlingMiddleware retries failed model calls with capped, decorrelated-jitter
 // exponential backoff (honouring Retry-After), keeps a circuit breaker, and turns final
-// failures into a user-facing fallback AI message (middleware.md §5.5). Cancellation of
+// failures into a user-facing fallback AI message (DeerFlow's LLMErrorHandlingMiddleware). Cancellation of
 // the run is never swallowed.
 type LLMErrorHandlingMiddleware struct {
 	cfg     CircuitBreakerConfig

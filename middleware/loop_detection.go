@@ -16,7 +16,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/state"
 )
 
-// LoopDetection messages (middleware.md §5.13).
+// LoopDetection messages (DeerFlow's LoopDetectionMiddleware).
 const (
 	LoopWarningMessage  = "[LOOP DETECTED] You are repeating the same tool calls. Stop calling tools and produce your final answer now. If you cannot complete the task, summarize what you accomplished so far."
 	LoopHardStopMessage = "[FORCED STOP] Repeated tool calls exceeded the safety limit. Producing final answer with results collected so far."
@@ -29,7 +29,7 @@ const (
 
 var salientKeys = []string{"path", "url", "query", "command", "pattern", "glob", "cmd"}
 
-// LoopDetectionMiddleware stops tool-call loops in two layers (middleware.md §5.13):
+// LoopDetectionMiddleware stops tool-call loops in two layers, as DeerFlow's does:
 // identical call sets (hash window; warn, then hard stop) and the same tool called too
 // often (per-tool frequency window with overrides). Warnings are queued per (thread, run)
 // and appended to the next model request as a transient HumanMessage "loop_warning"

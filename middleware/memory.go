@@ -84,7 +84,7 @@ func (s *FileMemoryStore) Save(_ context.Context, userID, agentName, memory stri
 	return os.Rename(tmp, p)
 }
 
-// MemoryMiddleware (after_agent; middleware.md §5.8) hands the finished conversation to the
+// MemoryMiddleware (after_agent, as DeerFlow's) hands the finished conversation to the
 // memory updater: only user inputs and final AI answers are kept. With
 // settings.memory.model_name set, a model call tagged middleware:memory rewrites the
 // memory; without it the newest queue_batch_size exchanges are kept verbatim. DeerFlow

@@ -11,7 +11,7 @@ import (
 // ModelLengthFinishReasonMiddleware records stop_reason model_length_capped when a
 // terminal answer (visible text, no tool intent) was cut by the output limit
 // (finish_reason length / stop_reason max_tokens / finish_reason MAX_TOKENS). It never
-// rewrites content and never overwrites an existing stop reason (middleware.md §6).
+// rewrites content and never overwrites an existing stop reason (as in DeerFlow).
 type ModelLengthFinishReasonMiddleware struct{}
 
 // NewModelLengthFinishReasonMiddleware returns the middleware.

@@ -19,7 +19,7 @@ const KwargReadMark = "read_file_mark"
 // the sha256 of the file, and blocks write_file on an existing file and str_replace unless
 // the latest read of that file in the history matches its current content — the model must
 // look at a file before overwriting it, and again after it changed. It fails open when the
-// file cannot be inspected (middleware.md §6).
+// file cannot be inspected (as in DeerFlow).
 type ReadBeforeWriteMiddleware struct{}
 
 // NewReadBeforeWriteMiddleware returns the middleware.

@@ -10,7 +10,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/state"
 )
 
-// KwargSafetyTermination stamps a rewritten response (middleware.md §5.14).
+// KwargSafetyTermination stamps a rewritten response (DeerFlow's SafetyFinishReasonMiddleware).
 const KwargSafetyTermination = "safety_termination"
 
 // SafetyDetection is one detector hit.
@@ -69,7 +69,7 @@ func DefaultSafetyDetectors(extra ...string) []SafetyDetector {
 // before anyone else sees them. It is registered after LoopDetection, TokenBudget,
 // SubagentLimit and custom middlewares, so with reverse after_model dispatch it runs
 // first: truncated tool calls never trip loop detection, budgets or the tool node
-// (middleware.md §3.4, §5.14).
+// (DeerFlow's SafetyFinishReasonMiddleware, which DeerFlow puts near the end).
 type SafetyFinishReasonMiddleware struct {
 	detectors []SafetyDetector
 }

@@ -103,7 +103,7 @@ func (p *LocalSandboxProvider) Counts() (acquired, released int) {
 	return p.acquired, p.released
 }
 
-// SandboxMiddleware manages the thread sandbox (middleware.md §5.3): lazily acquired on
+// SandboxMiddleware manages the thread sandbox as DeerFlow's does: lazily acquired on
 // the first sandbox tool call (lazy_init, the default) or in before_agent (eager), its id
 // persisted in the sandbox state channel, and released in after_agent from the state or
 // the run context — never leaked. A sandbox the embedder put on the Runtime is used as is

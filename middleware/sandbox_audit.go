@@ -48,7 +48,7 @@ func AuditCommand(cmd string) (level, reason string) {
 
 // SandboxAuditMiddleware (wrap_tool_call) classifies every bash command, records the audit
 // on the journal (middleware:sandbox_audit) and blocks the high-risk patterns with an error
-// ToolMessage (middleware.md §6).
+// ToolMessage (as in DeerFlow).
 type SandboxAuditMiddleware struct{}
 
 // NewSandboxAuditMiddleware returns the middleware.

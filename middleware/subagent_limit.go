@@ -10,7 +10,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/state"
 )
 
-// SubagentLimit constants (middleware.md §5.12).
+// SubagentLimit constants (DeerFlow's SubagentLimitMiddleware).
 const (
 	SubagentLimitNotice = "[SUBAGENT LIMIT REACHED] The subagent delegation limit for this run has been reached. Continue using the subagent results already collected, execute remaining simple work directly, or summarize the remaining work instead of launching more subagents."
 	// DelegationsKey is the delegation ledger channel (state.Extra): a list of

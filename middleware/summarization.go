@@ -14,7 +14,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/state"
 )
 
-// Summarization constants (middleware.md §5.6).
+// Summarization constants (DeerFlow's DeerFlowSummarizationMiddleware).
 const (
 	// SummaryTextKey is the summary_text state channel (state.Extra).
 	SummaryTextKey = "summary_text"

@@ -9,7 +9,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/state"
 )
 
-// TerminalResponse constants (middleware.md §6).
+// TerminalResponse constants (as in DeerFlow).
 const (
 	TerminalResponseFallback = "The model completed the tool run but returned no final response, including after one automatic retry. Please try again or use a different model."
 	terminalRecoveryPrompt   = "You ran tools but did not write a final answer. Write the final answer for the user now, based on the tool results above."

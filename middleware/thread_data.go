@@ -14,7 +14,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/state"
 )
 
-// ErrThreadIDRequired is DeerFlow's error when no thread id is known (middleware.md §5.1).
+// ErrThreadIDRequired is DeerFlow's error when no thread id is known (DeerFlow's ThreadDataMiddleware).
 var ErrThreadIDRequired = errors.New("Thread ID is required in runtime context or config.configurable") //nolint:staticcheck // DeerFlow's exact message
 
 // DefaultUserID is the user bucket when the run has no user.
@@ -74,7 +74,7 @@ func EnsureThreadDirs(td state.ThreadData) error {
 }
 
 // ThreadDataMiddleware computes the per-user, per-thread folders (before_agent) and stamps
-// the incoming user message (middleware.md §5.1). With lazy_init the folders are only
+// the incoming user message (DeerFlow's ThreadDataMiddleware). With lazy_init the folders are only
 // computed; they are created on first use (sandbox acquisition, uploads).
 type ThreadDataMiddleware struct {
 	settings RuntimeSettings

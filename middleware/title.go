@@ -13,7 +13,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/state"
 )
 
-// Title constants (middleware.md §5.7).
+// Title constants (DeerFlow's TitleMiddleware).
 const (
 	// TitleCaller is the caller tag of the title model call.
 	TitleCaller = "middleware:title"

@@ -11,7 +11,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/state"
 )
 
-// Todo constants (middleware.md §5.9).
+// Todo constants (DeerFlow's TodoMiddleware).
 const (
 	TodoSystemPrompt    = "## `write_todos`\n\nYou have access to the `write_todos` tool to plan and track multi-step tasks. Use it for complex work: write the plan first, mark each item in_progress when you start it and completed as soon as it is done. Do not call write_todos more than once in parallel. Skip it for simple requests."
 	todoReminderName    = "todo_reminder"

@@ -19,7 +19,7 @@ const (
 
 // budgetRun is the run's cumulative usage, counted as positive deltas of each AI message's
 // usage_metadata versus what was seen before (so subagent usage merged later onto a
-// dispatcher by TokenUsageMiddleware is counted too, observability.md §3.6).
+// dispatcher by TokenUsageMiddleware is counted too, DeerFlow's TokenUsage and TokenBudget interplay).
 type budgetRun struct {
 	mu           sync.Mutex
 	seen         map[string][3]int64 // message id → (input, output, total) already counted

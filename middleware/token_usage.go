@@ -18,7 +18,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/state"
 )
 
-// TokenUsage keys (observability.md §3).
+// TokenUsage keys (DeerFlow's TokenUsageMiddleware).
 const (
 	// KwargAttribution is additional_kwargs.token_usage_attribution of an AI message.
 	KwargAttribution = "token_usage_attribution"
@@ -26,7 +26,7 @@ const (
 	KwargUsageAttributed = "subagent_token_usage_attributed"
 )
 
-// TokenUsageMiddleware (after_model; observability.md §3) merges subagent usage from the
+// TokenUsageMiddleware (after_model, as DeerFlow's) merges subagent usage from the
 // trailing task ToolMessages onto the AIMessage that dispatched them (by position, marking
 // each ToolMessage attributed so replays add nothing), logs the response's usage, writes
 // the step attribution onto the last AIMessage and sets agentmeter.step.kind on the
@@ -323,7 +323,7 @@ func normaliseTodoArg(v any) []normTodo {
 	return out
 }
 
-// BuildTodoActions is DeerFlow's _build_todo_actions (observability.md §3.5).
+// BuildTodoActions is DeerFlow's _build_todo_actions (DeerFlow's attribution annotation).
 func BuildTodoActions(prev, next []normTodo) []map[string]any {
 	byContent := map[string][]int{}
 	for i, p := range prev {

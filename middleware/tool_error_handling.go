@@ -15,7 +15,7 @@ import (
 const MissingToolCallID = "missing_tool_call_id"
 
 // ToolErrorHandlingMiddleware turns tool errors into status=error ToolMessages the model
-// can react to (middleware.md §6); cancellation of the run is returned, never swallowed.
+// can react to (as in DeerFlow); cancellation of the run is returned, never swallowed.
 type ToolErrorHandlingMiddleware struct{}
 
 // NewToolErrorHandlingMiddleware returns the middleware.

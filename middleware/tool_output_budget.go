@@ -14,7 +14,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/sandbox"
 )
 
-// ToolOutputBudget constants (middleware.md §6).
+// ToolOutputBudget constants (as in DeerFlow).
 const (
 	toolResultsDir     = ".tool-results"
 	fallbackTruncateAt = 30000

@@ -6,7 +6,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/agent"
 )
 
-// webResultTools return third-party content (middleware.md §6).
+// webResultTools return third-party content (as in DeerFlow).
 var webResultTools = map[string]bool{"web_fetch": true, "web_search": true, "image_search": true, "web_capture": true}
 
 // ToolResultSanitizationMiddleware (wrap_tool_call) neutralises framework tags in the

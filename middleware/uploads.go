@@ -15,7 +15,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/state"
 )
 
-// Uploads constants (middleware.md §5.2).
+// Uploads constants (DeerFlow's UploadsMiddleware).
 const (
 	// UploadsVirtualDir is where the model sees uploaded files.
 	UploadsVirtualDir = "/mnt/user-data/uploads"
@@ -34,7 +34,7 @@ type UploadedFile struct {
 }
 
 // UploadsMiddleware injects the current message's uploads (additional_kwargs.files) as a
-// <current_uploads> block in front of the user text (middleware.md §5.2).
+// <current_uploads> block in front of the user text (DeerFlow's UploadsMiddleware).
 type UploadsMiddleware struct{}
 
 // NewUploadsMiddleware returns the middleware.

@@ -11,7 +11,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/state"
 )
 
-// ViewImage constants (middleware.md §5.10).
+// ViewImage constants (DeerFlow's ViewImageMiddleware).
 const (
 	ViewImageIDPrefix    = "view-image-context:"
 	KwargViewImageMarker = "deerflow_view_image_context"

@@ -109,8 +109,10 @@ func (b *bench) runLoad(cr collectorRun, spans int, hard time.Duration, sk *sink
 	if err := cmd.Start(); err != nil {
 		return load{}, fmt.Errorf("start collector: %w", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited is closed when the collector is gone; waitErr is then its exit status
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	stopped := false
 	stop := func() {
 		if stopped {
@@ -130,7 +132,7 @@ func (b *bench) runLoad(cr collectorRun, spans int, hard time.Duration, sk *sink
 		stop()
 		return fmt.Errorf("%s: %w\n--- collector log (last lines) ---\n%s", cr.name, err, tail(logPath, 30))
 	}
-	if err := waitReady(ctx, cr.otlpAddr, cr.metrics, exited); err != nil {
+	if err := waitReady(ctx, cr.otlpAddr, cr.metrics, exited, &waitErr); err != nil {
 		return load{}, withLog(err)
 	}
 	var before sinkCount
@@ -167,8 +169,8 @@ func (b *bench) runLoad(cr collectorRun, spans int, hard time.Duration, sk *sink
 		l.SinkB, l.SinkReqs = float64(after.bytes-before.bytes), float64(after.requests-before.requests)
 	}
 	select {
-	case err := <-exited:
-		return load{}, withLog(fmt.Errorf("collector exited during the load: %v", err))
+	case <-exited:
+		return load{}, withLog(fmt.Errorf("collector exited during the load: %v", waitErr))
 	default:
 	}
 	return l, nil
@@ -214,12 +216,12 @@ func parseLoad(out string) (load, error) {
 		MarkS: kv["mark_s"], MarkCPU: kv["mark_cpu_s"], MarkRSS: kv["peak_rss_at_mark_mib"]}, nil
 }
 
-func waitReady(ctx context.Context, otlp, metrics string, exited <-chan error) error {
+func waitReady(ctx context.Context, otlp, metrics string, exited <-chan struct{}, waitErr *error) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
-		case err := <-exited:
-			return fmt.Errorf("collector exited at start: %v", err)
+		case <-exited:
+			return fmt.Errorf("collector exited at start: %v", *waitErr)
 		case <-ctx.Done():
 			return ctx.Err()
 		default:

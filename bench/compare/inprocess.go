@@ -13,18 +13,19 @@ func (b *bench) inProcess() []row {
 
 	gHeap := "subagentmerge, in process (go test -bench HeapPerBufferedSpan: 2,000 unfinished runs held)"
 	heapLabel := "heap bytes per buffered span, subagentmerge vs groupbytrace"
+	heapTarget := &target{"<=", 0.5, "≤ 0.5× groupbytrace"}
 	b.progress("heap per buffered span: go test -bench HeapPerBufferedSpan ./processor/subagentmerge/ (count %d)", n)
 	if res, err := b.goBench("./processor/subagentmerge/", "HeapPerBufferedSpan/^(groupbytrace|subagentmerge)$", b.sz.heapTime, n, b.sz.benchHard); err != nil {
-		rows = append(rows, failedRow(gHeap, heapLabel, err))
+		rows = append(rows, withTarget(failedRow(gHeap, heapLabel, err), heapTarget))
 	} else {
 		ours, err1 := res.metric("BenchmarkHeapPerBufferedSpan/subagentmerge", "heapB/span")
 		peer, err2 := res.metric("BenchmarkHeapPerBufferedSpan/groupbytrace", "heapB/span")
 		if err := firstNonNil(err1, err2); err != nil {
-			rows = append(rows, failedRow(gHeap, heapLabel, err))
+			rows = append(rows, withTarget(failedRow(gHeap, heapLabel, err), heapTarget))
 		} else {
 			o, p, r := series(ours, peer)
 			rows = append(rows, row{group: gHeap, label: heapLabel, unit: "B", ours: o, peer: p, ratio: r,
-				oursIs: "subagentmerge", peerIs: "groupbytrace", target: &target{"<=", 0.5, "≤ 0.5× groupbytrace"}})
+				oursIs: "subagentmerge", peerIs: "groupbytrace", target: heapTarget})
 			b.progress("  heap per buffered span: subagentmerge %s B, groupbytrace %s B", num(median(o)), num(median(p)))
 		}
 	}
@@ -41,19 +42,20 @@ func (b *bench) inProcess() []row {
 	res, err := b.goBench("./receiver/agentusage/", "ThroughputVsOTLP", b.sz.auTime, n, b.sz.benchHard)
 	for _, f := range faces {
 		label := fmt.Sprintf("records/s, %s vs otlp", f.label)
+		auTarget := &target{">=", 0.5, "≥ 0.5× otlp"}
 		if err != nil {
-			rows = append(rows, failedRow(gAU, label, err))
+			rows = append(rows, withTarget(failedRow(gAU, label, err), auTarget))
 			continue
 		}
 		ours, err1 := res.metric("BenchmarkThroughputVsOTLP/"+f.id+"/agentusage", "records/s")
 		peer, err2 := res.metric("BenchmarkThroughputVsOTLP/"+f.id+"/otlp", "records/s")
 		if e := firstNonNil(err1, err2); e != nil {
-			rows = append(rows, failedRow(gAU, label, e))
+			rows = append(rows, withTarget(failedRow(gAU, label, e), auTarget))
 			continue
 		}
 		o, p, r := series(ours, peer)
 		rw := row{group: gAU, label: label, unit: "records/s", ours: o, peer: p, ratio: r,
-			oursIs: "agentusage " + f.id, peerIs: "otlp", target: &target{">=", 0.5, "≥ 0.5× otlp"}}
+			oursIs: "agentusage " + f.id, peerIs: "otlp", target: auTarget}
 		if js, e := res.metric("BenchmarkThroughputVsOTLP/"+f.id+"/otlp_json", "records/s"); e == nil {
 			_, _, rj := series(o, js)
 			rw.facts = append(rw.facts, fmt.Sprintf("against the otlp receiver fed OTLP/HTTP JSON of the same records (the like-for-like text format) the face ran at %.2f× (median)", median(rj)))
@@ -69,20 +71,21 @@ func (b *bench) inProcess() []row {
 	perCall := "µs per model call, full chain vs bare loop"
 	over := "chain overhead µs per model call (full − bare, wall time)"
 	overCPU := "chain overhead µs per model call (full − bare, process CPU time)"
+	overTarget := &target{"<", 50, "< 50 µs per call"}
 	if err != nil {
-		rows = append(rows, failedRow(gMW, perCall, err), failedRow(gMW, over, err), failedRow(gMW, overCPU, err))
+		rows = append(rows, failedRow(gMW, perCall, err), withTarget(failedRow(gMW, over, err), overTarget), failedRow(gMW, overCPU, err))
 	} else {
 		full, e1 := mw.metric(mwName, "full-µs/call")
 		bare, e2 := mw.metric(mwName, "bare-µs/call")
 		ov, e3 := mw.metric(mwName, "overhead-µs/call")
 		ovc, e4 := mw.metric(mwName, "overhead-cpu-µs/call")
 		if e := firstNonNil(e1, e2, e3, e4); e != nil {
-			rows = append(rows, failedRow(gMW, perCall, e), failedRow(gMW, over, e), failedRow(gMW, overCPU, e))
+			rows = append(rows, failedRow(gMW, perCall, e), withTarget(failedRow(gMW, over, e), overTarget), failedRow(gMW, overCPU, e))
 		} else {
 			o, p, r := series(full, bare)
 			rows = append(rows,
 				row{group: gMW, label: perCall, unit: "µs", ours: o, peer: p, ratio: r, oursIs: "full chain", peerIs: "bare loop"},
-				row{group: gMW, label: over, unit: "µs", ours: ov, oursIs: "overhead", target: &target{"<", 50, "< 50 µs per call"},
+				row{group: gMW, label: over, unit: "µs", ours: ov, oursIs: "overhead", target: overTarget,
 					facts: []string{fmt.Sprintf("a model call took %s µs through the full chain and %s µs through the bare loop (medians)", num(median(o)), num(median(p)))}},
 				row{group: gMW, label: overCPU, unit: "µs", ours: ovc, oursIs: "overhead"})
 			b.progress("  chain overhead %s µs per call (wall), %s µs (CPU)", num(median(ov)), num(median(ovc)))
@@ -118,6 +121,11 @@ func (b *bench) gatewayRows() []row {
 		{group: g, label: labels[1], unit: "ms", ours: p50, oursIs: "gateway"},
 		{group: g, label: labels[2], unit: "ms", ours: p99, oursIs: "gateway"},
 	}
+}
+
+func withTarget(r row, t *target) row {
+	r.target = t
+	return r
 }
 
 func firstNonNil(errs ...error) error {

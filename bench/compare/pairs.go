@@ -131,15 +131,25 @@ func (b *bench) collectorPairs() []row {
 	runs := map[string][]load{}
 	errs := map[string]error{}
 	for rep := 1; rep <= b.sz.repeats; rep++ {
+		// one loopback server for every run of the repeat: the pairs send to the same one
+		sk, err := newSink()
+		if err != nil {
+			for _, spec := range runSpecs {
+				errs[spec.id] = err
+				runs[spec.id] = append(runs[spec.id], nanLoad())
+			}
+			continue
+		}
 		for _, spec := range runSpecs {
-			l, err := b.oneRun(spec, rep)
+			l, err := b.oneRun(spec, rep, sk)
 			if err != nil {
 				b.progress("  %s failed: %v", spec.id, err)
 				errs[spec.id] = err
-				l = load{Acked: math.NaN(), Rate: math.NaN(), CPU: math.NaN(), PeakRSS: math.NaN(), MarkS: math.NaN(), MarkCPU: math.NaN(), MarkRSS: math.NaN(), SinkB: math.NaN()}
+				l = nanLoad()
 			}
 			runs[spec.id] = append(runs[spec.id], l)
 		}
+		sk.close()
 	}
 	get := func(id string, f func(load) float64) []float64 {
 		var out []float64
@@ -154,15 +164,24 @@ func (b *bench) collectorPairs() []row {
 	wire := func(l load) float64 { return l.BytesPerSpan() }
 	cpuPerRun := func(l load) float64 { return l.CPU / l.Acked * 1e6 } // µs per run
 
+	// a repeat where either side failed counts for neither; the row stands on the others
+	// and says so
 	pair := func(group, label, unit, ours, peer string, f func(load) float64, t *target) row {
-		if err := firstErr(errs, ours, peer); err != nil {
-			return failedRow(group, label, err)
-		}
+		err := firstErr(errs, ours, peer)
 		o, p, r := series(get(ours, f), get(peer, f))
 		if len(r) == 0 {
-			return failedRow(group, label, fmt.Errorf("no repeat where both %s and %s ran", ours, peer))
+			if err == nil {
+				err = fmt.Errorf("no repeat where both %s and %s ran", ours, peer)
+			}
+			fr := failedRow(group, label, err)
+			fr.target = t
+			return fr
 		}
-		return row{group: group, label: label, unit: unit, ours: o, peer: p, ratio: r, oursIs: ours, peerIs: peer, target: t}
+		rw := row{group: group, label: label, unit: unit, ours: o, peer: p, ratio: r, oursIs: ours, peerIs: peer, target: t}
+		if err != nil {
+			rw.warn = fmt.Sprintf("%d of %d repeats; %s", len(r), b.sz.repeats, strings.SplitN(err.Error(), "\n", 2)[0])
+		}
+		return rw
 	}
 
 	small, large := humanCount(b.sz.e2eSpans), humanCount(b.sz.lsLarge)
@@ -213,11 +232,17 @@ func (b *bench) collectorPairs() []row {
 	// all three from the large run: at its end against when the first `small` runs were acked
 	atMark := func(label, unit string, end, mark func(load) float64, t *target) row {
 		r := row{group: gLSScale, label: label, unit: unit, oursIs: "after " + large, peerIs: "after " + small, target: t}
-		if err := firstErr(errs, "langsmith_large"); err != nil {
-			return failedRow(gLSScale, label, err)
-		}
+		err := firstErr(errs, "langsmith_large")
 		if r.ours, r.peer, r.ratio = series(get("langsmith_large", end), get("langsmith_large", mark)); len(r.ratio) == 0 {
-			return failedRow(gLSScale, label, fmt.Errorf("the load generator did not report its figures after %s runs", small))
+			if err == nil {
+				err = fmt.Errorf("the load generator did not report its figures after %s runs", small)
+			}
+			fr := failedRow(gLSScale, label, err)
+			fr.target = t
+			return fr
+		}
+		if err != nil {
+			r.warn = fmt.Sprintf("%d of %d repeats; %s", len(r.ratio), b.sz.repeats, strings.SplitN(err.Error(), "\n", 2)[0])
 		}
 		return r
 	}
@@ -267,19 +292,22 @@ func exporterFacts(cpu, wire row, peer string) []string {
 func firstErr(errs map[string]error, ids ...string) error {
 	for _, id := range ids {
 		if err := errs[id]; err != nil {
-			return fmt.Errorf("%s: %w", id, err)
+			return err // runLoad's errors start with the run's name
 		}
 	}
 	return nil
 }
 
-// oneRun runs one collector configuration under load, with a fresh sink.
-func (b *bench) oneRun(spec runSpec, rep int) (load, error) {
-	sk, err := newSink()
-	if err != nil {
-		return load{}, err
-	}
-	defer sk.close()
+// nanLoad stands for a failed run: every figure derived from it is NaN, so the repeat
+// counts for neither side of a pair.
+func nanLoad() load {
+	n := math.NaN()
+	return load{Acked: n, Rate: n, CPU: n, PeakRSS: n, MarkS: n, MarkCPU: n, MarkRSS: n, SinkB: n, SinkReqs: n}
+}
+
+// oneRun runs one collector configuration under load; runs go one at a time, so what the
+// sink received during the run is the run's.
+func (b *bench) oneRun(spec runSpec, rep int, sk *sink) (load, error) {
 	cr, err := spec.build(b, sk)
 	if err != nil {
 		return load{}, err

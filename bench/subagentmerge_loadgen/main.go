@@ -2,7 +2,7 @@
 // runs over OTLP/gRPC and reports end-to-end throughput and the collector's peak memory.
 //
 // Every request is acked before it counts (nothing is dropped client side, unlike
-// telemetrygen --rate 0, TOOLCHAIN.md §5). Each worker keeps -runs runs in flight and
+// telemetrygen --rate 0, which drops what the collector refuses). Each worker keeps -runs runs in flight and
 // puts the next few spans of each, in the order spans end (children before parents, the
 // root last), into every request, so a run's spans spread over several requests the way
 // an SDK exports concurrent runs. End to end is measured until the collector's

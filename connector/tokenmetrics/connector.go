@@ -140,7 +140,15 @@ func (c *tokenMetrics) ConsumeTraces(ctx context.Context, td ptrace.Traces) erro
 	if len(c.touchedRes) == 0 {
 		return nil
 	}
-	return c.next.ConsumeMetrics(ctx, c.build(now))
+	// The calls are counted whatever happens downstream. An error is not handed back: the
+	// traces pipeline would return it to the agent's SDK, whose retry would count the same
+	// calls again (and send them to the vendors twice). The values are cumulative, so the
+	// next batch that touches a series carries what this one failed to deliver.
+	if err := c.next.ConsumeMetrics(ctx, c.build(now)); err != nil {
+		c.logger.Warn("token metrics: the metrics pipeline refused a batch; the totals stay counted and go out with the next batch",
+			zap.Error(err))
+	}
+	return nil
 }
 
 // count adds one call to every enabled metric set.

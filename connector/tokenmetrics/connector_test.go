@@ -1,11 +1,15 @@
 package tokenmetrics
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/agentmeter/agentmeter/genai"
 )
@@ -458,4 +462,32 @@ func TestCostCounter(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A refusal downstream is not handed back to the traces pipeline (whose retry would count
+// the same calls twice); the totals stay counted and the next batch carries them.
+func TestDownstreamErrorNotReturned(t *testing.T) {
+	h := newHarness(t, nil)
+	refusing := &failOnce{next: h.sink}
+	h.c.next = refusing
+	h.send(newTrace("agent").chat("gpt-4o", genai.Usage{Input: 100, Output: 10}, nil).traces())
+	assert.Empty(t, h.sink.AllMetrics(), "the first batch was refused")
+	assert.Equal(t, 1, h.logs.FilterMessageSnippet("refused a batch").Len())
+	h.send(newTrace("agent").chat("gpt-4o", genai.Usage{Input: 1, Output: 1}, nil).traces())
+	assert.Equal(t, map[string]float64{"input": 101, "output": 11}, by(latest(t, h.sink), mTokens, "token_type"))
+}
+
+type failOnce struct {
+	next   consumer.Metrics
+	failed bool
+}
+
+func (f *failOnce) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+
+func (f *failOnce) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
+	if !f.failed {
+		f.failed = true
+		return errors.New("queue full")
+	}
+	return f.next.ConsumeMetrics(ctx, md)
 }

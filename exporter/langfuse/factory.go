@@ -5,9 +5,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
-	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/exporter/langfuse/internal/metadata"
@@ -41,18 +39,10 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 	if err != nil {
 		return nil, err
 	}
-	return exporterhelper.NewTraces(ctx, set, cfg, e.push,
-		exporterhelper.WithStart(e.start),
-		exporterhelper.WithShutdown(e.shutdown),
-		// push never changes the batch: Langfuse attributes are spliced into the encoded
-		// request (only the halves of a 413 split, which are copies, are changed).
-		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
-		// the HTTP client's timeout bounds each request, as in otlphttp; a 413 split
-		// sends several requests within one push.
-		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{Timeout: 0}),
-		exporterhelper.WithRetry(c.RetryConfig),
-		exporterhelper.WithQueue(c.QueueConfig),
-	)
+	// push never changes the batch: Langfuse attributes are spliced into the encoded
+	// request (only the halves of a 413 split, which are copies, are changed).
+	return vendorhttp.NewTraces(ctx, set, cfg, vendorhttp.Sender{Push: e.push, Start: e.start, Shutdown: e.shutdown},
+		c.RetryConfig, c.QueueConfig)
 }
 
 // newDisabled is the exporter of a disabled config (docs/contract.md#exporters).

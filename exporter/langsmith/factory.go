@@ -4,9 +4,7 @@ import (
 	"context"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
-	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/exporter/langsmith/internal/metadata"
@@ -33,15 +31,8 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 		return newDisabled(ctx, set, c)
 	}
 	e := newExporter(c, set)
-	return exporterhelper.NewTraces(ctx, set, cfg, e.push,
-		exporterhelper.WithStart(e.start),
-		exporterhelper.WithShutdown(e.shutdown),
-		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
-		// the HTTP client's timeout bounds each request; one export may send several chunks
-		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{Timeout: 0}),
-		exporterhelper.WithRetry(c.RetryConfig),
-		exporterhelper.WithQueue(c.QueueConfig),
-	)
+	return vendorhttp.NewTraces(ctx, set, cfg, vendorhttp.Sender{Push: e.push, Start: e.start, Shutdown: e.shutdown},
+		c.RetryConfig, c.QueueConfig)
 }
 
 // newDisabled accepts and drops spans, and says so once at start (docs/contract.md#exporters).

@@ -260,7 +260,7 @@ func TestSidecarTokenMetricsInPrometheus(t *testing.T) {
 		}
 		require.NoError(t, SendOTLPHTTP(ctx, ports.OTLPHTTP, buildTrace(byte(i+1), calls)))
 		// each batch reaches Prometheus before the next is sent: the second check proves
-		// the exported counter is cumulative (TOOLCHAIN P4), not the latest delta
+		// the exported counter is cumulative (docs/metrics.md), not the latest delta
 		prom.WaitForValue(t, `sum(agentmeter_tokens_total)`, float64(want.total), 30*time.Second)
 	}
 

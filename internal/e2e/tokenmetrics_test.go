@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -42,15 +43,18 @@ func tallyOf(calls []chatSpan) genai.Usage {
 // dashboard returns data (not only parses) over these series.
 func TestTokenMetricSetsAgreeInPrometheus(t *testing.T) {
 	ports := setSidecarEnv(t)
-	startShippedWithFile(t, ports)
+	tracesFile := startShippedWithFile(t, ports)
 	prom := scrapeShipped(t, ports.Prometheus)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
 	calls := tokenMetricsCalls()
 	var sum genai.Usage
+	spans := 0
 	for i := 0; i < 3; i++ {
-		require.NoError(t, SendOTLPHTTP(ctx, ports.OTLPHTTP, buildTrace(byte(i+1), calls)))
+		td := buildTrace(byte(i+1), calls)
+		spans += td.SpanCount()
+		require.NoError(t, SendOTLPHTTP(ctx, ports.OTLPHTTP, td))
 		sum = sum.Add(tallyOf(calls))
 		prom.WaitForValue(t, `sum(agentmeter_tokens_total)`, float64(allKinds(sum)), 30*time.Second)
 	}
@@ -91,6 +95,30 @@ func TestTokenMetricSetsAgreeInPrometheus(t *testing.T) {
 		assert.Equal(t, "unknown", s.Labels["gen_ai_token_modality"])
 		assert.Equal(t, "chat", s.Labels["gen_ai_operation_name"])
 	}
+
+	// the cost counter is the sum of the exported model calls' own cost (the cost step
+	// priced them; the merged subagent cost on the dispatching call is not added again)
+	var cost float64
+	priced := 0
+	for _, sp := range WaitForSpans(t, tracesFile, spans, 30*time.Second) {
+		if !genai.IsModelCallSpan(sp.Name(), sp.Attributes()) {
+			continue
+		}
+		if c, _, ok := genai.CostFromMap(sp.Attributes()); ok {
+			cost += c.Total
+			priced++
+		}
+	}
+	require.Positive(t, priced, "the cost step priced none of the calls")
+	var got float64
+	require.Eventually(t, func() bool {
+		s, err := prom.Query(ctx, `sum(agentmeter_cost_usd_total)`)
+		if err != nil || len(s) != 1 {
+			return false
+		}
+		got = s[0].Value
+		return math.Abs(got-cost) <= 1e-9*math.Max(1, cost)
+	}, 10*time.Second, 200*time.Millisecond, "sum(agentmeter_cost_usd_total) %v, spans' own cost %v", got, cost)
 
 	// every dashboard query answers: rate() needs two samples in its window, so give
 	// Prometheus a few scrapes of the final values

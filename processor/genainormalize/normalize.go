@@ -342,8 +342,55 @@ func (n *normalizer) toolCall(attrs pcommon.Map) {
 	if _, has := attrs.Get(genai.AttrToolCallID); !has {
 		if s := n.first(attrs, callIDSources); s != "" {
 			attrs.PutStr(genai.AttrToolCallID, s)
+		} else if s := n.callIDFromContent(attrs); s != "" {
+			attrs.PutStr(genai.AttrToolCallID, s)
 		}
 	}
+}
+
+// callIDFromContent finds the call id in the tool's recorded input or output, when the
+// convention has no attribute for it: OpenLLMetry records a tool function's arguments
+// (often the tool call itself) and result, OpenInference its input and output values.
+func (n *normalizer) callIDFromContent(attrs pcommon.Map) string {
+	for _, io := range contentSources {
+		if n.convs&io.conv == 0 {
+			continue
+		}
+		out, in := decodeJSONAttr(attrs, io.output), decodeJSONAttr(attrs, io.input)
+		if out == nil && in == nil {
+			continue
+		}
+		if id := genai.ToolCallIDOf(out, in); id != "" {
+			return id
+		}
+	}
+	return ""
+}
+
+var contentSources = []struct {
+	output, input string
+	conv          convMask
+}{
+	{genai.AttrTraceloopEntityOutput, genai.AttrTraceloopEntityInput, convOpenLLMetry},
+	{genai.AttrOIOutputValue, genai.AttrOIInputValue, convOpenInference},
+}
+
+// decodeJSONAttr decodes a JSON object or array held in a string attribute; anything
+// else (absent, plain text, malformed) is nil.
+func decodeJSONAttr(attrs pcommon.Map, key string) any {
+	v, ok := attrs.Get(key)
+	if !ok || v.Type() != pcommon.ValueTypeStr {
+		return nil
+	}
+	raw := strings.TrimSpace(v.Str())
+	if raw == "" || (raw[0] != '{' && raw[0] != '[') {
+		return nil
+	}
+	var out any
+	if json.Unmarshal([]byte(raw), &out) != nil {
+		return nil
+	}
+	return out
 }
 
 type sourceKey struct {

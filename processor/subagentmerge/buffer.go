@@ -137,9 +137,11 @@ func (e *entry) take() held {
 	return h
 }
 
-// tombstone remembers a released trace's span ids for late-span and duplicate checks.
+// tombstone remembers a released trace's span ids for late-span and duplicate checks,
+// and what correcting it needs when late spans come (correction.go; nil until recorded).
 type tombstone struct {
-	spans spanSet
+	spans      spanSet
+	skel, sent []byte
 }
 
 type releasedAt struct {

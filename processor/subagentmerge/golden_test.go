@@ -39,7 +39,7 @@ var goldenCases = []goldenCase{
 		assert.Equal(t, genai.MergeMerged, status(t, out, "call_task_1"))
 	}},
 	{"parallel_tasks", buildParallel, func(t *testing.T, out ptrace.Traces) {
-		// DeerFlow's fixture (test-cases.md A8): 10/5/15 + 20/7/27 → 30/12/42 on dispatch2 only.
+		// DeerFlow's fixture (its pinned case A8): 10/5/15 + 20/7/27 → 30/12/42 on dispatch2 only.
 		d := spanByCalls(t, out, "call_a", "call_b")
 		assertSubagent(t, d, genai.Usage{Input: 30, Output: 12}, 2, "call_a", "call_b")
 		tot, _ := d.Attributes().Get(genai.AttrSubagentTotal)
@@ -67,7 +67,7 @@ var goldenCases = []goldenCase{
 		assertNoSubagentUsage(t, out)
 	}},
 	{"reused_call_id", buildReusedCallID, func(t *testing.T, out ptrace.Traces) {
-		// test-cases.md A8 "reused tool_call_id keeps usage scoped": each dispatcher gets its own.
+		// DeerFlow's pinned case A8 "reused tool_call_id keeps usage scoped": each dispatcher gets its own.
 		var got []int64
 		forEachSpan(out, func(sp ptrace.Span) {
 			if u, ok := genai.SubagentUsageFromMap(sp.Attributes()); ok {

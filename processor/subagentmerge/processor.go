@@ -30,6 +30,8 @@ const (
 // ref is one incoming span, found in the first pass over a batch.
 type ref struct {
 	span   ptrace.Span
+	res    pcommon.Resource
+	scope  pcommon.InstrumentationScope
 	key    spanKey
 	asks   [2]int32 // the span's asked-for tool calls: scratch.asks[asks[0]:asks[1]]
 	rs, ss int32
@@ -42,6 +44,7 @@ type group struct {
 	id          pcommon.TraceID
 	first, last int32
 	released    bool // the whole trace goes on with this batch
+	late        bool // some of its spans came after its release
 	prev        held // its previously buffered spans, when released
 }
 
@@ -52,6 +55,7 @@ type scratch struct {
 	groups  []group
 	byTrace map[pcommon.TraceID]int32
 	evicted []held // traces pushed out by capacity, released with this batch
+	rec     *recorder
 	spans   []ptrace.Span
 }
 
@@ -227,7 +231,7 @@ func (p *subagentMerge) sendReleased(ctx context.Context, bufs []held, c *counts
 	var errs []error
 	for _, b := range bufs {
 		var err error
-		spans, err = p.appendReleased(out, b, spans[:0], c)
+		spans, err = p.appendReleased(out, b, spans[:0], c, what != "shutdown")
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -282,12 +286,23 @@ func (p *subagentMerge) appendHeld(out ptrace.Traces, h held, spans []ptrace.Spa
 	return spans, err
 }
 
-// appendReleased moves one buffered trace into out and merges it.
-func (p *subagentMerge) appendReleased(out ptrace.Traces, h held, spans []ptrace.Span, c *counts) ([]ptrace.Span, error) {
+// appendReleased moves one buffered trace into out and merges it; with record, what
+// its tombstone keeps for late spans is recorded.
+func (p *subagentMerge) appendReleased(out ptrace.Traces, h held, spans []ptrace.Span, c *counts, record bool) ([]ptrace.Span, error) {
+	from := out.ResourceSpans().Len()
 	spans, err := p.appendHeld(out, h, spans)
+	var rec *recorder
+	if record && p.window > 0 && len(spans) > 0 {
+		rec = newRecorder()
+	}
+	rec.beforeAll(spans, true)
 	r := merge.Apply(spans)
 	c.merged += int64(r.Merged)
 	c.orphans += int64(r.Orphans)
+	if rec != nil {
+		rec.afterFrom(out.ResourceSpans(), from)
+		p.attach(spans[0].TraceID(), rec)
+	}
 	return spans, err
 }
 
@@ -323,6 +338,15 @@ func (p *subagentMerge) ConsumeTraces(ctx context.Context, td ptrace.Traces) err
 	return p.next.ConsumeTraces(ctx, td)
 }
 
+// recorder returns the scratch's recorder, emptied (its buffers are reused).
+func (sc *scratch) recorder() *recorder {
+	if sc.rec == nil {
+		sc.rec = newRecorder()
+	}
+	sc.rec.reset()
+	return sc.rec
+}
+
 func (p *subagentMerge) putScratch(sc *scratch) {
 	clear(sc.refs)
 	sc.refs = sc.refs[:0]
@@ -342,8 +366,10 @@ func (p *subagentMerge) process(td ptrace.Traces, sc *scratch, c *counts) error 
 	// Pass 1: index the batch by trace.
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
+		res := rss.At(i).Resource()
 		sss := rss.At(i).ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
+			scope := sss.At(j).Scope()
 			spans := sss.At(j).Spans()
 			for k := 0; k < spans.Len(); k++ {
 				sp := spans.At(k)
@@ -352,7 +378,7 @@ func (p *subagentMerge) process(td ptrace.Traces, sc *scratch, c *counts) error 
 				var key spanKey
 				key, sc.asks = keyOf(sp, sc.asks)
 				sc.refs = append(sc.refs, ref{
-					span: sp, rs: int32(i), ss: int32(j), next: -1,
+					span: sp, res: res, scope: scope, rs: int32(i), ss: int32(j), next: -1,
 					key: key, asks: [2]int32{from, int32(len(sc.asks))},
 				})
 				tid := sp.TraceID()
@@ -390,11 +416,18 @@ func (p *subagentMerge) process(td ptrace.Traces, sc *scratch, c *counts) error 
 		removeNotKept(td, sc.refs)
 	}
 
-	// Pass 4: merge what is released now, and mark late tool spans.
+	// Pass 4: merge what is released now, and what came after its trace's release.
 	for gi := range sc.groups {
 		g := &sc.groups[gi]
+		if g.late {
+			p.correctLate(td, sc, g, c)
+		}
 		if !g.released {
 			continue
+		}
+		var rec *recorder
+		if p.window > 0 {
+			rec = sc.recorder()
 		}
 		spans := sc.spans[:0]
 		for r := g.first; r >= 0; r = sc.refs[r].next {
@@ -402,30 +435,88 @@ func (p *subagentMerge) process(td ptrace.Traces, sc *scratch, c *counts) error 
 				spans = append(spans, sc.refs[r].span)
 			}
 		}
+		from := td.ResourceSpans().Len()
 		var err error
 		if spans, err = p.appendHeld(td, g.prev, spans); err != nil {
 			errs = append(errs, err)
 		}
 		g.prev = held{}
+		rec.beforeAll(spans, false)
 		r := merge.Apply(spans)
 		c.merged += int64(r.Merged)
 		c.orphans += int64(r.Orphans)
+		if rec != nil {
+			for r := g.first; r >= 0; r = sc.refs[r].next {
+				if ref := &sc.refs[r]; ref.fate == fateKeep {
+					rec.after(ref.span, ref.res, ref.scope)
+				}
+			}
+			rec.afterFrom(td.ResourceSpans(), from)
+			p.attach(g.id, rec)
+		}
 		sc.spans = spans
 	}
 	for _, h := range sc.evicted {
 		var err error
-		if sc.spans, err = p.appendReleased(td, h, sc.spans[:0], c); err != nil {
+		if sc.spans, err = p.appendReleased(td, h, sc.spans[:0], c, true); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if c.late > 0 {
-		for i := range sc.refs {
-			if sc.refs[i].fate == fateLate {
-				markLate(sc.refs[i].span)
-			}
+	return errors.Join(errs...)
+}
+
+// correctLate merges g's late spans into their released trace (correction.go): they go
+// on with what the merge now says about them, and every dispatching span it corrects
+// is re-emitted with this batch. Without a record of the trace (released before the
+// record was kept, or late_span_window off) late tool spans are marked late instead.
+func (p *subagentMerge) correctLate(td ptrace.Traces, sc *scratch, g *group, c *counts) {
+	var late []lateSpan
+	for r := g.first; r >= 0; r = sc.refs[r].next {
+		if ref := &sc.refs[r]; ref.fate == fateLate {
+			late = append(late, lateSpan{span: ref.span, res: ref.res, scope: ref.scope})
 		}
 	}
-	return errors.Join(errs...)
+	s := &p.shards[shardIndex(g.id)]
+	s.mu.Lock()
+	var cr correction
+	var err error
+	done := false
+	if tomb := s.released[g.id]; tomb != nil && tomb.skel != nil {
+		// under the shard lock: two late batches of one trace are corrected one after
+		// the other, each on the record the other left
+		if cr, err = p.correct(tomb.skel, tomb.sent, late); err == nil {
+			tomb.skel, tomb.sent = cr.skel, cr.sent
+			done = true
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		p.logger.Error("correcting a released trace failed; its late spans go on marked late", zap.Error(err))
+	}
+	if !done {
+		for _, l := range late {
+			markLate(l.span)
+		}
+		return
+	}
+	cr.out.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+	c.corrected += int64(cr.n)
+}
+
+// attach stores what rec recorded of a released trace on its tombstone.
+func (p *subagentMerge) attach(id pcommon.TraceID, rec *recorder) {
+	skel := rec.skel.message()
+	sent, err := p.marshaler.MarshalTraces(rec.sent)
+	if err != nil {
+		p.logger.Error("recording a released trace failed; spans arriving after it will not be merged", zap.Error(err))
+		return
+	}
+	s := &p.shards[shardIndex(id)]
+	s.mu.Lock()
+	if tomb := s.released[id]; tomb != nil && tomb.skel == nil {
+		tomb.skel, tomb.sent = skel, sent
+	}
+	s.mu.Unlock()
 }
 
 // place decides the fate of one trace's spans in this batch.
@@ -447,6 +538,7 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 			}
 			tomb.spans.add(ref.key, nil)
 			ref.fate = fateLate
+			g.late = true
 			c.late++
 		}
 		return nil

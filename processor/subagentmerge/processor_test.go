@@ -101,7 +101,7 @@ func TestIdleTraceIsReleasedAfterWaitDuration(t *testing.T) {
 	assertSubagent(t, spanByCalls(t, canonical(sink.AllTraces()...), "call_task_1"), genai.Usage{Input: 10, Output: 5}, 1, "call_task_1")
 }
 
-func TestLateSpansArePassedOnAndMarked(t *testing.T) {
+func TestLateSpansAreMergedAndTheDispatcherCorrected(t *testing.T) {
 	cfg := defaultTestConfig()
 	cfg.WaitDuration = 20 * time.Millisecond
 	p, sink, tel := newTestProcessor(t, cfg)
@@ -122,14 +122,25 @@ func TestLateSpansArePassedOnAndMarked(t *testing.T) {
 	assert.Zero(t, sink.SpanCount(), "an announced tool call is missing")
 	require.Eventually(t, func() bool { return sink.SpanCount() == 2 }, 5*time.Second, 5*time.Millisecond)
 	require.NoError(t, p.ConsumeTraces(context.Background(), clone(late)))
-	require.Equal(t, 5, sink.SpanCount(), "late spans go on at once")
-	out := canonical(sink.AllTraces()...)
-	assert.Equal(t, genai.MergeLate, status(t, out, "call_late"))
+	// the 3 late spans go on at once, merged, with the dispatching chat span re-emitted
+	require.Equal(t, 6, sink.SpanCount(), "late spans and one correction go on at once")
 	assert.Equal(t, int64(3), counterValue(t, tel, "otelcol_processor_subagentmerge_late_spans"))
+	assert.Equal(t, int64(1), counterValue(t, tel, "otelcol_processor_subagentmerge_corrections"))
+	lateOut := canonical(sink.AllTraces()[1])
+	assert.Equal(t, genai.MergeMerged, status(t, lateOut, "call_late"), "the late task is merged, not just marked")
+	fix := spanByCalls(t, lateOut, "call_late")
+	assertSubagent(t, fix, genai.Usage{Input: 5, Output: 5}, 1, "call_late")
+	assertOwn(t, fix, genai.Usage{Input: 1, Output: 1})
+	st, _ := fix.Attributes().Get(genai.AttrMergeStatus)
+	assert.Equal(t, genai.MergeCorrected, st.Str(), "re-emitted under the same span id, marked so counting skips it")
+	first := spanByCalls(t, canonical(sink.AllTraces()[0]), "call_late")
+	assert.Equal(t, first.SpanID(), fix.SpanID())
+	_, had := first.Attributes().Get(genai.AttrSubagentInput)
+	assert.False(t, had, "its first emission had nothing to merge")
 
-	// a retry of the late batch is dropped
+	// a retry of the late batch is dropped, and corrects nothing again
 	require.NoError(t, p.ConsumeTraces(context.Background(), clone(late)))
-	assert.Equal(t, 5, sink.SpanCount())
+	assert.Equal(t, 6, sink.SpanCount())
 	assert.Equal(t, int64(3), counterValue(t, tel, "otelcol_processor_subagentmerge_duplicates_dropped"))
 }
 
@@ -235,7 +246,10 @@ func TestConcurrentConsumers(t *testing.T) {
 	}
 	wg.Wait()
 	require.NoError(t, p.Shutdown(context.Background()))
-	assert.Equal(t, wantSpans, sink.SpanCount())
+	// traces split by the short wait_duration come with re-emitted corrections: every
+	// span once besides them
+	_, counted := upserted(sink.AllTraces())
+	assert.Len(t, counted, wantSpans)
 }
 
 func releasedBy(t *testing.T, tel *componenttest.Telemetry, reason string) int64 {

@@ -66,6 +66,7 @@ type counts struct {
 	released         [5]int64 // by reason index
 	merged, orphans  int64
 	late, duplicates int64
+	corrected        int64
 }
 
 func (t *telemetry) record(ctx context.Context, c *counts) {
@@ -83,6 +84,7 @@ func (t *telemetry) record(ctx context.Context, c *counts) {
 	add(t.tb.ProcessorSubagentmergeOrphans, c.orphans)
 	add(t.tb.ProcessorSubagentmergeLateSpans, c.late)
 	add(t.tb.ProcessorSubagentmergeDuplicatesDropped, c.duplicates)
+	add(t.tb.ProcessorSubagentmergeCorrections, c.corrected)
 }
 
 func (t *telemetry) shutdown() error {

@@ -128,7 +128,7 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("agent %s: middleware %q implements no hook", cfg.Name, name)
 		}
 	}
-	// after_model and after_agent run in reverse list order (middleware.md §1).
+	// after_model and after_agent run in reverse list order (DeerFlow's hook execution model).
 	slices.Reverse(a.afterModel)
 	slices.Reverse(a.afterAgent)
 	// Compose wrappers so index 0 is outermost: wrap from the innermost outwards.

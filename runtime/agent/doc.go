@@ -17,7 +17,7 @@
 //     or return a response without calling next (short-circuit, e.g. an error fallback).
 //   - AfterModel: after every model call, in REVERSE list order (mN first) — DeerFlow
 //     relies on this: SafetyFinishReason is registered late so it sees the raw response
-//     first (middleware.md §3.4).
+//     first (DeerFlow puts Safety and Clarification last).
 //   - WrapToolCall: around every tool execution; m0 outermost. May short-circuit (e.g.
 //     Clarification returns a ToolResponse with Update.JumpTo = "end").
 //   - AfterAgent: once at the end of the run (also after jump_to end), in REVERSE order.

@@ -9,7 +9,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/sandbox"
 )
 
-// Stop reasons written to the run context by guard middlewares (middleware.md §4). A run
+// Stop reasons written to the run context by guard middlewares (DeerFlow's stop reasons). A run
 // that stops for one of them still finishes with status success.
 const (
 	StopLoopCapped        = "loop_capped"

@@ -46,7 +46,7 @@ type Model struct {
 	APIKeyEnv string `yaml:"api_key_env"`
 	// StreamUsage requests usage in streamed responses (OpenAI stream_options.include_usage).
 	// Default true for every OpenAI-compatible endpoint; an explicit false is kept
-	// (DeerFlow observability.md §2). Ignored by providers without the option.
+	// (DeerFlow's stream_usage default). Ignored by providers without the option.
 	StreamUsage *bool `yaml:"stream_usage"`
 	// Stream makes calls use the provider's streaming API (default true).
 	Stream *bool `yaml:"stream"`

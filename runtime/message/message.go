@@ -29,7 +29,7 @@ const (
 // Well-known additional_kwargs keys the runtime itself writes or reads.
 const (
 	// KwargSubagentTokenUsage is the {input_tokens, output_tokens, total_tokens} map the
-	// task tool stamps on its terminal ToolMessage (observability.md §4.4).
+	// task tool stamps on its terminal ToolMessage (DeerFlow's terminal ToolMessage contract).
 	KwargSubagentTokenUsage = "subagent_token_usage"
 	// KwargSubagentStatus is the terminal subagent status on the task ToolMessage.
 	KwargSubagentStatus = "subagent_status"
@@ -165,7 +165,7 @@ func (m Message) ToolCallIDs() []string {
 }
 
 // ModelName is response_metadata.model_name, else response_metadata.model, else "" —
-// DeerFlow's lookup order for the per-model journal bucket (observability.md §5.2).
+// DeerFlow's lookup order for the per-model journal bucket (DeerFlow's LLM-end accounting).
 func (m Message) ModelName() string {
 	for _, k := range []string{MetaModelName, MetaModel} {
 		if s, ok := m.ResponseMetadata[k].(string); ok && s != "" {

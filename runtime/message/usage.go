@@ -53,7 +53,7 @@ func (u UsageMetadata) GenAI() genai.Usage {
 }
 
 // Total is TotalTokens, or input + output when TotalTokens is 0 (DeerFlow's rule for
-// providers that omit the total, observability.md §4.1 and §5.2).
+// providers that omit the total, as DeerFlow's SubagentTokenCollector and LLM-end accounting do).
 func (u UsageMetadata) Total() int64 {
 	if u.TotalTokens > 0 {
 		return u.TotalTokens

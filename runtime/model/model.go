@@ -40,7 +40,7 @@ type ToolSpec struct {
 }
 
 // Request is one model call. Callers build a fresh Request per call; wrap_model_call
-// hooks may replace fields on a copy (request rewrites are ephemeral, middleware.md §1).
+// hooks may replace fields on a copy (request rewrites are ephemeral, DeerFlow's hook execution model).
 type Request struct {
 	// Messages is the conversation, system messages first. Read-only.
 	Messages []message.Message

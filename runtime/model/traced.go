@@ -68,7 +68,7 @@ func WithObserver(ctx context.Context, o Observer) context.Context {
 // IsolateObservers returns ctx whose model calls are reported only to obs, dropping the
 // observers inherited from the parent. The subagent executor uses it so the parent's
 // RunJournal never sees a subagent's calls inline — they reach it once, as external
-// records (observability.md §4.2), which prevents double counting.
+// records (DeerFlow's SubagentResult), which prevents double counting.
 func IsolateObservers(ctx context.Context, obs ...Observer) context.Context {
 	return context.WithValue(ctx, observersKey{}, append([]Observer(nil), obs...))
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/tool"
 )
 
-// MaxBrief bounds subagent_result_brief and subagent_error (observability.md §4.4).
+// MaxBrief bounds subagent_result_brief and subagent_error (DeerFlow's terminal ToolMessage contract).
 const MaxBrief = 2000
 
 // TaskTool is the task tool: it dispatches a subagent through an Executor.
@@ -70,7 +70,7 @@ func (t *TaskTool) Call(ctx context.Context, call tool.Call) (tool.Result, error
 	var index atomic.Int64
 	task.OnModelCall = func(resp *model.Response, records []journal.UsageRecord) {
 		// One event per captured AI message: message_index is 1-based and
-		// total_messages the messages captured so far (observability.md §4.3).
+		// total_messages the messages captured so far (DeerFlow's task polling loop).
 		n := index.Add(1)
 		env.EmitEvent("task_running", map[string]any{
 			"task_id": call.ID, "message": resp.Message, "message_index": n, "total_messages": n,
@@ -126,7 +126,7 @@ func usagePayload(records []journal.UsageRecord) any {
 var capLabels = map[string]string{"token_capped": "token budget", "turn_capped": "turn budget", "loop_capped": "repeated tool-call loop"}
 
 // TerminalMessage formats the task ToolMessage content and additional_kwargs of an
-// outcome (observability.md §4.4).
+// outcome (DeerFlow's terminal ToolMessage contract).
 func TerminalMessage(o Outcome) (string, map[string]any) {
 	label := capLabels[o.StopReason]
 	detail := strings.TrimSpace(o.Error)

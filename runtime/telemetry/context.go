@@ -52,7 +52,7 @@ func WithCaller(ctx context.Context, caller string) context.Context {
 }
 
 // CallerFrom returns the caller tag of ctx, "lead_agent" when none was set (DeerFlow
-// counts untagged calls as the lead agent's, observability.md §5.1).
+// counts untagged calls as the lead agent's, DeerFlow's caller identification from tags).
 func CallerFrom(ctx context.Context) string {
 	if c, ok := ctx.Value(callerKey{}).(string); ok && c != "" {
 		return c

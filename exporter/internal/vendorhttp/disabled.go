@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configretry"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
@@ -22,5 +24,30 @@ func NewDisabled(ctx context.Context, set exporter.Settings, cfg component.Confi
 			return nil
 		}),
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
+	)
+}
+
+// Sender is what a vendor exporter plugs into NewTraces.
+type Sender struct {
+	Push     func(context.Context, ptrace.Traces) error
+	Start    func(context.Context, component.Host) error
+	Shutdown func(context.Context) error
+}
+
+// NewTraces wraps a vendor exporter in exporterhelper the way both vendor exporters want
+// it: the sending queue and retry policy of the config, MutatesData false (push reads
+// the batch and never writes it; the parts of a 413 split are copies), and no overall
+// timeout, because the HTTP client's timeout bounds each request and one push may send
+// several (chunks, the halves of a split).
+func NewTraces(ctx context.Context, set exporter.Settings, cfg component.Config, s Sender,
+	retry configretry.BackOffConfig, queue configoptional.Optional[exporterhelper.QueueBatchConfig],
+) (exporter.Traces, error) {
+	return exporterhelper.NewTraces(ctx, set, cfg, s.Push,
+		exporterhelper.WithStart(s.Start),
+		exporterhelper.WithShutdown(s.Shutdown),
+		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
+		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{Timeout: 0}),
+		exporterhelper.WithRetry(retry),
+		exporterhelper.WithQueue(queue),
 	)
 }

@@ -147,7 +147,7 @@ func (s *Spec) validate(schema map[string]any, v any, path string, probs *[]stri
 		}
 	}
 	if alts, ok := schema["oneOf"].([]any); ok {
-		// lenient: at least one alternative (SOURCES.md lists the spec's ambiguous oneOfs)
+		// lenient: at least one alternative (several of the spec's oneOfs overlap, so exactly-one would reject valid bodies)
 		matched := false
 		for _, sub := range alts {
 			if m, ok := sub.(map[string]any); ok {
@@ -228,7 +228,7 @@ func (s *Spec) validate(schema map[string]any, v any, path string, probs *[]stri
 				*probs = append(*probs, fmt.Sprintf("%s: want integer, got %v", path, n))
 			}
 		case string:
-			// OTLP/JSON writes int64 as a decimal string; Langfuse accepts it (SOURCES.md quirk).
+			// OTLP/JSON writes int64 as a decimal string; Langfuse accepts it.
 			if _, err := strconv.ParseInt(n, 10, 64); err != nil || !lenientInt64(path) {
 				*probs = append(*probs, fmt.Sprintf("%s: want integer, got string %q", path, n))
 			}

@@ -4,7 +4,7 @@
 // through base_url.
 //
 // Streaming requests send stream_options.include_usage=true unless the model config says
-// stream_usage: false (DeerFlow observability.md §2: on by default for every
+// stream_usage: false (DeerFlow's stream_usage default: on by default for every
 // OpenAI-compatible endpoint, explicit false kept). Usage is taken from the chunk that
 // carries it — normally the last one, with or without choices. Usage is normalised per
 // docs/contract.md#usage: prompt_tokens already includes cached tokens (cache_read = cached_tokens,

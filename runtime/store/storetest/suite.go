@@ -333,7 +333,7 @@ func testInterruptRuns(t *testing.T, s store.RunStore) {
 	}
 }
 
-// PinnedExampleJSON is DeerFlow's pinned aggregation (observability.md §7.4, A15).
+// PinnedExampleJSON is DeerFlow's pinned aggregation (DeerFlow's token-usage response body, A15).
 const PinnedExampleJSON = `{"total_tokens":150,"total_input_tokens":90,"total_output_tokens":60,"total_runs":2,"by_model":{"unknown":{"tokens":150,"runs":2}},"by_caller":{"lead_agent":120,"subagent":25,"middleware":5}}`
 
 // SeedPinnedExample writes the rows of the pinned example into thread (and one run of

@@ -183,7 +183,7 @@ func indexDispatchers(nodes []node) map[string][]int32 {
 }
 
 // pickDispatcher chooses the chat span that dispatched tool span t among the candidates
-// that list its call id. Provider tool-call ids can repeat (observability.md §3.3 keeps
+// that list its call id. Provider tool-call ids can repeat (DeerFlow's merge onto the dispatching AIMessage keeps
 // usage scoped to its own history), so a candidate under the same agent run (same parent)
 // wins, and among several the latest one that started no later than the tool did: the
 // response that immediately preceded the call. Returns -1 when there is none.

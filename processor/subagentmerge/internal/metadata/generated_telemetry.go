@@ -28,6 +28,7 @@ type TelemetryBuilder struct {
 	meter                                   metric.Meter
 	mu                                      sync.Mutex
 	registrations                           []metric.Registration
+	ProcessorSubagentmergeCorrections       metric.Int64Counter
 	ProcessorSubagentmergeDuplicatesDropped metric.Int64Counter
 	ProcessorSubagentmergeLateSpans         metric.Int64Counter
 	ProcessorSubagentmergeOrphans           metric.Int64Counter
@@ -106,6 +107,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.ProcessorSubagentmergeCorrections, err = builder.meter.Int64Counter(
+		"otelcol_processor_subagentmerge_corrections",
+		metric.WithDescription("Dispatching spans re-emitted (agentmeter.merge.status corrected) because spans of their trace arrived after its release and changed their merged usage. [Development]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ProcessorSubagentmergeDuplicatesDropped, err = builder.meter.Int64Counter(
 		"otelcol_processor_subagentmerge_duplicates_dropped",
 		metric.WithDescription("Spans dropped because a span with the same trace id and span id was already accepted. [Development]"),

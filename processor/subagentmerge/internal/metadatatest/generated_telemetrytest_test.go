@@ -28,11 +28,15 @@ func TestSetupTelemetry(t *testing.T) {
 		observer.Observe(1)
 		return nil
 	}))
+	tb.ProcessorSubagentmergeCorrections.Add(context.Background(), 1)
 	tb.ProcessorSubagentmergeDuplicatesDropped.Add(context.Background(), 1)
 	tb.ProcessorSubagentmergeLateSpans.Add(context.Background(), 1)
 	tb.ProcessorSubagentmergeOrphans.Add(context.Background(), 1)
 	tb.ProcessorSubagentmergeSpansMerged.Add(context.Background(), 1)
 	tb.ProcessorSubagentmergeTracesReleased.Add(context.Background(), 1)
+	AssertEqualProcessorSubagentmergeCorrections(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorSubagentmergeDuplicatesDropped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())

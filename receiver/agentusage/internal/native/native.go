@@ -1,5 +1,5 @@
 // Package native decodes agentmeter's own usage records (POST /v1/usage): the
-// RunJournal record shape of DeerFlow (observability.md §4.1, §5.4) plus the ids the
+// RunJournal record shape of DeerFlow (its SubagentTokenCollector and external usage records) plus the ids the
 // contract needs, one record per model call. See docs/agentusage.md for the schema.
 package native
 

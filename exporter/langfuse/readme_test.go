@@ -1,0 +1,15 @@
+package langfuse
+
+import (
+	"testing"
+
+	"go.opentelemetry.io/collector/component"
+
+	"github.com/agentmeter/agentmeter/internal/envconfig"
+	"github.com/agentmeter/agentmeter/internal/readmetest"
+)
+
+// README.md's configuration table gives the defaults the code has.
+func TestREADMEDefaults(t *testing.T) {
+	readmetest.Defaults(t, "README.md", func() component.Config { return newConfig(envconfig.FromMap(nil)) }, 4)
+}

@@ -1,0 +1,120 @@
+package genai
+
+import (
+	"maps"
+	"slices"
+)
+
+// maxJSONDepth bounds the walks over decoded JSON below: vendor payloads are arbitrary.
+const maxJSONDepth = 48
+
+// ToolCallIDOf finds the provider tool-call id a tool run answered, from what the run
+// returned (output) or was given (input), both decoded JSON, without knowing the
+// framework's exact shape:
+//   - a result naming the call it answers: LangChain's ToolMessage (tool_call_id, also
+//     serialised as {"lc":1,"kwargs":{"tool_call_id":...}}), an OpenAI tool message
+//     (tool_call_id), an Anthropic tool_result block (tool_use_id), an OpenAI Responses
+//     function_call_output (call_id);
+//   - an input that is the call itself, at the top or one level down (OpenLLMetry records
+//     a tool function's input as {"args":[...],"kwargs":{...}}): LangChain's ToolCall
+//     ({"id","name","args"}, alone or under "tool_call"), an OpenAI tool call
+//     ({"id","type":"function","function"}), an Anthropic tool_use block.
+//
+// The output is asked first: it is the framework's own record of which call was
+// answered. "" when neither says.
+func ToolCallIDOf(output, input any) string {
+	for _, v := range []any{output, input} {
+		for _, key := range []string{"tool_call_id", "tool_use_id"} {
+			if id := FindString(v, key); id != "" {
+				return id
+			}
+		}
+		if id := callIDOf(v); id != "" {
+			return id
+		}
+		// one level down: the values of an object, the elements of an array
+		switch t := v.(type) {
+		case map[string]any:
+			for _, k := range slices.Sorted(maps.Keys(t)) {
+				if id := callIDOf(t[k]); id != "" {
+					return id
+				}
+				if arr, ok := t[k].([]any); ok {
+					for _, e := range arr {
+						if id := callIDOf(e); id != "" {
+							return id
+						}
+					}
+				}
+			}
+		case []any:
+			for _, e := range t {
+				if id := callIDOf(e); id != "" {
+					return id
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// callIDOf is the id of v when v is one tool call (or an OpenAI Responses call output).
+func callIDOf(v any) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return ""
+	}
+	if typ, _ := m["type"].(string); typ == "function_call_output" || typ == "function_call" {
+		if id, _ := m["call_id"].(string); id != "" {
+			return id
+		}
+	}
+	if tc, ok := m["tool_call"].(map[string]any); ok {
+		m = tc
+	}
+	id, _ := m["id"].(string)
+	if id == "" {
+		return ""
+	}
+	typ, _ := m["type"].(string)
+	_, hasFunction := m["function"].(map[string]any)
+	_, hasArgs := m["args"]
+	_, hasName := m["name"].(string)
+	switch {
+	case typ == "tool_use", typ == "function" && hasFunction, typ == "tool_call" && hasName:
+		return id
+	case typ == "" && hasName && hasArgs:
+		return id
+	}
+	return ""
+}
+
+// FindString returns the first non-empty string stored under key anywhere in decoded
+// JSON v (depth first, object keys in sorted order so the answer is deterministic).
+func FindString(v any, key string) string {
+	var walk func(v any, depth int) string
+	walk = func(v any, depth int) string {
+		if depth > maxJSONDepth {
+			return ""
+		}
+		switch t := v.(type) {
+		case map[string]any:
+			if s, ok := t[key].(string); ok && s != "" {
+				return s
+			}
+			for _, k := range slices.Sorted(maps.Keys(t)) {
+				if s := walk(t[k], depth+1); s != "" {
+					return s
+				}
+			}
+		case []any:
+			for _, e := range t {
+				if s := walk(e, depth+1); s != "" {
+					return s
+				}
+			}
+		}
+		return ""
+	}
+	return walk(v, 0)
+}
