@@ -8,11 +8,13 @@
 #   RUNS=100000,500000 EXPORTERS=langsmith bench/exporter_memory.sh
 #   QUEUE='{sizer: requests, queue_size: 1000, block_on_overflow: false}' bench/exporter_memory.sh   # the old default queue
 #   AGENTMETER_COLLECTOR=/path/to/collector bench/exporter_memory.sh
+#   AGENTMETER_COLLECTOR=/path/to/older/collector ENABLE=true bench/exporter_memory.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-200000,1000000}
 EXPORTERS=${EXPORTERS:-langsmith,langfuse}
 QUEUE=${QUEUE:-}
+ENABLE=${ENABLE:-false}   # true: also write enabled: true (for a build older than keys-in-YAML-enable)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -26,4 +28,4 @@ cp "$collector" "$tmp/agentmeter-collector"
 go build -o "$tmp/loadgen" ./bench/subagentmerge_loadgen
 go build -o "$tmp/exporter_memory" ./bench/exporter_memory
 "$tmp/exporter_memory" -collector "$tmp/agentmeter-collector" -loadgen "$tmp/loadgen" \
-  -exporters "$EXPORTERS" -runs "$RUNS" -queue "$QUEUE" -dir "$tmp"
+  -exporters "$EXPORTERS" -runs "$RUNS" -queue "$QUEUE" -enable="$ENABLE" -dir "$tmp"

@@ -31,6 +31,10 @@ const (
 	// AttrCostPrice names the price-table row a table cost used ("anthropic/claude-sonnet-4@2025-05-22"),
 	// so a cost can be traced back to the price that made it.
 	AttrCostPrice = "agentmeter.cost.price"
+	// AttrCostCacheSavings is what the call's cache reads saved against paying the input
+	// rate for them (cache_read tokens × (input rate − cache-read rate), USD); written by
+	// the cost step with a table cost, when positive.
+	AttrCostCacheSavings = "agentmeter.cost.cache_savings_usd"
 
 	// Merged subagent cost on a dispatching model call: the sum of the cost of the model
 	// calls under its task runs, like agentmeter.subagent.*_tokens.
@@ -74,7 +78,11 @@ const (
 	MetricCost     = "agentmeter.cost.usd"
 	MetricCostUnit = "{USD}"
 	MetricCostProm = "agentmeter_cost_usd_total"
-	LabelCostType  = "cost_type"
+	// MetricCacheSavings counts agentmeter.cost.cache_savings_usd (Prometheus
+	// agentmeter_cache_savings_usd_total), with the token counter's labels.
+	MetricCacheSavings     = "agentmeter.cache_savings.usd"
+	MetricCacheSavingsProm = "agentmeter_cache_savings_usd_total"
+	LabelCostType          = "cost_type"
 	// CostTypeUnsplit is the cost_type of the part of a provider-reported total that came
 	// without a breakdown, so the cost_type series still add up to the total.
 	CostTypeUnsplit = "unsplit"

@@ -53,6 +53,16 @@ func Compute(b Buckets, row *ResolvedRow) genai.Cost {
 	return c
 }
 
+// CacheSavings is what b's cache reads saved at row's rates for its prompt size: the
+// reads priced at the input rate minus priced at the cache-read rate (never negative).
+func CacheSavings(b Buckets, row *ResolvedRow) float64 {
+	p := row.PriceFor(b.Prompt())
+	if b.CacheRead == 0 || p.CacheRead >= p.Input {
+		return 0
+	}
+	return round12(part(b.CacheRead, p.Input) - part(b.CacheRead, p.CacheRead))
+}
+
 func part(tokens int64, perMillion float64) float64 {
 	if tokens == 0 {
 		return 0

@@ -226,3 +226,16 @@ func TestTierDefaults(t *testing.T) {
 	// cache_read was set: it carries over; writes and reasoning were defaults: they follow the tier
 	assert.Equal(t, Price{Input: 2, Output: 6, CacheRead: 0.1, CacheWrite: 2, CacheWrite1h: 2, Reasoning: 6}, r.Tiers[0].Price)
 }
+
+func TestCacheSavings(t *testing.T) {
+	tab := ruleTable(t)
+	at := time.Date(2025, 10, 1, 0, 0, 0, 0, time.UTC)
+	row, _ := tab.Lookup("anthropic", "claude-x", at)
+	// 50k reads at $3 instead of $0.3 per million
+	assert.InDelta(t, 0.135, CacheSavings(Split(genai.Usage{Input: 100_000, CacheRead: 50_000}, 0), row), 1e-12)
+	// above the tier: $6 instead of $0.6
+	assert.InDelta(t, 1.35, CacheSavings(Split(genai.Usage{Input: 300_000, CacheRead: 250_000}, 0), row), 1e-12)
+	assert.Zero(t, CacheSavings(Split(genai.Usage{Input: 100}, 0), row))
+	row, _ = tab.Lookup("openai", "r-x", at) // no cache price: reads cost the input rate
+	assert.Zero(t, CacheSavings(Split(genai.Usage{Input: 100, CacheRead: 50}, 0), row))
+}

@@ -37,15 +37,22 @@ func main() {
 		exporters = flag.String("exporters", "langsmith,langfuse", "exporters to measure")
 		runs      = flag.String("runs", "200000,1000000", "run counts (spans) to send, comma-separated")
 		queue     = flag.String("queue", "", "sending_queue YAML to use instead of the default (e.g. the old default)")
+		enable    = flag.Bool("enable", false, "also write enabled: true (a build from before a key in the YAML enabled the langsmith exporter)")
 		flat      = flag.Float64("flat", 0.20, "largest allowed relative growth of the peak RSS from the first run count to the last")
 		dir       = flag.String("dir", "", "working folder (default: a temporary one)")
 	)
 	flag.Parse()
+	if *enable {
+		extraYAML = ", enabled: true"
+	}
 	if err := run(*collector, *loadgen, strings.Split(*exporters, ","), *runs, *queue, *flat, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "exporter_memory:", err)
 		os.Exit(1)
 	}
 }
+
+// extraYAML is appended to every exporter's settings.
+var extraYAML string
 
 type result struct {
 	peakMiB, rate float64
@@ -144,6 +151,7 @@ func once(collector, loadgen, dir, exporter, sinkURL, queue string, spans int) (
 	if queue != "" {
 		body += ", sending_queue: " + queue
 	}
+	body += extraYAML
 	body += "}"
 	cfg := fmt.Sprintf(`receivers:
   otlp:

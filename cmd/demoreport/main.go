@@ -117,6 +117,10 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	col := exec.Command(o.collector, "--config", o.config, "--config", overlay,
 		"--feature-gates=confmap.enableMergeAppendOption")
 	col.Env = append(os.Environ(), "AGENTMETER_DEMO_TRACES_FILE="+tracesFile)
+	if os.Getenv("AGENTMETER_STORAGE_DIR") == "" {
+		// a fresh store per demo: nothing left from an earlier run is sent again
+		col.Env = append(col.Env, "AGENTMETER_STORAGE_DIR="+filepath.Join(filepath.Dir(tracesFile), "storage"))
+	}
 	col.Stdout, col.Stderr = logFile, logFile
 	if err := col.Start(); err != nil {
 		return fmt.Errorf("start collector %s: %w", o.collector, err)

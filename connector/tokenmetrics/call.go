@@ -36,6 +36,7 @@ type call struct {
 	// emitter), when it has one: hasCost is false for an unpriced call.
 	cost    genai.Cost
 	hasCost bool
+	savings float64 // agentmeter.cost.cache_savings_usd, 0 when absent
 
 	caller, agent, model, provider string // agentmeter labels
 
@@ -86,6 +87,10 @@ func readCall(sp ptrace.Span, c *call) outcome {
 			c.provider = str(v)
 		case attrServerAddress:
 			c.serverAddress = str(v)
+		case genai.AttrCostCacheSavings:
+			if v.Type() == pcommon.ValueTypeDouble && v.Double() > 0 && c.hasCost {
+				c.savings = v.Double()
+			}
 		case attrServerPort:
 			if v.Type() == pcommon.ValueTypeInt {
 				c.serverPort = v.Int()

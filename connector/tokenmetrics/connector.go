@@ -158,6 +158,7 @@ func (c *tokenMetrics) count(res int32, cl *call, now pcommon.Timestamp) {
 		s.v.add(cl.usage)
 		if cl.hasCost {
 			s.v.addCost(cl.cost)
+			s.v.savings += cl.savings
 		}
 		c.touchResource(s.res)
 	}

@@ -16,6 +16,7 @@ var scopeName = metadata.ScopeName
 const (
 	descTokens     = "Tokens used by model calls (own usage only), by token type, caller bucket, agent, model and provider."
 	descCost       = "Cost in USD of model calls (own cost only), by cost type, caller bucket, agent, model and provider."
+	descSavings    = "What model calls' cache reads saved in USD against the input rate, by caller bucket, agent, model and provider."
 	unitToken      = "{token}"
 	descOpInput    = "The number of input (prompt) tokens used per inference operation."
 	descOpOutput   = "The number of output (completion) tokens used per inference operation."
@@ -44,7 +45,7 @@ var costTypes = func() (out [6]string) {
 
 // resOut is where one resource's points go in one batch's output.
 type resOut struct {
-	tokens, cost              pmetric.NumberDataPointSlice
+	tokens, cost, savings     pmetric.NumberDataPointSlice
 	usage                     [5]pmetric.NumberDataPointSlice
 	opInput, opOutput, legacy pmetric.HistogramDataPointSlice
 }
@@ -64,6 +65,7 @@ func (c *tokenMetrics) build(now pcommon.Timestamp) pmetric.Metrics {
 		if c.agentmeter != nil {
 			o.tokens = newSum(ms, genai.MetricTokens, descTokens, unitToken)
 			o.cost = newSum(ms, genai.MetricCost, descCost, genai.MetricCostUnit)
+			o.savings = newSum(ms, genai.MetricCacheSavings, descSavings, genai.MetricCostUnit)
 		}
 		if c.semconv != nil {
 			for i, u := range usageMetrics {
@@ -109,6 +111,17 @@ func (c *tokenMetrics) build(now pcommon.Timestamp) pmetric.Metrics {
 					continue
 				}
 				putAgentmeter(a, s.key)
+			}
+			if s.v.savings != 0 {
+				dp := o.savings.AppendEmpty()
+				dp.SetStartTimestamp(s.start)
+				dp.SetTimestamp(now)
+				dp.SetDoubleValue(s.v.savings)
+				if t.isOverflow(s) {
+					dp.Attributes().PutBool(genai.AttrMetricOverflow, true)
+				} else {
+					putAgentmeter(dp.Attributes(), s.key)
+				}
 			}
 		}
 	}

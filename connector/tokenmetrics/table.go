@@ -142,6 +142,7 @@ type agentmeterValues struct {
 	kinds
 	cost     [6]float64 // genai.Cost.Kinds order
 	costSeen uint8
+	savings  float64 // cache savings (USD); a series once non-zero
 }
 
 // addCost counts c; a cost type makes a series once it has a non-zero amount.

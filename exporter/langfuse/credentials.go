@@ -40,7 +40,7 @@ func (e *langfuseExporter) checkCredentials(ctx context.Context) error {
 	req.Header.Set("User-Agent", e.userAgent)
 	resp, err := e.client.Do(req)
 	if err != nil {
-		e.logger.Warn("Could not reach Langfuse to check the credentials; starting anyway", zap.Error(err))
+		e.logger.Warn("Could not reach Langfuse to check the credentials; starting anyway", zap.Error(vendor.NetworkError(err, "GET "+projectsPath)))
 		return nil
 	}
 	defer vendorhttp.Drain(resp)

@@ -199,6 +199,38 @@ func TestCostEverywhereEndToEnd(t *testing.T) {
 		promTotal = s[0].Value
 		return near(promTotal, sc.own)
 	}, 30*time.Second, 250*time.Millisecond, "prometheus cost never reached the spans' $%.9f (last $%.9f)", sc.own, promTotal)
+	// cache savings: Prometheus' counter == Σ agentmeter.cost.cache_savings_usd on the spans
+	var savings float64
+	tds, _ := ReadTraces(tracesFile)
+	seenSpan := map[string]bool{}
+	for _, sp := range Spans(tds) {
+		id := sp.TraceID().String() + sp.SpanID().String()
+		if !traceIDs[sp.TraceID().String()] || seenSpan[id] {
+			continue
+		}
+		seenSpan[id] = true
+		if v, ok := sp.Attributes().Get(genai.AttrCostCacheSavings); ok {
+			savings += v.Double()
+		}
+	}
+	require.Positive(t, savings, "the demo reads from the cache")
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := prom.Query(ctx, `sum(agentmeter_cache_savings_usd_total)`)
+		return err == nil && len(s) == 1 && near(s[0].Value, savings)
+	}, 30*time.Second, 250*time.Millisecond, "prometheus cache savings never reached the spans' $%.9f", savings)
+	t.Logf("cache savings: $%.9f", savings)
+	// every dashboard query is valid PromQL over these series, and the spend panels show data
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, expr := range dashboardQueries(t) {
+		s, err := prom.Query(ctx, expr)
+		require.NoError(t, err, expr)
+		if strings.Contains(expr, "agentmeter_cost_usd_total") || strings.Contains(expr, "agentmeter_cache_savings_usd_total") {
+			assert.NotEmpty(t, s, "no data for dashboard query %s", expr)
+		}
+	}
 
 	// Langfuse: Σ observation cost of our traces
 	var lfTotal float64

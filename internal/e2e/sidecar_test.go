@@ -46,6 +46,8 @@ func setSidecarEnv(t testing.TB) sidecarPorts {
 	t.Setenv("AGENTMETER_HEALTH_ENDPOINT", p.Health)
 	t.Setenv("AGENTMETER_AGENTUSAGE_ENDPOINT", p.AgentUsage)
 	t.Setenv("AGENTMETER_TELEMETRY_PORT", fmt.Sprint(p.Telemetry))
+	// each collector its own store (file_storage locks its files)
+	t.Setenv("AGENTMETER_STORAGE_DIR", t.TempDir())
 	// vendor exporters off whatever the developer's shell says (the first non-empty
 	// DeerFlow variable decides); a test that wants them sets them after this
 	t.Setenv("LANGSMITH_TRACING", "false")

@@ -163,9 +163,12 @@ func (c *coster) price(span ptrace.Span, attrs pcommon.Map) (out outcome, provid
 	if !ok {
 		return outUnknownModel, provider, model
 	}
-	cost := pricing.Compute(pricing.Split(u, genai.CacheCreation1hFromMap(attrs)), row)
-	genai.PutCost(attrs, cost, genai.CostSourceTable)
+	b := pricing.Split(u, genai.CacheCreation1hFromMap(attrs))
+	genai.PutCost(attrs, pricing.Compute(b, row), genai.CostSourceTable)
 	attrs.PutStr(genai.AttrCostPrice, row.ID)
+	if s := pricing.CacheSavings(b, row); s > 0 {
+		attrs.PutDouble(genai.AttrCostCacheSavings, s)
+	}
 	return outTable, provider, model
 }
 

@@ -137,6 +137,11 @@ func TestPricesModelCalls(t *testing.T) {
 				p, _ := got.Get(genai.AttrCostPrice)
 				assert.Equal(t, tt.wantPrice, p.Str())
 			}
+			if tt.wantSource == genai.CostSourceTable {
+				sv, ok := got.Get(genai.AttrCostCacheSavings)
+				require.True(t, ok)
+				assert.InDelta(t, 0.162, sv.Double(), 1e-12, "60k cache reads at $3 instead of $0.3 per million")
+			}
 		})
 	}
 }

@@ -115,7 +115,8 @@ type entry struct {
 	hot      ptrace.Traces // valid only while hotSince != 0
 	hotSince int64         // unix nanos when the oldest hot span arrived; 0: no hot spans
 	chunks   [][]byte
-	lastSeen int64 // unix nanos of the last span added
+	seqs     []uint64 // sequence numbers of its chunks in storage (persist.go)
+	lastSeen int64    // unix nanos of the last span added
 	// prev/next order the shard's entries by lastSeen (idle and capacity release);
 	// hprev/hnext order the entries holding hot spans by hotSince (compaction).
 	// sprev/snext order the settling entries by settleAt.
@@ -129,11 +130,12 @@ type held struct {
 	chunks [][]byte
 	hot    ptrace.Traces
 	hasHot bool
+	seqs   []uint64 // its stored chunks (persist.go)
 }
 
 func (e *entry) take() held {
-	h := held{chunks: e.chunks, hot: e.hot, hasHot: e.hotSince != 0}
-	e.chunks, e.hot, e.hotSince = nil, ptrace.Traces{}, 0
+	h := held{chunks: e.chunks, hot: e.hot, hasHot: e.hotSince != 0, seqs: e.seqs}
+	e.chunks, e.hot, e.hotSince, e.seqs = nil, ptrace.Traces{}, 0, nil
 	return h
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"go.opentelemetry.io/collector/component"
 )
 
 // Limits that keep a typo from configuring a processor that can never work.
@@ -50,6 +52,12 @@ type Config struct {
 	// are held compact. 0 encodes every buffered span on arrival.
 	// Default: 1s.
 	CompactAfter time.Duration `mapstructure:"compact_after"`
+
+	// Storage names a storage extension (file_storage) through which what the buffer
+	// holds is also kept on disk, written before a request is acknowledged, so a
+	// restart after a crash buffers it again. Unset: memory only. With it, every
+	// buffered group of spans is encoded on arrival (compact_after does not apply).
+	Storage *component.ID `mapstructure:"storage"`
 }
 
 func createDefaultConfig() *Config {

@@ -22,6 +22,12 @@ func TestLoadConfig(t *testing.T) {
 	}{
 		{component.NewID(Type), createDefaultConfig()},
 		{component.NewIDWithName(Type, "custom"), &Config{WaitDuration: 30 * time.Second, SettleTime: 500 * time.Millisecond, NumTraces: 500, LateSpanWindow: time.Minute, CompactAfter: 0}},
+		{component.NewIDWithName(Type, "durable"), func() *Config {
+			c := createDefaultConfig()
+			id := component.MustNewIDWithName("file_storage", "merge")
+			c.Storage = &id
+			return c
+		}()},
 		{component.NewIDWithName(Type, "no_late_memory"), &Config{WaitDuration: 5 * time.Minute, SettleTime: 2 * time.Second, NumTraces: 10_000, LateSpanWindow: 0, CompactAfter: time.Second}},
 	}
 	for _, tt := range tests {

@@ -56,7 +56,15 @@ type scratch struct {
 	byTrace map[pcommon.TraceID]int32
 	evicted []held // traces pushed out by capacity, released with this batch
 	rec     *recorder
-	spans   []ptrace.Span
+	// with storage: chunks to write before acknowledging, chunks of released traces to
+	// delete once the next consumer accepted them, and, while restoring, the chunk
+	// being read back (restoring) and whether a buffered trace adopted it
+	writes    []pending
+	dels      []uint64
+	restoring bool
+	restoreAt uint64
+	adopted   bool
+	spans     []ptrace.Span
 }
 
 type subagentMerge struct {
@@ -72,6 +80,9 @@ type subagentMerge struct {
 	shards        [numShards]shard
 	nTraces       atomic.Int64
 	nSpans        atomic.Int64
+
+	id    component.ID
+	store *persister // nil unless `storage` is set
 
 	pool        sync.Pool
 	marshaler   ptrace.ProtoMarshaler
@@ -92,6 +103,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 	}
 	p := &subagentMerge{
 		cfg:           cfg,
+		id:            set.ID,
 		next:          next,
 		logger:        set.Logger,
 		wait:          int64(cfg.WaitDuration),
@@ -121,7 +133,17 @@ func (*subagentMerge) Capabilities() consumer.Capabilities {
 }
 
 // Start launches the one sweeper goroutine that releases idle traces.
-func (p *subagentMerge) Start(context.Context, component.Host) error {
+func (p *subagentMerge) Start(ctx context.Context, host component.Host) error {
+	if p.cfg.Storage != nil && p.store == nil {
+		st, err := startPersister(ctx, host, *p.cfg.Storage, p.id)
+		if err != nil {
+			return fmt.Errorf("subagentmerge: %w", err)
+		}
+		p.store = st
+		if err := p.restore(ctx); err != nil {
+			return fmt.Errorf("subagentmerge: %w", err)
+		}
+	}
 	if p.started.CompareAndSwap(false, true) {
 		every := min(p.cfg.WaitDuration, max(p.cfg.CompactAfter, time.Millisecond))
 		if p.settle > 0 {
@@ -148,6 +170,9 @@ func (p *subagentMerge) Shutdown(ctx context.Context) error {
 			<-p.done
 		}
 		err = errors.Join(p.releaseAll(ctx), p.tel.shutdown())
+		if p.store != nil {
+			err = errors.Join(err, p.store.close(ctx))
+		}
 	})
 	return err
 }
@@ -156,6 +181,7 @@ func (p *subagentMerge) sweepLoop(every time.Duration) {
 	defer close(p.done)
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var lastLow int64
 	for {
 		select {
 		case <-p.stop:
@@ -165,8 +191,15 @@ func (p *subagentMerge) sweepLoop(every time.Duration) {
 			if err := p.releaseDue(context.Background(), now); err != nil {
 				p.logger.Error("releasing idle or settled traces failed", zap.Error(err))
 			}
-			if p.compactAfter > 0 {
+			if p.compactAfter > 0 && p.store == nil {
 				p.compact(now - p.compactAfter)
+			}
+			if p.store != nil && now-lastLow >= int64(time.Second) {
+				lastLow = now
+				lowest, any := p.minLiveSeq()
+				if err := p.store.advanceLow(context.Background(), lowest, any); err != nil {
+					p.logger.Error("storage: recording the buffer's low mark failed", zap.Error(err))
+				}
 			}
 		}
 	}
@@ -237,8 +270,15 @@ func (p *subagentMerge) sendReleased(ctx context.Context, bufs []held, c *counts
 		}
 	}
 	p.tel.record(ctx, c)
+	var seqs []uint64
+	for _, b := range bufs {
+		seqs = append(seqs, b.seqs...)
+	}
 	if err := p.next.ConsumeTraces(ctx, out); err != nil {
 		errs = append(errs, fmt.Errorf("subagentmerge: passing on %d traces released (%s): %w", len(bufs), what, err))
+		p.keepOnDisk(seqs)
+	} else {
+		p.forgetOnDisk(ctx, seqs)
 	}
 	return errors.Join(errs...)
 }
@@ -324,18 +364,51 @@ func appendSpans(dst []ptrace.Span, td ptrace.Traces) []ptrace.Span {
 // every trace this batch completes (merged), every trace it pushes out by capacity,
 // late spans of already released traces, and spans without a trace id.
 func (p *subagentMerge) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	return p.consume(ctx, td, -1)
+}
+
+// consume is ConsumeTraces; restoreSeq >= 0 says td is that stored chunk, read back at
+// start (it is buffered again under its own sequence number, not written again).
+func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSeq int64) error {
 	sc := p.pool.Get().(*scratch)
 	defer p.putScratch(sc)
+	if restoreSeq >= 0 {
+		sc.restoring, sc.restoreAt = true, uint64(restoreSeq)
+	}
 	var c counts
-	err := p.process(td, sc, &c)
+	// Whatever process says, what it left in td goes on: released traces are no
+	// longer buffered, so an error (a failed write) must not hold them back.
+	err := p.process(ctx, td, sc, &c)
 	p.tel.record(ctx, &c)
-	if err != nil {
-		return err
+	if sc.restoring && !sc.adopted {
+		sc.dels = append(sc.dels, sc.restoreAt) // nothing of it is held any more
 	}
-	if td.ResourceSpans().Len() == 0 {
-		return nil
+	if td.ResourceSpans().Len() > 0 {
+		if nerr := p.next.ConsumeTraces(ctx, td); nerr != nil {
+			p.keepOnDisk(sc.dels)
+			return errors.Join(err, nerr)
+		}
 	}
-	return p.next.ConsumeTraces(ctx, td)
+	p.forgetOnDisk(ctx, sc.dels)
+	return err
+}
+
+// forgetOnDisk deletes the stored chunks of traces the next consumer accepted.
+func (p *subagentMerge) forgetOnDisk(ctx context.Context, seqs []uint64) {
+	if p.store == nil || len(seqs) == 0 {
+		return
+	}
+	if err := p.store.forget(ctx, seqs); err != nil {
+		// they are sent again after a restart: duplicates, which the vendors upsert
+		p.logger.Warn("storage: deleting the chunks of passed-on traces failed", zap.Error(err))
+	}
+}
+
+// keepOnDisk keeps the stored chunks of traces the next consumer refused, for the next start.
+func (p *subagentMerge) keepOnDisk(seqs []uint64) {
+	if p.store != nil && len(seqs) > 0 {
+		p.store.keep(seqs)
+	}
 }
 
 // recorder returns the scratch's recorder, emptied (its buffers are reused).
@@ -356,13 +429,16 @@ func (p *subagentMerge) putScratch(sc *scratch) {
 	clear(sc.byTrace)
 	clear(sc.evicted)
 	sc.evicted = sc.evicted[:0]
+	clear(sc.writes)
+	sc.writes, sc.dels = sc.writes[:0], sc.dels[:0]
+	sc.restoring, sc.adopted = false, false
 	clear(sc.spans)
 	sc.spans = sc.spans[:0]
 	p.pool.Put(sc)
 }
 
 // process rewrites td in place into what goes on now.
-func (p *subagentMerge) process(td ptrace.Traces, sc *scratch, c *counts) error {
+func (p *subagentMerge) process(ctx context.Context, td ptrace.Traces, sc *scratch, c *counts) error {
 	// Pass 1: index the batch by trace.
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
@@ -416,6 +492,14 @@ func (p *subagentMerge) process(td ptrace.Traces, sc *scratch, c *counts) error 
 		removeNotKept(td, sc.refs)
 	}
 
+	// With storage, the spans just buffered are on disk before this returns.
+	if p.store != nil && len(sc.writes) > 0 {
+		if err := p.store.write(ctx, sc.writes); err != nil {
+			p.logger.Error("storage: writing buffered spans failed; refusing the request (retryable)", zap.Error(err))
+			errs = append(errs, fmt.Errorf("subagentmerge: storing buffered spans: %w", err))
+		}
+	}
+
 	// Pass 4: merge what is released now, and what came after its trace's release.
 	for gi := range sc.groups {
 		g := &sc.groups[gi]
@@ -436,6 +520,7 @@ func (p *subagentMerge) process(td ptrace.Traces, sc *scratch, c *counts) error 
 			}
 		}
 		from := td.ResourceSpans().Len()
+		sc.dels = append(sc.dels, g.prev.seqs...)
 		var err error
 		if spans, err = p.appendHeld(td, g.prev, spans); err != nil {
 			errs = append(errs, err)
@@ -457,6 +542,7 @@ func (p *subagentMerge) process(td ptrace.Traces, sc *scratch, c *counts) error 
 		sc.spans = spans
 	}
 	for _, h := range sc.evicted {
+		sc.dels = append(sc.dels, h.seqs...)
 		var err error
 		if sc.spans, err = p.appendReleased(td, h, sc.spans[:0], c, true); err != nil {
 			errs = append(errs, err)
@@ -615,18 +701,31 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 
 	// Move this batch's spans of the trace into the entry's hot spans, or, with
 	// compact_after 0, straight into an encoded chunk.
+	// With storage, every group is a chunk, encoded on arrival: the bytes written are
+	// the bytes held.
+	encode := p.compactAfter == 0 || p.store != nil
 	dst := e.hot
-	if p.compactAfter == 0 || e.hotSince == 0 {
+	if encode || e.hotSince == 0 {
 		dst = ptrace.NewTraces()
 	}
 	moveGroup(td, sc.refs, g.first, dst)
 	*removed = true
-	if p.compactAfter == 0 {
+	if encode {
 		b, err := p.marshaler.MarshalTraces(dst)
 		if err != nil {
 			return fmt.Errorf("subagentmerge: encoding spans to buffer: %w", err)
 		}
 		e.chunks = append(e.chunks, b)
+		if p.store != nil {
+			if sc.restoring {
+				e.seqs = append(e.seqs, sc.restoreAt)
+				sc.adopted = true
+			} else {
+				seq := p.store.next.Add(1) - 1
+				e.seqs = append(e.seqs, seq)
+				sc.writes = append(sc.writes, pending{seq: seq, data: b})
+			}
+		}
 		return nil
 	}
 	if e.hotSince == 0 {

@@ -1,0 +1,214 @@
+package subagentmerge
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.uber.org/zap"
+)
+
+// With `storage` set, what the buffer holds is also written, before ConsumeTraces
+// acknowledges it, through a storage extension (file_storage), so a restart after a
+// crash picks up where the killed process stopped:
+//
+//   - every group of spans one request adds to a trace is one chunk (OTLP protobuf,
+//     the same bytes the buffer keeps in memory), stored under "chunk/<seq>" with a
+//     sequence number from one counter;
+//   - "high" is one past the highest sequence number written, "low" at most the lowest
+//     still live; both only grow;
+//   - a trace's chunks are deleted once the consumer after this processor accepted the
+//     trace (with persistent sending queues: once it is in their queue on disk);
+//   - at start, every chunk in [low, high) is read back and buffered again, in order.
+//
+// A write that fails (a full or failing disk) is an error back to the sender: the OTLP
+// receiver answers with a retryable status. The spans of that request stay buffered in
+// memory and go on when their trace is released; only a crash before then loses them.
+const (
+	keyLow  = "low"
+	keyHigh = "high"
+)
+
+func chunkKey(seq uint64) string { return fmt.Sprintf("chunk/%016x", seq) }
+
+type persister struct {
+	client storage.Client
+	next   atomic.Uint64 // next sequence number
+
+	mu   sync.Mutex // serialises writes, so "high" only grows
+	high uint64     // last "high" written
+	low  uint64     // last "low" written
+	// kept are chunks of released traces the next consumer refused: they stay on disk
+	// (the next start sends them again) and hold "low" back.
+	kept map[uint64]struct{}
+}
+
+func startPersister(ctx context.Context, host component.Host, id component.ID, self component.ID) (*persister, error) {
+	ext, ok := host.GetExtensions()[id]
+	if !ok {
+		return nil, fmt.Errorf("storage: extension %q not found (add it under extensions and service.extensions)", id)
+	}
+	se, ok := ext.(storage.Extension)
+	if !ok {
+		return nil, fmt.Errorf("storage: extension %q is not a storage extension", id)
+	}
+	client, err := se.GetClient(ctx, component.KindProcessor, self, "")
+	if err != nil {
+		return nil, fmt.Errorf("storage: getting a client of %q: %w", id, err)
+	}
+	p := &persister{client: client, kept: map[uint64]struct{}{}}
+	if p.low, err = p.getUint(ctx, keyLow); err == nil {
+		p.high, err = p.getUint(ctx, keyHigh)
+	}
+	if err != nil {
+		_ = client.Close(ctx)
+		return nil, fmt.Errorf("storage: reading the buffer's bounds: %w", err)
+	}
+	p.next.Store(p.high)
+	return p, nil
+}
+
+func (p *persister) getUint(ctx context.Context, key string) (uint64, error) {
+	b, err := p.client.Get(ctx, key)
+	if err != nil || len(b) == 0 {
+		return 0, err
+	}
+	if len(b) != 8 {
+		return 0, fmt.Errorf("key %q holds %d bytes, want 8", key, len(b))
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// pending is one chunk to write.
+type pending struct {
+	seq  uint64
+	data []byte
+}
+
+// write stores the chunks of one request and the new "high" in one transaction.
+func (p *persister) write(ctx context.Context, chunks []pending) error {
+	if len(chunks) == 0 {
+		return nil
+	}
+	ops := make([]*storage.Operation, 0, len(chunks)+1)
+	top := uint64(0)
+	for _, c := range chunks {
+		ops = append(ops, storage.SetOperation(chunkKey(c.seq), c.data))
+		top = max(top, c.seq+1)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if top > p.high {
+		ops = append(ops, storage.SetOperation(keyHigh, u64(top)))
+	}
+	if err := p.client.Batch(ctx, ops...); err != nil {
+		return err
+	}
+	p.high = max(p.high, top)
+	return nil
+}
+
+// forget deletes the chunks of traces the next consumer accepted.
+func (p *persister) forget(ctx context.Context, seqs []uint64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	ops := make([]*storage.Operation, len(seqs))
+	for i, s := range seqs {
+		ops[i] = storage.DeleteOperation(chunkKey(s))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.client.Batch(ctx, ops...)
+}
+
+// keep remembers chunks of released traces the next consumer refused.
+func (p *persister) keep(seqs []uint64) {
+	p.mu.Lock()
+	for _, s := range seqs {
+		p.kept[s] = struct{}{}
+	}
+	p.mu.Unlock()
+}
+
+// advanceLow writes "low" = the lowest live sequence number (minLive, or "high" when
+// nothing is live), never below a kept chunk.
+func (p *persister) advanceLow(ctx context.Context, minLive uint64, anyLive bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	low := p.high
+	if anyLive {
+		low = min(low, minLive)
+	}
+	for s := range p.kept {
+		low = min(low, s)
+	}
+	if low <= p.low {
+		return nil
+	}
+	if err := p.client.Set(ctx, keyLow, u64(low)); err != nil {
+		return err
+	}
+	p.low = low
+	return nil
+}
+
+func (p *persister) close(ctx context.Context) error { return p.client.Close(ctx) }
+
+// restore buffers again every chunk a previous process left, in the order written.
+func (m *subagentMerge) restore(ctx context.Context) error {
+	st := m.store
+	var errs []error
+	restored, chunks := 0, 0
+	for seq := st.low; seq < st.high; seq++ {
+		b, err := st.client.Get(ctx, chunkKey(seq))
+		if err != nil {
+			return fmt.Errorf("storage: reading buffered spans: %w", err)
+		}
+		if b == nil {
+			continue
+		}
+		td, err := m.unmarshaler.UnmarshalTraces(b)
+		if err != nil {
+			// bytes only this processor wrote: a torn or foreign value; skip it, loudly
+			errs = append(errs, fmt.Errorf("storage: chunk %d does not decode, skipped: %w", seq, err))
+			continue
+		}
+		chunks++
+		restored += td.SpanCount()
+		if err := m.consume(ctx, td, int64(seq)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if chunks > 0 {
+		m.logger.Info("restored buffered spans from storage", zap.Int("spans", restored), zap.Int("chunks", chunks))
+	}
+	if len(errs) > 0 {
+		m.logger.Error("restoring buffered spans", zap.Error(errors.Join(errs...)))
+	}
+	return nil
+}
+
+// minLiveSeq reports the lowest sequence number still held by a buffered trace.
+func (m *subagentMerge) minLiveSeq() (uint64, bool) {
+	lowest, any := uint64(0), false
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		for e := s.head; e != nil; e = e.next {
+			// an entry's chunks are numbered in the order written
+			if len(e.seqs) > 0 && (!any || e.seqs[0] < lowest) {
+				lowest, any = e.seqs[0], true
+			}
+		}
+		s.mu.Unlock()
+	}
+	return lowest, any
+}

@@ -1,0 +1,164 @@
+package subagentmerge
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+// memStorage is a storage extension kept in memory, shared by the processors of one
+// test the way a file_storage directory outlives a killed process.
+type memStorage struct {
+	mu   sync.Mutex
+	data map[string][]byte
+	fail error // every write fails with it when set
+}
+
+func (*memStorage) Start(context.Context, component.Host) error { return nil }
+func (*memStorage) Shutdown(context.Context) error              { return nil }
+func (m *memStorage) GetClient(context.Context, component.Kind, component.ID, string) (storage.Client, error) {
+	return m, nil
+}
+
+func (m *memStorage) Get(_ context.Context, k string) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.data[k], nil
+}
+
+func (m *memStorage) Set(ctx context.Context, k string, v []byte) error {
+	return m.Batch(ctx, storage.SetOperation(k, v))
+}
+
+func (m *memStorage) Delete(ctx context.Context, k string) error {
+	return m.Batch(ctx, storage.DeleteOperation(k))
+}
+func (*memStorage) Close(context.Context) error { return nil }
+
+func (m *memStorage) Batch(_ context.Context, ops ...*storage.Operation) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, op := range ops {
+		if op.Type != storage.Get && m.fail != nil {
+			return m.fail
+		}
+	}
+	for _, op := range ops {
+		switch op.Type {
+		case storage.Get:
+			op.Value = m.data[op.Key]
+		case storage.Set:
+			m.data[op.Key] = append([]byte(nil), op.Value...)
+		case storage.Delete:
+			delete(m.data, op.Key)
+		}
+	}
+	return nil
+}
+
+func (m *memStorage) chunks() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for k := range m.data {
+		if strings.HasPrefix(k, "chunk/") {
+			n++
+		}
+	}
+	return n
+}
+
+type storageHost struct {
+	component.Host
+	ext map[component.ID]component.Component
+}
+
+func (h storageHost) GetExtensions() map[component.ID]component.Component { return h.ext }
+
+var storageID = component.MustNewID("file_storage")
+
+func startWithStorage(t *testing.T, st *memStorage, cfg *Config) (*subagentMerge, *consumertest.TracesSink) {
+	t.Helper()
+	cfg.Storage = &storageID
+	sink := new(consumertest.TracesSink)
+	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, sink)
+	require.NoError(t, err)
+	require.NoError(t, p.Start(context.Background(), storageHost{ext: map[component.ID]component.Component{storageID: st}}))
+	return p, sink
+}
+
+// kill stops p the way kill -9 does, as far as the buffer goes: nothing it holds is
+// released (the sweeper is stopped so the test leaks no goroutine).
+func kill(p *subagentMerge) {
+	close(p.stop)
+	<-p.done
+	_ = p.tel.shutdown()
+}
+
+// A restart picks up where the killed process stopped: the spans it held (acknowledged)
+// are read back from storage, and the root that comes after the restart completes the
+// trace, merged exactly as without the crash.
+func TestStorageRestartPicksUpTheBuffer(t *testing.T) {
+	st := &memStorage{data: map[string][]byte{}}
+	full := buildParallel()
+	p1, sink1 := startWithStorage(t, st, defaultTestConfig())
+	require.NoError(t, p1.ConsumeTraces(context.Background(), withoutRoot(full)))
+	require.Zero(t, sink1.SpanCount())
+	require.Positive(t, st.chunks(), "held spans are on disk before the request is acknowledged")
+	kill(p1)
+
+	p2, sink2 := startWithStorage(t, st, defaultTestConfig())
+	assert.Equal(t, int64(full.SpanCount()-1), p2.nSpans.Load(), "the restart holds what the killed process held")
+	require.NoError(t, p2.ConsumeTraces(context.Background(), only(full, isLocalRoot)))
+	require.Equal(t, full.SpanCount(), sink2.SpanCount())
+	assertSubagent(t, spanByCalls(t, canonical(sink2.AllTraces()...), "call_a", "call_b"), genai.Usage{Input: 30, Output: 12}, 2, "call_a", "call_b")
+	assert.Zero(t, st.chunks(), "a passed-on trace leaves nothing on disk")
+	require.NoError(t, p2.Shutdown(context.Background()))
+}
+
+// A failing disk: the request is refused with a retryable error (never a silent drop),
+// and its spans, still held in memory, go on when their trace is released.
+func TestStorageFailureRefusesRetryably(t *testing.T) {
+	st := &memStorage{data: map[string][]byte{}, fail: errors.New("no space left on device")}
+	p, sink := startWithStorage(t, st, defaultTestConfig())
+	in := withoutRoot(buildOneTask())
+	n := in.SpanCount()
+	err := p.ConsumeTraces(context.Background(), in)
+	require.ErrorContains(t, err, "no space left on device")
+	assert.False(t, consumererror.IsPermanent(err), "the OTLP receiver answers retryable")
+	require.NoError(t, p.Shutdown(context.Background()))
+	assert.Equal(t, n, sink.SpanCount(), "nothing accepted in memory is lost")
+}
+
+// When the next consumer refuses a released trace, its chunks stay on disk for the next
+// start, and the low mark does not pass them.
+func TestStorageKeepsRefusedTraces(t *testing.T) {
+	st := &memStorage{data: map[string][]byte{}}
+	cfg := defaultTestConfig()
+	cfg.Storage = &storageID
+	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, consumertest.NewErr(errors.New("queue full")))
+	require.NoError(t, err)
+	require.NoError(t, p.Start(context.Background(), storageHost{ext: map[component.ID]component.Component{storageID: st}}))
+	full := buildOneTask()
+	require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(full)))
+	require.Error(t, p.ConsumeTraces(context.Background(), only(full, isLocalRoot)))
+	assert.Positive(t, st.chunks(), "kept for the next start")
+	kill(p)
+
+	p2, sink2 := startWithStorage(t, st, defaultTestConfig())
+	require.NoError(t, p2.Shutdown(context.Background()))
+	assert.Equal(t, full.SpanCount()-1, sink2.SpanCount(), "the next start sends them")
+	assert.Zero(t, st.chunks())
+}
