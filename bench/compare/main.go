@@ -122,6 +122,11 @@ func main() {
 			failed++
 		}
 	}
+	for _, line := range strings.Split(page, "\n") {
+		if strings.HasPrefix(line, "- **met**") || strings.HasPrefix(line, "- **missed**") || strings.HasPrefix(line, "- **failed") {
+			fmt.Println(strings.ReplaceAll(line, "**", ""))
+		}
+	}
 	b.progress("wrote %s (%d rows, %d failed in some or all repeats)", *out, len(rows), failed)
 	if failed > 0 {
 		os.Exit(1)

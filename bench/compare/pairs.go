@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -140,7 +141,13 @@ func (b *bench) collectorPairs() []row {
 			}
 			continue
 		}
-		for _, spec := range runSpecs {
+		// odd repeats run the list forwards, even ones backwards: a pair's two sides take
+		// turns going first, so a drift in machine load during a repeat hits both alike
+		order := append([]runSpec(nil), runSpecs...)
+		if rep%2 == 0 {
+			slices.Reverse(order)
+		}
+		for _, spec := range order {
 			l, err := b.oneRun(spec, rep, sk)
 			if err != nil {
 				b.progress("  %s failed: %v", spec.id, err)
