@@ -4,7 +4,14 @@
 # every run row is complete, none is lost or duplicated, and each thread's token-usage
 # equals the sum of its runs' journals. Prints runs/s and latency percentiles.
 #
-#   bench/gateway.sh                      # SQLite (the default store)
+# A thread runs one run at a time, so the runs of a thread are queued
+# (gateway.multitask_strategy: enqueue) and run in order. HISTORY=on (the default, as
+# gateway.thread_history): every run loads and saves its thread's state and its model
+# request carries the thread's earlier runs; the check then also reads every thread's
+# state. HISTORY=both measures the same load twice in one invocation, history off then on.
+#
+#   bench/gateway.sh                      # SQLite (the default store), thread history on
+#   HISTORY=both bench/gateway.sh         # off, then on (or HISTORY=off)
 #   STORE=postgres bench/gateway.sh       # PostgreSQL: PG_DSN or AGENTMETER_POSTGRES_DSN
 #   RUNS=1000 THREADS=100 bench/gateway.sh
 set -euo pipefail
@@ -13,6 +20,7 @@ RUNS=${RUNS:-500}
 THREADS=${THREADS:-50}
 STORE=${STORE:-sqlite}
 DELAY=${DELAY:-50ms}
+HISTORY=${HISTORY:-on}
 tmp=$(mktemp -d)
 pid=""
 cleanup() {
@@ -29,6 +37,7 @@ cat > "$tmp/script.yaml" <<YAML
 conversations:
   - name: lead
     caller: lead_agent
+    per_user_message: true
     turns:
       - content: "bench answer"
         delay: $DELAY
@@ -55,7 +64,23 @@ case "$STORE" in
 esac
 
 export AGENTMETER_BENCH_KEY="bench-$(date +%s%N)"
-cat > "$tmp/config.yaml" <<YAML
+case "$HISTORY" in
+  both) modes="off on" ;;
+  on|off) modes=$HISTORY ;;
+  *) echo "HISTORY must be on, off or both"; exit 2 ;;
+esac
+
+rc=0
+for mode in $modes; do
+  history=false
+  [ "$mode" = on ] && history=true
+  if [ "$STORE" = sqlite ]; then
+    rm -rf "$tmp/data"
+    store_yaml="store:
+  driver: sqlite
+  dsn: $tmp/data/agentmeter-$mode.db"
+  fi
+  cat > "$tmp/config.yaml" <<YAML
 models:
   - name: main
     provider: scripted
@@ -64,6 +89,8 @@ models:
     context_window: 128000
 sandbox:
   root: $tmp/threads
+settings:
+  runtime: {base_dir: $tmp/base}
 telemetry:
   enabled: false
 gateway:
@@ -71,30 +98,34 @@ gateway:
   # a thread runs one run at a time: runs posted to a busy thread wait their turn
   # (with the default, reject, all but the first of each thread would get 409)
   multitask_strategy: enqueue
-  # every run a fresh conversation: the scripted model answers each run the same way
-  thread_history: false
+  # on: each run continues its thread (the scripted lead turn is per_user_message, so
+  # every run answers the same way); off: every run a fresh conversation
+  thread_history: $history
   api_keys:
     - key_env: AGENTMETER_BENCH_KEY
       user_id: bench
       scopes: [threads:read, threads:write]
 $store_yaml
 YAML
-
-"$tmp/agentmeter" serve --config "$tmp/config.yaml" 2> "$tmp/serve.log" &
-pid=$!
-url=""
-for _ in $(seq 1 100); do
-  url=$(grep -o 'listening on http://[0-9.:]*' "$tmp/serve.log" | head -1 | sed 's/listening on //' || true)
-  [ -n "$url" ] && break
-  kill -0 "$pid" 2>/dev/null || { cat "$tmp/serve.log"; exit 1; }
-  sleep 0.1
+  : > "$tmp/serve.log"
+  "$tmp/agentmeter" serve --config "$tmp/config.yaml" 2> "$tmp/serve.log" &
+  pid=$!
+  url=""
+  for _ in $(seq 1 100); do
+    url=$(grep -o 'listening on http://[0-9.:]*' "$tmp/serve.log" | head -1 | sed 's/listening on //' || true)
+    [ -n "$url" ] && break
+    kill -0 "$pid" 2>/dev/null || { cat "$tmp/serve.log"; exit 1; }
+    sleep 0.1
+  done
+  [ -n "$url" ] || { echo "serve did not start"; cat "$tmp/serve.log"; exit 1; }
+  echo "== thread history $mode: $RUNS runs, $THREADS threads, store $STORE, model delay $DELAY, $(nproc) cores"
+  set +e
+  "$tmp/load" -url "$url" -key-env AGENTMETER_BENCH_KEY -runs "$RUNS" -threads "$THREADS" -history="$history"
+  r=$?
+  set -e
+  curl -s "$url/metrics" | grep -E '^agentmeter_gateway_(runs_total|caller_tokens_total)' || true
+  if [ $r -ne 0 ]; then tail -20 "$tmp/serve.log"; rc=$r; fi
+  kill -TERM "$pid"; wait "$pid" || true
+  pid=""
 done
-[ -n "$url" ] || { echo "serve did not start"; cat "$tmp/serve.log"; exit 1; }
-echo "== $RUNS runs, $THREADS threads, store $STORE, model delay $DELAY, $(nproc) cores"
-set +e
-"$tmp/load" -url "$url" -key-env AGENTMETER_BENCH_KEY -runs "$RUNS" -threads "$THREADS"
-rc=$?
-set -e
-curl -s "$url/metrics" | grep -E '^agentmeter_gateway_(runs_total|caller_tokens_total)' || true
-if [ $rc -ne 0 ]; then tail -20 "$tmp/serve.log"; fi
 exit $rc

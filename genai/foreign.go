@@ -96,6 +96,12 @@ const (
 	AttrLSModelLangSmith    = "langsmith.metadata.ls_model_name"
 	AttrLSProviderLangfuse  = "langfuse.observation.metadata.ls_provider"
 	AttrLSModelLangfuse     = "langfuse.observation.metadata.ls_model_name"
+	// LangSmith's OpenTelemetry export writes LangChain's usage_metadata details as JSON
+	// objects: input {"cache_read","cache_creation","ephemeral_1h_input_tokens",...},
+	// output {"reasoning",...}. Its gen_ai.system defaults to "langchain", no provider.
+	AttrUsageInputDetails  = "gen_ai.usage.input_token_details"
+	AttrUsageOutputDetails = "gen_ai.usage.output_token_details"
+	LangChainSystem        = "langchain"
 )
 
 // Written by the normalisation when it made a reported count inclusive (an emitter that

@@ -52,12 +52,13 @@ type tokenUsage struct {
 }
 
 var (
-	base   = flag.String("url", "http://127.0.0.1:8001", "gateway base URL")
-	key    = flag.String("key-env", "", "environment variable holding the API key (empty: local mode)")
-	nRuns  = flag.Int("runs", 500, "runs to start")
-	nThr   = flag.Int("threads", 50, "threads the runs are spread over")
-	prompt = flag.String("prompt", "bench run", "prompt prefix (the scripted model matches on it)")
-	client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1000, MaxConnsPerHost: 0}, Timeout: 10 * time.Minute}
+	base    = flag.String("url", "http://127.0.0.1:8001", "gateway base URL")
+	key     = flag.String("key-env", "", "environment variable holding the API key (empty: local mode)")
+	nRuns   = flag.Int("runs", 500, "runs to start")
+	nThr    = flag.Int("threads", 50, "threads the runs are spread over")
+	prompt  = flag.String("prompt", "bench run", "prompt prefix (the scripted model matches on it)")
+	history = flag.Bool("history", false, "also check that each thread's state holds every one of its runs' prompts (gateway.thread_history on)")
+	client  = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1000, MaxConnsPerHost: 0}, Timeout: 10 * time.Minute}
 )
 
 func do(method, path, body string) (int, []byte, error) {
@@ -257,8 +258,14 @@ func main() {
 			fail("thread %s: token-usage %s != sum of %d journals %+v", th, body, len(want), journals)
 		}
 		grand.Total += journals.Total
+		if *history {
+			checkHistory(th, byThread[th], fail)
+		}
 	}
 	fmt.Printf("verified: %d threads, %d run rows complete, token-usage == sum of journals (%d tokens)\n", len(threads), len(seen), grand.Total)
+	if *history {
+		fmt.Printf("verified: every thread's state holds all of its runs' prompts and answers\n")
+	}
 	if len(failures) > 0 {
 		for i, f := range failures {
 			if i == 20 {
@@ -270,4 +277,42 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println("PASS")
+}
+
+// checkHistory reads the thread's state: with history on, the runs of a thread continue
+// one another, so its messages hold every run's prompt and one answer per run.
+func checkHistory(th string, runs []run, fail func(string, ...any)) {
+	code, body, err := do("GET", "/api/threads/"+th+"/state", "")
+	if err != nil || code != 200 {
+		fail("state %s: %d %v", th, code, err)
+		return
+	}
+	var st struct {
+		Values struct {
+			Messages []struct {
+				Type             string         `json:"type"`
+				Content          string         `json:"content"`
+				AdditionalKwargs map[string]any `json:"additional_kwargs"`
+			} `json:"messages"`
+		} `json:"values"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		fail("state %s: %v", th, err)
+		return
+	}
+	prompts, answers := 0, 0
+	for _, m := range st.Values.Messages {
+		if hidden, _ := m.AdditionalKwargs["hide_from_ui"].(bool); hidden {
+			continue // memory and reminders injected by middlewares
+		}
+		switch {
+		case m.Type == "human" && strings.Contains(m.Content, *prompt):
+			prompts++
+		case m.Type == "ai" && m.Content != "":
+			answers++
+		}
+	}
+	if prompts != len(runs) || answers != len(runs) {
+		fail("thread %s: state has %d prompts and %d answers for %d runs", th, prompts, answers, len(runs))
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agentmeter/agentmeter/pricing"
 	"github.com/agentmeter/agentmeter/runtime/agent"
 	"github.com/agentmeter/agentmeter/runtime/config"
 	"github.com/agentmeter/agentmeter/runtime/journal"
@@ -132,7 +133,11 @@ func runOnce(ctx context.Context, o runOptions) (*runOutput, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--thread: %w", err)
 	}
-	j := journal.New(journal.Options{RunID: runID, ThreadID: threadID})
+	prices, err := cfg.PriceTable()
+	if err != nil {
+		return nil, err
+	}
+	j := journal.New(journal.Options{RunID: runID, ThreadID: threadID, Pricer: pricing.JournalPricer{Table: prices}})
 	res, runErr := lead.Agent.Run(ctx, agent.Input{
 		ThreadID: threadID, RunID: runID, UserID: o.UserID, Journal: j, Sandbox: sb,
 		Messages: []message.Message{message.Human(o.Prompt)},

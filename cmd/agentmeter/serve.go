@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/agentmeter/agentmeter/middleware"
+	"github.com/agentmeter/agentmeter/pricing"
 	"github.com/agentmeter/agentmeter/runtime/config"
 	"github.com/agentmeter/agentmeter/runtime/gateway"
 	"github.com/agentmeter/agentmeter/runtime/store"
@@ -90,10 +91,14 @@ func serve(ctx context.Context, cfgPath, listen string, stderr io.Writer) error 
 		return err
 	}
 
+	prices, err := cfg.PriceTable()
+	if err != nil {
+		return err
+	}
 	runtimeSettings := middleware.ConfigFrom(cfg).Settings.Runtime
 	runCtx := telemetry.WithContentCapture(context.Background(), cfg.Telemetry.CaptureContent)
 	srv, err := gateway.New(gateway.Options{
-		Config: *gwCfg, Store: st, Logger: log, RunContext: runCtx,
+		Config: *gwCfg, Store: st, Logger: log, RunContext: runCtx, Pricer: pricing.JournalPricer{Table: prices},
 		Agents: func(_ context.Context, threadID string) (gateway.Lead, error) {
 			sb, err := lead.Sandbox(threadID)
 			if err != nil {

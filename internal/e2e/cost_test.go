@@ -141,12 +141,30 @@ func TestCostEverywhereEndToEnd(t *testing.T) {
 
 	cfg := costDemoConfig(t)
 	traceIDs := map[string]bool{}
+	journalCost := map[string]float64{} // trace id → the run journal's total_cost_usd
 	const runs = 2
 	for range runs {
-		var res runJSON
+		var res struct {
+			TraceID    string `json:"trace_id"`
+			Completion struct {
+				TotalCostUSD    float64            `json:"total_cost_usd"`
+				CostUSDByCaller map[string]float64 `json:"cost_usd_by_caller"`
+				Unpriced        int64              `json:"unpriced_llm_call_count"`
+			} `json:"completion"`
+		}
 		RunAgentJSON(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + ports.OTLPHTTP, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf"}, &res,
 			"--config", cfg, "Research metering approaches and compare them.")
-		traceIDs[strings.ToLower(res.TraceID)] = true
+		tid := strings.ToLower(res.TraceID)
+		traceIDs[tid] = true
+		journalCost[tid] = res.Completion.TotalCostUSD
+		require.Zero(t, res.Completion.Unpriced)
+		var byCaller float64
+		for _, v := range res.Completion.CostUSDByCaller {
+			byCaller += v
+		}
+		assert.InDelta(t, res.Completion.TotalCostUSD, byCaller, 1e-12, "the caller buckets add up to the journal's total")
+		assert.Positive(t, res.Completion.CostUSDByCaller["subagent"])
+		assert.Positive(t, res.Completion.CostUSDByCaller["middleware"])
 	}
 
 	// agentusage: native records of another app (OpenAI models, one call cached)
@@ -183,6 +201,9 @@ func TestCostEverywhereEndToEnd(t *testing.T) {
 		return sc.calls == wantCalls && sc.priced == wantCalls
 	}, 30*time.Second, 200*time.Millisecond, "want %d priced model calls", wantCalls)
 	assert.Empty(t, sc.dispatch, "dispatching calls whose merged cost differs from their tasks' calls")
+	for tid, jc := range journalCost {
+		assert.True(t, near(jc, sc.byTrace[tid]), "run %s: journal total_cost_usd %.9f, spans %.9f", tid, jc, sc.byTrace[tid])
+	}
 	assert.Equal(t, runs+1, sc.checked, "one dispatching call per demo run and one in the agentusage records")
 	require.Positive(t, sc.own)
 	t.Logf("Σ per-call cost over %d calls: $%.9f", sc.calls, sc.own)

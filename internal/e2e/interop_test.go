@@ -23,8 +23,9 @@ var updateInterop = flag.Bool("interop.update", false, "rewrite test/interop/tes
 
 // interopCase is one library driving the two-agent app of test/interop/common.mjs.
 type interopCase struct {
-	script  string // in test/interop
-	fixture string // test/interop/testdata/<fixture>.otlp.json
+	script  string   // in test/interop
+	env     []string // extra environment for the script
+	fixture string   // test/interop/testdata/<fixture>.otlp.json
 	// rawSpans is how many spans the library sends for one run (received before any
 	// processor): the test waits for them before it looks at the results
 	rawSpans int
@@ -44,7 +45,7 @@ func runInterop(t *testing.T, c interopCase) (*FakeModel, []ptrace.Span, []ptrac
 	model := StartFakeModel(t)
 	col := StartInteropCollector(t)
 	prom := scrapeShipped(t, col.Ports.Prometheus)
-	out := RunInterop(t, c.script, col.Env(model)...)
+	out := RunInterop(t, c.script, append(col.Env(model), c.env...)...)
 	t.Logf("node %s: %s", c.script, out)
 
 	raw := WaitForSpans(t, col.Raw, c.rawSpans, 30*time.Second)
@@ -91,6 +92,14 @@ func assertCounted(t *testing.T, prom *Prometheus, lead, sub genai.Usage) {
 	require.NoError(t, err)
 	if s := usageSum(sub); s > 0 {
 		assert.Equal(t, map[string]float64{"researcher": s}, dropZeros(subAgent), "the subagent's bucket is named after it")
+	}
+
+	// provider and model labels: not asserted (normalisation's own tests do), logged for
+	// docs/compatibility.md
+	if samples, err := prom.Query(ctx, `sum by (provider, model) (agentmeter_tokens_total)`); err == nil {
+		for _, s := range samples {
+			t.Logf("interop labels: provider=%q model=%q tokens=%v", s.Labels["provider"], s.Labels["model"], s.Value)
+		}
 	}
 
 	hist, err := prom.QueryByLabel(ctx, `sum by (gen_ai_token_type) (gen_ai_client_token_usage_sum)`, "gen_ai_token_type")
@@ -171,6 +180,8 @@ func runAndAssert(t *testing.T, c interopCase) {
 		}
 	}
 	require.NotEmpty(t, callID, "the fake answered the lead with a task call")
+	// the row docs/compatibility.md is written from (go test -v)
+	t.Logf("interop %s: served %+v; passed on: lead %+v, subagent %+v", c.script, model.Served(nil), lead, sub)
 	assertCounted(t, prom, lead, sub)
 	assertMerged(t, exported, callID, sub)
 	if c.agents != nil {
@@ -259,6 +270,12 @@ func TestInteropAISDKOTel(t *testing.T) {
 		passesOn: func(t *testing.T, c ServedCall, raw []ptrace.Span) genai.Usage {
 			return only(c.Usage, true, true, true, false)
 		}})
+}
+
+// The same with the integration's `usage` option on: reasoning tokens arrive too (as
+// ai.usage.outputTokenDetails.reasoningTokens), so every served kind is counted.
+func TestInteropAISDKOTelUsageOption(t *testing.T) {
+	runAndAssert(t, interopCase{script: "aisdk-otel.mjs", env: []string{"AISDK_OTEL_USAGE=1"}, fixture: "aisdk-otel-usage", rawSpans: 9})
 }
 
 // The Vercel AI SDK's legacy telemetry (@ai-sdk/otel LegacyOpenTelemetry, ai.* spans):

@@ -37,7 +37,7 @@ var goldenCases = []goldenCase{
 	{"openinference", buildOpenInference, genai.Usage{Input: 878, Output: 60, CacheRead: 512, Reasoning: 16}},
 	{"ai_sdk_legacy", buildAISDKLegacy, genai.Usage{Input: 778, Output: 60, CacheRead: 512, Reasoning: 16}},
 	{"ai_sdk_otel", buildAISDKOtel, genai.Usage{Input: 678, Output: 40, CacheRead: 512}},
-	{"langchain", buildLangChain, genai.Usage{Input: 120, Output: 12}},
+	{"langchain", buildLangChain, genai.Usage{Input: 120, Output: 12, CacheRead: 64, Reasoning: 5}},
 }
 
 func TestGolden(t *testing.T) {
@@ -213,13 +213,17 @@ func buildAISDKOtel() ptrace.Traces {
 	return f.td
 }
 
-// LangChain: provider and model only in the run metadata (as LangSmith's OTel export
-// writes it), usage on the model run and summed on the chain run above it.
+// LangChain through LangSmith's OpenTelemetry export: operation names from run types
+// (llm → chat, chain → chain), a gen_ai.system guessed from the model name ("langchain"
+// when it has no guess), provider and model in the run metadata, usage on the model run
+// with its details as JSON, and the sum on the chain run above it.
 func buildLangChain() ptrace.Traces {
 	f := newFixture(7, "langchain-app", "langsmith", "0.12.0")
-	chain := f.span(root, "LangGraph", internal, "langsmith.span.kind", "chain", "gen_ai.usage.input_tokens", 120, "gen_ai.usage.output_tokens", 12)
-	f.span(chain, "ChatOpenAI", client, "langsmith.span.kind", "llm", "gen_ai.operation.name", "chat",
+	chain := f.span(root, "LangGraph", internal, "langsmith.span.kind", "chain", "gen_ai.operation.name", "chain",
+		"gen_ai.system", "langchain", "gen_ai.usage.input_tokens", 120, "gen_ai.usage.output_tokens", 12)
+	f.span(chain, "ChatOpenAI", client, "langsmith.span.kind", "llm", "gen_ai.operation.name", "chat", "gen_ai.system", "langchain",
 		"langsmith.metadata.ls_provider", "openai", "langsmith.metadata.ls_model_name", "gpt-4o-mini",
-		"gen_ai.usage.input_tokens", 120, "gen_ai.usage.output_tokens", 12)
+		"gen_ai.usage.input_tokens", 120, "gen_ai.usage.output_tokens", 12, "gen_ai.usage.total_tokens", 132,
+		"gen_ai.usage.input_token_details", `{"audio":0,"cache_read":64}`, "gen_ai.usage.output_token_details", `{"audio":0,"reasoning":5}`)
 	return f.td
 }

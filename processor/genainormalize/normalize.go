@@ -91,6 +91,9 @@ const (
 	sLSModelLF
 	sLSModelMeta
 	sLSModel
+	sInDetails
+	sOutDetails
+	sCache1h // contract's 1-hour cache-write part
 	numSlots
 )
 
@@ -161,6 +164,9 @@ var keys = map[string]keyInfo{
 	genai.AttrLSModelLangfuse:     {sLSModelLF, convLangChain},
 	genai.AttrLSModelNameMeta:     {sLSModelMeta, convLangChain},
 	genai.AttrLSModelName:         {sLSModel, convLangChain},
+	genai.AttrUsageInputDetails:   {sInDetails, convLangChain},
+	genai.AttrUsageOutputDetails:  {sOutDetails, convLangChain},
+	genai.AttrUsageCacheCreat1h:   {sCache1h, convContract},
 }
 
 // Sources of each contract value, best first. The contract key itself comes first, so
@@ -171,9 +177,11 @@ var (
 	cacheReadSources     = []slot{sCacheRead, sCacheReadFlat, sOICacheRead, sAICacheRead, sAICached}
 	cacheCreationSources = []slot{sCacheCreation, sCacheWrite, sCacheCreationFlat, sOICacheWrite, sAICacheWrite}
 	reasoningSources     = []slot{sReasoning, sReasoningFlat, sOIReasoning, sAIOutReasoning, sAIReasoning}
-	providerSources      = []slot{sProvider, sSystem, sOIProvider, sOISystem, sAIProvider, sLSProviderLS, sLSProviderLF, sLSProviderMeta, sLSProvider}
-	reqModelSources      = []slot{sReqModel, sOIReqModel, sOIModel, sAIModelID, sLSModelLS, sLSModelLF, sLSModelMeta, sLSModel}
-	respModelSources     = []slot{sRespModel, sOIRespModel, sAIRespModel}
+	// LangChain's ls_provider comes before gen_ai.system: LangSmith's export writes both,
+	// and its gen_ai.system is a guess from the model name ("langchain" when it has none).
+	providerSources  = []slot{sProvider, sLSProviderLS, sLSProviderLF, sLSProviderMeta, sLSProvider, sSystem, sOIProvider, sOISystem, sAIProvider}
+	reqModelSources  = []slot{sReqModel, sOIReqModel, sOIModel, sAIModelID, sLSModelLS, sLSModelLF, sLSModelMeta, sLSModel}
+	respModelSources = []slot{sRespModel, sOIRespModel, sAIRespModel}
 )
 
 // view is one span's attributes as the normalisation reads them.
@@ -244,6 +252,26 @@ func (n *normalizer) modelCall(name string, attrs pcommon.Map, v *view, exclusiv
 	cr, crFrom, hasCR := v.count(cacheReadSources)
 	cw, cwFrom, hasCW := v.count(cacheCreationSources)
 	rs, rsFrom, hasRS := v.count(reasoningSources)
+	// LangChain's usage_metadata details, as LangSmith's export writes them (JSON)
+	var det tokenDetails
+	if !hasCR || !hasCW || !v.set[sCache1h] {
+		det.in = v.details(sInDetails)
+	}
+	if !hasRS {
+		det.out = v.details(sOutDetails)
+	}
+	if c, ok := det.in.count("cache_read"); ok && !hasCR {
+		cr, crFrom, hasCR = c, sInDetails, true
+	}
+	if c, ok := det.in.count("cache_creation"); ok && !hasCW {
+		cw, cwFrom, hasCW = c, sInDetails, true
+	}
+	if c, ok := det.out.count("reasoning"); ok && !hasRS {
+		rs, rsFrom, hasRS = c, sOutDetails, true
+	}
+	if c, ok := det.in.count("ephemeral_1h_input_tokens"); ok && c > 0 && !v.set[sCache1h] {
+		attrs.PutInt(genai.AttrUsageCacheCreat1h, c)
+	}
 	if hasIn && inFrom != sInput {
 		attrs.PutInt(genai.AttrUsageInput, in)
 	}
@@ -283,7 +311,7 @@ func (n *normalizer) modelCall(name string, attrs pcommon.Map, v *view, exclusiv
 			lc, lcRead = v.langChainMetadata(), true
 			p = lc.Provider
 		}
-		if p = canonicalProvider(p); p != "" {
+		if p = canonicalProvider(p); p != "" && p != genai.LangChainSystem {
 			attrs.PutStr(genai.AttrProviderName, p)
 		}
 	}
@@ -447,6 +475,35 @@ func (v *view) str(srcs []slot) (string, slot) {
 		}
 	}
 	return "", 0
+}
+
+// tokenDetails are LangChain's input/output token details, decoded from JSON.
+type tokenDetails struct{ in, out detailMap }
+
+type detailMap map[string]any
+
+func (d detailMap) count(key string) (int64, bool) {
+	f, ok := d[key].(float64)
+	if !ok || f < 0 {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+// details decodes a JSON-object attribute; nil when absent or not an object.
+func (v *view) details(s slot) detailMap {
+	if !v.set[s] || v.vals[s].Type() != pcommon.ValueTypeStr {
+		return nil
+	}
+	raw := v.vals[s].Str()
+	if raw == "" || raw[0] != '{' {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal([]byte(raw), &m) != nil {
+		return nil
+	}
+	return m
 }
 
 // lcMetadata is the LangChain run metadata OpenInference's LangChain instrumentation

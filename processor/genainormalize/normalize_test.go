@@ -174,6 +174,23 @@ func TestSpanRules(t *testing.T) {
 			want: map[string]any{"gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4o-mini"},
 		},
 		{
+			name: "langsmith otel export: details JSON, ls_provider over its guessed gen_ai.system", span: "ChatAnthropic",
+			in: []any{"gen_ai.operation.name", "chat", "langsmith.span.kind", "llm", "gen_ai.system", "langchain",
+				"langsmith.metadata.ls_provider", "anthropic", "gen_ai.request.model", "claude-sonnet-4",
+				"gen_ai.usage.input_tokens", 1500, "gen_ai.usage.output_tokens", 40, "gen_ai.usage.total_tokens", 1540,
+				"gen_ai.usage.input_token_details", `{"cache_read":1000,"cache_creation":300,"ephemeral_5m_input_tokens":100,"ephemeral_1h_input_tokens":200}`,
+				"gen_ai.usage.output_token_details", `{"reasoning":12}`},
+			want: map[string]any{"gen_ai.provider.name": "anthropic", "gen_ai.usage.cache_read.input_tokens": int64(1000),
+				"gen_ai.usage.cache_creation.input_tokens": int64(300), "agentmeter.usage.cache_creation.ephemeral_1h.input_tokens": int64(200),
+				"gen_ai.usage.reasoning.output_tokens": int64(12)},
+		},
+		{
+			name: "langsmith's guessed system langchain is no provider", span: "ChatModel",
+			in:     []any{"gen_ai.operation.name", "chat", "gen_ai.system", "langchain"},
+			want:   map[string]any{},
+			absent: []string{genai.AttrProviderName},
+		},
+		{
 			name: "langchain metadata inside openinference metadata JSON", span: "ChatOpenAI",
 			in: []any{"openinference.span.kind", "LLM", "metadata", `{"ls_provider":"openai","ls_model_name":"gpt-4o-mini","langgraph_node":"model"}`,
 				"llm.token_count.prompt", 9, "llm.token_count.completion", 1},

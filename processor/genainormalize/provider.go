@@ -18,7 +18,7 @@ var semconvProviders = map[string]string{
 // AI SDK's provider ids (the part before its API suffix), OpenInference's llm.provider
 // values and LangChain's ls_provider values.
 var providerAliases = map[string]string{
-	"google.vertex": "gcp.vertex_ai", "google-vertex": "gcp.vertex_ai", "google_vertexai": "gcp.vertex_ai", "vertexai": "gcp.vertex_ai",
+	"google.vertex": "gcp.vertex_ai", "google-vertex": "gcp.vertex_ai", "google_vertexai": "gcp.vertex_ai", "vertexai": "gcp.vertex_ai", "vertex_ai": "gcp.vertex_ai",
 	"google.generative-ai": "gcp.gemini", "google": "gcp.gemini", "google_genai": "gcp.gemini", "gemini": "gcp.gemini",
 	"amazon-bedrock": "aws.bedrock", "amazon_bedrock": "aws.bedrock", "bedrock": "aws.bedrock", "aws": "aws.bedrock",
 	"azure-openai": "azure.ai.openai", "azure": "azure.ai.openai", "azure_openai": "azure.ai.openai",

@@ -62,7 +62,9 @@ type Model struct {
 	Options          map[string]any `yaml:"options"` // provider-specific extras, passed through
 }
 
-// Pricing is informational (USD per million tokens); it is never sent to a provider.
+// Pricing is the model's price (USD per million tokens), used by the run journal's cost keys
+// in place of the default price table's row for this model id (see PriceTable); it is
+// never sent to a provider.
 type Pricing struct {
 	Input     float64 `yaml:"input"`
 	Output    float64 `yaml:"output"`

@@ -365,7 +365,7 @@ func (s *Server) execute(ar *activeRun, run store.Run, lead Lead, human message.
 		prior = &st
 	}
 	j := journal.New(journal.Options{
-		RunID: run.RunID, ThreadID: run.ThreadID, ProgressInterval: s.cfg.ProgressInterval,
+		RunID: run.RunID, ThreadID: run.ThreadID, ProgressInterval: s.cfg.ProgressInterval, Pricer: s.pricer,
 		ProgressReporter: func(snap journal.CompletionData) {
 			c, cancel := bg()
 			defer cancel()

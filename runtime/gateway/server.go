@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentmeter/agentmeter/runtime/agent"
+	"github.com/agentmeter/agentmeter/runtime/journal"
 	"github.com/agentmeter/agentmeter/runtime/sandbox"
 	"github.com/agentmeter/agentmeter/runtime/store"
 )
@@ -52,6 +53,8 @@ type Options struct {
 	// Uploads returns a thread's uploads folder for a user (where UploadsMiddleware looks
 	// for them); nil: no uploads (multipart files and POST .../uploads answer 501).
 	Uploads func(userID, threadID string) (string, error)
+	// Pricer prices each run's calls for the journal's cost keys (docs/cost.md); nil: no cost.
+	Pricer journal.Pricer
 }
 
 // Server is the gateway. Create with New, serve with Serve, stop with Shutdown.
@@ -68,6 +71,7 @@ type Server struct {
 	ctxWindow    func(string) int
 	defaultModel string
 	uploads      func(userID, threadID string) (string, error)
+	pricer       journal.Pricer
 
 	runCtx    context.Context
 	cancelAll context.CancelCauseFunc
@@ -116,7 +120,7 @@ func New(o Options) (*Server, error) {
 	runCtx, cancel := context.WithCancelCause(parent)
 	s := &Server{
 		cfg: cfg, store: o.Store, agents: o.Agents, log: log, auth: auth, metrics: newMetrics(),
-		ctxWindow: o.ContextWindow, defaultModel: o.DefaultModel, uploads: o.Uploads,
+		ctxWindow: o.ContextWindow, defaultModel: o.DefaultModel, uploads: o.Uploads, pricer: o.Pricer,
 		runCtx: runCtx, cancelAll: cancel,
 		active: map[string]*activeRun{}, lines: map[string]*threadLine{}, recent: map[string]*activeRun{}, context: map[string]contextTokens{},
 	}

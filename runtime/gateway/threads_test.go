@@ -225,13 +225,21 @@ func waitIdle(t *testing.T, s *Server, threadID string) {
 }
 
 func TestFiveRunsEnqueuedRunWholeInOrder(t *testing.T) {
-	for _, via := range []string{"config", "request"} {
+	for _, via := range []string{"config", "request", "postgres"} {
 		t.Run(via, func(t *testing.T) {
 			cfg, body := Config{MultitaskStrategy: MultitaskEnqueue}, `{"input":"%s"}`
 			if via == "request" {
 				cfg, body = Config{}, `{"input":"%s","multitask_strategy":"enqueue"}`
 			}
-			e := newThreadEnv(t, cfg, nil)
+			var st store.RunStore
+			if via == "postgres" {
+				pg, err := postgres.Open(context.Background(), postgresServer(t).NewDatabase(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				st = pg
+			}
+			e := newThreadEnv(t, cfg, st)
 			var ids []string
 			for i := range 5 {
 				r := decodeRun(t, e.expect(t, "POST", "/api/threads/t1/runs", "alice-key", fmt.Sprintf(body, fmt.Sprintf("remember %d", i+1)), 202, ""))

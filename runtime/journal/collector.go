@@ -48,10 +48,11 @@ func (c *TokenCollector) OnLLMEnd(callID string, generations []*message.Message)
 		}
 		c.seen[callID] = true
 		model := g.ModelName()
+		gu := u.GenAI()
 		c.records = append(c.records, UsageRecord{
 			SourceRunID: callID, Caller: c.caller, ModelName: model,
 			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: total,
-			CacheReadTokens: u.CacheRead(),
+			CacheReadTokens: u.CacheRead(), CacheCreationTokens: gu.CacheCreation, ReasoningTokens: gu.Reasoning,
 		})
 		return
 	}

@@ -37,6 +37,27 @@ type CompletionData struct {
 	MessageCount      int64                 `json:"message_count"`
 	LastAIMessage     string                `json:"last_ai_message"`
 	FirstHumanMessage string                `json:"first_human_message"`
+
+	// Cost (USD) in keys DeerFlow does not have, so its keys above keep their shape; all
+	// omitted while nothing was priced (no pricer, or only unknown models). The same price
+	// table and formulas as the collector's cost step (docs/cost.md).
+	TotalCostUSD      float64            `json:"total_cost_usd,omitempty"`
+	CostUSDByCaller   *CallerCost        `json:"cost_usd_by_caller,omitempty"`
+	CostUSDByModel    map[string]float64 `json:"cost_usd_by_model,omitempty"`
+	UnpricedCallCount int64              `json:"unpriced_llm_call_count,omitempty"`
+}
+
+// CallerCost is cost_usd_by_caller: the three caller buckets of the token counts.
+type CallerCost struct {
+	LeadAgent  float64 `json:"lead_agent"`
+	Subagent   float64 `json:"subagent"`
+	Middleware float64 `json:"middleware"`
+}
+
+// Pricer prices one model call; ok is false for a model it has no price for.
+// pricing.Table's journal adapter (pricing.JournalPricer) is the one used.
+type Pricer interface {
+	Price(provider, model string, u genai.Usage, at time.Time) (genai.Cost, bool)
 }
 
 // UsageRecord is one external usage record (a subagent's model call, or another
@@ -49,6 +70,14 @@ type UsageRecord struct {
 	OutputTokens    int64  `json:"output_tokens"`
 	TotalTokens     int64  `json:"total_tokens"`
 	CacheReadTokens int64  `json:"cache_read_tokens,omitempty"`
+	// Added to DeerFlow's record so the journal prices it like the call it came from.
+	CacheCreationTokens int64 `json:"cache_creation_tokens,omitempty"`
+	ReasoningTokens     int64 `json:"reasoning_tokens,omitempty"`
+}
+
+// usage is the record's contract usage.
+func (r UsageRecord) usage() genai.Usage {
+	return genai.Usage{Input: r.InputTokens, Output: r.OutputTokens, CacheRead: r.CacheReadTokens, CacheCreation: r.CacheCreationTokens, Reasoning: r.ReasoningTokens}
 }
 
 // UsageRecorder is what the task tool looks for to report subagent usage (§4.5).
@@ -76,6 +105,8 @@ type Options struct {
 	ProgressReporter func(CompletionData)
 	// ProgressInterval is the throttle window (DeerFlow default 5 s; 0 reports every change).
 	ProgressInterval time.Duration
+	// Pricer, when set, prices every counted call and record (the cost keys).
+	Pricer Pricer
 }
 
 // DefaultProgressInterval is DeerFlow's progress_flush_interval.
@@ -87,6 +118,7 @@ type RunJournal struct {
 	track           bool
 	reporter        func(CompletionData)
 	interval        time.Duration
+	pricer          Pricer
 
 	mu              sync.Mutex
 	data            CompletionData
@@ -110,6 +142,7 @@ func New(opts Options) *RunJournal {
 		track:           opts.TrackTokenUsage == nil || *opts.TrackTokenUsage,
 		reporter:        opts.ProgressReporter,
 		interval:        opts.ProgressInterval,
+		pricer:          opts.Pricer,
 		data:            CompletionData{TokenUsageByModel: map[string]ModelUsage{}},
 		countedCalls:    map[string]bool{},
 		summarisedCalls: map[string]bool{},
@@ -173,6 +206,7 @@ func (j *RunJournal) OnLLMEnd(callID, caller string, generations []message.Messa
 		}
 		j.countedCalls[callID] = true
 		j.addLocked(caller, msg.ModelName(), u.InputTokens, u.OutputTokens, total, u.CacheRead())
+		j.addCostLocked(caller, msg.ModelName(), u.GenAI())
 		j.data.LLMCallCount++
 		changed = true
 	}
@@ -220,6 +254,38 @@ func (j *RunJournal) addLocked(caller, model string, in, out, total, cacheRead i
 	j.data.TokenUsageByModel[model] = b
 }
 
+// addCostLocked prices one call or record and adds it to the cost keys; a model without
+// a price is counted in unpriced_llm_call_count instead, never guessed.
+func (j *RunJournal) addCostLocked(caller, model string, u genai.Usage) {
+	if j.pricer == nil {
+		return
+	}
+	c, ok := j.pricer.Price("", model, u, time.Now())
+	if !ok {
+		j.data.UnpricedCallCount++
+		return
+	}
+	j.data.TotalCostUSD += c.Total
+	if j.data.CostUSDByCaller == nil {
+		j.data.CostUSDByCaller = &CallerCost{}
+	}
+	switch genai.CallerBucket(caller) {
+	case genai.BucketSubagent:
+		j.data.CostUSDByCaller.Subagent += c.Total
+	case genai.BucketMiddleware:
+		j.data.CostUSDByCaller.Middleware += c.Total
+	default:
+		j.data.CostUSDByCaller.LeadAgent += c.Total
+	}
+	if model == "" {
+		model = "unknown"
+	}
+	if j.data.CostUSDByModel == nil {
+		j.data.CostUSDByModel = map[string]float64{}
+	}
+	j.data.CostUSDByModel[model] += c.Total
+}
+
 // RecordExternalLLMUsageRecords adds records produced elsewhere (§5.4): skipped when
 // tracking is off, for empty or already seen source_run_id, and when the total (or
 // input+output) is not positive. llm_call_count is not incremented.
@@ -241,7 +307,9 @@ func (j *RunJournal) RecordExternalLLMUsageRecords(records []UsageRecord) {
 			continue
 		}
 		j.externalSeen[r.SourceRunID] = true
-		j.addLocked(IdentifyCaller([]string{r.Caller}), r.ModelName, r.InputTokens, r.OutputTokens, total, r.CacheReadTokens)
+		caller := IdentifyCaller([]string{r.Caller})
+		j.addLocked(caller, r.ModelName, r.InputTokens, r.OutputTokens, total, r.CacheReadTokens)
+		j.addCostLocked(caller, r.ModelName, r.usage())
 		changed = true
 	}
 	j.mu.Unlock()
@@ -323,6 +391,16 @@ func (j *RunJournal) snapshotLocked() CompletionData {
 	d.TokenUsageByModel = make(map[string]ModelUsage, len(j.data.TokenUsageByModel))
 	for k, v := range j.data.TokenUsageByModel {
 		d.TokenUsageByModel[k] = v
+	}
+	if j.data.CostUSDByCaller != nil {
+		cc := *j.data.CostUSDByCaller
+		d.CostUSDByCaller = &cc
+	}
+	if j.data.CostUSDByModel != nil {
+		d.CostUSDByModel = make(map[string]float64, len(j.data.CostUSDByModel))
+		for k, v := range j.data.CostUSDByModel {
+			d.CostUSDByModel[k] = v
+		}
 	}
 	return d
 }

@@ -7,7 +7,9 @@ import { otelProvider, report } from "./common.mjs";
 import { runApp } from "./aisdk-app.mjs";
 
 const provider = otelProvider("interop-aisdk-otel");
-registerTelemetry(new OpenTelemetry({ agentSpanName: "functionId" }));
+// AISDK_OTEL_USAGE=1 turns on the integration's `usage` option: usage details GenAI
+// semconv has no name for (reasoning tokens among them) as ai.usage.* attributes
+registerTelemetry(new OpenTelemetry({ agentSpanName: "functionId", usage: process.env.AISDK_OTEL_USAGE === "1" }));
 const answer = await runApp((functionId) => ({ telemetry: { functionId } }));
 await provider.forceFlush();
 await provider.shutdown();
