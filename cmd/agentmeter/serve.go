@@ -95,7 +95,12 @@ func serve(ctx context.Context, cfgPath, listen string, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	runtimeSettings := middleware.ConfigFrom(cfg).Settings.Runtime
+	mc := middleware.ConfigFrom(cfg)
+	runtimeSettings := mc.Settings.Runtime
+	var fallbackTitle func(string) string
+	if mc.Title.Enabled {
+		fallbackTitle = func(user string) string { return middleware.FallbackTitle(user, mc.Title.MaxChars) }
+	}
 	runCtx := telemetry.WithContentCapture(context.Background(), cfg.Telemetry.CaptureContent)
 	srv, err := gateway.New(gateway.Options{
 		Config: *gwCfg, Store: st, Logger: log, RunContext: runCtx, Pricer: pricing.JournalPricer{Table: prices},
@@ -114,7 +119,8 @@ func serve(ctx context.Context, cfgPath, listen string, stderr io.Writer) error 
 			}
 			return 0
 		},
-		DefaultModel: lead.ModelName,
+		DefaultModel:  lead.ModelName,
+		FallbackTitle: fallbackTitle,
 		// The folder UploadsMiddleware checks (ThreadDataMiddleware's uploads path), mounted
 		// in the run's sandbox at /mnt/user-data/uploads.
 		Uploads: func(userID, threadID string) (string, error) {

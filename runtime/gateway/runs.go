@@ -418,6 +418,9 @@ func (s *Server) execute(ar *activeRun, run store.Run, lead Lead, human message.
 			}
 		}
 		if s.cfg.history() {
+			if c.Status == store.StatusInterrupted {
+				s.titleInterrupted(&res.State)
+			}
 			// Whatever the outcome, the thread keeps what the run did (DeerFlow's
 			// checkpoints); the next run's DanglingToolCall patches an interrupted turn.
 			cctx, cancel := bg()
@@ -706,4 +709,29 @@ func (s *Server) threadState(w http.ResponseWriter, r *http.Request, p Principal
 		st.Messages = []message.Message{}
 	}
 	writeJSON(w, http.StatusOK, threadStateResponse{ThreadID: id, Values: st})
+}
+
+// titleInterrupted gives an untitled thread whose only user message is the interrupted
+// run's a fallback title (DeerFlow's worker: a partial first exchange is titled too).
+func (s *Server) titleInterrupted(st *state.State) {
+	if s.fallbackTitle == nil || st.Title != "" {
+		return
+	}
+	user, n := "", 0
+	for _, m := range st.Messages {
+		if !m.IsHuman() {
+			continue
+		}
+		if hidden, _ := m.AdditionalKwargs["hide_from_ui"].(bool); hidden {
+			continue
+		}
+		n++
+		user = m.Content
+		if orig, ok := m.AdditionalKwargs["original_user_content"].(string); ok {
+			user = orig
+		}
+	}
+	if n == 1 {
+		st.Title = s.fallbackTitle(user)
+	}
 }

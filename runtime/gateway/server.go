@@ -50,6 +50,10 @@ type Options struct {
 	// unknown), for context_usage; DefaultModel is used when a thread has no run yet.
 	ContextWindow func(modelName string) int
 	DefaultModel  string
+	// FallbackTitle titles a thread whose first run was interrupted before the title
+	// middleware ran (DeerFlow's worker does this, partial exchange allowed), from the
+	// user's message; nil: no title for such threads.
+	FallbackTitle func(userMessage string) string
 	// Uploads returns a thread's uploads folder for a user (where UploadsMiddleware looks
 	// for them); nil: no uploads (multipart files and POST .../uploads answer 501).
 	Uploads func(userID, threadID string) (string, error)
@@ -68,10 +72,11 @@ type Server struct {
 	handler http.Handler
 	httpSrv *http.Server
 
-	ctxWindow    func(string) int
-	defaultModel string
-	uploads      func(userID, threadID string) (string, error)
-	pricer       journal.Pricer
+	ctxWindow     func(string) int
+	defaultModel  string
+	uploads       func(userID, threadID string) (string, error)
+	fallbackTitle func(string) string
+	pricer        journal.Pricer
 
 	runCtx    context.Context
 	cancelAll context.CancelCauseFunc
@@ -120,7 +125,7 @@ func New(o Options) (*Server, error) {
 	runCtx, cancel := context.WithCancelCause(parent)
 	s := &Server{
 		cfg: cfg, store: o.Store, agents: o.Agents, log: log, auth: auth, metrics: newMetrics(),
-		ctxWindow: o.ContextWindow, defaultModel: o.DefaultModel, uploads: o.Uploads, pricer: o.Pricer,
+		ctxWindow: o.ContextWindow, defaultModel: o.DefaultModel, uploads: o.Uploads, fallbackTitle: o.FallbackTitle, pricer: o.Pricer,
 		runCtx: runCtx, cancelAll: cancel,
 		active: map[string]*activeRun{}, lines: map[string]*threadLine{}, recent: map[string]*activeRun{}, context: map[string]contextTokens{},
 	}

@@ -87,7 +87,8 @@ func newThreadEnv(t *testing.T, cfg Config, st store.RunStore) *threadEnv {
 			sb, err := sandbox.NewLocal(root, threadID)
 			return Lead{Agent: a, Sandbox: sb, ModelName: "scripted-test"}, err
 		},
-		Uploads: func(user, thread string) (string, error) { return filepath.Join(root, "uploads", user, thread), nil },
+		Uploads:       func(user, thread string) (string, error) { return filepath.Join(root, "uploads", user, thread), nil },
+		FallbackTitle: func(user string) string { return "fallback: " + user },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -350,4 +351,37 @@ func TestRunEventsServed(t *testing.T) {
 	e.expect(t, "GET", "/api/threads/t1/runs/"+run.RunID+"/events", "bob-key", "", 404, detail("Thread t1 not found"))
 	e.expect(t, "GET", "/api/threads/t1/runs/run-nope/events", "alice-key", "", 404, detail("Run run-nope not found"))
 	e.expect(t, "GET", "/api/threads/t1/runs/"+run.RunID+"/events", "writer-key", "", 403, detail("Permission denied: threads:read"))
+}
+
+// A first run interrupted before any title gets the fallback title (DeerFlow's worker);
+// a later interrupted run never retitles the thread.
+func TestInterruptedFirstRunIsTitled(t *testing.T) {
+	e := newThreadEnv(t, Config{}, nil)
+	run := decodeRun(t, e.expect(t, "POST", "/api/threads/t1/runs", "alice-key", `{"input":"slow one"}`, 202, ""))
+	deadline := time.Now().Add(10 * time.Second)
+	for len(e.model.requests()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the run never called the model")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.expect(t, "POST", "/api/threads/t1/runs/"+run.RunID+"/cancel", "alice-key", "", 202, "")
+	waitIdle(t, e.srv, "t1")
+	var th threadResponse
+	if err := json.Unmarshal([]byte(e.expect(t, "GET", "/api/threads/t1", "alice-key", "", 200, "")), &th); err != nil {
+		t.Fatal(err)
+	}
+	if th.Title != "fallback: slow one" {
+		t.Fatalf("title = %q", th.Title)
+	}
+	run = decodeRun(t, e.expect(t, "POST", "/api/threads/t1/runs", "alice-key", `{"input":"second"}`, 202, ""))
+	for len(e.model.requests()) < 2 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.expect(t, "POST", "/api/threads/t1/runs/"+run.RunID+"/cancel", "alice-key", "", 202, "")
+	waitIdle(t, e.srv, "t1")
+	_ = json.Unmarshal([]byte(e.expect(t, "GET", "/api/threads/t1", "alice-key", "", 200, "")), &th)
+	if th.Title != "fallback: slow one" {
+		t.Fatalf("title after a second interrupted run = %q", th.Title)
+	}
 }

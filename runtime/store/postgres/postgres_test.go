@@ -121,3 +121,5 @@ func openBench(b *testing.B) *sqlstore.Store {
 func BenchmarkRunLifecycle(b *testing.B) { storetest.BenchRunLifecycle(b, openBench(b)) }
 
 func BenchmarkAggregate100Runs(b *testing.B) { storetest.BenchAggregate(b, openBench(b), 100) }
+
+func BenchmarkThreadState10Turns(b *testing.B) { storetest.BenchThreadState(b, openBench(b), 10) }

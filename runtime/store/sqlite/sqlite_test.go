@@ -109,6 +109,8 @@ func BenchmarkRunLifecycle(b *testing.B) { storetest.BenchRunLifecycle(b, openBe
 
 func BenchmarkAggregate100Runs(b *testing.B) { storetest.BenchAggregate(b, openBench(b), 100) }
 
+func BenchmarkThreadState10Turns(b *testing.B) { storetest.BenchThreadState(b, openBench(b), 10) }
+
 // TestUpgradeFromVersion3 opens a database written before thread state existed: the
 // migration adds the tables and the old rows are untouched.
 func TestUpgradeFromVersion3(t *testing.T) {

@@ -2,9 +2,11 @@ package storetest
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/agentmeter/agentmeter/runtime/journal"
+	"github.com/agentmeter/agentmeter/runtime/message"
 	"github.com/agentmeter/agentmeter/runtime/store"
 )
 
@@ -51,6 +53,35 @@ func BenchAggregate(b *testing.B, s store.RunStore, rows int) {
 		got, err := s.AggregateTokensByThread(ctx, "agg", false)
 		if err != nil || got.TotalRuns != int64(rows) {
 			b.Fatal(got.TotalRuns, err)
+		}
+	}
+}
+
+// BenchThreadState measures what thread history adds to a run: loading the thread's
+// state and saving it back with one more exchange, for a thread that already has turns
+// exchanges (two messages each, ~300 bytes of content apiece).
+func BenchThreadState(b *testing.B, s store.RunStore, turns int) {
+	st := threadState()
+	st.Messages = nil
+	for i := range turns {
+		h := message.Human(fmt.Sprintf("question %d: %s", i, strings.Repeat("words ", 50)))
+		a := message.AI(fmt.Sprintf("answer %d: %s", i, strings.Repeat("words ", 50)))
+		a.UsageMetadata = &message.UsageMetadata{InputTokens: 1200, OutputTokens: 80, TotalTokens: 1280}
+		a.ResponseMetadata = map[string]any{"model_name": "m", "finish_reason": "stop"}
+		st.Messages = append(st.Messages, h, a)
+	}
+	if err := s.SaveThreadState(ctx, "bench-thread", st); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		got, err := s.LoadThreadState(ctx, "bench-thread")
+		if err != nil || len(got.Messages) != 2*turns {
+			b.Fatal(len(got.Messages), err)
+		}
+		if err := s.SaveThreadState(ctx, "bench-thread", got); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
