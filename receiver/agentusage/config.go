@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configopaque"
 )
@@ -31,6 +32,10 @@ type Config struct {
 	// RetryAfter is the Retry-After the receiver sends with 429/503 when the pipeline
 	// refuses data. Default: 1s.
 	RetryAfter time.Duration `mapstructure:"retry_after"`
+	// Storage names a storage extension (file_storage) that keeps the runs and
+	// observations held for their PATCH/update on disk, written before the SDK's request
+	// is answered, so a restart after a crash holds them again. Unset: memory only.
+	Storage *component.ID `mapstructure:"storage"`
 }
 
 // Validate collects every problem with the configuration.

@@ -42,6 +42,7 @@ type usageReceiver struct {
 	set      receiver.Settings
 	next     consumer.Traces
 	obs      *receiverhelper.ObsReport
+	store    *pendingStore // nil unless `storage` is set (persist.go)
 	runs     *langsmith.Translator
 	lfEvents *langfuse.Ingester
 	keys     [][]byte
@@ -84,6 +85,16 @@ func newReceiver(set receiver.Settings, cfg *Config, next consumer.Traces) (*usa
 // Start opens the listener and serves; a failure after start is reported to the host
 // as a fatal status, as collector receivers do.
 func (r *usageReceiver) Start(ctx context.Context, host component.Host) error {
+	if r.cfg.Storage != nil && r.store == nil {
+		st, err := startPendingStore(ctx, host, *r.cfg.Storage, r.set.ID)
+		if err != nil {
+			return fmt.Errorf("agentusage: %w", err)
+		}
+		r.store = st
+		if err := r.restore(ctx); err != nil {
+			return fmt.Errorf("agentusage: %w", err)
+		}
+	}
 	ln, err := r.cfg.ServerConfig.ToListener(ctx)
 	if err != nil {
 		return fmt.Errorf("agentusage: listen on %s: %w", r.cfg.ServerConfig.NetAddr.Endpoint, err)
@@ -121,6 +132,9 @@ func (r *usageReceiver) Shutdown(ctx context.Context) error {
 		r.emitRuns(ctx, r.runs.Drain(), false)
 		r.emitObservations(ctx, r.lfEvents.Drain(), false)
 	}
+	if r.store != nil {
+		err = errors.Join(err, r.store.client.Close(ctx))
+	}
 	return err
 }
 
@@ -157,6 +171,10 @@ func (r *usageReceiver) emitRuns(ctx context.Context, runs []langsmith.Run, repa
 		if repark {
 			r.emitRuns(ctx, r.runs.Repark(runs, r.now()), false)
 		}
+		return // with storage, still on disk: the next start holds them again
+	}
+	if err := r.syncRuns(ctx, nil, runs); err != nil {
+		r.set.Logger.Warn("agentusage: deleting emitted runs from storage failed; a restart emits them again", zap.Error(err))
 	}
 }
 
@@ -169,6 +187,10 @@ func (r *usageReceiver) emitObservations(ctx context.Context, obs []langfuse.Obs
 		if repark {
 			r.emitObservations(ctx, r.lfEvents.Repark(obs, r.now()), false)
 		}
+		return // with storage, still on disk: the next start holds them again
+	}
+	if err := r.syncObservations(ctx, nil, obs); err != nil {
+		r.set.Logger.Warn("agentusage: deleting emitted observations from storage failed; a restart emits them again", zap.Error(err))
 	}
 }
 
@@ -439,8 +461,16 @@ func (r *usageReceiver) ingestRuns(w http.ResponseWriter, req *http.Request, ops
 		return
 	}
 	evicted := plan.Commit(r.now())
+	serr := r.syncRuns(req.Context(), plan.Park, plan.Complete)
 	r.runsMu.Unlock()
 	r.emitRuns(context.WithoutCancel(req.Context()), evicted, false)
+	if serr != nil {
+		// held in memory, not on disk: ask the SDK to send again (its retry is merged
+		// into the held runs by id)
+		r.set.Logger.Error("agentusage: storing held runs failed; answering 503", zap.Error(serr))
+		r.writeRefused(w, serr, http.StatusServiceUnavailable)
+		return
+	}
 	resp := map[string]any{"accepted": len(ops), "errors": nonNil(errs)}
 	if len(errs) > 0 {
 		writeJSON(w, http.StatusMultiStatus, resp)
@@ -490,8 +520,14 @@ func (r *usageReceiver) handleLangfuseIngestion(w http.ResponseWriter, req *http
 		return
 	}
 	evicted := plan.Commit(r.now())
+	serr := r.syncObservations(req.Context(), append(append([]langfuse.Observation(nil), plan.Park...), plan.Roots...), plan.Complete)
 	r.eventsMu.Unlock()
 	r.emitObservations(context.WithoutCancel(req.Context()), evicted, false)
+	if serr != nil {
+		r.set.Logger.Error("agentusage: storing held observations failed; answering 503", zap.Error(serr))
+		r.writeRefused(w, serr, http.StatusServiceUnavailable)
+		return
+	}
 	resp := langfuse.Response{Successes: []langfuse.Success{}, Errors: nonNil(errs)}
 	for _, ev := range events {
 		resp.Successes = append(resp.Successes, langfuse.Success{ID: ev.ID, Status: http.StatusCreated})

@@ -631,3 +631,7 @@ func (in *Ingester) build(obs []Observation) ptrace.Traces {
 	}
 	return b.Traces()
 }
+
+// StorageKey is the key under which a held observation or trace root is stored (the
+// receiver's `storage`): one per entity, as the ingester holds them.
+func StorageKey(o Observation) string { return entityKey(o) }

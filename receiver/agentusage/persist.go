@@ -1,0 +1,134 @@
+package agentusage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.uber.org/zap"
+
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/langfuse"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/langsmith"
+)
+
+// With `storage` set, the runs and observations the receiver holds while they wait for
+// their PATCH / update (acknowledged to the SDK already) are also kept through a
+// storage extension (file_storage): one key per held entity, written before the SDK's
+// request is answered, deleted once the entity went on. At start every stored entity
+// is held again, so a restart after kill -9 still emits it (on its PATCH, or at
+// pending_timeout). A failed write answers the SDK with 503 (retryable).
+const (
+	prefixRun = "langsmith/"
+	prefixObs = "langfuse/"
+)
+
+type pendingStore struct {
+	client storage.Client
+}
+
+func startPendingStore(ctx context.Context, host component.Host, id, self component.ID) (*pendingStore, error) {
+	ext, ok := host.GetExtensions()[id]
+	if !ok {
+		return nil, fmt.Errorf("storage: extension %q not found (add it under extensions and service.extensions)", id)
+	}
+	se, ok := ext.(storage.Extension)
+	if !ok {
+		return nil, fmt.Errorf("storage: extension %q is not a storage extension", id)
+	}
+	c, err := se.GetClient(ctx, component.KindReceiver, self, "")
+	if err != nil {
+		return nil, fmt.Errorf("storage: getting a client of %q: %w", id, err)
+	}
+	if _, ok := c.(storage.Walker); !ok {
+		_ = c.Close(ctx)
+		return nil, fmt.Errorf("storage: extension %q cannot list its entries (file_storage can)", id)
+	}
+	return &pendingStore{client: c}, nil
+}
+
+// restore holds again every run and observation a previous process left.
+func (r *usageReceiver) restore(ctx context.Context) error {
+	var runs []langsmith.Run
+	var obs []langfuse.Observation
+	var bad []error
+	err := r.store.client.(storage.Walker).Walk(ctx, func(key string, value []byte) ([]*storage.Operation, error) {
+		switch {
+		case strings.HasPrefix(key, prefixRun):
+			run, err := langsmith.DecodeStoredRun(value)
+			if err != nil {
+				bad = append(bad, fmt.Errorf("%s: %w", key, err))
+				return []*storage.Operation{storage.DeleteOperation(key)}, nil
+			}
+			runs = append(runs, run)
+		case strings.HasPrefix(key, prefixObs):
+			var o langfuse.Observation
+			if err := json.Unmarshal(value, &o); err != nil {
+				bad = append(bad, fmt.Errorf("%s: %w", key, err))
+				return []*storage.Operation{storage.DeleteOperation(key)}, nil
+			}
+			obs = append(obs, o)
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("storage: reading held runs: %w", err)
+	}
+	if len(bad) > 0 {
+		r.set.Logger.Error("agentusage: stored entries that do not decode were dropped", zap.Error(errors.Join(bad...)))
+	}
+	now := r.now()
+	r.runsMu.Lock()
+	evictedRuns := r.runs.Repark(runs, now)
+	r.runsMu.Unlock()
+	r.eventsMu.Lock()
+	evictedObs := r.lfEvents.Repark(obs, now)
+	r.eventsMu.Unlock()
+	if len(runs)+len(obs) > 0 {
+		r.set.Logger.Info("agentusage: restored held runs from storage", zap.Int("langsmith_runs", len(runs)), zap.Int("langfuse_entities", len(obs)))
+	}
+	r.emitRuns(ctx, evictedRuns, false)
+	r.emitObservations(ctx, evictedObs, false)
+	return nil
+}
+
+// syncRuns stores the runs now held and deletes those that went on.
+func (r *usageReceiver) syncRuns(ctx context.Context, held, gone []langsmith.Run) error {
+	if r.store == nil || len(held)+len(gone) == 0 {
+		return nil
+	}
+	ops := make([]*storage.Operation, 0, len(held)+len(gone))
+	for _, g := range gone {
+		ops = append(ops, storage.DeleteOperation(prefixRun+g.ID))
+	}
+	for _, h := range held {
+		b, err := langsmith.EncodeRun(h)
+		if err != nil {
+			return fmt.Errorf("storage: encoding run %s: %w", h.ID, err)
+		}
+		ops = append(ops, storage.SetOperation(prefixRun+h.ID, b))
+	}
+	return r.store.client.Batch(ctx, ops...)
+}
+
+// syncObservations stores the observations and roots now held and deletes those that went on.
+func (r *usageReceiver) syncObservations(ctx context.Context, held, gone []langfuse.Observation) error {
+	if r.store == nil || len(held)+len(gone) == 0 {
+		return nil
+	}
+	ops := make([]*storage.Operation, 0, len(held)+len(gone))
+	for _, g := range gone {
+		ops = append(ops, storage.DeleteOperation(prefixObs+langfuse.StorageKey(g)))
+	}
+	for _, h := range held {
+		b, err := json.Marshal(h)
+		if err != nil {
+			return fmt.Errorf("storage: encoding observation %s: %w", h.ID, err)
+		}
+		ops = append(ops, storage.SetOperation(prefixObs+langfuse.StorageKey(h), b))
+	}
+	return r.store.client.Batch(ctx, ops...)
+}

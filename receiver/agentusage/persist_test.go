@@ -1,0 +1,138 @@
+package agentusage
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+// walkStorage is a storage extension in memory that can list its entries, like
+// file_storage; it outlives the receivers of one test as a directory outlives a process.
+type walkStorage struct {
+	mu   sync.Mutex
+	data map[string][]byte
+}
+
+func (*walkStorage) Start(context.Context, component.Host) error { return nil }
+func (*walkStorage) Shutdown(context.Context) error              { return nil }
+func (s *walkStorage) GetClient(context.Context, component.Kind, component.ID, string) (storage.Client, error) {
+	return s, nil
+}
+func (s *walkStorage) Get(_ context.Context, k string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.data[k], nil
+}
+func (s *walkStorage) Set(ctx context.Context, k string, v []byte) error {
+	return s.Batch(ctx, storage.SetOperation(k, v))
+}
+func (s *walkStorage) Delete(ctx context.Context, k string) error {
+	return s.Batch(ctx, storage.DeleteOperation(k))
+}
+func (*walkStorage) Close(context.Context) error { return nil }
+func (s *walkStorage) Batch(_ context.Context, ops ...*storage.Operation) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, op := range ops {
+		switch op.Type {
+		case storage.Get:
+			op.Value = s.data[op.Key]
+		case storage.Set:
+			s.data[op.Key] = append([]byte(nil), op.Value...)
+		case storage.Delete:
+			delete(s.data, op.Key)
+		}
+	}
+	return nil
+}
+func (s *walkStorage) Walk(_ context.Context, fn storage.WalkFunc) error {
+	s.mu.Lock()
+	keys := make([]string, 0, len(s.data))
+	for k := range s.data {
+		keys = append(keys, k)
+	}
+	s.mu.Unlock()
+	for _, k := range keys {
+		v, _ := s.Get(context.Background(), k)
+		ops, err := fn(k, v)
+		if err != nil {
+			return err
+		}
+		if err := s.Batch(context.Background(), ops...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *walkStorage) count(prefix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k := range s.data {
+		if strings.HasPrefix(k, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+type hostWith struct {
+	component.Host
+	ext map[component.ID]component.Component
+}
+
+func (h hostWith) GetExtensions() map[component.ID]component.Component { return h.ext }
+
+// A run POSTed without end_time is acknowledged and held for its PATCH. kill -9 of the
+// collector must not lose it: with storage, the restarted receiver holds it again and
+// the PATCH that comes after the restart completes it into one span.
+func TestStoredPendingRunSurvivesRestart(t *testing.T) {
+	st := &walkStorage{data: map[string][]byte{}}
+	id := component.MustNewID("file_storage")
+	host := hostWith{ext: map[component.ID]component.Component{id: st}}
+	start := func(sink *consumertest.TracesSink) (string, *usageReceiver) {
+		cfg := createDefaultConfig().(*Config)
+		cfg.ServerConfig.NetAddr.Endpoint = freeAddr(t)
+		cfg.Storage = &id
+		rcv, err := NewFactory().CreateTraces(context.Background(), receivertest.NewNopSettings(Type), cfg, sink)
+		require.NoError(t, err)
+		require.NoError(t, rcv.Start(context.Background(), host))
+		return "http://" + cfg.ServerConfig.NetAddr.Endpoint, rcv.(*usageReceiver)
+	}
+	sink1 := new(consumertest.TracesSink)
+	url1, r1 := start(sink1)
+	runID := "01a22a31-cdeb-7000-8000-037a8c6bd3b1"
+	code, _, resp := do(t, http.MethodPost, url1+"/runs", "application/json", []byte(lsRun(runID, "", "llm", false)), nil)
+	require.Equal(t, http.StatusAccepted, code, resp)
+	assert.Equal(t, 1, st.count(prefixRun), "held run on disk before the answer")
+	// kill -9: the server goes, nothing is drained
+	require.NoError(t, r1.server.Close())
+	r1.stopOnce.Do(func() { close(r1.stop) })
+	r1.wg.Wait()
+	assert.Zero(t, sink1.SpanCount())
+
+	sink2 := new(consumertest.TracesSink)
+	url2, r2 := start(sink2)
+	defer func() { require.NoError(t, r2.Shutdown(context.Background())) }()
+	assert.Equal(t, 1, r2.runs.Pending(), "the restart holds the run again")
+	patch := `{"end_time":"2026-01-02T03:04:09Z","outputs":{"usage_metadata":{"input_tokens":7,"output_tokens":3}}}`
+	code, _, _ = do(t, http.MethodPatch, url2+"/runs/"+runID, "application/json", []byte(patch), nil)
+	require.Equal(t, http.StatusAccepted, code)
+	chats := spansNamed(sink2, "chat gpt-4o")
+	require.Len(t, chats, 1, "POST (before the crash) and PATCH (after) make one span")
+	u, _ := genai.UsageFromMap(chats[0].Attributes())
+	assert.Equal(t, genai.Usage{Input: 7, Output: 3}, u)
+	assert.Zero(t, st.count(prefixRun), "an emitted run leaves nothing on disk")
+}
