@@ -15,6 +15,11 @@ const (
 	attrServerPort    = "server.port"
 )
 
+// maxCallTokens bounds one call's count of any kind (about 10^12, a thousand times the
+// largest context window): anything above is a broken emitter, and summing a few such
+// values would overflow a counter.
+const maxCallTokens = 1 << 40
+
 // outcome of reading one span; outcomes[o] is the telemetry attribute value.
 type outcome int
 
@@ -48,8 +53,9 @@ type call struct {
 // (genai.IsModelCallSpan) count; a re-emitted correction of a dispatching call was
 // counted when it first passed and is skipped; the span's own usage is read with
 // genai.UsageFromMap (so cache_write counts when cache_creation is absent), never the
-// merged agentmeter.subagent.* block. A negative token count means the emitter is
-// broken: the whole call is skipped rather than letting a counter go down.
+// merged agentmeter.subagent.* block. A negative or absurd (above maxCallTokens) count
+// means the emitter is broken: the whole call is skipped rather than letting a counter
+// go down or overflow.
 func readCall(sp ptrace.Span, c *call) outcome {
 	attrs := sp.Attributes()
 	name := sp.Name()
@@ -63,8 +69,10 @@ func readCall(sp ptrace.Span, c *call) outcome {
 	if !ok {
 		return outNoUsage
 	}
-	if u.Input < 0 || u.Output < 0 || u.CacheRead < 0 || u.CacheCreation < 0 || u.Reasoning < 0 {
-		return outInvalid
+	for _, k := range u.Kinds() {
+		if k.Tokens < 0 || k.Tokens > maxCallTokens {
+			return outInvalid
+		}
 	}
 	*c = call{usage: u, operation: genai.SpanOperation(name, attrs)}
 	if cost, _, ok := genai.CostFromMap(attrs); ok && validCost(cost) {

@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/agentmeter/agentmeter/internal/readmetest"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -73,4 +75,9 @@ func TestValidate(t *testing.T) {
 	cfg := createDefaultConfig()
 	cfg.ResourceAttributes = nil
 	assert.NoError(t, cfg.Validate())
+}
+
+// README.md's configuration table gives the defaults createDefaultConfig holds.
+func TestREADMEDefaults(t *testing.T) {
+	readmetest.Defaults(t, "README.md", func() component.Config { return createDefaultConfig() }, 5)
 }

@@ -216,13 +216,14 @@ func TestMissingAndMalformedUsage(t *testing.T) {
 		return m
 	}
 	b := newTrace("agent")
-	b.span("chat gpt-4o", with())                                                                 // no usage at all
-	b.span("chat gpt-4o", with(genai.AttrUsageInput, "lots", genai.AttrUsageOutput, true))        // no usable value
-	b.span("chat gpt-4o", with(genai.AttrUsageInput, int64(-5), genai.AttrUsageOutput, int64(3))) // broken emitter
+	b.span("chat gpt-4o", with())                                                                    // no usage at all
+	b.span("chat gpt-4o", with(genai.AttrUsageInput, "lots", genai.AttrUsageOutput, true))           // no usable value
+	b.span("chat gpt-4o", with(genai.AttrUsageInput, int64(-5), genai.AttrUsageOutput, int64(3)))    // broken emitter
+	b.span("chat gpt-4o", with(genai.AttrUsageInput, int64(1)<<62, genai.AttrUsageOutput, int64(3))) // would overflow
 	h.send(b.traces())
 	assert.Empty(t, h.sink.AllMetrics(), "nothing counted, nothing emitted")
 	assert.Equal(t, int64(2), h.modelCalls("no_usage"))
-	assert.Equal(t, int64(1), h.modelCalls("invalid"))
+	assert.Equal(t, int64(2), h.modelCalls("invalid"))
 
 	b = newTrace("agent")
 	// numbers sent as text or doubles are read (some SDKs do); the bad key alone is dropped
