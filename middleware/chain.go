@@ -39,6 +39,7 @@ const (
 	NameSubagentLimit           = "SubagentLimitMiddleware"
 	NameLoopDetection           = "LoopDetectionMiddleware"
 	NameTokenBudget             = "TokenBudgetMiddleware"
+	NameThreadBudget            = "ThreadBudgetMiddleware"
 	NameTerminalResponse        = "TerminalResponseMiddleware"
 	NameModelLengthFinishReason = "ModelLengthFinishReasonMiddleware"
 	NameSafetyFinishReason      = "SafetyFinishReasonMiddleware"
@@ -218,6 +219,14 @@ func BuildLeadMiddlewares(o Options) ([]agent.Middleware, error) {
 			return nil, fmt.Errorf("%s: %w", SectionTokenBudget, err)
 		}
 		out = append(out, tb)
+	}
+	// the thread budget (agentmeter's own, off by default) counts the whole agent tree
+	if cfg.ThreadBudget.Enabled {
+		b, err := NewThreadBudgetMiddleware(cfg.ThreadBudget)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", SectionThreadBudget, err)
+		}
+		out = append(out, b)
 	}
 	return out, nil
 }

@@ -24,6 +24,7 @@ const (
 	SectionSummarization      = "summarization"
 	SectionTitle              = "title"
 	SectionTokenBudget        = "token_budget"
+	SectionThreadBudget       = "thread_budget"
 	SectionExtensions         = "extensions"
 	SectionSettings           = "settings"
 	SectionToolOutput         = "tool_output"
@@ -43,6 +44,7 @@ var sections = []section{
 	typed(SectionSummarization, DefaultSummarizationConfig, func(c *Config) *SummarizationConfig { return &c.Summarization }),
 	typed(SectionTitle, DefaultTitleConfig, func(c *Config) *TitleConfig { return &c.Title }),
 	typed(SectionTokenBudget, DefaultTokenBudgetConfig, func(c *Config) *TokenBudgetConfig { return &c.TokenBudget }),
+	typed(SectionThreadBudget, DefaultThreadBudgetConfig, func(c *Config) *ThreadBudgetConfig { return &c.ThreadBudget }),
 	typed(SectionExtensions, zero[ExtensionsConfig], func(c *Config) *ExtensionsConfig { return &c.Extensions }),
 	typed(SectionSettings, DefaultSettings, func(c *Config) *Settings { return &c.Settings }),
 	typed(SectionToolOutput, DefaultToolOutputConfig, func(c *Config) *ToolOutputConfig { return &c.ToolOutput }),
@@ -469,6 +471,7 @@ type Config struct {
 	Summarization      SummarizationConfig
 	Title              TitleConfig
 	TokenBudget        TokenBudgetConfig
+	ThreadBudget       ThreadBudgetConfig
 	Extensions         ExtensionsConfig
 	Settings           Settings
 	ToolOutput         ToolOutputConfig

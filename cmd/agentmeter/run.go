@@ -46,6 +46,8 @@ type runOutput struct {
 	RunID      string                 `json:"run_id"`
 	TraceID    string                 `json:"trace_id"`
 	Completion journal.CompletionData `json:"completion"`
+	// StopReason is set when a guard stopped the run (budget_capped, token_capped, ...).
+	StopReason string `json:"stop_reason,omitempty"`
 }
 
 func runCommand(args []string, stdout, stderr io.Writer) int {
@@ -146,7 +148,7 @@ func runOnce(ctx context.Context, o runOptions) (*runOutput, error) {
 	if runErr != nil {
 		return nil, runErr
 	}
-	return &runOutput{Answer: res.Answer, ThreadID: threadID, RunID: runID, TraceID: res.TraceID, Completion: j.CompletionData()}, nil
+	return &runOutput{Answer: res.Answer, ThreadID: threadID, RunID: runID, TraceID: res.TraceID, Completion: j.CompletionData(), StopReason: res.StopReason}, nil
 }
 
 // enabledTools keeps the tools named in agent.tools (all when empty); an unknown name is

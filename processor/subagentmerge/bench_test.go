@@ -2,16 +2,20 @@ package subagentmerge
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/processor/groupbytraceprocessor"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/extension"
+	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
@@ -134,6 +138,49 @@ var benchTargets = []benchTarget{
 	{"subagentmerge_compact0", subagentMergeTarget(0)},
 	// never encoded while the benchmark runs: the heap of the in-memory form
 	{"subagentmerge_hot", subagentMergeTarget(time.Hour)},
+	// the buffer on disk (file_storage, as shipped): what durability costs
+	{"subagentmerge_storage", subagentMergeStorageTarget},
+}
+
+// subagentMergeStorageTarget is subagentmerge with `storage` on a real file_storage
+// extension in a temporary directory.
+func subagentMergeStorageTarget(b *testing.B, next consumer.Traces, wait time.Duration) processor.Traces {
+	f := filestorage.NewFactory()
+	fcfg := f.CreateDefaultConfig().(*filestorage.Config)
+	fcfg.Directory = b.TempDir()
+	fcfg.Compaction.Directory = fcfg.Directory
+	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), fcfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := ext.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		b.Fatal(err)
+	}
+	id := component.NewID(f.Type())
+	cfg := createDefaultConfig()
+	cfg.WaitDuration = wait
+	cfg.NumTraces = 1_000_000
+	cfg.Storage = &id
+	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, next)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return withStorage{subagentMerge: p, ext: ext, id: id}
+}
+
+// withStorage starts the processor with its storage extension and shuts both down.
+type withStorage struct {
+	*subagentMerge
+	ext extension.Extension
+	id  component.ID
+}
+
+func (w withStorage) Start(ctx context.Context, _ component.Host) error {
+	return w.subagentMerge.Start(ctx, storageHost{ext: map[component.ID]component.Component{w.id: w.ext}})
+}
+
+func (w withStorage) Shutdown(ctx context.Context) error {
+	return errors.Join(w.subagentMerge.Shutdown(ctx), w.ext.Shutdown(ctx))
 }
 
 func subagentMergeTarget(compactAfter time.Duration) func(*testing.B, consumer.Traces, time.Duration) processor.Traces {

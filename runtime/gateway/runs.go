@@ -384,7 +384,7 @@ func (s *Server) execute(ar *activeRun, run store.Run, lead Lead, human message.
 	}
 	res, runErr := lead.Agent.Run(runCtx, agent.Input{
 		ThreadID: run.ThreadID, RunID: run.RunID, UserID: run.UserID, Journal: j, Sandbox: sb,
-		State:    prior,
+		State: prior, Context: s.threadBaseline(run.ThreadID),
 		Messages: []message.Message{human},
 		Emit:     func(event string, payload map[string]any) { ar.events.publish(event, payload) },
 	})
@@ -709,6 +709,23 @@ func (s *Server) threadState(w http.ResponseWriter, r *http.Request, p Principal
 		st.Messages = []message.Message{}
 	}
 	writeJSON(w, http.StatusOK, threadStateResponse{ThreadID: id, Values: st})
+}
+
+// threadBaseline is a run context carrying what the thread's earlier runs used (tokens,
+// and cost from their stored per-model cost), so a thread budget middleware counts the
+// whole thread, not only this run. A store error leaves the baseline at zero (logged):
+// the budget then counts this run only, it never blocks it.
+func (s *Server) threadBaseline(threadID string) *agent.RunContext {
+	rc := agent.NewRunContext()
+	c, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	u, err := s.store.AggregateTokensByThread(c, threadID, false)
+	if err != nil {
+		s.log.Warn("gateway: thread usage for the budget baseline", "thread_id", threadID, "error", err)
+		return rc
+	}
+	rc.Set(journal.BaselineContextKey, journal.ThreadBaseline{Tokens: u.TotalTokens, CostUSD: u.TotalCostUSD})
+	return rc
 }
 
 // titleInterrupted gives an untitled thread whose only user message is the interrupted

@@ -53,8 +53,8 @@ func TestJournalCost(t *testing.T) {
 	for _, k := range []string{"total_cost_usd", "cost_usd_by_caller", "cost_usd_by_model", "unpriced_llm_call_count"} {
 		assert.Contains(t, m, k)
 	}
-	assert.Equal(t, map[string]any{"input_tokens": 1000.0, "output_tokens": 100.0, "total_tokens": 1100.0},
-		m["token_usage_by_model"].(map[string]any)["gpt-4o"])
+	assert.Equal(t, map[string]any{"input_tokens": 1000.0, "output_tokens": 100.0, "total_tokens": 1100.0, "cost_usd": 0.0011},
+		m["token_usage_by_model"].(map[string]any)["gpt-4o"], "DeerFlow's bucket keys plus cost_usd")
 
 	// without a pricer the JSON is exactly DeerFlow's
 	plain := New(Options{})

@@ -21,7 +21,21 @@ type ModelUsage struct {
 	OutputTokens    int64 `json:"output_tokens"`
 	TotalTokens     int64 `json:"total_tokens"`
 	CacheReadTokens int64 `json:"cache_read_tokens,omitempty"`
+	// CostUSD is added to DeerFlow's bucket (omitted while 0), so the stored per-model JSON
+	// carries the cost and thread totals can be summed from it.
+	CostUSD float64 `json:"cost_usd,omitempty"`
 }
+
+// ThreadBaseline is what a thread used before the current run (its earlier runs), which
+// the gateway puts in the run context under BaselineContextKey so a thread budget counts
+// the whole thread.
+type ThreadBaseline struct {
+	Tokens  int64
+	CostUSD float64
+}
+
+// BaselineContextKey is the run-context key of a ThreadBaseline.
+const BaselineContextKey = "journal.thread_baseline"
 
 // CompletionData is get_completion_data() of §5.5, with DeerFlow's field names.
 // Invariants: the per-model totals and the three caller buckets each sum to TotalTokens.
@@ -284,6 +298,9 @@ func (j *RunJournal) addCostLocked(caller, model string, u genai.Usage) {
 		j.data.CostUSDByModel = map[string]float64{}
 	}
 	j.data.CostUSDByModel[model] += c.Total
+	b := j.data.TokenUsageByModel[model]
+	b.CostUSD += c.Total
+	j.data.TokenUsageByModel[model] = b
 }
 
 // RecordExternalLLMUsageRecords adds records produced elsewhere (§5.4): skipped when

@@ -56,7 +56,7 @@ func TestCallerBucketsAndModels(t *testing.T) {
 	assert.Equal(t, int64(45), d.TotalTokens)
 	assert.Equal(t, int64(4), d.LLMCallCount)
 	assert.Equal(t, map[string]ModelUsage{
-		"lead-model": {10, 5, 15, 0}, "sub-model": {10, 5, 15, 0}, "title-model": {4, 1, 5, 0}, "unknown": {7, 3, 10, 0},
+		"lead-model": {InputTokens: 10, OutputTokens: 5, TotalTokens: 15, CacheReadTokens: 0}, "sub-model": {InputTokens: 10, OutputTokens: 5, TotalTokens: 15, CacheReadTokens: 0}, "title-model": {InputTokens: 4, OutputTokens: 1, TotalTokens: 5, CacheReadTokens: 0}, "unknown": {InputTokens: 7, OutputTokens: 3, TotalTokens: 10, CacheReadTokens: 0},
 	}, d.TokenUsageByModel)
 	assertInvariants(t, d)
 }
@@ -80,7 +80,7 @@ func TestModelNameFallbackAndAggregation(t *testing.T) {
 	m2 := ai("x", 7, 3, 10, "")
 	m2.ResponseMetadata = map[string]any{message.MetaModel: "provider-model"}
 	end(j, "r2", "", m2)
-	assert.Equal(t, ModelUsage{14, 6, 20, 0}, j.CompletionData().TokenUsageByModel["provider-model"])
+	assert.Equal(t, ModelUsage{InputTokens: 14, OutputTokens: 6, TotalTokens: 20, CacheReadTokens: 0}, j.CompletionData().TokenUsageByModel["provider-model"])
 }
 
 // A11 dedupe by run id; first callback without usage does not block the second.
@@ -142,8 +142,8 @@ func TestExternalRecords(t *testing.T) {
 	assert.Equal(t, int64(30), d.LeadAgentTokens, "absent caller buckets as lead agent")
 	assert.Equal(t, int64(480), d.TotalTokens)
 	assert.Equal(t, int64(1), d.LLMCallCount, "external records do not count as calls")
-	assert.Equal(t, ModelUsage{100, 50, 150, 25}, d.TokenUsageByModel["sub-model"])
-	assert.Equal(t, ModelUsage{210, 105, 315, 0}, d.TokenUsageByModel["unknown"])
+	assert.Equal(t, ModelUsage{InputTokens: 100, OutputTokens: 50, TotalTokens: 150, CacheReadTokens: 25}, d.TokenUsageByModel["sub-model"])
+	assert.Equal(t, ModelUsage{InputTokens: 210, OutputTokens: 105, TotalTokens: 315, CacheReadTokens: 0}, d.TokenUsageByModel["unknown"])
 	assertInvariants(t, d)
 }
 
@@ -154,9 +154,9 @@ func TestCacheReadSparse(t *testing.T) {
 	m.UsageMetadata.InputTokenDetails = &message.InputTokenDetails{CacheRead: 80}
 	end(j, "r1", "", m)
 	end(j, "r2", "", ai("x", 50, 5, 55, "m"))
-	assert.Equal(t, ModelUsage{150, 15, 165, 80}, j.CompletionData().TokenUsageByModel["m"])
+	assert.Equal(t, ModelUsage{InputTokens: 150, OutputTokens: 15, TotalTokens: 165, CacheReadTokens: 80}, j.CompletionData().TokenUsageByModel["m"])
 	end(j, "r3", "", ai("x", 1, 1, 2, "n"))
-	assert.Equal(t, ModelUsage{1, 1, 2, 0}, j.CompletionData().TokenUsageByModel["n"])
+	assert.Equal(t, ModelUsage{InputTokens: 1, OutputTokens: 1, TotalTokens: 2, CacheReadTokens: 0}, j.CompletionData().TokenUsageByModel["n"])
 }
 
 // A11 TestConvenienceFields.

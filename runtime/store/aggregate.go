@@ -6,6 +6,9 @@ import "github.com/agentmeter/agentmeter/runtime/journal"
 type ModelTokens struct {
 	Tokens int64 `json:"tokens"`
 	Runs   int64 `json:"runs"`
+	// CostUSD is added to DeerFlow's shape (omitted while 0): the model's cost over the
+	// thread's runs, from each run's stored per-model cost (docs/cost.md).
+	CostUSD float64 `json:"cost_usd,omitempty"`
 }
 
 // CallerTokens is the by_caller object.
@@ -24,6 +27,8 @@ type TokenUsage struct {
 	TotalRuns         int64                  `json:"total_runs"`
 	ByModel           map[string]ModelTokens `json:"by_model"`
 	ByCaller          CallerTokens           `json:"by_caller"`
+	// TotalCostUSD is added to DeerFlow's shape (omitted while 0): Σ by_model cost_usd.
+	TotalCostUSD float64 `json:"total_cost_usd,omitempty"`
 }
 
 // AggregateRow is the per-row projection the aggregation SELECT returns.
@@ -57,6 +62,8 @@ func Aggregate(rows []AggregateRow) TokenUsage {
 				b := u.ByModel[name]
 				b.Tokens += mu.TotalTokens
 				b.Runs++
+				b.CostUSD += mu.CostUSD
+				u.TotalCostUSD += mu.CostUSD
 				u.ByModel[name] = b
 			}
 			continue
