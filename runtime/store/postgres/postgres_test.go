@@ -77,6 +77,32 @@ func TestSQLiteAndPostgresAgree(t *testing.T) {
 	}
 }
 
+// TestThreadStateSameOnBothBackends: a thread state saved on each backend reads back as
+// the same JSON.
+func TestThreadStateSameOnBothBackends(t *testing.T) {
+	ctx := context.Background()
+	pg := open(t)
+	defer pg.Close()
+	lite, err := sqlite.Open(ctx, ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lite.Close()
+	var bodies []string
+	for _, s := range []store.RunStore{pg, lite} {
+		storetest.SeedThreadState(t, s, "t")
+		st, err := s.LoadThreadState(ctx, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(st)
+		bodies = append(bodies, string(b))
+	}
+	if bodies[0] != bodies[1] {
+		t.Fatalf("postgres %s\nsqlite   %s", bodies[0], bodies[1])
+	}
+}
+
 func TestMigrationsAppliedOnce(t *testing.T) {
 	s := open(t)
 	defer s.Close()

@@ -147,3 +147,9 @@ func testRunEvents(t *testing.T, s store.RunStore) {
 		t.Fatalf("events of an unknown run = %#v, want empty", none)
 	}
 }
+
+// SeedThreadState saves the suite's full thread state (every channel filled) under thread.
+func SeedThreadState(t *testing.T, s store.RunStore, thread string) {
+	t.Helper()
+	must(t, s.SaveThreadState(ctx, thread, threadState()))
+}

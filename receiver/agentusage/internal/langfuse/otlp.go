@@ -185,10 +185,29 @@ func firstStr(m pcommon.Map, keys ...string) string {
 	return ""
 }
 
+// metaKey is a metadata key read by MapOTLP: its name in the JSON object of
+// langfuse.observation.metadata and its flattened attribute key
+// (langfuse.observation.metadata.<name>), built once so a lookup allocates nothing.
+type metaKey struct{ name, attr string }
+
+func newMetaKey(name string) metaKey { return metaKey{name, lfObsMetaPrefix + name} }
+
+var (
+	mkCaller         = newMetaKey("caller")
+	mkRunID          = newMetaKey("run_id")
+	mkToolCallID     = newMetaKey("tool_call_id")
+	mkResponseCalls  = newMetaKey("response_tool_call_ids")
+	mkLCAgentName    = newMetaKey("lc_agent_name")
+	mkLangGraphNode  = newMetaKey("langgraph_node")
+	mkLSIntegration  = newMetaKey("ls_integration")
+	mkLSProviderName = newMetaKey("ls_provider")
+)
+
 // metaValue reads a metadata key from langfuse.observation.metadata.<k> or from the
 // JSON object in langfuse.observation.metadata.
-func metaValue(a pcommon.Map, meta map[string]any, key string) string {
-	if v, ok := a.Get(lfObsMetaPrefix + key); ok {
+func metaValue(a pcommon.Map, meta map[string]any, k metaKey) string {
+	key := k.name
+	if v, ok := a.Get(k.attr); ok {
 		s := v.AsString()
 		var js string
 		if json.Unmarshal([]byte(s), &js) == nil { // the JS SDK JSON-encodes values
@@ -216,8 +235,8 @@ func langchainAgent(s ptrace.Span, a pcommon.Map, meta map[string]any, parentIsT
 	default:
 		return "", false
 	}
-	lc := metaValue(a, meta, "lc_agent_name")
-	if lc == "" && metaValue(a, meta, "langgraph_node") == "" && !strings.HasPrefix(metaValue(a, meta, "ls_integration"), "langchain") {
+	lc := metaValue(a, meta, mkLCAgentName)
+	if lc == "" && metaValue(a, meta, mkLangGraphNode) == "" && !strings.HasPrefix(metaValue(a, meta, mkLSIntegration), "langchain") {
 		return "", false
 	}
 	name := s.Name()
@@ -268,7 +287,7 @@ func mapSpan(s ptrace.Span, session, user string, parentIsTool bool) {
 	}
 	caller := firstStr(a, genai.AttrCaller)
 	if caller == "" {
-		caller = metaValue(a, meta, "caller")
+		caller = metaValue(a, meta, mkCaller)
 	}
 	if caller == "" {
 		caller = spanutil.CallerFromTags(genai.StringsFromMap(a, "langfuse.trace.tags"))
@@ -277,7 +296,7 @@ func mapSpan(s ptrace.Span, session, user string, parentIsTool bool) {
 		a.PutStr(genai.AttrCaller, caller)
 	}
 	if _, has := a.Get(genai.AttrRunID); !has {
-		if v := metaValue(a, meta, "run_id"); v != "" {
+		if v := metaValue(a, meta, mkRunID); v != "" {
 			a.PutStr(genai.AttrRunID, v)
 		}
 	}
@@ -316,7 +335,7 @@ func mapSpan(s ptrace.Span, session, user string, parentIsTool bool) {
 		}
 		if _, has := a.Get(genai.AttrProviderName); !has {
 			// LangChain's chat models name their provider in the run metadata
-			if p := metaValue(a, meta, "ls_provider"); p != "" {
+			if p := metaValue(a, meta, mkLSProviderName); p != "" {
 				a.PutStr(genai.AttrProviderName, p)
 			}
 		}
@@ -326,7 +345,7 @@ func mapSpan(s ptrace.Span, session, user string, parentIsTool bool) {
 			}
 		}
 		if _, has := a.Get(genai.AttrResponseToolCallIDs); !has {
-			ids := metaStrings(a, meta, "response_tool_call_ids")
+			ids := metaStrings(a, meta, mkResponseCalls)
 			if len(ids) == 0 {
 				if v, ok := a.Get(lfObsOutput); ok {
 					var out any
@@ -350,7 +369,7 @@ func mapSpan(s ptrace.Span, session, user string, parentIsTool bool) {
 			a.PutStr(genai.AttrToolType, genai.ToolTypeFunction)
 		}
 		if _, has := a.Get(genai.AttrToolCallID); !has {
-			id := metaValue(a, meta, "tool_call_id")
+			id := metaValue(a, meta, mkToolCallID)
 			if id == "" {
 				id = toolCallIDFromContent(a)
 			}
@@ -366,7 +385,7 @@ func mapSpan(s ptrace.Span, session, user string, parentIsTool bool) {
 		}
 		s.SetName(genai.SpanName(genai.OpInvokeAgent, name))
 		if _, has := a.Get(genai.AttrToolCallID); !has {
-			if id := metaValue(a, meta, "tool_call_id"); id != "" {
+			if id := metaValue(a, meta, mkToolCallID); id != "" {
 				a.PutStr(genai.AttrToolCallID, id)
 			}
 		}
@@ -376,8 +395,9 @@ func mapSpan(s ptrace.Span, session, user string, parentIsTool bool) {
 	}
 }
 
-func metaStrings(a pcommon.Map, meta map[string]any, key string) []string {
-	if v, ok := a.Get(lfObsMetaPrefix + key); ok {
+func metaStrings(a pcommon.Map, meta map[string]any, k metaKey) []string {
+	key := k.name
+	if v, ok := a.Get(k.attr); ok {
 		var arr []string
 		if json.Unmarshal([]byte(v.AsString()), &arr) == nil {
 			return arr
