@@ -522,3 +522,33 @@ func TestFlushInterval(t *testing.T) {
 	require.NoError(t, c.Shutdown(context.Background()))
 	assert.Equal(t, float64(9), total(latest(t, sink), mTokens, nil))
 }
+
+// Traces arriving from many goroutines at once (the merge releases from each request's
+// goroutine) while the flush loop runs: every call is counted once, and every series'
+// points stay in order (latest checks that values never go down).
+func TestConcurrentBatchesAndFlushes(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.FlushInterval = time.Millisecond })
+	h.c.now = time.Now
+	const workers, perWorker = 4, 200
+	done := make(chan struct{})
+	for w := 0; w < workers; w++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := 0; i < perWorker; i++ {
+				model := []string{"gpt-4o", "o3", "claude"}[i%3]
+				td := newTrace([]string{"a", "b"}[i%2]).chat(model, genai.Usage{Input: 3, Output: 1, CacheRead: 1}, nil).traces()
+				if err := h.c.ConsumeTraces(context.Background(), td); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	for w := 0; w < workers; w++ {
+		<-done
+	}
+	require.NoError(t, h.c.Shutdown(context.Background())) // the last flush
+	pts := latest(t, h.sink)
+	calls := float64(workers * perWorker)
+	assert.Equal(t, map[string]float64{"input": 3 * calls, "output": calls, "cache_read": calls}, by(pts, mTokens, "token_type"))
+	assert.Equal(t, uint64(workers*perWorker), countWhere(pts, mOpInput, nil))
+}
