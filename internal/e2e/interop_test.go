@@ -288,8 +288,23 @@ func TestInteropLangChainLangSmith(t *testing.T) {
 	runAndAssert(t, interopCase{script: "langchain-langsmith.mjs", fixture: "langchain-langsmith", rawSpans: 14})
 }
 
+// The same with the subagent invoked with the tool's run config: every run inside it
+// inherits lc_agent_name "lead_agent"; the subagent is still one agent run, named after
+// its own run.
+func TestInteropLangChainLangSmithConfigPassed(t *testing.T) {
+	runAndAssert(t, interopCase{script: "langchain-langsmith.mjs", env: []string{"INTEROP_PASS_CONFIG=1"},
+		fixture: "langchain-langsmith-config-passed", rawSpans: 14})
+}
+
 // LangChain.js / LangGraph traced by @langfuse/langchain + @langfuse/otel 5.11.1 into the
 // agentusage receiver's Langfuse face.
 func TestInteropLangChainLangfuse(t *testing.T) {
 	runAndAssert(t, interopCase{script: "langchain-langfuse.mjs", fixture: "langchain-langfuse", rawSpans: 14})
+}
+
+// The same with the subagent invoked with the tool's run config (see
+// TestInteropLangChainLangSmithConfigPassed).
+func TestInteropLangChainLangfuseConfigPassed(t *testing.T) {
+	runAndAssert(t, interopCase{script: "langchain-langfuse.mjs", env: []string{"INTEROP_PASS_CONFIG=1"},
+		fixture: "langchain-langfuse-config-passed", rawSpans: 14})
 }
