@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentmeter/agentmeter/internal/fakevendor"
+	"github.com/agentmeter/agentmeter/internal/fakevendor/faulty"
+	"github.com/agentmeter/agentmeter/internal/fakevendor/langfusefake"
+)
+
+// The shipped otelcol-config.yaml as a sidecar runs it (ports moved, both vendors
+// enabled by their environment variables against the fakes, its store in
+// AGENTMETER_STORAGE_DIR), killed with SIGKILL twice under steady load from a retrying
+// sender and restarted on the same store: every span the collector acknowledged reaches
+// both vendors. What the dead process held (the merge buffer, both persistent sending
+// queues) is picked up by the next; what was sent and still on disk at the crash
+// arrives twice, counted as duplicates.
+func TestReliabilityShippedConfigKill9Twice(t *testing.T) {
+	d := FaultDuration(t)
+	ports := setSidecarEnv(t)
+	r := &FaultRig{t: t, Dir: t.TempDir()}
+	r.LFFake = langfusefake.New(t)
+	r.LSFake = fakevendor.NewLangSmith(faultLangSmithKey)
+	t.Cleanup(r.LSFake.Close)
+	r.LF = faulty.New(faulty.Langfuse, r.LFFake.Config.Handler)
+	r.LS = faulty.New(faulty.LangSmith, r.LSFake.Config.Handler)
+	r.LF.RotateKey(faulty.LangfuseAuth(faultLangfusePublic, faultLangfuseSecret),
+		faulty.LangfuseAuth(langfusefake.DefaultPublicKey, langfusefake.DefaultSecretKey))
+	r.LS.RotateKey(faultLangSmithKey, faultLangSmithKey)
+	lfSrv, lsSrv := r.LF.Serve(), r.LS.Serve()
+	t.Cleanup(lfSrv.Close)
+	t.Cleanup(lsSrv.Close)
+	r.LFURL, r.LSURL = lfSrv.URL, lsSrv.URL
+	// delivery() reads which vendors are on from the pipeline description
+	r.Pipeline.LangfuseURL, r.Pipeline.LangSmithURL = r.LFURL, r.LSURL
+	LangfuseEnv(t, "LANGFUSE_TRACING", "true", "LANGFUSE_PUBLIC_KEY", faultLangfusePublic,
+		"LANGFUSE_SECRET_KEY", faultLangfuseSecret, "LANGFUSE_BASE_URL", r.LFURL)
+	clearLangSmithEnv(t)
+	t.Setenv("LANGSMITH_TRACING", "true")
+	t.Setenv("LANGSMITH_API_KEY", faultLangSmithKey)
+	t.Setenv("LANGSMITH_ENDPOINT", r.LSURL)
+	t.Setenv("LANGSMITH_PROJECT", "agentmeter-kill9")
+	r.OTLP = ports.OTLPHTTP
+	r.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports.Telemetry)
+	shipped := filepath.Join(RepoRoot(), "otelcol-config.yaml")
+	start := func() { r.Collector = StartWithArgs(t, r.Dir, ports.OTLPHTTP, "--config", shipped) }
+	start()
+
+	l, stop := r.SteadyLoad()
+	require.Eventually(t, func() bool { return r.LF.Stats().Accepted > 0 && r.LS.Stats().Accepted > 0 },
+		60*time.Second, 50*time.Millisecond)
+	began := time.Now()
+	var held []float64
+	for range 2 {
+		time.Sleep(d / 2)
+		held = append(held, counter(r.Metrics(t), "otelcol_processor_subagentmerge_spans_buffered"))
+		r.Collector.Kill()
+		r.logsOfEarlierRun = append(r.logsOfEarlierRun, r.Collector.Logs())
+		time.Sleep(300 * time.Millisecond) // the sender meets a closed port and retries
+		start()
+	}
+	time.Sleep(time.Second)
+	stop()
+	got := r.WaitDelivered(t, l, began, 2*time.Minute, false)
+	t.Logf("shipped config, kill -9 x2: %+v; held by the merge at the crashes: %v", got, held)
+	s := l.Stats()
+	assert.Positive(t, s.Refusals[0], "the sender met the dead collector and retried")
+	assert.Positive(t, held[0]+held[1], "the crashes hit spans held by the merge")
+	assert.Zero(t, got.LFLost, "spans lost at Langfuse")
+	assert.Zero(t, got.LSLost, "runs lost at LangSmith")
+	assert.Equal(t, got.SentTokens, got.LFTokens)
+	assert.Equal(t, got.SentTokens, got.LSTokens)
+	r.AssertNoSecrets(t)
+	ReliabilityRow(t, "kill -9 of the shipped sidecar config, twice under steady load (vendors on by env, against the fakes)",
+		"merge buffer and both sending queues on file_storage (AGENTMETER_STORAGE_DIR); the restarted process picks up what the killed one held; the sender retries while the port is closed",
+		fmt.Sprintf("%d spans, %d tokens", got.Sent, got.SentTokens), fmt.Sprintf("Langfuse %d / LangSmith %d", got.LFLost, got.LSLost),
+		fmt.Sprintf("%d / %d", got.LFDup, got.LSDup),
+		fmt.Sprintf("held by the merge at the crashes: %.0f and %.0f spans", held[0], held[1]),
+		fmt.Sprintf("sender retries while down: %d", s.Refusals[0]))
+}
