@@ -2,8 +2,9 @@
 # What the token-metrics path costs, through the built collector, on the same
 # DeerFlow-shaped load (bench/subagentmerge_loadgen), one run each:
 #   bare:         otlp -> batch -> debug
-#   no_metrics:   otlp -> memory_limiter, genainormalize, genaicost, subagentmerge, batch -> debug
-#                 (the shipped sidecar's processors, vendors replaced by debug)
+#   no_metrics:   otlp -> memory_limiter, genainormalize, genaicost, subagentmerge -> debug
+#                 (the shipped sidecar's processors, its merge buffer on disk; vendors
+#                 replaced by debug)
 #   connector:    no_metrics + tokenmetrics -> prometheus (the shipped token metrics)
 #   ottl_chain:   no_metrics + forward -> transform -> signal_to_metrics -> delta_to_cumulative
 #                 -> prometheus (what otelcol-config.yaml used before the connector,
@@ -34,8 +35,10 @@ processors:
   memory_limiter: {check_interval: 1s, limit_mib: 1024, spike_limit_mib: 256}
   genainormalize: {}
   genaicost: {}
-  subagentmerge: {}
+  subagentmerge: {storage: file_storage}
   batch: {timeout: 1s}
+extensions:
+  file_storage: {directory: $dir/storage, create_directory: true}
 connectors:
   tokenmetrics: {}
 exporters:
@@ -46,6 +49,7 @@ exporters:
     resource_to_telemetry_conversion: {enabled: false}
     without_scope_info: true
 service:
+  extensions: [file_storage]
   telemetry:
     logs: {level: warn}
     metrics:
@@ -77,7 +81,7 @@ YAML
   CPU[$name]=$(sed -E 's/.* cpu_s=([0-9.]+).*/\1/' <<<"$out")
 }
 
-SIDECAR="memory_limiter, genainormalize, genaicost, subagentmerge, batch"
+SIDECAR="memory_limiter, genainormalize, genaicost, subagentmerge"
 run bare       "batch" "debug" "" ""
 run no_metrics "$SIDECAR" "debug" "" ""
 run connector  "$SIDECAR" "debug, tokenmetrics" \

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/connector/connectortest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -14,7 +16,7 @@ import (
 )
 
 // benchBatch is what the batch processor hands the connector: runs DeerFlow-shaped runs
-// (9 spans each: the lead's invoke_agent, a task tool with the subagent's invoke_agent,
+// (8 spans each: the lead's invoke_agent, a task tool with the subagent's invoke_agent,
 // five chat spans of the lead, the title middleware and the subagent), each span with
 // the attributes the runtime writes.
 func benchBatch(runs int) ptrace.Traces {
@@ -61,31 +63,48 @@ func benchBatch(runs int) ptrace.Traces {
 
 // BenchmarkConsumeTraces is the connector's cost per span on the metrics path: one
 // batch of 100 runs (900 spans, 500 model calls) per op, the label sets already known
-// (the steady state), with each set of metrics on its own and all three.
+// (the steady state), with each set of metrics on its own and all three; and one run
+// (9 spans) per op, as the merge releases traces one at a time.
 //
 //	go test ./connector/tokenmetrics -run '^$' -bench ConsumeTraces -benchmem
 func BenchmarkConsumeTraces(b *testing.B) {
-	td := benchBatch(100)
-	td.MarkReadOnly() // as the fan-out hands it over: the connector must not write
-	spans := td.SpanCount()
 	for _, v := range []struct {
 		name string
 		sets MetricSets
+		runs int
+		// flushEvery > 0: flush_interval on, one flush per flushEvery ops (the loop's
+		// tick); 0: emit after every op
+		flushEvery int
 	}{
-		{"agentmeter", MetricSets{Agentmeter: true}},
-		{"gen_ai_inference", MetricSets{GenAIInference: true}},
-		{"gen_ai_token_usage", MetricSets{GenAITokenUsage: true}},
-		{"all", MetricSets{Agentmeter: true, GenAIInference: true, GenAITokenUsage: true}},
+		{"agentmeter", MetricSets{Agentmeter: true}, 100, 0},
+		{"gen_ai_inference", MetricSets{GenAIInference: true}, 100, 0},
+		{"gen_ai_token_usage", MetricSets{GenAITokenUsage: true}, 100, 0},
+		{"all", MetricSets{Agentmeter: true, GenAIInference: true, GenAITokenUsage: true}, 100, 0},
+		// what the shipped pipeline (no batch processor) hands over: one released trace
+		{"all/one_run", MetricSets{Agentmeter: true, GenAIInference: true, GenAITokenUsage: true}, 1, 0},
+		// the shipped default: flush_interval 1s, here one flush per 100 released traces
+		{"all/one_run_flushed", MetricSets{Agentmeter: true, GenAIInference: true, GenAITokenUsage: true}, 1, 100},
 	} {
+		v := v
+		td := benchBatch(v.runs)
+		td.MarkReadOnly() // as the fan-out hands it over: the connector must not write
+		spans := td.SpanCount()
 		b.Run(v.name, func(b *testing.B) {
 			cfg := createDefaultConfig()
 			cfg.Metrics = v.sets
+			cfg.FlushInterval = 0
+			if v.flushEvery > 0 {
+				cfg.FlushInterval = time.Hour // the loop never ticks; the benchmark flushes
+			}
 			c, err := newConnector(connectortest.NewNopSettings(Type), cfg, consumertest.NewNop())
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer func() { _ = c.Shutdown(context.Background()) }()
 			ctx := context.Background()
+			if err := c.Start(ctx, componenttest.NewNopHost()); err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = c.Shutdown(ctx) }()
 			if err := c.ConsumeTraces(ctx, td); err != nil { // the label sets exist from here on
 				b.Fatal(err)
 			}
@@ -94,6 +113,11 @@ func BenchmarkConsumeTraces(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				if err := c.ConsumeTraces(ctx, td); err != nil {
 					b.Fatal(err)
+				}
+				if v.flushEvery > 0 && i%v.flushEvery == 0 {
+					c.mu.Lock()
+					c.flush(ctx)
+					c.mu.Unlock()
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*spans), "ns/span")

@@ -3,10 +3,15 @@ package tokenmetrics
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
-// maxMaxSeries keeps a typo from configuring a table that can outgrow any container.
-const maxMaxSeries = 1_000_000
+// Limits that keep a typo from configuring something that cannot work: a table that
+// outgrows any container, metrics that reach Prometheus minutes late.
+const (
+	maxMaxSeries     = 1_000_000
+	maxFlushInterval = time.Minute
+)
 
 // Config is the tokenmetrics connector's configuration.
 type Config struct {
@@ -20,6 +25,12 @@ type Config struct {
 	// in its own telemetry.
 	// Default: 10000.
 	MaxSeries int `mapstructure:"max_series"`
+
+	// FlushInterval is how often the series changed since the last flush are emitted. The
+	// metrics' cost is then paid once per interval instead of once per trace (the merge
+	// releases traces one at a time); 0 emits after every batch of spans.
+	// Default: 1s.
+	FlushInterval time.Duration `mapstructure:"flush_interval"`
 
 	// ResourceAttributes are the resource attributes copied onto the metrics' resource;
 	// every other resource attribute of the agent is dropped, so nothing else becomes a
@@ -50,6 +61,7 @@ func createDefaultConfig() *Config {
 	return &Config{
 		Metrics:            MetricSets{Agentmeter: true, GenAIInference: true, GenAITokenUsage: true},
 		MaxSeries:          10_000,
+		FlushInterval:      time.Second,
 		ResourceAttributes: []string{"service.name"},
 	}
 }
@@ -64,6 +76,11 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max_series must be positive, got %d", c.MaxSeries))
 	} else if c.MaxSeries > maxMaxSeries {
 		errs = append(errs, fmt.Errorf("max_series must be at most %d, got %d", maxMaxSeries, c.MaxSeries))
+	}
+	if c.FlushInterval < 0 {
+		errs = append(errs, fmt.Errorf("flush_interval must not be negative, got %s", c.FlushInterval))
+	} else if c.FlushInterval > maxFlushInterval {
+		errs = append(errs, fmt.Errorf("flush_interval must be at most %s, got %s", maxFlushInterval, c.FlushInterval))
 	}
 	seen := make(map[string]bool, len(c.ResourceAttributes))
 	for i, k := range c.ResourceAttributes {

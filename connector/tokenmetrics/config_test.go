@@ -3,6 +3,7 @@ package tokenmetrics
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,11 +25,13 @@ func TestLoadConfig(t *testing.T) {
 		{component.NewIDWithName(Type, "custom"), &Config{
 			Metrics:            MetricSets{Agentmeter: true},
 			MaxSeries:          500,
+			FlushInterval:      250 * time.Millisecond,
 			ResourceAttributes: []string{"service.name", "deployment.environment.name"},
 		}},
 		{component.NewIDWithName(Type, "semconv_only"), &Config{
 			Metrics:            MetricSets{GenAIInference: true},
 			MaxSeries:          10_000,
+			FlushInterval:      time.Second,
 			ResourceAttributes: []string{"service.name"},
 		}},
 	} {
@@ -53,6 +56,8 @@ func TestValidate(t *testing.T) {
 			[]string{"metrics: every metric set is off (agentmeter, gen_ai_inference, gen_ai_token_usage); turn at least one on"}},
 		{"zero max_series", func(c *Config) { c.MaxSeries = 0 }, []string{"max_series must be positive, got 0"}},
 		{"huge max_series", func(c *Config) { c.MaxSeries = 2_000_000 }, []string{"max_series must be at most 1000000, got 2000000"}},
+		{"negative flush_interval", func(c *Config) { c.FlushInterval = -time.Second }, []string{"flush_interval must not be negative, got -1s"}},
+		{"slow flush_interval", func(c *Config) { c.FlushInterval = 2 * time.Minute }, []string{"flush_interval must be at most 1m0s, got 2m0s"}},
 		{"empty resource attribute", func(c *Config) { c.ResourceAttributes = []string{"service.name", ""} },
 			[]string{"resource_attributes[1] is empty"}},
 		{"repeated resource attribute", func(c *Config) { c.ResourceAttributes = []string{"service.name", "service.name"} },

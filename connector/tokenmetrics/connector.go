@@ -35,8 +35,13 @@ type tokenMetrics struct {
 	tel    *telemetry
 	now    func() time.Time // a fake clock in tests
 
-	mu    sync.Mutex
-	batch uint64
+	mu sync.Mutex
+	// gen numbers the flush periods; a series touched in the current one is listed once
+	// in its table's touched list
+	gen uint64
+
+	stop chan struct{} // closes the flush loop (nil when every batch is emitted at once)
+	done chan struct{}
 
 	// resources are the distinct resource identities seen (the values of
 	// cfg.ResourceAttributes), each kept as the resource the metrics are emitted under.
@@ -44,13 +49,13 @@ type tokenMetrics struct {
 	resIndex   map[string]int32
 	resKeyBuf  []byte
 	touchedRes []int32
-	resBatch   []uint64 // per resource: last batch that touched it
+	resGen     []uint64 // per resource: last flush period that touched it
 
 	agentmeter *table[agentmeterKey, agentmeterValues]
 	semconv    *table[semconvKey, semconvValues]
 	tokenUsage *table[tokenUsageKey, tokenUsageValues]
 
-	outcomes [len(outcomes)]int64 // per batch, for the telemetry
+	outcomes [len(outcomes)]int64 // since the last flush, for the telemetry
 }
 
 var _ connector.Traces = (*tokenMetrics)(nil)
@@ -62,10 +67,11 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics) (*
 		logger:   set.Logger,
 		now:      time.Now,
 		resIndex: map[string]int32{},
+		gen:      1, // series and resources start at 0: untouched
 	}
 	empty := pcommon.NewResource()
 	c.resources = append(c.resources, empty)
-	c.resBatch = append(c.resBatch, 0)
+	c.resGen = append(c.resGen, 0)
 	if cfg.Metrics.Agentmeter {
 		c.agentmeter = newTable[agentmeterKey, agentmeterValues](setAgentmeter, cfg.MaxSeries)
 	}
@@ -93,22 +99,59 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics) (*
 	return c, nil
 }
 
-func (c *tokenMetrics) Start(context.Context, component.Host) error { return nil }
+// Start runs the flush loop when flush_interval is set.
+func (c *tokenMetrics) Start(context.Context, component.Host) error {
+	if c.cfg.FlushInterval <= 0 {
+		return nil
+	}
+	c.stop, c.done = make(chan struct{}), make(chan struct{})
+	go c.flushLoop(c.cfg.FlushInterval)
+	return nil
+}
 
-func (c *tokenMetrics) Shutdown(context.Context) error { return c.tel.shutdown() }
+func (c *tokenMetrics) flushLoop(every time.Duration) {
+	defer close(c.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			c.mu.Lock()
+			c.flush(context.Background())
+			c.mu.Unlock()
+		}
+	}
+}
+
+// Shutdown stops the flush loop and emits what was counted since the last flush: the
+// metrics pipeline shuts down after this connector, so its exporter still takes it.
+func (c *tokenMetrics) Shutdown(ctx context.Context) error {
+	if c.stop != nil {
+		close(c.stop)
+		<-c.done
+		c.stop = nil
+	}
+	c.mu.Lock()
+	c.flush(ctx)
+	c.mu.Unlock()
+	return c.tel.shutdown()
+}
 
 // Capabilities: the spans are only read, so the pipeline need not copy them for us.
 func (c *tokenMetrics) Capabilities() consumer.Capabilities {
 	return consumer.Capabilities{MutatesData: false}
 }
 
-// ConsumeTraces counts the batch's model calls and emits the current cumulative value
-// of every series the batch changed (an idle series is not re-sent; the exporter keeps
-// its last value).
+// ConsumeTraces counts the batch's model calls. With flush_interval 0 it emits at once
+// the current cumulative value of every series the batch changed; otherwise the flush
+// loop emits the series changed since the last flush, so the output's cost is paid once
+// per interval, not once per trace the merge releases. An idle series is not re-sent:
+// the exporter keeps its last value.
 func (c *tokenMetrics) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.batch++
 	now := pcommon.NewTimestampFromTime(c.now())
 
 	var cl call
@@ -135,26 +178,36 @@ func (c *tokenMetrics) ConsumeTraces(ctx context.Context, td ptrace.Traces) erro
 			}
 		}
 	}
-	defer c.endBatch()
-	c.tel.record(ctx, c)
-	if len(c.touchedRes) == 0 {
-		return nil
-	}
-	// The calls are counted whatever happens downstream. An error is not handed back: the
-	// traces pipeline would return it to the agent's SDK, whose retry would count the same
-	// calls again (and send them to the vendors twice). The values are cumulative, so the
-	// next batch that touches a series carries what this one failed to deliver.
-	if err := c.next.ConsumeMetrics(ctx, c.build(now)); err != nil {
-		c.logger.Warn("token metrics: the metrics pipeline refused a batch; the totals stay counted and go out with the next batch",
-			zap.Error(err))
+	if c.stop == nil {
+		c.flush(ctx)
 	}
 	return nil
+}
+
+// flush emits every series touched since the last flush, under c.mu. The calls are
+// counted whatever happens downstream, and an error is not handed back: the traces
+// pipeline would return it to the agent's SDK, whose retry would count the same calls
+// again (and send them to the vendors twice). The values are cumulative, so the next
+// flush that touches a series carries what this one failed to deliver.
+func (c *tokenMetrics) flush(ctx context.Context) {
+	// the connector's own counters too are added once per flush, not per trace
+	c.tel.record(ctx, c)
+	c.resetCounts()
+	if len(c.touchedRes) == 0 {
+		return
+	}
+	md := c.build(pcommon.NewTimestampFromTime(c.now()))
+	c.endFlush()
+	if err := c.next.ConsumeMetrics(ctx, md); err != nil {
+		c.logger.Warn("token metrics: the metrics pipeline refused a batch; the totals stay counted and go out with the next one",
+			zap.Error(err))
+	}
 }
 
 // count adds one call to every enabled metric set.
 func (c *tokenMetrics) count(res int32, cl *call, now pcommon.Timestamp) {
 	if t := c.agentmeter; t != nil {
-		s := t.get(res, agentmeterKey{cl.caller, cl.agent, cl.model, cl.provider}, c.batch, now)
+		s := t.get(res, agentmeterKey{cl.caller, cl.agent, cl.model, cl.provider}, c.gen, now)
 		s.v.add(cl.usage)
 		if cl.hasCost {
 			s.v.addCost(cl.cost)
@@ -163,14 +216,14 @@ func (c *tokenMetrics) count(res int32, cl *call, now pcommon.Timestamp) {
 		c.touchResource(s.res)
 	}
 	if t := c.semconv; t != nil {
-		s := t.get(res, semconvKey{cl.operation, cl.provider, cl.requestModel, cl.responseModel, cl.serverAddress, cl.serverPort}, c.batch, now)
+		s := t.get(res, semconvKey{cl.operation, cl.provider, cl.requestModel, cl.responseModel, cl.serverAddress, cl.serverPort}, c.gen, now)
 		s.v.add(cl.usage)
 		s.v.input.observe(cl.usage.Input)
 		s.v.output.observe(cl.usage.Output)
 		c.touchResource(s.res)
 	}
 	if t := c.tokenUsage; t != nil {
-		s := t.get(res, tokenUsageKey{cl.operation, cl.provider, cl.requestModel, cl.responseModel}, c.batch, now)
+		s := t.get(res, tokenUsageKey{cl.operation, cl.provider, cl.requestModel, cl.responseModel}, c.gen, now)
 		s.v.input.observe(cl.usage.Input)
 		s.v.output.observe(cl.usage.Output)
 		c.touchResource(s.res)
@@ -178,8 +231,8 @@ func (c *tokenMetrics) count(res int32, cl *call, now pcommon.Timestamp) {
 }
 
 func (c *tokenMetrics) touchResource(res int32) {
-	if c.resBatch[res] != c.batch {
-		c.resBatch[res] = c.batch
+	if c.resGen[res] != c.gen {
+		c.resGen[res] = c.gen
 		c.touchedRes = append(c.touchedRes, res)
 	}
 }
@@ -215,23 +268,38 @@ func (c *tokenMetrics) resource(r pcommon.Resource) int32 {
 	}
 	i := int32(len(c.resources))
 	c.resources = append(c.resources, out)
-	c.resBatch = append(c.resBatch, 0)
+	c.resGen = append(c.resGen, 0)
 	c.resIndex[strings.Clone(string(buf))] = i
 	return i
 }
 
-func (c *tokenMetrics) endBatch() {
+// endFlush starts a new flush period: every series is untouched again.
+func (c *tokenMetrics) endFlush() {
+	c.gen++
 	c.touchedRes = c.touchedRes[:0]
 	if c.agentmeter != nil {
-		c.agentmeter.endBatch()
+		c.agentmeter.endFlush()
 	}
 	if c.semconv != nil {
-		c.semconv.endBatch()
+		c.semconv.endFlush()
 	}
 	if c.tokenUsage != nil {
-		c.tokenUsage.endBatch()
+		c.tokenUsage.endFlush()
 	}
+}
+
+// resetCounts clears what the telemetry was given.
+func (c *tokenMetrics) resetCounts() {
 	c.outcomes = [len(outcomes)]int64{}
+	if c.agentmeter != nil {
+		c.agentmeter.overflowCalls = 0
+	}
+	if c.semconv != nil {
+		c.semconv.overflowCalls = 0
+	}
+	if c.tokenUsage != nil {
+		c.tokenUsage.overflowCalls = 0
+	}
 }
 
 // seriesCounts reports each enabled set's label sets, for the telemetry gauge.

@@ -43,6 +43,7 @@ type harness struct {
 func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	t.Helper()
 	cfg := createDefaultConfig()
+	cfg.FlushInterval = 0 // emit after every batch, so a test reads the sink right after send
 	if mutate != nil {
 		mutate(cfg)
 	}

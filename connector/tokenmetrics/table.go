@@ -21,7 +21,7 @@ type series[K any, V any] struct {
 	key   K
 	res   int32 // index into connector.resources
 	start pcommon.Timestamp
-	batch uint64 // last batch that touched it, to list it once in touched
+	gen   uint64 // last flush period that touched it, to list it once in touched
 	v     V
 }
 
@@ -37,10 +37,10 @@ type table[K labelKey[K], V any] struct {
 	max      int
 	m        map[seriesKey[K]]*series[K, V]
 	overflow *series[K, V]
-	// touched lists the series changed by the current batch, in first-touch order.
+	// touched lists the series changed since the last flush, in first-touch order.
 	touched []*series[K, V]
 
-	overflowCalls int64 // calls counted into overflow in the current batch
+	overflowCalls int64 // calls counted into overflow since the last flush
 	warned        bool
 }
 
@@ -49,8 +49,8 @@ func newTable[K labelKey[K], V any](name string, max int) *table[K, V] {
 }
 
 // get returns the series for (res, k), creating it (or falling back to the overflow
-// series) as needed, and marks it touched by batch.
-func (t *table[K, V]) get(res int32, k K, batch uint64, now pcommon.Timestamp) *series[K, V] {
+// series) as needed, and marks it touched in flush period gen.
+func (t *table[K, V]) get(res int32, k K, gen uint64, now pcommon.Timestamp) *series[K, V] {
 	s, ok := t.m[seriesKey[K]{res, k}]
 	if !ok {
 		if len(t.m) < t.max {
@@ -65,8 +65,8 @@ func (t *table[K, V]) get(res int32, k K, batch uint64, now pcommon.Timestamp) *
 			t.overflowCalls++
 		}
 	}
-	if s.batch != batch {
-		s.batch = batch
+	if s.gen != gen {
+		s.gen = gen
 		t.touched = append(t.touched, s)
 	}
 	return s
@@ -84,11 +84,10 @@ func (t *table[K, V]) len() int {
 	return n
 }
 
-// endBatch forgets the batch's touched list, keeping its memory for the next one.
-func (t *table[K, V]) endBatch() {
+// endFlush forgets the touched list, keeping its memory for the next period.
+func (t *table[K, V]) endFlush() {
 	clear(t.touched)
 	t.touched = t.touched[:0]
-	t.overflowCalls = 0
 }
 
 // agentmeterKey is the label set of agentmeter.tokens (token_type aside).

@@ -12,8 +12,8 @@ import (
 )
 
 // telemetry is the connector's own metrics: the instruments mdatagen generates from
-// metadata.yaml. Counters are added once per batch, never per span, to keep them off
-// the hot path.
+// metadata.yaml. Counters are added once per flush, never per span or trace, to keep
+// them off the hot path.
 type telemetry struct {
 	tb           *metadata.TelemetryBuilder
 	outcomeAttrs [len(outcomes)]metric.AddOption
@@ -58,7 +58,8 @@ func newTelemetry(set component.TelemetrySettings, sets []string, series func() 
 	return t, nil
 }
 
-// record adds one batch's outcomes and overflow counts, and logs a set's first overflow.
+// record adds the outcomes and overflow counts since the last flush, and logs a set's
+// first overflow.
 func (t *telemetry) record(ctx context.Context, c *tokenMetrics) {
 	for i, n := range c.outcomes {
 		if n > 0 && t.outcomeAttrs[i] != nil {

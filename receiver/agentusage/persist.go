@@ -85,7 +85,7 @@ func (r *usageReceiver) restore(ctx context.Context) error {
 	evictedRuns := r.runs.Repark(runs, now)
 	r.runsMu.Unlock()
 	r.eventsMu.Lock()
-	evictedObs := r.lfEvents.Repark(obs, now)
+	evictedObs := r.lfEvents.Restore(obs, now)
 	r.eventsMu.Unlock()
 	if len(runs)+len(obs) > 0 {
 		r.set.Logger.Info("agentusage: restored held runs from storage", zap.Int("langsmith_runs", len(runs)), zap.Int("langfuse_entities", len(obs)))

@@ -52,7 +52,7 @@ func (c *TokenCollector) OnLLMEnd(callID string, generations []*message.Message)
 		c.records = append(c.records, UsageRecord{
 			SourceRunID: callID, Caller: c.caller, ModelName: model,
 			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: total,
-			CacheReadTokens: u.CacheRead(), CacheCreationTokens: gu.CacheCreation, ReasoningTokens: gu.Reasoning,
+			CacheReadTokens: u.CacheRead(), CacheCreationTokens: gu.CacheCreation, ReasoningTokens: gu.Reasoning, CacheCreation1hTokens: u.CacheCreation1h(),
 		})
 		return
 	}

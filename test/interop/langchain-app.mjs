@@ -19,9 +19,12 @@ export async function runApp(config = {}) {
   const researcher = createAgent({ model: chat(SUB_MODEL), tools: [], systemPrompt: SUB_SYSTEM, name: "researcher" });
   const task = tool(
     // as LangChain's subagent docs write it: the run context (callbacks, parent run)
-    // reaches the inner agent by itself
-    async ({ prompt }) => {
-      const out = await researcher.invoke({ messages: [{ role: "user", content: prompt }] });
+    // reaches the inner agent by itself. INTEROP_PASS_CONFIG=1 hands the tool's run
+    // config on instead, as apps also do: the inner agent then inherits the lead's
+    // metadata, lc_agent_name included.
+    async ({ prompt }, runConfig) => {
+      const passed = process.env.INTEROP_PASS_CONFIG === "1" ? runConfig : undefined;
+      const out = await researcher.invoke({ messages: [{ role: "user", content: prompt }] }, passed);
       return out.messages.at(-1).content;
     },
     { name: "task", description: TASK_DESCRIPTION, schema: TASK_PARAMETERS },

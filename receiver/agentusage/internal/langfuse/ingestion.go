@@ -635,3 +635,15 @@ func (in *Ingester) build(obs []Observation) ptrace.Traces {
 // StorageKey is the key under which a held observation or trace root is stored (the
 // receiver's `storage`): one per entity, as the ingester holds them.
 func StorageKey(o Observation) string { return entityKey(o) }
+
+// Restore holds again observations and trace roots a previous process held (read back
+// from storage at start): as Repark, and the roots' trace attributes are remembered,
+// so observations of those traces complete as they would have before the restart.
+func (in *Ingester) Restore(obs []Observation, now time.Time) []Observation {
+	for _, o := range obs {
+		if o.IsTrace {
+			in.rememberTrace(o)
+		}
+	}
+	return in.Repark(obs, now)
+}

@@ -227,9 +227,20 @@ func TestBatchFastPathMatchesGenericPath(t *testing.T) {
 // invoke_agent span, the graph nodes stay plain spans, and the subagent's calls are
 // attributed to it.
 func TestGoldenLangChainAgentsMultipart(t *testing.T) {
-	body, err := os.ReadFile(filepath.Join("testdata", "multipart_langchain.txt"))
+	testLangChainAgents(t, "multipart_langchain", "call_task_4")
+}
+
+// The same app with the subagent invoked with the tool's run config (captured): every
+// run inside the subagent inherits the lead's lc_agent_name; the subagent is still one
+// agent run, named after its own run.
+func TestGoldenLangChainSubagentWithCallerConfig(t *testing.T) {
+	testLangChainAgents(t, "multipart_langchain_config", "call_task_1")
+}
+
+func testLangChainAgents(t *testing.T, name, callID string) {
+	body, err := os.ReadFile(filepath.Join("testdata", name+".txt"))
 	require.NoError(t, err)
-	ct, err := os.ReadFile(filepath.Join("testdata", "multipart_langchain.content-type"))
+	ct, err := os.ReadFile(filepath.Join("testdata", name+".content-type"))
 	require.NoError(t, err)
 	ops, errs, err := DecodeMultipart(string(ct), bytes.NewReader(body))
 	require.NoError(t, err)
@@ -268,7 +279,7 @@ func TestGoldenLangChainAgentsMultipart(t *testing.T) {
 		p := byID[s.ParentSpanID().String()]
 		assert.Equal(t, "execute_tool task", p.Name(), "the subagent hangs under its task call")
 		id, _ := p.Attributes().Get(genai.AttrToolCallID)
-		assert.Equal(t, "call_task_4", id.Str(), "the fake model numbers calls across the capture session")
+		assert.Equal(t, callID, id.Str())
 	}
 	for _, s := range byID {
 		if s.Name() == "chat gpt-4o-mini" {
@@ -276,5 +287,5 @@ func TestGoldenLangChainAgentsMultipart(t *testing.T) {
 			assert.Equal(t, genai.SubagentCaller("researcher"), c.Str())
 		}
 	}
-	goldentest.Compare(t, filepath.Join("testdata", "multipart_langchain.golden.json"), td)
+	goldentest.Compare(t, filepath.Join("testdata", name+".golden.json"), td)
 }

@@ -23,8 +23,9 @@ type runInfo struct {
 	ThreadID string
 	RunID    string
 	Agent    string // agent name when the run became an invoke_agent span
-	// InAgent is the agent whose run this run is inside (its own name for an agent run)
-	InAgent string
+	// AgentTag is the lc_agent_name/agent_name the enclosing agent's own run carried
+	// (its name when it carried none): LangChain copies it into every run inside
+	AgentTag string
 	// ToolCallID of a tool run, for the subagent run it dispatched.
 	ToolCallID string
 }
@@ -304,23 +305,31 @@ func (t *Translator) info(r Run, md view, lookup func(string) (runInfo, bool)) r
 		caller = md.firstString("caller", genai.AttrCaller)
 	}
 	if hasParent {
-		ri.InAgent = parent.InAgent
+		ri.AgentTag = parent.AgentTag
 	}
 	if ri.RunType == "chain" || ri.RunType == "" {
-		name := md.firstString("lc_agent_name", "agent_name")
+		tag := md.firstString("lc_agent_name", "agent_name")
+		underTool := hasParent && parent.RunType == "tool"
 		// LangGraph copies the agent's lc_agent_name into the metadata of every run
 		// inside it (each graph node: model_request, tools, RunnableLambda, ...): only
-		// the run where the name changes is the agent's own run. A root run, and a chain
+		// the run where the tag changes is the agent's own run. A root run, and a chain
 		// directly under a tool run (a subagent the tool invoked), are agents too.
-		isAgent := parentID == "" || (hasParent && parent.RunType == "tool") || (name != "" && name != ri.InAgent)
+		isAgent := parentID == "" || underTool || (tag != "" && tag != ri.AgentTag)
 		if isAgent {
-			if name == "" {
+			name := tag
+			if name == "" || (underTool && tag == ri.AgentTag) {
+				// a subagent invoked with its caller's config inherits the caller's
+				// lc_agent_name: its own run's name says who it is
 				name = r.Name
 			}
 			if name == "" {
 				name = genai.LeadAgentName
 			}
-			ri.Agent, ri.InAgent = name, name
+			ri.Agent = name
+			if tag == "" {
+				tag = name
+			}
+			ri.AgentTag = tag
 			if caller == "" && hasParent && parent.RunType == "tool" {
 				caller = genai.SubagentCaller(name)
 			}

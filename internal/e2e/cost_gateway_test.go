@@ -1,0 +1,106 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// costGatewayConfig is `agentmeter serve` on SQLite with the demo script answering as real
+// models (costDemoConfig's script), plus extra config lines.
+func costGatewayConfig(t *testing.T, dir, extra string) string {
+	t.Helper()
+	cfg, err := os.ReadFile(costDemoConfig(t))
+	require.NoError(t, err)
+	return string(cfg) + fmt.Sprintf("sandbox: {root: %s}\nstore: {driver: sqlite, dsn: %s}\n", filepath.Join(dir, "threads"), filepath.Join(dir, "agentmeter.db")) + extra
+}
+
+type gatewayCostRun struct {
+	RunID      string `json:"run_id"`
+	Status     string `json:"status"`
+	StopReason string `json:"stop_reason"`
+	TraceID    string `json:"trace_id"`
+	Usage      struct {
+		TotalTokens    int64 `json:"total_tokens"`
+		SubagentTokens int64 `json:"subagent_tokens"`
+	} `json:"usage"`
+}
+
+// The gateway's token-usage cost for a thread equals Σ per-call cost that the shipped
+// collector's cost step wrote on the spans of the thread's runs (same price table, same
+// formulas), and each dispatching call's merged cost equals its tasks' calls.
+func TestGatewayThreadCostEqualsSpans(t *testing.T) {
+	ports := setSidecarEnv(t)
+	tracesFile := startShippedWithFile(t, ports)
+	dir := t.TempDir()
+	g := startGateway(t, dir, costGatewayConfig(t, dir, ""),
+		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+ports.OTLPHTTP, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf", "OTEL_BSP_SCHEDULE_DELAY=100")
+
+	traceIDs := map[string]bool{}
+	for i := range 2 {
+		code, body := g.request(t, "POST", "/api/threads/t-cost/runs?wait=true", "", fmt.Sprintf(`{"input":"Compare Paris and Tokyo (%d)"}`, i))
+		require.Equal(t, 200, code, string(body))
+		var r gatewayCostRun
+		require.NoError(t, json.Unmarshal(body, &r))
+		require.Equal(t, "success", r.Status, string(body))
+		require.Len(t, r.TraceID, 32)
+		traceIDs[strings.ToLower(r.TraceID)] = true
+	}
+	code, body := g.request(t, "GET", "/api/threads/t-cost/token-usage", "", "")
+	require.Equal(t, 200, code, string(body))
+	var tu struct {
+		TotalTokens  int64   `json:"total_tokens"`
+		TotalCostUSD float64 `json:"total_cost_usd"`
+		ByModel      map[string]struct {
+			Tokens  int64   `json:"tokens"`
+			CostUSD float64 `json:"cost_usd"`
+		} `json:"by_model"`
+	}
+	require.NoError(t, json.Unmarshal(body, &tu))
+	require.Positive(t, tu.TotalCostUSD, string(body))
+	var byModel float64
+	for m, b := range tu.ByModel {
+		assert.Positive(t, b.CostUSD, m)
+		byModel += b.CostUSD
+	}
+	assert.InDelta(t, tu.TotalCostUSD, byModel, 1e-12)
+
+	var sc spanCost
+	require.Eventually(t, func() bool {
+		sc = sumSpanCost(tracesFile, traceIDs)
+		// 11 calls in the first run, 10 in the second (the thread has its title already)
+		return sc.priced == 21 && near(sc.own, tu.TotalCostUSD)
+	}, 30*time.Second, 200*time.Millisecond, "the spans' cost never added up to the gateway's thread cost $%.9f", tu.TotalCostUSD)
+	assert.Empty(t, sc.dispatch, "merged cost == the tasks' calls")
+	t.Logf("thread cost: gateway $%.9f, spans $%.9f over %d calls", tu.TotalCostUSD, sc.own, sc.priced)
+}
+
+// A thread budget counts the thread's earlier runs and the subagents: with 20,000 tokens,
+// the first demo run (13,152) finishes; the second stops with budget_capped once its
+// subagents push the thread over, and the thread stays under one more full run's usage.
+func TestGatewayThreadBudgetStopsSecondRun(t *testing.T) {
+	t.Setenv("OTEL_SDK_DISABLED", "true")
+	dir := t.TempDir()
+	g := startGateway(t, dir, costGatewayConfig(t, dir, "thread_budget: {enabled: true, max_tokens: 20000}\n"), "OTEL_SDK_DISABLED=true")
+	var runs []gatewayCostRun
+	for i := range 2 {
+		code, body := g.request(t, "POST", "/api/threads/t-budget/runs?wait=true", "", fmt.Sprintf(`{"input":"Compare Paris and Tokyo (%d)"}`, i))
+		require.Equal(t, 200, code, string(body))
+		var r gatewayCostRun
+		require.NoError(t, json.Unmarshal(body, &r))
+		require.Equal(t, "success", r.Status, string(body))
+		runs = append(runs, r)
+	}
+	assert.Empty(t, runs[0].StopReason, "the first run fits the budget")
+	assert.Equal(t, int64(13152), runs[0].Usage.TotalTokens)
+	assert.Equal(t, "budget_capped", runs[1].StopReason, "the second run is stopped by the thread budget")
+	assert.Equal(t, int64(3822), runs[1].Usage.SubagentTokens, "its subagents ran before the stop")
+	assert.Less(t, runs[1].Usage.TotalTokens, int64(13152))
+}
