@@ -59,7 +59,8 @@ type scratch struct {
 	// with storage: chunks to write before acknowledging, chunks of released traces to
 	// delete once the next consumer accepted them, and, while restoring, the chunk
 	// being read back (restoring) and whether a buffered trace adopted it
-	writes    []pending
+	chunk     []byte // what this request leaves buffered, encoded (one chunk)
+	chunkSeq  uint64
 	dels      []uint64
 	restoring bool
 	restoreAt uint64
@@ -380,25 +381,29 @@ func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSe
 	// longer buffered, so an error (a failed write) must not hold them back.
 	err := p.process(ctx, td, sc, &c)
 	p.tel.record(ctx, &c)
-	if sc.restoring && !sc.adopted {
-		sc.dels = append(sc.dels, sc.restoreAt) // nothing of it is held any more
-	}
 	if td.ResourceSpans().Len() > 0 {
 		if nerr := p.next.ConsumeTraces(ctx, td); nerr != nil {
 			p.keepOnDisk(sc.dels)
+			if sc.restoring {
+				p.keepOnDisk([]uint64{sc.restoreAt})
+			}
 			return errors.Join(err, nerr)
 		}
 	}
-	p.forgetOnDisk(ctx, sc.dels)
+	var drop []uint64
+	if sc.restoring && !sc.adopted {
+		drop = append(drop, sc.restoreAt) // nothing of it is held any more
+	}
+	p.forgetOnDisk(ctx, sc.dels, drop...)
 	return err
 }
 
 // forgetOnDisk deletes the stored chunks of traces the next consumer accepted.
-func (p *subagentMerge) forgetOnDisk(ctx context.Context, seqs []uint64) {
-	if p.store == nil || len(seqs) == 0 {
+func (p *subagentMerge) forgetOnDisk(ctx context.Context, seqs []uint64, drop ...uint64) {
+	if p.store == nil || len(seqs)+len(drop) == 0 {
 		return
 	}
-	if err := p.store.forget(ctx, seqs); err != nil {
+	if err := p.store.forget(ctx, seqs, drop...); err != nil {
 		// they are sent again after a restart: duplicates, which the vendors upsert
 		p.logger.Warn("storage: deleting the chunks of passed-on traces failed", zap.Error(err))
 	}
@@ -429,8 +434,7 @@ func (p *subagentMerge) putScratch(sc *scratch) {
 	clear(sc.byTrace)
 	clear(sc.evicted)
 	sc.evicted = sc.evicted[:0]
-	clear(sc.writes)
-	sc.writes, sc.dels = sc.writes[:0], sc.dels[:0]
+	sc.chunk, sc.dels = sc.chunk[:0], sc.dels[:0]
 	sc.restoring, sc.adopted = false, false
 	clear(sc.spans)
 	sc.spans = sc.spans[:0]
@@ -493,8 +497,8 @@ func (p *subagentMerge) process(ctx context.Context, td ptrace.Traces, sc *scrat
 	}
 
 	// With storage, the spans just buffered are on disk before this returns.
-	if p.store != nil && len(sc.writes) > 0 {
-		if err := p.store.write(ctx, sc.writes); err != nil {
+	if p.store != nil && len(sc.chunk) > 0 {
+		if err := p.store.write(ctx, sc.chunkSeq, sc.chunk); err != nil {
 			p.logger.Error("storage: writing buffered spans failed; refusing the request (retryable)", zap.Error(err))
 			errs = append(errs, fmt.Errorf("subagentmerge: storing buffered spans: %w", err))
 		}
@@ -719,11 +723,16 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 		if p.store != nil {
 			if sc.restoring {
 				e.seqs = append(e.seqs, sc.restoreAt)
+				p.store.ref(sc.restoreAt)
 				sc.adopted = true
 			} else {
-				seq := p.store.next.Add(1) - 1
-				e.seqs = append(e.seqs, seq)
-				sc.writes = append(sc.writes, pending{seq: seq, data: b})
+				if len(sc.chunk) == 0 {
+					sc.chunkSeq = p.store.next.Add(1) - 1
+				}
+				// concatenated TracesData messages decode as one
+				sc.chunk = append(sc.chunk, b...)
+				e.seqs = append(e.seqs, sc.chunkSeq)
+				p.store.ref(sc.chunkSeq)
 			}
 		}
 		return nil
