@@ -95,3 +95,20 @@ func TestJournalPassesOneHourWrites(t *testing.T) {
 	j.RecordExternalLLMUsageRecords([]UsageRecord{{SourceRunID: "s", Caller: "subagent:a", InputTokens: 10, OutputTokens: 1, TotalTokens: 11, CacheCreationTokens: 10, CacheCreation1hTokens: 7}})
 	assert.Equal(t, int64(57), got)
 }
+
+// A cost the provider reported (OpenRouter's usage.cost) wins over the table, for the
+// lead's calls and for subagents' records.
+func TestJournalProviderCostWins(t *testing.T) {
+	j := New(Options{Pricer: flatPricer{}})
+	m := ai("a", 1000, 100, 1100, "anthropic/claude-sonnet-4.5")
+	m.ResponseMetadata[message.MetaProviderCostUSD] = 0.5
+	end(j, "r1", "lead_agent", m)
+	c := NewTokenCollector("subagent:x")
+	sub := ai("b", 10, 1, 11, "unknown-x")
+	sub.ResponseMetadata[message.MetaProviderCostUSD] = 0.25
+	c.OnLLMEnd("s1", []*message.Message{&sub})
+	j.RecordExternalLLMUsageRecords(c.Snapshot())
+	d := j.CompletionData()
+	assert.InDelta(t, 0.75, d.TotalCostUSD, 1e-15)
+	assert.Zero(t, d.UnpricedCallCount, "a provider cost prices even a model the table does not know")
+}

@@ -90,6 +90,9 @@ type UsageRecord struct {
 	ReasoningTokens     int64 `json:"reasoning_tokens,omitempty"`
 	// CacheCreation1hTokens is the 1-hour part of CacheCreationTokens.
 	CacheCreation1hTokens int64 `json:"cache_creation_1h_tokens,omitempty"`
+	// CostUSD is the cost the provider reported for the call, when it did; it wins over
+	// the price table.
+	CostUSD *float64 `json:"cost_usd,omitempty"`
 }
 
 // usage is the record's contract usage.
@@ -223,7 +226,11 @@ func (j *RunJournal) OnLLMEnd(callID, caller string, generations []message.Messa
 		}
 		j.countedCalls[callID] = true
 		j.addLocked(caller, msg.ModelName(), u.InputTokens, u.OutputTokens, total, u.CacheRead())
-		j.addCostLocked(caller, msg.ModelName(), u.GenAI(), u.CacheCreation1h())
+		var provided *float64
+		if pc, ok := msg.ProviderCostUSD(); ok {
+			provided = &pc
+		}
+		j.addCostLocked(caller, msg.ModelName(), u.GenAI(), u.CacheCreation1h(), provided)
 		j.data.LLMCallCount++
 		changed = true
 	}
@@ -271,13 +278,20 @@ func (j *RunJournal) addLocked(caller, model string, in, out, total, cacheRead i
 	j.data.TokenUsageByModel[model] = b
 }
 
-// addCostLocked prices one call or record and adds it to the cost keys; a model without
-// a price is counted in unpriced_llm_call_count instead, never guessed.
-func (j *RunJournal) addCostLocked(caller, model string, u genai.Usage, write1h int64) {
+// addCostLocked prices one call or record and adds it to the cost keys: the provider's
+// own figure when it reported one, else the price table; a model without a price is
+// counted in unpriced_llm_call_count instead, never guessed.
+func (j *RunJournal) addCostLocked(caller, model string, u genai.Usage, write1h int64, provided *float64) {
 	if j.pricer == nil {
 		return
 	}
-	c, ok := j.pricer.Price("", model, u, write1h, time.Now())
+	var c genai.Cost
+	ok := provided != nil
+	if ok {
+		c.Total = *provided
+	} else {
+		c, ok = j.pricer.Price("", model, u, write1h, time.Now())
+	}
 	if !ok {
 		j.data.UnpricedCallCount++
 		return
@@ -329,7 +343,7 @@ func (j *RunJournal) RecordExternalLLMUsageRecords(records []UsageRecord) {
 		j.externalSeen[r.SourceRunID] = true
 		caller := IdentifyCaller([]string{r.Caller})
 		j.addLocked(caller, r.ModelName, r.InputTokens, r.OutputTokens, total, r.CacheReadTokens)
-		j.addCostLocked(caller, r.ModelName, r.usage(), r.CacheCreation1hTokens)
+		j.addCostLocked(caller, r.ModelName, r.usage(), r.CacheCreation1hTokens, r.CostUSD)
 		changed = true
 	}
 	j.mu.Unlock()

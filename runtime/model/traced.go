@@ -241,6 +241,9 @@ func responseAttributes(resp *Response, capture bool) []attribute.KeyValue {
 			kv = append(kv, attribute.Int64(genai.AttrUsageCacheCreat1h, h))
 		}
 	}
+	if c, ok := resp.Message.ProviderCostUSD(); ok {
+		kv = append(kv, genai.Cost{Total: c}.Attributes(genai.CostSourceProvider)...)
+	}
 	if capture {
 		kv = append(kv, attribute.String(genai.AttrOutputMessages, outputMessagesJSON(resp)))
 	}
