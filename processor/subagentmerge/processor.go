@@ -81,6 +81,8 @@ type subagentMerge struct {
 	shards        [numShards]shard
 	nTraces       atomic.Int64
 	nSpans        atomic.Int64
+	records       atomic.Int64 // bytes held by the records of released traces
+	maxRecords    int64        // bound on records (maxRecordBytes; tests lower it)
 
 	id    component.ID
 	store *persister // nil unless `storage` is set
@@ -112,6 +114,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		settle:        int64(min(cfg.SettleTime, cfg.WaitDuration)),
 		compactAfter:  int64(cfg.CompactAfter),
 		maxTombstones: max(cfg.NumTraces/numShards, 64),
+		maxRecords:    maxRecordBytes,
 		now:           func() int64 { return time.Now().UnixNano() },
 		stop:          make(chan struct{}),
 		done:          make(chan struct{}),
@@ -119,6 +122,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 	for i := range p.shards {
 		p.shards[i].traces = map[pcommon.TraceID]*entry{}
 		p.shards[i].released = map[pcommon.TraceID]*tombstone{}
+		p.shards[i].records = &p.records
 	}
 	p.pool.New = func() any { return &scratch{byTrace: map[pcommon.TraceID]int32{}} }
 	tel, err := newTelemetry(set.TelemetrySettings, func() (int64, int64) { return p.nTraces.Load(), p.nSpans.Load() })
@@ -575,6 +579,7 @@ func (p *subagentMerge) correctLate(td ptrace.Traces, sc *scratch, g *group, c *
 		// under the shard lock: two late batches of one trace are corrected one after
 		// the other, each on the record the other left
 		if cr, err = p.correct(tomb.skel, tomb.sent, late); err == nil {
+			p.records.Add(int64(len(cr.skel) + len(cr.sent) - len(tomb.skel) - len(tomb.sent)))
 			tomb.skel, tomb.sent = cr.skel, cr.sent
 			done = true
 		}
@@ -601,13 +606,21 @@ func (p *subagentMerge) attach(id pcommon.TraceID, rec *recorder) {
 		p.logger.Error("recording a released trace failed; spans arriving after it will not be merged", zap.Error(err))
 		return
 	}
+	if p.records.Load() > p.maxRecords {
+		return // over budget: late spans of this trace will be marked late
+	}
 	s := &p.shards[shardIndex(id)]
 	s.mu.Lock()
 	if tomb := s.released[id]; tomb != nil && tomb.skel == nil {
 		tomb.skel, tomb.sent = skel, sent
+		p.records.Add(int64(len(skel) + len(sent)))
 	}
 	s.mu.Unlock()
 }
+
+// maxRecordBytes bounds the memory of the records kept for corrections (beyond the
+// bound on remembered traces): past it, traces are released without one.
+const maxRecordBytes = 64 << 20
 
 // place decides the fate of one trace's spans in this batch.
 func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, c *counts, removed *bool) error {
