@@ -10,8 +10,8 @@ import (
 // NameSubagentDateContext is DeerFlow's SubagentDateContextMiddleware.
 const NameSubagentDateContext = "SubagentDateContextMiddleware"
 
-// SubagentDateContextMiddleware gives a subagent the date (before_agent, middleware.md
-// §3.5): the lead agent's date reminder by ID swap on the subagent's task prompt, never the
+// SubagentDateContextMiddleware gives a subagent the date (before_agent, DeerFlow's
+// subagent chain): the lead agent's date reminder by ID swap on the subagent's task prompt, never the
 // user's memory — a subagent works for the lead agent, not the user, and DynamicContext is
 // not in its chain.
 type SubagentDateContextMiddleware struct {

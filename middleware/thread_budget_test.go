@@ -18,7 +18,7 @@ import (
 // dollarPerMillion prices every token at $1 per million.
 type dollarPerMillion struct{}
 
-func (dollarPerMillion) Price(_, _ string, u genai.Usage, _ time.Time) (genai.Cost, bool) {
+func (dollarPerMillion) Price(_, _ string, u genai.Usage, _ int64, _ time.Time) (genai.Cost, bool) {
 	c := genai.Cost{Input: float64(u.Input) / 1e6, Output: float64(u.Output) / 1e6}
 	c.Total = c.Input + c.Output
 	return c, true

@@ -113,7 +113,7 @@ settings:
 	assert.Contains(t, joined, "Compare Paris and Tokyo")
 	assert.Contains(t, joined, "Paris is the capital of France")
 	assert.Contains(t, joined, "Which one is bigger?")
-	// Same day: no second date reminder (DeerFlow §5.11).
+	// Same day: no second date reminder (DeerFlow's DynamicContextMiddleware).
 	assert.Equal(t, []string{"2026-11-30"}, reminders(st2))
 
 	assert.Empty(t, log.byCaller("middleware:summarize"), "below the trigger so far")

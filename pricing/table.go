@@ -23,9 +23,9 @@ type Table struct {
 	all      *index            // every model, for providers the table does not know
 	rows     int
 
-	memo     sync.Map // lookupKey → *history (nil for unknown)
-	memoSize int64
-	memoMu   sync.Mutex
+	memoMu   sync.RWMutex
+	memo     map[string]map[string]*history // provider → model → history (nil: unknown)
+	memoSize int
 }
 
 // memoLimit bounds the lookup memo, so a stream of made-up model ids cannot grow it
@@ -96,7 +96,7 @@ func New(layers ...Layer) (*Table, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	t := &Table{families: map[string]*index{}, all: &index{exact: map[string]*history{}}}
+	t := &Table{families: map[string]*index{}, all: &index{exact: map[string]*history{}}, memo: map[string]map[string]*history{}}
 	for _, k := range order {
 		h := merged[k]
 		sort.SliceStable(h.rows, func(i, j int) bool { return h.rows[i].Effective.Before(h.rows[j].Effective) })
@@ -194,17 +194,25 @@ func (t *Table) Lookup(provider, model string, at time.Time) (*ResolvedRow, bool
 	return h.rows[i-1], true
 }
 
-type lookupKey struct{ provider, model string }
-
+// history memoises resolve: spans repeat a handful of (provider, model) pairs, and a
+// two-level map of strings looks them up without allocating.
 func (t *Table) history(provider, model string) *history {
-	k := lookupKey{provider, model}
-	if v, ok := t.memo.Load(k); ok {
-		return v.(*history)
+	t.memoMu.RLock()
+	h, ok := t.memo[provider][model]
+	t.memoMu.RUnlock()
+	if ok {
+		return h
 	}
-	h := t.resolve(provider, model)
+	h = t.resolve(provider, model)
 	t.memoMu.Lock()
 	if t.memoSize < memoLimit {
-		if _, loaded := t.memo.LoadOrStore(k, h); !loaded {
+		byModel := t.memo[provider]
+		if byModel == nil {
+			byModel = map[string]*history{}
+			t.memo[provider] = byModel
+		}
+		if _, ok := byModel[model]; !ok {
+			byModel[model] = h
 			t.memoSize++
 		}
 	}

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
+
+	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/agentmeter/agentmeter/pricing"
 )
@@ -37,7 +40,9 @@ type PriceFile struct {
 	Format string `mapstructure:"format"`
 }
 
-func createDefaultConfig() *Config { return &Config{DefaultPrices: true} }
+func createDefaultConfig() *Config {
+	return &Config{DefaultPrices: true, PriceFiles: []PriceFile{}, Prices: []pricing.Row{}}
+}
 
 // Validate loads every price file and builds the table, reporting every problem at once,
 // each naming its YAML key.
@@ -104,4 +109,21 @@ func (f PriceFile) load(key string) ([]pricing.Row, error) {
 		}
 	}
 	return rows, nil
+}
+
+// Unmarshal accepts an unquoted effective date (`effective: 2025-06-01`), which the YAML
+// parser reads as a timestamp, by turning it back into its date before decoding.
+func (c *Config) Unmarshal(conf *confmap.Conf) error {
+	raw := conf.ToStringMap()
+	if rows, ok := raw["prices"].([]any); ok {
+		for _, r := range rows {
+			if m, ok := r.(map[string]any); ok {
+				if t, ok := m["effective"].(time.Time); ok {
+					m["effective"] = t.UTC().Format(time.DateOnly)
+				}
+			}
+		}
+	}
+	type plain Config // without this method, so decoding does not recurse
+	return confmap.NewFromStringMap(raw).Unmarshal((*plain)(c))
 }

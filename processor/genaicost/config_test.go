@@ -26,6 +26,8 @@ func TestLoadConfig(t *testing.T) {
 			Prices: []pricing.Row{{Provider: "openai", Model: "my-finetune", Match: []string{"ft:gpt-4o-mini:acme:*"}, Effective: "2025-06-01",
 				Rates: pricing.Rates{Input: pricing.F(0.3), Output: pricing.F(1.2), CacheRead: pricing.F(0.15)}, Source: "our contract with OpenAI"}},
 		}},
+		{component.NewIDWithName(Type, "unquoted_date"), &Config{DefaultPrices: true, PriceFiles: []PriceFile{},
+			Prices: []pricing.Row{{Provider: "openai", Model: "m", Effective: "2025-06-01", Rates: pricing.Rates{Input: pricing.F(1), Output: pricing.F(2)}}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id.String(), func(t *testing.T) {

@@ -164,6 +164,7 @@ func (c *coster) price(span ptrace.Span, attrs pcommon.Map) (out outcome, provid
 		return outUnknownModel, provider, model
 	}
 	b := pricing.Split(u, genai.CacheCreation1hFromMap(attrs))
+	attrs.EnsureCapacity(attrs.Len() + 9) // the cost keys below: one growth, not several
 	genai.PutCost(attrs, pricing.Compute(b, row), genai.CostSourceTable)
 	attrs.PutStr(genai.AttrCostPrice, row.ID)
 	if s := pricing.CacheSavings(b, row); s > 0 {

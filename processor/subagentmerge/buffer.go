@@ -3,6 +3,7 @@ package subagentmerge
 import (
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -164,6 +165,7 @@ type shard struct {
 	settleHead, settleTail *entry
 	// released are the tombstones; relQueue is their release order, for expiry.
 	released map[pcommon.TraceID]*tombstone
+	records  *atomic.Int64 // bytes of all shards' tombstone records (correction.go)
 	relQueue []releasedAt
 	relHead  int
 }
@@ -299,6 +301,9 @@ func (s *shard) expireTombstones(now, window int64, maxTombstones int) {
 		r := s.relQueue[s.relHead]
 		if r.at > now-window && len(s.relQueue)-s.relHead <= maxTombstones {
 			break
+		}
+		if t := s.released[r.id]; t != nil && s.records != nil {
+			s.records.Add(-int64(len(t.skel) + len(t.sent)))
 		}
 		delete(s.released, r.id)
 		s.relQueue[s.relHead] = releasedAt{}

@@ -187,3 +187,54 @@ func underTask(all []arrivalSpan, sp ptrace.Span) bool {
 	}
 	return false
 }
+
+// A model call of a subagent that arrives after its trace was released is attributed
+// to that subagent from the trace's record, like the merge.
+func TestLateModelCallIsAttributedByShape(t *testing.T) {
+	b := newTraceBuilder(91)
+	lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
+	b.chat(lead, usage(1, 1), "call_x")
+	_, sub := b.task(lead, "call_x", "researcher", genai.SubagentCompleted)
+	b.chat(sub, usage(2, 2)) // its answer
+	b.chat(lead, usage(3, 3))
+	early := clone(b.td)
+	b.td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().RemoveIf(func(ptrace.Span) bool { return true })
+	late := b.chat(sub, usage(5, 5)) // a step nothing named, arriving after the release
+	lateID := late.SpanID()
+	p, sink, _ := newTestProcessor(t, defaultTestConfig())
+	defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+	require.NoError(t, p.ConsumeTraces(context.Background(), early))
+	require.Equal(t, early.SpanCount(), sink.SpanCount(), "complete: released at once")
+	require.NoError(t, p.ConsumeTraces(context.Background(), clone(b.td)))
+	var got ptrace.Span
+	forEachSpan(sink.AllTraces()[1], func(sp ptrace.Span) {
+		if sp.SpanID() == lateID {
+			got = sp
+		}
+	})
+	caller, _ := got.Attributes().Get(genai.AttrCaller)
+	assert.Equal(t, "subagent:researcher", caller.Str())
+	fix := spanByCalls(t, canonical(sink.AllTraces()[1]), "call_x")
+	assertSubagent(t, fix, genai.Usage{Input: 7, Output: 7}, 1, "call_x")
+}
+
+// Records for corrections are bounded in bytes: past the bound a trace is released
+// without one, and its late tool spans are marked late as before.
+func TestRecordsAreBounded(t *testing.T) {
+	p, sink, _ := newTestProcessor(t, defaultTestConfig())
+	defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+	p.maxRecords = 0
+	require.NoError(t, p.ConsumeTraces(context.Background(), buildOneTask())) // recorded: the budget was not exceeded yet
+	assert.Positive(t, p.records.Load())
+	b := newTraceBuilder(92)
+	lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
+	c := b.chat(lead, usage(1, 1))
+	genai.PutStrings(c.Attributes(), genai.AttrFinishReasons, []string{"stop"}) // complete at once
+	require.NoError(t, p.ConsumeTraces(context.Background(), clone(b.td)))
+	before := p.records.Load()
+	_, sub := b.task(lead, "call_over", "coder", genai.SubagentCompleted)
+	b.chat(sub, usage(5, 5))
+	require.NoError(t, p.ConsumeTraces(context.Background(), only(b.td, func(sp ptrace.Span) bool { return !isLocalRoot(sp) })))
+	assert.Equal(t, before, p.records.Load(), "no record kept over the budget")
+	assert.Equal(t, genai.MergeLate, status(t, canonical(sink.AllTraces()...), "call_over"))
+}

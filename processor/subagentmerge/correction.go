@@ -269,6 +269,12 @@ func (p *subagentMerge) correct(skel, sent []byte, late []lateSpan) (correction,
 	for _, l := range late {
 		if now, ok := byID[l.span.SpanID()]; ok {
 			copyMergeWritten(l.span.Attributes(), now.Attributes())
+			// attribution by shape, from the whole trace as now known
+			if _, has := l.span.Attributes().Get(genai.AttrCaller); !has {
+				if v, ok := now.Attributes().Get(genai.AttrCaller); ok {
+					l.span.Attributes().PutStr(genai.AttrCaller, v.AsString())
+				}
+			}
 		}
 		if asksForTools(l.span) {
 			appendUnder(d, l.span, l.res, l.scope)

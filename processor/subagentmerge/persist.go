@@ -17,13 +17,15 @@ import (
 // acknowledges it, through a storage extension (file_storage), so a restart after a
 // crash picks up where the killed process stopped:
 //
-//   - every group of spans one request adds to a trace is one chunk (OTLP protobuf,
-//     the same bytes the buffer keeps in memory), stored under "chunk/<seq>" with a
-//     sequence number from one counter;
+//   - the spans one request leaves buffered are one chunk (OTLP protobuf: the
+//     concatenation of the bytes the buffer keeps in memory for each trace), stored
+//     under "chunk/<seq>" with a sequence number from one counter: one write per
+//     request, however many traces it extends;
 //   - "high" is one past the highest sequence number written, "low" at most the lowest
 //     still live; both only grow;
-//   - a trace's chunks are deleted once the consumer after this processor accepted the
-//     trace (with persistent sending queues: once it is in their queue on disk);
+//   - a chunk counts the buffered traces it holds spans of; it is deleted once the
+//     consumer after this processor accepted the last of them (with persistent sending
+//     queues: once they are in their queue on disk);
 //   - at start, every chunk in [low, high) is read back and buffered again, in order.
 //
 // A write that fails (a full or failing disk) is an error back to the sender: the OTLP
@@ -40,9 +42,10 @@ type persister struct {
 	client storage.Client
 	next   atomic.Uint64 // next sequence number
 
-	mu   sync.Mutex // serialises writes, so "high" only grows
-	high uint64     // last "high" written
-	low  uint64     // last "low" written
+	mu   sync.Mutex     // serialises writes, so "high" only grows
+	high uint64         // last "high" written
+	low  uint64         // last "low" written
+	refs map[uint64]int // chunk → buffered traces holding spans of it
 	// kept are chunks of released traces the next consumer refused: they stay on disk
 	// (the next start sends them again) and hold "low" back.
 	kept map[uint64]struct{}
@@ -61,7 +64,7 @@ func startPersister(ctx context.Context, host component.Host, id component.ID, s
 	if err != nil {
 		return nil, fmt.Errorf("storage: getting a client of %q: %w", id, err)
 	}
-	p := &persister{client: client, kept: map[uint64]struct{}{}}
+	p := &persister{client: client, kept: map[uint64]struct{}{}, refs: map[uint64]int{}}
 	if p.low, err = p.getUint(ctx, keyLow); err == nil {
 		p.high, err = p.getUint(ctx, keyHigh)
 	}
@@ -86,46 +89,49 @@ func (p *persister) getUint(ctx context.Context, key string) (uint64, error) {
 
 func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
-// pending is one chunk to write.
-type pending struct {
-	seq  uint64
-	data []byte
+// ref counts one more buffered trace holding spans of chunk seq.
+func (p *persister) ref(seq uint64) {
+	p.mu.Lock()
+	p.refs[seq]++
+	p.mu.Unlock()
 }
 
-// write stores the chunks of one request and the new "high" in one transaction.
-func (p *persister) write(ctx context.Context, chunks []pending) error {
-	if len(chunks) == 0 {
-		return nil
-	}
-	ops := make([]*storage.Operation, 0, len(chunks)+1)
-	top := uint64(0)
-	for _, c := range chunks {
-		ops = append(ops, storage.SetOperation(chunkKey(c.seq), c.data))
-		top = max(top, c.seq+1)
-	}
+// write stores one request's chunk and the new "high" in one transaction.
+func (p *persister) write(ctx context.Context, seq uint64, data []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if top > p.high {
-		ops = append(ops, storage.SetOperation(keyHigh, u64(top)))
+	ops := []*storage.Operation{storage.SetOperation(chunkKey(seq), data)}
+	if seq+1 > p.high {
+		ops = append(ops, storage.SetOperation(keyHigh, u64(seq+1)))
 	}
 	if err := p.client.Batch(ctx, ops...); err != nil {
 		return err
 	}
-	p.high = max(p.high, top)
+	p.high = max(p.high, seq+1)
 	return nil
 }
 
-// forget deletes the chunks of traces the next consumer accepted.
-func (p *persister) forget(ctx context.Context, seqs []uint64) error {
-	if len(seqs) == 0 {
+// forget counts released traces off their chunks (one seq per trace and chunk) and
+// deletes the chunks no buffered trace holds any more; drop deletes chunks outright.
+func (p *persister) forget(ctx context.Context, seqs []uint64, drop ...uint64) error {
+	if len(seqs)+len(drop) == 0 {
 		return nil
-	}
-	ops := make([]*storage.Operation, len(seqs))
-	for i, s := range seqs {
-		ops[i] = storage.DeleteOperation(chunkKey(s))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var ops []*storage.Operation
+	for _, s := range seqs {
+		if p.refs[s]--; p.refs[s] <= 0 {
+			delete(p.refs, s)
+			ops = append(ops, storage.DeleteOperation(chunkKey(s)))
+		}
+	}
+	for _, s := range drop {
+		ops = append(ops, storage.DeleteOperation(chunkKey(s)))
+	}
+	if len(ops) == 0 {
+		return nil
+	}
 	return p.client.Batch(ctx, ops...)
 }
 

@@ -162,3 +162,25 @@ func TestStorageKeepsRefusedTraces(t *testing.T) {
 	assert.Equal(t, full.SpanCount()-1, sink2.SpanCount(), "the next start sends them")
 	assert.Zero(t, st.chunks())
 }
+
+// One request's buffered spans of several traces are one chunk; it stays on disk until
+// the last of those traces went on, across a restart too.
+func TestStorageChunkOutlivesItsLastTrace(t *testing.T) {
+	st := &memStorage{data: map[string][]byte{}}
+	a, b := buildParallel(), buildNested()
+	req := withoutRoot(a)
+	withoutRoot(b).ResourceSpans().MoveAndAppendTo(req.ResourceSpans())
+	p1, _ := startWithStorage(t, st, defaultTestConfig())
+	require.NoError(t, p1.ConsumeTraces(context.Background(), req))
+	require.Equal(t, 1, st.chunks(), "one write for the request")
+	kill(p1)
+
+	p2, sink := startWithStorage(t, st, defaultTestConfig())
+	require.NoError(t, p2.ConsumeTraces(context.Background(), only(a, isLocalRoot)))
+	assert.Equal(t, a.SpanCount(), sink.SpanCount())
+	assert.Equal(t, 1, st.chunks(), "the other trace still holds the chunk")
+	require.NoError(t, p2.ConsumeTraces(context.Background(), only(b, isLocalRoot)))
+	assert.Equal(t, a.SpanCount()+b.SpanCount(), sink.SpanCount())
+	assert.Zero(t, st.chunks())
+	require.NoError(t, p2.Shutdown(context.Background()))
+}

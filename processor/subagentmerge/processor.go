@@ -59,7 +59,8 @@ type scratch struct {
 	// with storage: chunks to write before acknowledging, chunks of released traces to
 	// delete once the next consumer accepted them, and, while restoring, the chunk
 	// being read back (restoring) and whether a buffered trace adopted it
-	writes    []pending
+	chunk     []byte // what this request leaves buffered, encoded (one chunk)
+	chunkSeq  uint64
 	dels      []uint64
 	restoring bool
 	restoreAt uint64
@@ -80,6 +81,8 @@ type subagentMerge struct {
 	shards        [numShards]shard
 	nTraces       atomic.Int64
 	nSpans        atomic.Int64
+	records       atomic.Int64 // bytes held by the records of released traces
+	maxRecords    int64        // bound on records (maxRecordBytes; tests lower it)
 
 	id    component.ID
 	store *persister // nil unless `storage` is set
@@ -111,6 +114,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		settle:        int64(min(cfg.SettleTime, cfg.WaitDuration)),
 		compactAfter:  int64(cfg.CompactAfter),
 		maxTombstones: max(cfg.NumTraces/numShards, 64),
+		maxRecords:    maxRecordBytes,
 		now:           func() int64 { return time.Now().UnixNano() },
 		stop:          make(chan struct{}),
 		done:          make(chan struct{}),
@@ -118,6 +122,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 	for i := range p.shards {
 		p.shards[i].traces = map[pcommon.TraceID]*entry{}
 		p.shards[i].released = map[pcommon.TraceID]*tombstone{}
+		p.shards[i].records = &p.records
 	}
 	p.pool.New = func() any { return &scratch{byTrace: map[pcommon.TraceID]int32{}} }
 	tel, err := newTelemetry(set.TelemetrySettings, func() (int64, int64) { return p.nTraces.Load(), p.nSpans.Load() })
@@ -380,25 +385,29 @@ func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSe
 	// longer buffered, so an error (a failed write) must not hold them back.
 	err := p.process(ctx, td, sc, &c)
 	p.tel.record(ctx, &c)
-	if sc.restoring && !sc.adopted {
-		sc.dels = append(sc.dels, sc.restoreAt) // nothing of it is held any more
-	}
 	if td.ResourceSpans().Len() > 0 {
 		if nerr := p.next.ConsumeTraces(ctx, td); nerr != nil {
 			p.keepOnDisk(sc.dels)
+			if sc.restoring {
+				p.keepOnDisk([]uint64{sc.restoreAt})
+			}
 			return errors.Join(err, nerr)
 		}
 	}
-	p.forgetOnDisk(ctx, sc.dels)
+	var drop []uint64
+	if sc.restoring && !sc.adopted {
+		drop = append(drop, sc.restoreAt) // nothing of it is held any more
+	}
+	p.forgetOnDisk(ctx, sc.dels, drop...)
 	return err
 }
 
 // forgetOnDisk deletes the stored chunks of traces the next consumer accepted.
-func (p *subagentMerge) forgetOnDisk(ctx context.Context, seqs []uint64) {
-	if p.store == nil || len(seqs) == 0 {
+func (p *subagentMerge) forgetOnDisk(ctx context.Context, seqs []uint64, drop ...uint64) {
+	if p.store == nil || len(seqs)+len(drop) == 0 {
 		return
 	}
-	if err := p.store.forget(ctx, seqs); err != nil {
+	if err := p.store.forget(ctx, seqs, drop...); err != nil {
 		// they are sent again after a restart: duplicates, which the vendors upsert
 		p.logger.Warn("storage: deleting the chunks of passed-on traces failed", zap.Error(err))
 	}
@@ -429,8 +438,7 @@ func (p *subagentMerge) putScratch(sc *scratch) {
 	clear(sc.byTrace)
 	clear(sc.evicted)
 	sc.evicted = sc.evicted[:0]
-	clear(sc.writes)
-	sc.writes, sc.dels = sc.writes[:0], sc.dels[:0]
+	sc.chunk, sc.dels = sc.chunk[:0], sc.dels[:0]
 	sc.restoring, sc.adopted = false, false
 	clear(sc.spans)
 	sc.spans = sc.spans[:0]
@@ -493,8 +501,8 @@ func (p *subagentMerge) process(ctx context.Context, td ptrace.Traces, sc *scrat
 	}
 
 	// With storage, the spans just buffered are on disk before this returns.
-	if p.store != nil && len(sc.writes) > 0 {
-		if err := p.store.write(ctx, sc.writes); err != nil {
+	if p.store != nil && len(sc.chunk) > 0 {
+		if err := p.store.write(ctx, sc.chunkSeq, sc.chunk); err != nil {
 			p.logger.Error("storage: writing buffered spans failed; refusing the request (retryable)", zap.Error(err))
 			errs = append(errs, fmt.Errorf("subagentmerge: storing buffered spans: %w", err))
 		}
@@ -571,6 +579,7 @@ func (p *subagentMerge) correctLate(td ptrace.Traces, sc *scratch, g *group, c *
 		// under the shard lock: two late batches of one trace are corrected one after
 		// the other, each on the record the other left
 		if cr, err = p.correct(tomb.skel, tomb.sent, late); err == nil {
+			p.records.Add(int64(len(cr.skel) + len(cr.sent) - len(tomb.skel) - len(tomb.sent)))
 			tomb.skel, tomb.sent = cr.skel, cr.sent
 			done = true
 		}
@@ -597,13 +606,21 @@ func (p *subagentMerge) attach(id pcommon.TraceID, rec *recorder) {
 		p.logger.Error("recording a released trace failed; spans arriving after it will not be merged", zap.Error(err))
 		return
 	}
+	if p.records.Load() > p.maxRecords {
+		return // over budget: late spans of this trace will be marked late
+	}
 	s := &p.shards[shardIndex(id)]
 	s.mu.Lock()
 	if tomb := s.released[id]; tomb != nil && tomb.skel == nil {
 		tomb.skel, tomb.sent = skel, sent
+		p.records.Add(int64(len(skel) + len(sent)))
 	}
 	s.mu.Unlock()
 }
+
+// maxRecordBytes bounds the memory of the records kept for corrections (beyond the
+// bound on remembered traces): past it, traces are released without one.
+const maxRecordBytes = 64 << 20
 
 // place decides the fate of one trace's spans in this batch.
 func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, c *counts, removed *bool) error {
@@ -719,11 +736,16 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 		if p.store != nil {
 			if sc.restoring {
 				e.seqs = append(e.seqs, sc.restoreAt)
+				p.store.ref(sc.restoreAt)
 				sc.adopted = true
 			} else {
-				seq := p.store.next.Add(1) - 1
-				e.seqs = append(e.seqs, seq)
-				sc.writes = append(sc.writes, pending{seq: seq, data: b})
+				if len(sc.chunk) == 0 {
+					sc.chunkSeq = p.store.next.Add(1) - 1
+				}
+				// concatenated TracesData messages decode as one
+				sc.chunk = append(sc.chunk, b...)
+				e.seqs = append(e.seqs, sc.chunkSeq)
+				p.store.ref(sc.chunkSeq)
 			}
 		}
 		return nil

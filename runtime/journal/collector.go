@@ -49,10 +49,14 @@ func (c *TokenCollector) OnLLMEnd(callID string, generations []*message.Message)
 		c.seen[callID] = true
 		model := g.ModelName()
 		gu := u.GenAI()
-		c.records = append(c.records, UsageRecord{
+		var provided *float64
+		if pc, ok := g.ProviderCostUSD(); ok {
+			provided = &pc
+		}
+		c.records = append(c.records, UsageRecord{CostUSD: provided,
 			SourceRunID: callID, Caller: c.caller, ModelName: model,
 			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: total,
-			CacheReadTokens: u.CacheRead(), CacheCreationTokens: gu.CacheCreation, ReasoningTokens: gu.Reasoning,
+			CacheReadTokens: u.CacheRead(), CacheCreationTokens: gu.CacheCreation, ReasoningTokens: gu.Reasoning, CacheCreation1hTokens: u.CacheCreation1h(),
 		})
 		return
 	}

@@ -15,7 +15,7 @@ import (
 // flatPricer prices every token at $1 per million, except model "unknown-x".
 type flatPricer struct{}
 
-func (flatPricer) Price(_, model string, u genai.Usage, _ time.Time) (genai.Cost, bool) {
+func (flatPricer) Price(_, model string, u genai.Usage, _ int64, _ time.Time) (genai.Cost, bool) {
 	if model == "unknown-x" {
 		return genai.Cost{}, false
 	}
@@ -74,4 +74,41 @@ func TestCollectorRecordsCarryAllKinds(t *testing.T) {
 	c.OnLLMEnd("c1", []*message.Message{&m})
 	r := c.Snapshot()[0]
 	assert.Equal(t, genai.Usage{Input: 100, Output: 20, CacheRead: 30, CacheCreation: 40, Reasoning: 5}, r.usage())
+}
+
+// pricer1h records the 1-hour write count it was given.
+type pricer1h struct{ got *int64 }
+
+func (p pricer1h) Price(_, _ string, _ genai.Usage, w int64, _ time.Time) (genai.Cost, bool) {
+	*p.got += w
+	return genai.Cost{Total: 1}, true
+}
+
+func TestJournalPassesOneHourWrites(t *testing.T) {
+	var got int64
+	j := New(Options{Pricer: pricer1h{&got}})
+	m := message.AI("x")
+	u := message.UsageFromGenAI(genai.Usage{Input: 100, Output: 1, CacheCreation: 80})
+	u.InputTokenDetails.CacheCreation1h = 50
+	m.UsageMetadata = &u
+	end(j, "r1", "lead_agent", m)
+	j.RecordExternalLLMUsageRecords([]UsageRecord{{SourceRunID: "s", Caller: "subagent:a", InputTokens: 10, OutputTokens: 1, TotalTokens: 11, CacheCreationTokens: 10, CacheCreation1hTokens: 7}})
+	assert.Equal(t, int64(57), got)
+}
+
+// A cost the provider reported (OpenRouter's usage.cost) wins over the table, for the
+// lead's calls and for subagents' records.
+func TestJournalProviderCostWins(t *testing.T) {
+	j := New(Options{Pricer: flatPricer{}})
+	m := ai("a", 1000, 100, 1100, "anthropic/claude-sonnet-4.5")
+	m.ResponseMetadata[message.MetaProviderCostUSD] = 0.5
+	end(j, "r1", "lead_agent", m)
+	c := NewTokenCollector("subagent:x")
+	sub := ai("b", 10, 1, 11, "unknown-x")
+	sub.ResponseMetadata[message.MetaProviderCostUSD] = 0.25
+	c.OnLLMEnd("s1", []*message.Message{&sub})
+	j.RecordExternalLLMUsageRecords(c.Snapshot())
+	d := j.CompletionData()
+	assert.InDelta(t, 0.75, d.TotalCostUSD, 1e-15)
+	assert.Zero(t, d.UnpricedCallCount, "a provider cost prices even a model the table does not know")
 }

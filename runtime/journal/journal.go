@@ -71,7 +71,8 @@ type CallerCost struct {
 // Pricer prices one model call; ok is false for a model it has no price for.
 // pricing.Table's journal adapter (pricing.JournalPricer) is the one used.
 type Pricer interface {
-	Price(provider, model string, u genai.Usage, at time.Time) (genai.Cost, bool)
+	// Price prices usage u, of which cacheWrite1h cache writes had a 1-hour lifetime.
+	Price(provider, model string, u genai.Usage, cacheWrite1h int64, at time.Time) (genai.Cost, bool)
 }
 
 // UsageRecord is one external usage record (a subagent's model call, or another
@@ -87,6 +88,11 @@ type UsageRecord struct {
 	// Added to DeerFlow's record so the journal prices it like the call it came from.
 	CacheCreationTokens int64 `json:"cache_creation_tokens,omitempty"`
 	ReasoningTokens     int64 `json:"reasoning_tokens,omitempty"`
+	// CacheCreation1hTokens is the 1-hour part of CacheCreationTokens.
+	CacheCreation1hTokens int64 `json:"cache_creation_1h_tokens,omitempty"`
+	// CostUSD is the cost the provider reported for the call, when it did; it wins over
+	// the price table.
+	CostUSD *float64 `json:"cost_usd,omitempty"`
 }
 
 // usage is the record's contract usage.
@@ -220,7 +226,11 @@ func (j *RunJournal) OnLLMEnd(callID, caller string, generations []message.Messa
 		}
 		j.countedCalls[callID] = true
 		j.addLocked(caller, msg.ModelName(), u.InputTokens, u.OutputTokens, total, u.CacheRead())
-		j.addCostLocked(caller, msg.ModelName(), u.GenAI())
+		var provided *float64
+		if pc, ok := msg.ProviderCostUSD(); ok {
+			provided = &pc
+		}
+		j.addCostLocked(caller, msg.ModelName(), u.GenAI(), u.CacheCreation1h(), provided)
 		j.data.LLMCallCount++
 		changed = true
 	}
@@ -268,13 +278,20 @@ func (j *RunJournal) addLocked(caller, model string, in, out, total, cacheRead i
 	j.data.TokenUsageByModel[model] = b
 }
 
-// addCostLocked prices one call or record and adds it to the cost keys; a model without
-// a price is counted in unpriced_llm_call_count instead, never guessed.
-func (j *RunJournal) addCostLocked(caller, model string, u genai.Usage) {
+// addCostLocked prices one call or record and adds it to the cost keys: the provider's
+// own figure when it reported one, else the price table; a model without a price is
+// counted in unpriced_llm_call_count instead, never guessed.
+func (j *RunJournal) addCostLocked(caller, model string, u genai.Usage, write1h int64, provided *float64) {
 	if j.pricer == nil {
 		return
 	}
-	c, ok := j.pricer.Price("", model, u, time.Now())
+	var c genai.Cost
+	ok := provided != nil
+	if ok {
+		c.Total = *provided
+	} else {
+		c, ok = j.pricer.Price("", model, u, write1h, time.Now())
+	}
 	if !ok {
 		j.data.UnpricedCallCount++
 		return
@@ -326,7 +343,7 @@ func (j *RunJournal) RecordExternalLLMUsageRecords(records []UsageRecord) {
 		j.externalSeen[r.SourceRunID] = true
 		caller := IdentifyCaller([]string{r.Caller})
 		j.addLocked(caller, r.ModelName, r.InputTokens, r.OutputTokens, total, r.CacheReadTokens)
-		j.addCostLocked(caller, r.ModelName, r.usage())
+		j.addCostLocked(caller, r.ModelName, r.usage(), r.CacheCreation1hTokens, r.CostUSD)
 		changed = true
 	}
 	j.mu.Unlock()

@@ -45,6 +45,9 @@ const (
 	MetaFinishReason = "finish_reason"
 	MetaResponseID   = "id"
 	MetaProvider     = "model_provider"
+	// MetaProviderCostUSD is the cost the provider reported for the call (OpenRouter's
+	// usage.cost, USD); it wins over the price table (docs/cost.md).
+	MetaProviderCostUSD = "provider_cost_usd"
 )
 
 // ToolCall is one tool invocation requested by an AI message. ID is the provider's
@@ -198,4 +201,17 @@ func (m Message) String() string {
 		return string(m.Role) + ":" + m.ID
 	}
 	return string(b)
+}
+
+// ProviderCostUSD is the cost the provider reported for this response (response_metadata
+// provider_cost_usd), when it did.
+func (m Message) ProviderCostUSD() (float64, bool) {
+	switch v := m.ResponseMetadata[MetaProviderCostUSD].(type) {
+	case float64:
+		return v, v >= 0
+	case json.Number:
+		f, err := v.Float64()
+		return f, err == nil && f >= 0
+	}
+	return 0, false
 }

@@ -18,6 +18,10 @@ type InputTokenDetails struct {
 	CacheRead     int64 `json:"cache_read,omitempty"`
 	CacheCreation int64 `json:"cache_creation,omitempty"`
 	Audio         int64 `json:"audio,omitempty"`
+	// CacheCreation1h is the part of CacheCreation written with a 1-hour lifetime
+	// (Anthropic's cache_creation.ephemeral_1h_input_tokens; LangChain's key), billed at
+	// a higher rate than 5-minute writes.
+	CacheCreation1h int64 `json:"ephemeral_1h_input_tokens,omitempty"`
 }
 
 // OutputTokenDetails are the parts of OutputTokens (LangChain's output_token_details).
@@ -59,6 +63,14 @@ func (u UsageMetadata) Total() int64 {
 		return u.TotalTokens
 	}
 	return u.InputTokens + u.OutputTokens
+}
+
+// CacheCreation1h is input_token_details.ephemeral_1h_input_tokens (0 when absent).
+func (u UsageMetadata) CacheCreation1h() int64 {
+	if u.InputTokenDetails == nil || u.InputTokenDetails.CacheCreation1h < 0 {
+		return 0
+	}
+	return u.InputTokenDetails.CacheCreation1h
 }
 
 // CacheRead is input_token_details.cache_read (0 when absent or negative).

@@ -237,6 +237,12 @@ func responseAttributes(resp *Response, capture bool) []attribute.KeyValue {
 	}
 	if um := resp.Message.UsageMetadata; um != nil {
 		kv = append(kv, um.GenAI().Attributes()...)
+		if h := um.CacheCreation1h(); h > 0 {
+			kv = append(kv, attribute.Int64(genai.AttrUsageCacheCreat1h, h))
+		}
+	}
+	if c, ok := resp.Message.ProviderCostUSD(); ok {
+		kv = append(kv, genai.Cost{Total: c}.Attributes(genai.CostSourceProvider)...)
 	}
 	if capture {
 		kv = append(kv, attribute.String(genai.AttrOutputMessages, outputMessagesJSON(resp)))

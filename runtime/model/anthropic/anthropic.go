@@ -254,6 +254,9 @@ func toResponse(msg *an.Message, hasUsage bool) *model.Response {
 	}
 	if hasUsage {
 		um := message.UsageFromGenAI(Normalise(msg.Usage))
+		if h := msg.Usage.CacheCreation.Ephemeral1hInputTokens; h > 0 && um.InputTokenDetails != nil {
+			um.InputTokenDetails.CacheCreation1h = h // priced at the 1-hour write rate (docs/cost.md)
+		}
 		ai.UsageMetadata = &um
 	}
 	resp := &model.Response{Message: ai, ID: msg.ID, Model: string(msg.Model)}

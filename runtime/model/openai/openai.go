@@ -314,12 +314,29 @@ func (a *aggregate) response(requested string) *model.Response {
 	if a.usage != nil {
 		um := message.UsageFromGenAI(normalise(*a.usage))
 		ai.UsageMetadata = &um
+		if c, ok := providerCost(*a.usage); ok {
+			ai.ResponseMetadata[message.MetaProviderCostUSD] = c
+		}
 	}
 	resp := &model.Response{Message: ai, ID: a.id, Model: respModel}
 	if a.finish != "" {
 		resp.FinishReasons = []string{a.finish}
 	}
 	return resp
+}
+
+// providerCost reads the cost an OpenAI-compatible router reports with the usage
+// (OpenRouter: usage.cost, USD); ok is false when there is none.
+func providerCost(u oa.CompletionUsage) (float64, bool) {
+	f, ok := u.JSON.ExtraFields["cost"]
+	if !ok {
+		return 0, false
+	}
+	var c float64
+	if json.Unmarshal([]byte(f.Raw()), &c) != nil || c < 0 {
+		return 0, false
+	}
+	return c, true
 }
 
 // normalise maps OpenAI usage onto docs/contract.md#usage (prompt_tokens already includes cache).
