@@ -308,3 +308,12 @@ func TestInteropLangChainLangfuseConfigPassed(t *testing.T) {
 	runAndAssert(t, interopCase{script: "langchain-langfuse.mjs", env: []string{"INTEROP_PASS_CONFIG=1"},
 		fixture: "langchain-langfuse-config-passed", rawSpans: 14})
 }
+
+// The same with the Langfuse SDK exporting every span on its own as it ends
+// (LANGFUSE_FLUSH_AT=1), as a long run's batches do: the subagent's spans reach the
+// receiver before the task span that dispatched them, so the face cannot attribute
+// them; the merge does, from the whole trace.
+func TestInteropLangChainLangfuseSpanBySpan(t *testing.T) {
+	runAndAssert(t, interopCase{script: "langchain-langfuse.mjs", env: []string{"LANGFUSE_FLUSH_AT=1"},
+		fixture: "langchain-langfuse-span-by-span", rawSpans: 14})
+}

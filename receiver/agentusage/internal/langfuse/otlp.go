@@ -106,10 +106,13 @@ func MapOTLP(td ptrace.Traces) {
 	inheritCallers(td)
 }
 
-// inheritCallers gives every span an agentmeter.caller and agentmeter.run.id: its own,
-// else its nearest ancestor's in the request (a subagent's invoke_agent under a tool
-// span is subagent:<name>), else lead_agent and the trace id, as DeerFlow counts
-// untagged calls.
+// inheritCallers gives every span an agentmeter.run.id (its own, else the trace's in
+// the request, else the trace id) and an agentmeter.caller when the request says one:
+// its own, else its nearest ancestor's in the request (a subagent's invoke_agent under a
+// tool span is subagent:<name>). A span whose chain says none keeps none: the SDK
+// exports a long run in several batches (a subagent's spans end, and leave, before its
+// task span), so "no caller in this request" is not "the lead's"; subagentmerge
+// attributes it from the whole trace, and an uncalled span counts as the lead's.
 func inheritCallers(td ptrace.Traces) {
 	type node struct {
 		parent pcommon.SpanID
@@ -148,9 +151,7 @@ func inheritCallers(td ptrace.Traces) {
 	})
 	forEachSpan(td, func(s ptrace.Span) {
 		a := s.Attributes()
-		if resolve(s.SpanID(), 0) == "" {
-			a.PutStr(genai.AttrCaller, genai.BucketLeadAgent)
-		}
+		resolve(s.SpanID(), 0)
 		if _, has := a.Get(genai.AttrRunID); !has {
 			r := runs[s.TraceID()]
 			if r == "" {
