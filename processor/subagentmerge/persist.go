@@ -1,6 +1,7 @@
 package subagentmerge
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -30,7 +31,9 @@ import (
 //
 // A write that fails (a full or failing disk) is an error back to the sender: the OTLP
 // receiver answers with a retryable status. The spans of that request stay buffered in
-// memory and go on when their trace is released; only a crash before then loses them.
+// memory and go on when their trace is released; their chunk is written with the next
+// write that succeeds (the sweeper retries each second), so only a crash while the disk
+// still fails loses them.
 const (
 	keyLow  = "low"
 	keyHigh = "high"
@@ -46,6 +49,8 @@ type persister struct {
 	high uint64         // last "high" written
 	low  uint64         // last "low" written
 	refs map[uint64]int // chunk → buffered traces holding spans of it
+	// unwritten are chunks a write failed to store, retried with the next write
+	unwritten map[uint64][]byte
 	// kept are chunks of released traces the next consumer refused: they stay on disk
 	// (the next start sends them again) and hold "low" back.
 	kept map[uint64]struct{}
@@ -64,7 +69,7 @@ func startPersister(ctx context.Context, host component.Host, id component.ID, s
 	if err != nil {
 		return nil, fmt.Errorf("storage: getting a client of %q: %w", id, err)
 	}
-	p := &persister{client: client, kept: map[uint64]struct{}{}, refs: map[uint64]int{}}
+	p := &persister{client: client, kept: map[uint64]struct{}{}, refs: map[uint64]int{}, unwritten: map[uint64][]byte{}}
 	if p.low, err = p.getUint(ctx, keyLow); err == nil {
 		p.high, err = p.getUint(ctx, keyHigh)
 	}
@@ -96,18 +101,37 @@ func (p *persister) ref(seq uint64) {
 	p.mu.Unlock()
 }
 
-// write stores one request's chunk and the new "high" in one transaction.
+// write stores one request's chunk (none: only retry earlier failed ones) and the new
+// "high" in one transaction, together with every chunk an earlier write failed to store
+// whose traces are still buffered: once the disk works again, what was acknowledged in
+// the meantime (the senders' retries were duplicates) is on disk too.
 func (p *persister) write(ctx context.Context, seq uint64, data []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ops := []*storage.Operation{storage.SetOperation(chunkKey(seq), data)}
-	if seq+1 > p.high {
-		ops = append(ops, storage.SetOperation(keyHigh, u64(seq+1)))
+	var ops []*storage.Operation
+	top := p.high
+	if data != nil {
+		ops = append(ops, storage.SetOperation(chunkKey(seq), data))
+		top = max(top, seq+1)
+	}
+	for s, d := range p.unwritten {
+		ops = append(ops, storage.SetOperation(chunkKey(s), d))
+		top = max(top, s+1)
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	if top > p.high {
+		ops = append(ops, storage.SetOperation(keyHigh, u64(top)))
 	}
 	if err := p.client.Batch(ctx, ops...); err != nil {
+		if data != nil {
+			p.unwritten[seq] = bytes.Clone(data) // the caller reuses data
+		}
 		return err
 	}
-	p.high = max(p.high, seq+1)
+	p.high = top
+	clear(p.unwritten)
 	return nil
 }
 
@@ -123,6 +147,7 @@ func (p *persister) forget(ctx context.Context, seqs []uint64, drop ...uint64) e
 	for _, s := range seqs {
 		if p.refs[s]--; p.refs[s] <= 0 {
 			delete(p.refs, s)
+			delete(p.unwritten, s)
 			ops = append(ops, storage.DeleteOperation(chunkKey(s)))
 		}
 	}

@@ -138,8 +138,15 @@ func TestStorageFailureRefusesRetryably(t *testing.T) {
 	err := p.ConsumeTraces(context.Background(), in)
 	require.ErrorContains(t, err, "no space left on device")
 	assert.False(t, consumererror.IsPermanent(err), "the OTLP receiver answers retryable")
+	assert.Zero(t, st.chunks())
+	// the disk works again: the next write stores what the failed one could not
+	st.mu.Lock()
+	st.fail = nil
+	st.mu.Unlock()
+	require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(buildParallel())))
+	assert.Equal(t, 2, st.chunks(), "the failed chunk is written with the next one")
 	require.NoError(t, p.Shutdown(context.Background()))
-	assert.Equal(t, n, sink.SpanCount(), "nothing accepted in memory is lost")
+	assert.Equal(t, n+buildParallel().SpanCount()-1, sink.SpanCount(), "nothing accepted in memory is lost")
 }
 
 // When the next consumer refuses a released trace, its chunks stay on disk for the next

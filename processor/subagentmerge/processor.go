@@ -201,6 +201,9 @@ func (p *subagentMerge) sweepLoop(every time.Duration) {
 			}
 			if p.store != nil && now-lastLow >= int64(time.Second) {
 				lastLow = now
+				if err := p.store.write(context.Background(), 0, nil); err != nil {
+					p.logger.Error("storage: writing buffered spans still fails", zap.Error(err))
+				}
 				lowest, any := p.minLiveSeq()
 				if err := p.store.advanceLow(context.Background(), lowest, any); err != nil {
 					p.logger.Error("storage: recording the buffer's low mark failed", zap.Error(err))
