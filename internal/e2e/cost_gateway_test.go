@@ -62,8 +62,15 @@ func TestGatewayThreadCostEqualsSpans(t *testing.T) {
 			Tokens  int64   `json:"tokens"`
 			CostUSD float64 `json:"cost_usd"`
 		} `json:"by_model"`
+		CostUSDByCaller map[string]float64 `json:"cost_usd_by_caller"`
 	}
 	require.NoError(t, json.Unmarshal(body, &tu))
+	var byCaller float64
+	for _, v := range tu.CostUSDByCaller {
+		byCaller += v
+	}
+	assert.InDelta(t, tu.TotalCostUSD, byCaller, 1e-12, "cost by caller adds up to the total")
+	assert.Positive(t, tu.CostUSDByCaller["subagent"])
 	require.Positive(t, tu.TotalCostUSD, string(body))
 	var byModel float64
 	for m, b := range tu.ByModel {
