@@ -373,6 +373,17 @@ func placeholders(n int) string {
 // AggregateTokensByThread implements store.RunStore: one SELECT of the per-row columns
 // with no GROUP BY (§7.3, A15), reduced by store.Aggregate.
 func (s *Store) AggregateTokensByThread(ctx context.Context, threadID string, includeActive bool) (store.TokenUsage, error) {
+	return s.aggregate(ctx, "thread_id", threadID, includeActive)
+}
+
+// AggregateTokensByUser implements store.RunStore: the same SELECT over the user's runs.
+func (s *Store) AggregateTokensByUser(ctx context.Context, userID string, includeActive bool) (store.TokenUsage, error) {
+	return s.aggregate(ctx, "user_id", userID, includeActive)
+}
+
+// aggregate reduces the run rows whose column (thread_id or user_id, never user input)
+// equals id.
+func (s *Store) aggregate(ctx context.Context, column, threadID string, includeActive bool) (store.TokenUsage, error) {
 	statuses := store.AggregatedStatuses(includeActive)
 	args := []any{threadID, store.OperationRun}
 	for _, st := range statuses {
@@ -380,7 +391,7 @@ func (s *Store) AggregateTokensByThread(ctx context.Context, threadID string, in
 	}
 	rows, err := s.db.QueryContext(ctx, s.q(`SELECT model_name, total_tokens, total_input_tokens, total_output_tokens,
 		lead_agent_tokens, subagent_tokens, middleware_tokens, token_usage_by_model, cost_usd
-		FROM runs WHERE thread_id = ? AND operation_kind = ? AND status IN (`+placeholders(len(statuses))+`)`), args...)
+		FROM runs WHERE `+column+` = ? AND operation_kind = ? AND status IN (`+placeholders(len(statuses))+`)`), args...)
 	if err != nil {
 		return store.TokenUsage{}, fmt.Errorf("aggregate tokens of thread %q: %w", threadID, err)
 	}

@@ -23,7 +23,7 @@ func testCost(t *testing.T, s store.RunStore) {
 		}
 	}
 	for _, id := range []string{"c1", "c2", "c3"} {
-		must(t, s.CreateRun(ctx, store.Run{RunID: id, ThreadID: "tc"}))
+		must(t, s.CreateRun(ctx, store.Run{RunID: id, ThreadID: "tc", UserID: "bob"}))
 		_, err := s.MarkRunning(ctx, id)
 		must(t, err)
 	}
@@ -55,5 +55,17 @@ func testCost(t *testing.T, s store.RunStore) {
 	if math.Abs(u.TotalCostUSD-3.875) > 1e-12 || u.CostUSDByCaller == nil ||
 		math.Abs(u.CostUSDByCaller.LeadAgent-1.25) > 1e-12 || math.Abs(u.CostUSDByCaller.Subagent-2.5) > 1e-12 || math.Abs(u.CostUSDByCaller.Middleware-0.125) > 1e-12 {
 		t.Fatalf("aggregate cost = %v by caller %+v", u.TotalCostUSD, u.CostUSDByCaller)
+	}
+
+	// the user's aggregate spans their threads
+	must(t, s.CreateRun(ctx, store.Run{RunID: "c4", ThreadID: "tc-other", UserID: "bob"}))
+	_, err = s.MarkRunning(ctx, "c4")
+	must(t, err)
+	_, err = s.UpdateRunCompletion(ctx, "c4", store.Completion{Status: store.StatusSuccess, Usage: priced(0.125, 0, 0)})
+	must(t, err)
+	uu, err := s.AggregateTokensByUser(ctx, "bob", false)
+	must(t, err)
+	if uu.TotalRuns != 4 || uu.TotalTokens != 305 || math.Abs(uu.TotalCostUSD-4) > 1e-12 {
+		t.Fatalf("user aggregate = %+v", uu)
 	}
 }
