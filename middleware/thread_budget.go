@@ -18,8 +18,8 @@ const StopBudgetCapped = "budget_capped"
 const (
 	threadBudgetRunKey     = "middleware.thread_budget"
 	threadBudgetWarnName   = "thread_budget_warning"
-	ThreadBudgetWarningFmt = "[THREAD BUDGET WARNING] This thread has used %s of its %s budget (%.0f%%), counting the lead agent, its subagents and middleware model calls. Finish the task with the fewest further tool calls and produce your final answer soon."
-	ThreadBudgetExceeded   = "[THREAD BUDGET EXCEEDED] This thread has used %s of its %s budget, counting the lead agent, its subagents and middleware model calls. Tool calls were stopped; producing the final answer with the results collected so far."
+	ThreadBudgetWarningFmt = "[THREAD BUDGET WARNING] This %s has used %s of its %s budget (%.0f%%), counting the lead agent, its subagents and middleware model calls. Finish the task with the fewest further tool calls and produce your final answer soon."
+	ThreadBudgetExceeded   = "[THREAD BUDGET EXCEEDED] This %s has used %s of its %s budget, counting the lead agent, its subagents and middleware model calls. Tool calls were stopped; producing the final answer with the results collected so far."
 )
 
 // ThreadBudgetConfig configures ThreadBudgetMiddleware (opt-in): a budget in tokens
@@ -30,8 +30,12 @@ type ThreadBudgetConfig struct {
 	Enabled    bool    `yaml:"enabled"`      // default false
 	MaxTokens  int64   `yaml:"max_tokens"`   // input+output over the thread; 0 = no token limit
 	MaxCostUSD float64 `yaml:"max_cost_usd"` // USD over the thread (docs/cost.md); 0 = no cost limit
-	WarnRatio  float64 `yaml:"warn_ratio"`   // default 0.8
-	HardRatio  float64 `yaml:"hard_ratio"`   // default 1.0
+	// MaxUserTokens and MaxUserCostUSD are the same limits over every thread of the run's
+	// user (the gateway's run store knows them; 0 = none).
+	MaxUserTokens  int64   `yaml:"max_user_tokens"`
+	MaxUserCostUSD float64 `yaml:"max_user_cost_usd"`
+	WarnRatio      float64 `yaml:"warn_ratio"` // default 0.8
+	HardRatio      float64 `yaml:"hard_ratio"` // default 1.0
 }
 
 // DefaultThreadBudgetConfig returns the defaults (off, no limits).
@@ -48,8 +52,14 @@ func (c *ThreadBudgetConfig) Validate() error {
 	if !(c.MaxCostUSD >= 0) {
 		errs = append(errs, errors.New("max_cost_usd must not be negative"))
 	}
-	if c.Enabled && c.MaxTokens == 0 && c.MaxCostUSD == 0 {
-		errs = append(errs, errors.New("max_tokens or max_cost_usd must be set when enabled"))
+	if c.MaxUserTokens < 0 {
+		errs = append(errs, errors.New("max_user_tokens must not be negative"))
+	}
+	if !(c.MaxUserCostUSD >= 0) {
+		errs = append(errs, errors.New("max_user_cost_usd must not be negative"))
+	}
+	if c.Enabled && c.MaxTokens == 0 && c.MaxCostUSD == 0 && c.MaxUserTokens == 0 && c.MaxUserCostUSD == 0 {
+		errs = append(errs, errors.New("max_tokens, max_cost_usd, max_user_tokens or max_user_cost_usd must be set when enabled"))
 	}
 	if c.WarnRatio <= 0 || c.WarnRatio > c.HardRatio {
 		errs = append(errs, errors.New("warn_ratio must be positive and at most hard_ratio"))
@@ -89,52 +99,81 @@ func (m *ThreadBudgetMiddleware) run(rt *agent.Runtime) *threadBudgetRun {
 	return runScoped(rt, threadBudgetRunKey, func() *threadBudgetRun { return &threadBudgetRun{} })
 }
 
-// ThreadUsage is what the thread has used so far: earlier runs plus this run's journal.
+// BudgetUsage is what the thread and the user have used so far: their earlier runs plus this
+// run's journal (the lead, its subagents and middleware calls).
+type BudgetUsage struct {
+	ThreadTokens, UserTokens int64
+	ThreadCostUSD, UserCost  float64
+}
+
+// ThreadUsage returns the thread's tokens and cost so far.
 func (m *ThreadBudgetMiddleware) ThreadUsage(rt *agent.Runtime) (tokens int64, costUSD float64) {
+	u := m.usage(rt)
+	return u.ThreadTokens, u.ThreadCostUSD
+}
+
+func (m *ThreadBudgetMiddleware) usage(rt *agent.Runtime) BudgetUsage {
+	var u BudgetUsage
 	if rt == nil {
-		return 0, 0
+		return u
 	}
 	if rt.Context != nil {
 		if v, ok := rt.Context.Get(journal.BaselineContextKey); ok {
 			if b, ok := v.(journal.ThreadBaseline); ok {
-				tokens, costUSD = b.Tokens, b.CostUSD
+				u = BudgetUsage{ThreadTokens: b.Tokens, ThreadCostUSD: b.CostUSD, UserTokens: b.UserTokens, UserCost: b.UserCostUSD}
 			}
 		}
 	}
 	if rt.Journal != nil {
 		d := rt.Journal.CompletionData()
-		tokens += d.TotalTokens
-		costUSD += d.TotalCostUSD
+		u.ThreadTokens += d.TotalTokens
+		u.ThreadCostUSD += d.TotalCostUSD
+		u.UserTokens += d.TotalTokens
+		u.UserCost += d.TotalCostUSD
 	}
-	return tokens, costUSD
+	return u
 }
 
-// level is the budget's use: the larger ratio of the two limits, described for messages.
-func (m *ThreadBudgetMiddleware) level(tokens int64, cost float64) (ratio float64, used, limit, kind string) {
-	if m.cfg.MaxTokens > 0 {
-		ratio = float64(tokens) / float64(m.cfg.MaxTokens)
-		used, limit, kind = fmt.Sprintf("%d tokens", tokens), fmt.Sprintf("%d-token", m.cfg.MaxTokens), "max_tokens"
-	}
-	if m.cfg.MaxCostUSD > 0 {
-		if r := cost / m.cfg.MaxCostUSD; r > ratio || m.cfg.MaxTokens == 0 {
-			ratio = r
-			used, limit, kind = fmt.Sprintf("%.4f USD", cost), fmt.Sprintf("%.4f USD", m.cfg.MaxCostUSD), "max_cost_usd"
+// level is the budget's use: the largest ratio of the configured limits, described for
+// messages (scope "thread" or "user", the amounts, the limit's config key).
+func (m *ThreadBudgetMiddleware) level(u BudgetUsage) (ratio float64, scope, used, limit, kind string) {
+	ratio = -1
+	for _, l := range []struct {
+		scope, kind string
+		used, max   float64
+		usd         bool
+	}{
+		{"thread", "max_tokens", float64(u.ThreadTokens), float64(m.cfg.MaxTokens), false},
+		{"thread", "max_cost_usd", u.ThreadCostUSD, m.cfg.MaxCostUSD, true},
+		{"user", "max_user_tokens", float64(u.UserTokens), float64(m.cfg.MaxUserTokens), false},
+		{"user", "max_user_cost_usd", u.UserCost, m.cfg.MaxUserCostUSD, true},
+	} {
+		if l.max <= 0 {
+			continue
+		}
+		if r := l.used / l.max; r > ratio {
+			ratio, scope, kind = r, l.scope, l.kind
+			if l.usd {
+				used, limit = fmt.Sprintf("%.4f USD", l.used), fmt.Sprintf("%.4f USD", l.max)
+			} else {
+				used, limit = fmt.Sprintf("%d tokens", int64(l.used)), fmt.Sprintf("%d-token", int64(l.max))
+			}
 		}
 	}
-	return ratio, used, limit, kind
+	return max(ratio, 0), scope, used, limit, kind
 }
 
 // AfterModel implements agent.AfterModelHook.
 func (m *ThreadBudgetMiddleware) AfterModel(_ context.Context, rt *agent.Runtime, st *state.State) (*state.Update, error) {
-	tokens, cost := m.ThreadUsage(rt)
-	ratio, used, limit, kind := m.level(tokens, cost)
+	u := m.usage(rt)
+	ratio, scope, used, limit, kind := m.level(u)
 	b := m.run(rt)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	last, isAI := lastAIIsLast(st.Messages)
 	if ratio >= m.cfg.HardRatio && isAI && len(last.ToolCalls) > 0 {
 		stopped := withoutToolCalls(last)
-		stopped.Content = appendText(stopped.Content, fmt.Sprintf(ThreadBudgetExceeded, used, limit))
+		stopped.Content = appendText(stopped.Content, fmt.Sprintf(ThreadBudgetExceeded, scope, used, limit))
 		if finishReason(stopped) == "tool_calls" {
 			stopped = setFinishReason(stopped, "stop")
 		}
@@ -142,14 +181,14 @@ func (m *ThreadBudgetMiddleware) AfterModel(_ context.Context, rt *agent.Runtime
 			rt.Context.SetStopReason(StopBudgetCapped)
 		}
 		record(rt, "thread_budget", NameThreadBudget, "after_model", "hard_stop",
-			map[string]any{"limit": kind, "tokens": tokens, "cost_usd": cost, "max_tokens": m.cfg.MaxTokens, "max_cost_usd": m.cfg.MaxCostUSD})
+			map[string]any{"limit": kind, "thread_tokens": u.ThreadTokens, "thread_cost_usd": u.ThreadCostUSD, "user_tokens": u.UserTokens, "user_cost_usd": u.UserCost})
 		return &state.Update{Messages: []message.Message{stopped}}, nil
 	}
 	if ratio >= m.cfg.WarnRatio && !b.warned {
 		b.warned = true
-		b.pendingWarn = fmt.Sprintf(ThreadBudgetWarningFmt, used, limit, 100*ratio)
+		b.pendingWarn = fmt.Sprintf(ThreadBudgetWarningFmt, scope, used, limit, 100*ratio)
 		record(rt, "thread_budget", NameThreadBudget, "after_model", "warn",
-			map[string]any{"limit": kind, "tokens": tokens, "cost_usd": cost})
+			map[string]any{"limit": kind, "thread_tokens": u.ThreadTokens, "thread_cost_usd": u.ThreadCostUSD})
 	}
 	return nil, nil
 }

@@ -99,7 +99,7 @@ func TestThreadBudgetBaselineAndWarning(t *testing.T) {
 	_, _ = m.WrapModelCall(ctx, modelReq(rt, human("h", "q")), h)
 	require.Len(t, seen, 2)
 	assert.Equal(t, "thread_budget_warning", seen[1].Name)
-	assert.Contains(t, seen[1].Content, "8500 tokens of its 10000-token budget (85%)")
+	assert.Contains(t, seen[1].Content, "This thread has used 8500 tokens of its 10000-token budget (85%)")
 	_, _ = m.WrapModelCall(ctx, modelReq(rt, human("h", "q")), h)
 	assert.Len(t, seen, 1, "warned once")
 
@@ -116,11 +116,27 @@ func TestThreadBudgetConfig(t *testing.T) {
 		cfg  ThreadBudgetConfig
 		want string
 	}{
-		{ThreadBudgetConfig{Enabled: true, WarnRatio: 0.8, HardRatio: 1}, "max_tokens or max_cost_usd must be set when enabled"},
+		{ThreadBudgetConfig{Enabled: true, WarnRatio: 0.8, HardRatio: 1}, "max_tokens, max_cost_usd, max_user_tokens or max_user_cost_usd must be set when enabled"},
+		{ThreadBudgetConfig{MaxUserTokens: -1, WarnRatio: 0.8, HardRatio: 1}, "max_user_tokens must not be negative"},
 		{ThreadBudgetConfig{MaxTokens: -1, WarnRatio: 0.8, HardRatio: 1}, "max_tokens must not be negative"},
 		{ThreadBudgetConfig{MaxCostUSD: -1, WarnRatio: 0.8, HardRatio: 1}, "max_cost_usd must not be negative"},
 		{ThreadBudgetConfig{MaxTokens: 5, WarnRatio: 2, HardRatio: 1}, "warn_ratio must be positive and at most hard_ratio"},
 	} {
 		assert.ErrorContains(t, tc.cfg.Validate(), tc.want)
 	}
+}
+
+// The user's budget counts every thread of the user: a fresh thread of a user who has
+// spent most of their budget elsewhere is stopped, with the user scope in the message.
+func TestUserBudget(t *testing.T) {
+	m, err := NewThreadBudgetMiddleware(ThreadBudgetConfig{Enabled: true, MaxTokens: 100_000, MaxUserCostUSD: 1, WarnRatio: 0.8, HardRatio: 1})
+	require.NoError(t, err)
+	ctx, rt := context.Background(), testRuntime()
+	rt.Journal = journal.New(journal.Options{Pricer: dollarPerMillion{}})
+	rt.Context.Set(journal.BaselineContextKey, journal.ThreadBaseline{UserTokens: 900_000, UserCostUSD: 0.999})
+	leadCall(rt.Journal, "l1", 2000, 100)
+	u, _ := m.AfterModel(ctx, rt, st(human("h", "q"), aiMsg("a1", "", call("c", "ls", nil))))
+	require.NotNil(t, u)
+	assert.Contains(t, u.Messages[0].Content, "This user has used 1.0011 USD of its 1.0000 USD budget")
+	assert.Equal(t, StopBudgetCapped, rt.Context.StopReason())
 }

@@ -62,8 +62,15 @@ func TestGatewayThreadCostEqualsSpans(t *testing.T) {
 			Tokens  int64   `json:"tokens"`
 			CostUSD float64 `json:"cost_usd"`
 		} `json:"by_model"`
+		CostUSDByCaller map[string]float64 `json:"cost_usd_by_caller"`
 	}
 	require.NoError(t, json.Unmarshal(body, &tu))
+	var byCaller float64
+	for _, v := range tu.CostUSDByCaller {
+		byCaller += v
+	}
+	assert.InDelta(t, tu.TotalCostUSD, byCaller, 1e-12, "cost by caller adds up to the total")
+	assert.Positive(t, tu.CostUSDByCaller["subagent"])
 	require.Positive(t, tu.TotalCostUSD, string(body))
 	var byModel float64
 	for m, b := range tu.ByModel {
@@ -102,5 +109,26 @@ func TestGatewayThreadBudgetStopsSecondRun(t *testing.T) {
 	assert.Equal(t, int64(13152), runs[0].Usage.TotalTokens)
 	assert.Equal(t, "budget_capped", runs[1].StopReason, "the second run is stopped by the thread budget")
 	assert.Equal(t, int64(3822), runs[1].Usage.SubagentTokens, "its subagents ran before the stop")
+	assert.Less(t, runs[1].Usage.TotalTokens, int64(13152))
+}
+
+// A user budget counts every thread of the user: after a full demo run in one thread, the
+// user's run in a new thread stops with budget_capped once its subagents push the user
+// over 20,000 tokens.
+func TestGatewayUserBudgetAcrossThreads(t *testing.T) {
+	t.Setenv("OTEL_SDK_DISABLED", "true")
+	dir := t.TempDir()
+	g := startGateway(t, dir, costGatewayConfig(t, dir, "thread_budget: {enabled: true, max_user_tokens: 20000}\n"), "OTEL_SDK_DISABLED=true")
+	var runs []gatewayCostRun
+	for i, thread := range []string{"t-u1", "t-u2"} {
+		code, body := g.request(t, "POST", "/api/threads/"+thread+"/runs?wait=true", "", fmt.Sprintf(`{"input":"Compare Paris and Tokyo (%d)"}`, i))
+		require.Equal(t, 200, code, string(body))
+		var r gatewayCostRun
+		require.NoError(t, json.Unmarshal(body, &r))
+		require.Equal(t, "success", r.Status, string(body))
+		runs = append(runs, r)
+	}
+	assert.Empty(t, runs[0].StopReason)
+	assert.Equal(t, "budget_capped", runs[1].StopReason, "the user's second thread is stopped by the user budget")
 	assert.Less(t, runs[1].Usage.TotalTokens, int64(13152))
 }

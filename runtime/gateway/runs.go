@@ -384,7 +384,7 @@ func (s *Server) execute(ar *activeRun, run store.Run, lead Lead, human message.
 	}
 	res, runErr := lead.Agent.Run(runCtx, agent.Input{
 		ThreadID: run.ThreadID, RunID: run.RunID, UserID: run.UserID, Journal: j, Sandbox: sb,
-		State: prior, Context: s.threadBaseline(run.ThreadID),
+		State: prior, Context: s.threadBaseline(run.ThreadID, run.UserID),
 		Messages: []message.Message{human},
 		Emit:     func(event string, payload map[string]any) { ar.events.publish(event, payload) },
 	})
@@ -715,7 +715,7 @@ func (s *Server) threadState(w http.ResponseWriter, r *http.Request, p Principal
 // and cost from their stored per-model cost), so a thread budget middleware counts the
 // whole thread, not only this run. A store error leaves the baseline at zero (logged):
 // the budget then counts this run only, it never blocks it.
-func (s *Server) threadBaseline(threadID string) *agent.RunContext {
+func (s *Server) threadBaseline(threadID, userID string) *agent.RunContext {
 	rc := agent.NewRunContext()
 	c, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
@@ -724,7 +724,15 @@ func (s *Server) threadBaseline(threadID string) *agent.RunContext {
 		s.log.Warn("gateway: thread usage for the budget baseline", "thread_id", threadID, "error", err)
 		return rc
 	}
-	rc.Set(journal.BaselineContextKey, journal.ThreadBaseline{Tokens: u.TotalTokens, CostUSD: u.TotalCostUSD})
+	b := journal.ThreadBaseline{Tokens: u.TotalTokens, CostUSD: u.TotalCostUSD}
+	if userID != "" {
+		if uu, err := s.store.AggregateTokensByUser(c, userID, false); err != nil {
+			s.log.Warn("gateway: user usage for the budget baseline", "user_id", userID, "error", err)
+		} else {
+			b.UserTokens, b.UserCostUSD = uu.TotalTokens, uu.TotalCostUSD
+		}
+	}
+	rc.Set(journal.BaselineContextKey, b)
 	return rc
 }
 

@@ -32,6 +32,9 @@ type ModelUsage struct {
 type ThreadBaseline struct {
 	Tokens  int64
 	CostUSD float64
+	// UserTokens and UserCostUSD are the same over every thread of the run's user.
+	UserTokens  int64
+	UserCostUSD float64
 }
 
 // BaselineContextKey is the run-context key of a ThreadBaseline.

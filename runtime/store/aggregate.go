@@ -29,6 +29,9 @@ type TokenUsage struct {
 	ByCaller          CallerTokens           `json:"by_caller"`
 	// TotalCostUSD is added to DeerFlow's shape (omitted while 0): Σ by_model cost_usd.
 	TotalCostUSD float64 `json:"total_cost_usd,omitempty"`
+	// CostUSDByCaller is added to DeerFlow's shape (omitted while no run was priced): the
+	// runs' cost per caller bucket.
+	CostUSDByCaller *journal.CallerCost `json:"cost_usd_by_caller,omitempty"`
 }
 
 // AggregateRow is the per-row projection the aggregation SELECT returns.
@@ -41,6 +44,9 @@ type AggregateRow struct {
 	SubagentTokens    int64
 	MiddlewareTokens  int64
 	ByModel           map[string]journal.ModelUsage
+	// CostUSDByCaller is the run's cost per caller bucket (the cost_usd column); nil when
+	// the run was not priced.
+	CostUSDByCaller *journal.CallerCost
 }
 
 // Aggregate reduces rows as DeerFlow does in application code (§7.3): plain sums for the
@@ -57,6 +63,14 @@ func Aggregate(rows []AggregateRow) TokenUsage {
 		u.ByCaller.LeadAgent += r.LeadAgentTokens
 		u.ByCaller.Subagent += r.SubagentTokens
 		u.ByCaller.Middleware += r.MiddlewareTokens
+		if c := r.CostUSDByCaller; c != nil {
+			if u.CostUSDByCaller == nil {
+				u.CostUSDByCaller = &journal.CallerCost{}
+			}
+			u.CostUSDByCaller.LeadAgent += c.LeadAgent
+			u.CostUSDByCaller.Subagent += c.Subagent
+			u.CostUSDByCaller.Middleware += c.Middleware
+		}
 		if len(r.ByModel) > 0 {
 			for name, mu := range r.ByModel {
 				b := u.ByModel[name]

@@ -119,6 +119,9 @@ type RunStore interface {
 	// AggregateTokensByThread is §7.3: the thread's run-kind rows with status success or
 	// error (plus running with includeActive), reduced by Aggregate.
 	AggregateTokensByThread(ctx context.Context, threadID string, includeActive bool) (TokenUsage, error)
+	// AggregateTokensByUser is the same reduction over every thread of one user (the
+	// per-user budget's baseline).
+	AggregateTokensByUser(ctx context.Context, userID string, includeActive bool) (TokenUsage, error)
 	// LatestRunModel is the model_name of the thread's newest run ("" when none).
 	LatestRunModel(ctx context.Context, threadID string) (string, error)
 	// Close releases the store.

@@ -105,6 +105,38 @@ func decodeByModel(raw []byte) (map[string]journal.ModelUsage, error) {
 	return m, nil
 }
 
+// runCost is the cost_usd column: the journal's cost keys of a run.
+type runCost struct {
+	Total    float64             `json:"total_cost_usd"`
+	ByCaller *journal.CallerCost `json:"cost_usd_by_caller,omitempty"`
+	ByModel  map[string]float64  `json:"cost_usd_by_model,omitempty"`
+	Unpriced int64               `json:"unpriced_llm_call_count,omitempty"`
+}
+
+// encodeCost is the cost_usd value of u: NULL when nothing was priced or counted unpriced.
+func encodeCost(u journal.CompletionData) (any, error) {
+	if u.TotalCostUSD == 0 && u.CostUSDByCaller == nil && len(u.CostUSDByModel) == 0 && u.UnpricedCallCount == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(runCost{Total: u.TotalCostUSD, ByCaller: u.CostUSDByCaller, ByModel: u.CostUSDByModel, Unpriced: u.UnpricedCallCount})
+	if err != nil {
+		return nil, fmt.Errorf("encode cost_usd: %w", err)
+	}
+	return string(b), nil
+}
+
+func decodeCost(raw []byte, u *journal.CompletionData) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	var c runCost
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("decode cost_usd: %w", err)
+	}
+	u.TotalCostUSD, u.CostUSDByCaller, u.CostUSDByModel, u.UnpricedCallCount = c.Total, c.ByCaller, c.ByModel, c.Unpriced
+	return nil
+}
+
 func truncate(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {
@@ -133,16 +165,20 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run) error {
 		return fmt.Errorf("create run %q: %w", r.RunID, err)
 	}
 	u := r.Usage
+	cost, err := encodeCost(u)
+	if err != nil {
+		return fmt.Errorf("create run %q: %w", r.RunID, err)
+	}
 	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO runs (run_id, thread_id, user_id, status, operation_kind, model_name,
 		error, stop_reason, trace_id,
 		total_input_tokens, total_output_tokens, total_tokens, llm_call_count,
-		lead_agent_tokens, subagent_tokens, middleware_tokens, token_usage_by_model,
+		lead_agent_tokens, subagent_tokens, middleware_tokens, token_usage_by_model, cost_usd,
 		message_count, first_human_message, last_ai_message, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		r.RunID, r.ThreadID, nullable(r.UserID), string(r.Status), r.OperationKind, nullable(r.ModelName),
 		nullable(r.Error), nullable(r.StopReason), nullable(r.TraceID),
 		u.TotalInputTokens, u.TotalOutputTokens, u.TotalTokens, u.LLMCallCount,
-		u.LeadAgentTokens, u.SubagentTokens, u.MiddlewareTokens, byModel,
+		u.LeadAgentTokens, u.SubagentTokens, u.MiddlewareTokens, byModel, cost,
 		u.MessageCount, nullable(u.FirstHumanMessage), nullable(truncate(u.LastAIMessage, journal.MaxLastAIMessage)),
 		micros(r.CreatedAt), micros(r.CreatedAt))
 	if err != nil {
@@ -156,7 +192,7 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run) error {
 
 const runColumns = `run_id, thread_id, user_id, status, operation_kind, model_name, error, stop_reason, trace_id,
 	total_input_tokens, total_output_tokens, total_tokens, llm_call_count,
-	lead_agent_tokens, subagent_tokens, middleware_tokens, token_usage_by_model,
+	lead_agent_tokens, subagent_tokens, middleware_tokens, token_usage_by_model, cost_usd,
 	message_count, first_human_message, last_ai_message, created_at, updated_at, finished_at`
 
 type scanner interface{ Scan(dest ...any) error }
@@ -166,16 +202,19 @@ func scanRun(sc scanner) (store.Run, error) {
 		r                                                     store.Run
 		user, model, errText, stop, trace, firstHuman, lastAI sql.NullString
 		status                                                string
-		byModel                                               []byte
+		byModel, cost                                         []byte
 		created, updated                                      int64
 		finished                                              sql.NullInt64
 	)
 	u := &r.Usage
 	if err := sc.Scan(&r.RunID, &r.ThreadID, &user, &status, &r.OperationKind, &model, &errText, &stop, &trace,
 		&u.TotalInputTokens, &u.TotalOutputTokens, &u.TotalTokens, &u.LLMCallCount,
-		&u.LeadAgentTokens, &u.SubagentTokens, &u.MiddlewareTokens, &byModel,
+		&u.LeadAgentTokens, &u.SubagentTokens, &u.MiddlewareTokens, &byModel, &cost,
 		&u.MessageCount, &firstHuman, &lastAI, &created, &updated, &finished); err != nil {
 		return store.Run{}, err
+	}
+	if err := decodeCost(cost, u); err != nil {
+		return store.Run{}, fmt.Errorf("run %q: %w", r.RunID, err)
 	}
 	m, err := decodeByModel(byModel)
 	if err != nil {
@@ -258,13 +297,17 @@ func (s *Store) UpdateRunProgress(ctx context.Context, runID string, u journal.C
 	if err != nil {
 		return false, fmt.Errorf("update progress of run %q: %w", runID, err)
 	}
+	cost, err := encodeCost(u)
+	if err != nil {
+		return false, fmt.Errorf("update progress of run %q: %w", runID, err)
+	}
 	return s.exec(ctx, "update progress of run "+runID,
 		`UPDATE runs SET total_input_tokens = ?, total_output_tokens = ?, total_tokens = ?, llm_call_count = ?,
-		lead_agent_tokens = ?, subagent_tokens = ?, middleware_tokens = ?, token_usage_by_model = ?,
+		lead_agent_tokens = ?, subagent_tokens = ?, middleware_tokens = ?, token_usage_by_model = ?, cost_usd = ?,
 		message_count = ?, first_human_message = ?, last_ai_message = ?, updated_at = ?
 		WHERE run_id = ? AND status = 'running'`,
 		u.TotalInputTokens, u.TotalOutputTokens, u.TotalTokens, u.LLMCallCount,
-		u.LeadAgentTokens, u.SubagentTokens, u.MiddlewareTokens, byModel,
+		u.LeadAgentTokens, u.SubagentTokens, u.MiddlewareTokens, byModel, cost,
 		u.MessageCount, nullable(u.FirstHumanMessage), nullable(truncate(u.LastAIMessage, journal.MaxLastAIMessage)),
 		micros(s.now()), runID)
 }
@@ -279,6 +322,10 @@ func (s *Store) UpdateRunCompletion(ctx context.Context, runID string, c store.C
 		return false, fmt.Errorf("complete run %q: %w", runID, err)
 	}
 	u := c.Usage
+	cost, err := encodeCost(u)
+	if err != nil {
+		return false, fmt.Errorf("complete run %q: %w", runID, err)
+	}
 	now := micros(s.now())
 	var finished any
 	if c.Status.Final() {
@@ -287,12 +334,12 @@ func (s *Store) UpdateRunCompletion(ctx context.Context, runID string, c store.C
 	// The trace id is only overwritten when the completion carries one.
 	return s.exec(ctx, "complete run "+runID,
 		`UPDATE runs SET status = ?, total_input_tokens = ?, total_output_tokens = ?, total_tokens = ?, llm_call_count = ?,
-		lead_agent_tokens = ?, subagent_tokens = ?, middleware_tokens = ?, token_usage_by_model = ?,
+		lead_agent_tokens = ?, subagent_tokens = ?, middleware_tokens = ?, token_usage_by_model = ?, cost_usd = ?,
 		message_count = ?, first_human_message = ?, last_ai_message = ?, error = ?, stop_reason = ?,
 		trace_id = COALESCE(?, trace_id), updated_at = ?, finished_at = ?
 		WHERE run_id = ? AND (status IN ('pending', 'running', ?) OR (? = 'error' AND status = 'interrupted'))`,
 		string(c.Status), u.TotalInputTokens, u.TotalOutputTokens, u.TotalTokens, u.LLMCallCount,
-		u.LeadAgentTokens, u.SubagentTokens, u.MiddlewareTokens, byModel,
+		u.LeadAgentTokens, u.SubagentTokens, u.MiddlewareTokens, byModel, cost,
 		u.MessageCount, nullable(u.FirstHumanMessage), nullable(truncate(u.LastAIMessage, journal.MaxLastAIMessage)),
 		nullable(c.Error), nullable(c.StopReason), nullable(c.TraceID), now, finished,
 		runID, string(c.Status), string(c.Status))
@@ -326,14 +373,25 @@ func placeholders(n int) string {
 // AggregateTokensByThread implements store.RunStore: one SELECT of the per-row columns
 // with no GROUP BY (§7.3, A15), reduced by store.Aggregate.
 func (s *Store) AggregateTokensByThread(ctx context.Context, threadID string, includeActive bool) (store.TokenUsage, error) {
+	return s.aggregate(ctx, "thread_id", threadID, includeActive)
+}
+
+// AggregateTokensByUser implements store.RunStore: the same SELECT over the user's runs.
+func (s *Store) AggregateTokensByUser(ctx context.Context, userID string, includeActive bool) (store.TokenUsage, error) {
+	return s.aggregate(ctx, "user_id", userID, includeActive)
+}
+
+// aggregate reduces the run rows whose column (thread_id or user_id, never user input)
+// equals id.
+func (s *Store) aggregate(ctx context.Context, column, threadID string, includeActive bool) (store.TokenUsage, error) {
 	statuses := store.AggregatedStatuses(includeActive)
 	args := []any{threadID, store.OperationRun}
 	for _, st := range statuses {
 		args = append(args, string(st))
 	}
 	rows, err := s.db.QueryContext(ctx, s.q(`SELECT model_name, total_tokens, total_input_tokens, total_output_tokens,
-		lead_agent_tokens, subagent_tokens, middleware_tokens, token_usage_by_model
-		FROM runs WHERE thread_id = ? AND operation_kind = ? AND status IN (`+placeholders(len(statuses))+`)`), args...)
+		lead_agent_tokens, subagent_tokens, middleware_tokens, token_usage_by_model, cost_usd
+		FROM runs WHERE `+column+` = ? AND operation_kind = ? AND status IN (`+placeholders(len(statuses))+`)`), args...)
 	if err != nil {
 		return store.TokenUsage{}, fmt.Errorf("aggregate tokens of thread %q: %w", threadID, err)
 	}
@@ -341,18 +399,23 @@ func (s *Store) AggregateTokensByThread(ctx context.Context, threadID string, in
 	var agg []store.AggregateRow
 	for rows.Next() {
 		var (
-			r     store.AggregateRow
-			model sql.NullString
-			raw   []byte
+			r         store.AggregateRow
+			model     sql.NullString
+			raw, cost []byte
 		)
 		if err := rows.Scan(&model, &r.TotalTokens, &r.TotalInputTokens, &r.TotalOutputTokens,
-			&r.LeadAgentTokens, &r.SubagentTokens, &r.MiddlewareTokens, &raw); err != nil {
+			&r.LeadAgentTokens, &r.SubagentTokens, &r.MiddlewareTokens, &raw, &cost); err != nil {
 			return store.TokenUsage{}, fmt.Errorf("aggregate tokens of thread %q: %w", threadID, err)
 		}
 		r.ModelName = model.String
 		if r.ByModel, err = decodeByModel(raw); err != nil {
 			return store.TokenUsage{}, fmt.Errorf("aggregate tokens of thread %q: %w", threadID, err)
 		}
+		var c journal.CompletionData
+		if err := decodeCost(cost, &c); err != nil {
+			return store.TokenUsage{}, fmt.Errorf("aggregate tokens of thread %q: %w", threadID, err)
+		}
+		r.CostUSDByCaller = c.CostUSDByCaller
 		agg = append(agg, r)
 	}
 	if err := rows.Err(); err != nil {

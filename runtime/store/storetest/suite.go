@@ -44,6 +44,7 @@ func Run(t *testing.T, open Opener) {
 		{"ThreadState", testThreadState},
 		{"Memory", testMemory},
 		{"RunEvents", testRunEvents},
+		{"Cost", testCost},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
