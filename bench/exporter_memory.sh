@@ -6,6 +6,7 @@
 #
 #   bench/exporter_memory.sh
 #   RUNS=100000,500000 EXPORTERS=langsmith bench/exporter_memory.sh
+#   SINK_MIBPS=2 bench/exporter_memory.sh      # a vendor link of 2 MiB/s: the sender outruns it
 #   QUEUE='{sizer: requests, queue_size: 1000, block_on_overflow: false}' bench/exporter_memory.sh   # the old default queue
 #   AGENTMETER_COLLECTOR=/path/to/collector bench/exporter_memory.sh
 #   AGENTMETER_COLLECTOR=/path/to/older/collector ENABLE=true bench/exporter_memory.sh
@@ -14,6 +15,7 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-200000,1000000}
 EXPORTERS=${EXPORTERS:-langsmith,langfuse}
 QUEUE=${QUEUE:-}
+SINK_MIBPS=${SINK_MIBPS:-0}   # the sink's bandwidth (0: unlimited); below the exporter's pace a backlog builds
 ENABLE=${ENABLE:-false}   # true: also write enabled: true (for a build older than keys-in-YAML-enable)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -28,4 +30,4 @@ cp "$collector" "$tmp/agentmeter-collector"
 go build -o "$tmp/loadgen" ./bench/subagentmerge_loadgen
 go build -o "$tmp/exporter_memory" ./bench/exporter_memory
 "$tmp/exporter_memory" -collector "$tmp/agentmeter-collector" -loadgen "$tmp/loadgen" \
-  -exporters "$EXPORTERS" -runs "$RUNS" -queue "$QUEUE" -enable="$ENABLE" -dir "$tmp"
+  -exporters "$EXPORTERS" -runs "$RUNS" -queue "$QUEUE" -enable="$ENABLE" -sink-mibps "$SINK_MIBPS" -dir "$tmp"

@@ -25,6 +25,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -37,6 +38,7 @@ func main() {
 		exporters = flag.String("exporters", "langsmith,langfuse", "exporters to measure")
 		runs      = flag.String("runs", "200000,1000000", "run counts (spans) to send, comma-separated")
 		queue     = flag.String("queue", "", "sending_queue YAML to use instead of the default (e.g. the old default)")
+		mibps     = flag.Float64("sink-mibps", 0, "the sink's bandwidth in MiB/s over all requests (0: unlimited): a vendor slower than the sender, so a backlog builds")
 		enable    = flag.Bool("enable", false, "also write enabled: true (a build from before a key in the YAML enabled the langsmith exporter)")
 		flat      = flag.Float64("flat", 0.20, "largest allowed relative growth of the peak RSS from the first run count to the last")
 		dir       = flag.String("dir", "", "working folder (default: a temporary one)")
@@ -45,6 +47,7 @@ func main() {
 	if *enable {
 		extraYAML = ", enabled: true"
 	}
+	sinkRate = *mibps * (1 << 20)
 	if err := run(*collector, *loadgen, strings.Split(*exporters, ","), *runs, *queue, *flat, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "exporter_memory:", err)
 		os.Exit(1)
@@ -53,6 +56,31 @@ func main() {
 
 // extraYAML is appended to every exporter's settings.
 var extraYAML string
+
+// sinkRate is the sink's bandwidth in bytes/s (0: unlimited).
+var sinkRate float64
+
+// link is the sink's shared bandwidth: each body reserves its share of the link's time,
+// one after the other, and its answer waits until then.
+type link struct {
+	mu   sync.Mutex
+	next time.Time
+}
+
+func (l *link) wait(n int64) {
+	if sinkRate <= 0 {
+		return
+	}
+	l.mu.Lock()
+	start := time.Now()
+	if l.next.After(start) {
+		start = l.next
+	}
+	l.next = start.Add(time.Duration(float64(n) / sinkRate * float64(time.Second)))
+	until := l.next
+	l.mu.Unlock()
+	time.Sleep(time.Until(until))
+}
 
 type result struct {
 	peakMiB, rate float64
@@ -79,9 +107,11 @@ func run(collector, loadgen string, exporters []string, runsFlag, queue string, 
 		dir = d
 	}
 	var sinkBytes atomic.Int64
+	var bandwidth link
 	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
 		sinkBytes.Add(n)
+		bandwidth.wait(n)
 		w.Header().Set("Content-Type", "application/json")
 		if r.Method == http.MethodGet { // LangSmith's /info: the SDK defaults apply
 			w.WriteHeader(http.StatusNotFound)
@@ -91,6 +121,9 @@ func run(collector, loadgen string, exporters []string, runsFlag, queue string, 
 	}))
 	defer sink.Close()
 
+	if sinkRate > 0 {
+		fmt.Printf("sink bandwidth %.1f MiB/s\n", sinkRate/(1<<20))
+	}
 	fmt.Printf("%-10s %10s %12s %14s %10s\n", "exporter", "runs", "peak_rss_mib", "e2e_spans/s", "sink_mib")
 	failed := false
 	for _, exp := range exporters {

@@ -61,7 +61,7 @@ type Config struct {
 	CheckCredentials bool `mapstructure:"check_credentials"`
 
 	// QueueConfig is sending_queue (exporterhelper; default on, in memory, bounded in
-	// bytes: 64 MiB of encoded spans, sizer bytes; a full queue makes the caller wait, a
+	// bytes: 8 MiB of encoded spans, sizer bytes; a full queue makes the caller wait, a
 	// caller whose deadline ends gets a retryable error. Set storage to a storage
 	// extension id for a persistent queue).
 	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`

@@ -46,7 +46,7 @@ type Config struct {
 	// self-hosted: https://<host>/api/v1). timeout defaults to 30s. compression applies to
 	// multipart bodies: zstd (default, what the SDKs send), gzip or none.
 	ClientConfig confighttp.ClientConfig `mapstructure:",squash"`
-	// QueueConfig is the sending queue (default: on, in memory, bounded in bytes: 64 MiB
+	// QueueConfig is the sending queue (default: on, in memory, bounded in bytes: 8 MiB
 	// of encoded spans, sizer bytes; a full queue makes the caller wait, a caller whose deadline ends gets a
 	// retryable error. Set
 	// storage to a file_storage extension for a persistent queue).

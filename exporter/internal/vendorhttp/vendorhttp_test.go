@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configcompression"
 	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configretry"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/exporter/exportertest"
@@ -356,5 +357,37 @@ func TestNewDisabledLogsOnceAndDrops(t *testing.T) {
 	entries := logs.FilterMessage("Vendor exporter is disabled").All()
 	require.Len(t, entries, 1)
 	assert.Equal(t, "no key", entries[0].ContextMap()["reason"])
+	assert.False(t, exp.Capabilities().MutatesData)
+}
+
+// A batch larger than a byte-sized blocking queue is cut into pieces that fit, instead of
+// waiting forever for room that cannot come; every span is pushed once.
+func TestNewTracesCutsBatchesLargerThanTheQueue(t *testing.T) {
+	q := DefaultQueueConfig()
+	q.QueueSize = 4096
+	q.NumConsumers = 2
+	var spans atomic.Int64
+	var pushes atomic.Int32
+	push := func(_ context.Context, td ptrace.Traces) error {
+		spans.Add(int64(td.SpanCount()))
+		pushes.Add(1)
+		return nil
+	}
+	set := exportertest.NewNopSettings(component.MustNewType("vendor"))
+	exp, err := NewTraces(context.Background(), set, &struct{}{}, Sender{Push: push}, configretry.NewDefaultBackOffConfig(), configoptional.Some(q))
+	require.NoError(t, err)
+	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
+	td := ptrace.NewTraces()
+	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
+	for i := 0; i < 300; i++ { // about 17 KB encoded, four times the queue
+		ss.Spans().AppendEmpty().SetName(strings.Repeat("s", 50))
+	}
+	td.MarkReadOnly()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, exp.ConsumeTraces(ctx, td))
+	require.NoError(t, exp.Shutdown(context.Background()))
+	assert.EqualValues(t, 300, spans.Load())
+	assert.Greater(t, pushes.Load(), int32(4))
 	assert.False(t, exp.Capabilities().MutatesData)
 }
