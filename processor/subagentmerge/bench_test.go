@@ -140,6 +140,18 @@ var benchTargets = []benchTarget{
 	{"subagentmerge_hot", subagentMergeTarget(time.Hour)},
 	// the buffer on disk (file_storage, as shipped): what durability costs
 	{"subagentmerge_storage", subagentMergeStorageTarget},
+	// late_span_window 0: no records of released traces (no corrections): what they cost
+	{"subagentmerge_norecord", func(b *testing.B, next consumer.Traces, wait time.Duration) processor.Traces {
+		cfg := createDefaultConfig()
+		cfg.WaitDuration = wait
+		cfg.NumTraces = 1_000_000
+		cfg.LateSpanWindow = 0
+		p, err := newProcessor(processortest.NewNopSettings(Type), cfg, next)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return p
+	}},
 }
 
 // subagentMergeStorageTarget is subagentmerge with `storage` on a real file_storage

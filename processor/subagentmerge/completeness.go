@@ -44,32 +44,51 @@ func callHash(id string) uint32 {
 	return 1
 }
 
+// spanFacts are the attributes the completeness rule reads, gathered in one pass over a
+// span's attributes (shared with the skeleton writer, so a released span's attributes
+// are read once for both).
+type spanFacts struct {
+	op, toolName, callID, status string
+	ids, outMsgs                 pcommon.Value
+	hasIDs, hasOut, hasFinish    bool
+}
+
+func (f *spanFacts) see(k string, v pcommon.Value) {
+	switch k {
+	case genai.AttrOperationName:
+		f.op = v.AsString()
+	case genai.AttrToolName:
+		f.toolName = v.AsString()
+	case genai.AttrToolCallID:
+		f.callID = v.AsString()
+	case genai.AttrSubagentStatus:
+		f.status = v.AsString()
+	case genai.AttrResponseToolCallIDs:
+		f.ids, f.hasIDs = v, true
+	case genai.AttrOutputMessages:
+		f.outMsgs, f.hasOut = v, true
+	case genai.AttrFinishReasons:
+		f.hasFinish = true
+	}
+}
+
 // classify reads what sp announces: its kind bits, the hash of its tool-call id (tool
 // spans), and appends the hashes of the tool calls it asked for (model calls) to asks.
 func classify(sp ptrace.Span, asks []uint32) (kind uint8, call uint32, _ []uint32) {
-	attrs := sp.Attributes()
-	var op, toolName, callID, status string
-	var ids, outMsgs pcommon.Value
-	hasIDs, hasOut, hasFinish := false, false, false
-	attrs.Range(func(k string, v pcommon.Value) bool {
-		switch k {
-		case genai.AttrOperationName:
-			op = v.AsString()
-		case genai.AttrToolName:
-			toolName = v.AsString()
-		case genai.AttrToolCallID:
-			callID = v.AsString()
-		case genai.AttrSubagentStatus:
-			status = v.AsString()
-		case genai.AttrResponseToolCallIDs:
-			ids, hasIDs = v, true
-		case genai.AttrOutputMessages:
-			outMsgs, hasOut = v, true
-		case genai.AttrFinishReasons:
-			hasFinish = true
-		}
+	var f spanFacts
+	sp.Attributes().Range(func(k string, v pcommon.Value) bool {
+		f.see(k, v)
 		return true
 	})
+	return f.classify(sp, asks)
+}
+
+// classify is classify with the attributes already read into f.
+func (f *spanFacts) classify(sp ptrace.Span, asks []uint32) (kind uint8, call uint32, _ []uint32) {
+	attrs := sp.Attributes()
+	op, toolName, callID, status := f.op, f.toolName, f.callID, f.status
+	ids, outMsgs := f.ids, f.outMsgs
+	hasIDs, hasOut, hasFinish := f.hasIDs, f.hasOut, f.hasFinish
 	if op == "" {
 		op = genai.SpanOperation(sp.Name(), attrs)
 	}

@@ -128,14 +128,14 @@ func (r *recorder) beforeAll(spans []ptrace.Span, all bool) {
 		return
 	}
 	for _, sp := range spans {
-		r.skel.add(sp)
+		f := r.skel.add(sp)
 		from := int32(len(r.asks))
-		var k spanKey
-		k, r.asks = keyOf(sp, r.asks)
+		var kind uint8
+		kind, _, r.asks = f.classify(sp, r.asks)
 		r.ranges = append(r.ranges, [2]int32{from, int32(len(r.asks))})
-		r.kinds = append(r.kinds, k.kind)
-		if k.kind&kindAgent != 0 && !k.parent.IsEmpty() {
-			r.runUnder[k.parent] = struct{}{}
+		r.kinds = append(r.kinds, kind)
+		if kind&kindAgent != 0 && !isLocalRoot(sp) {
+			r.runUnder[sp.ParentSpanID()] = struct{}{}
 		}
 	}
 	for i, sp := range spans {

@@ -56,7 +56,7 @@ func (w *skeletonWriter) reset() { w.spans = w.spans[:0] }
 // add appends a trimmed copy of sp: what merge.Apply reads (ids, name, kind, times,
 // and the attributes skeletonKeeps), without contents, events, links or status. Tool-call ids a response asked for only in
 // gen_ai.output.messages are kept as agentmeter.response.tool_call_ids.
-func (w *skeletonWriter) add(sp ptrace.Span) {
+func (w *skeletonWriter) add(sp ptrace.Span) spanFacts {
 	b := w.span[:0]
 	tid, sid, pid := sp.TraceID(), sp.SpanID(), sp.ParentSpanID()
 	b = protowire.AppendTag(b, fSpanTraceID, protowire.BytesType)
@@ -79,7 +79,9 @@ func (w *skeletonWriter) add(sp ptrace.Span) {
 	b = protowire.AppendFixed64(b, uint64(sp.EndTimestamp()))
 	hasIDs := false
 	var outMsgs string
+	var f spanFacts
 	sp.Attributes().Range(func(k string, v pcommon.Value) bool {
+		f.see(k, v)
 		switch k {
 		case genai.AttrResponseToolCallIDs:
 			hasIDs = true
@@ -117,6 +119,7 @@ func (w *skeletonWriter) add(sp ptrace.Span) {
 	w.span = b
 	w.spans = protowire.AppendTag(w.spans, fScopeSpansSpans, protowire.BytesType)
 	w.spans = protowire.AppendBytes(w.spans, b)
+	return f
 }
 
 func (w *skeletonWriter) appendKV(b []byte, k string, val []byte) []byte {
