@@ -323,7 +323,7 @@ func FindString(v any, key string) string {
 	return found
 }
 
-// CallerFromTags applies DeerFlow's caller rule (observability.md §5.1): the first tag
+// CallerFromTags applies DeerFlow's caller rule (DeerFlow's caller identification from tags): the first tag
 // that is lead_agent or starts with subagent: or middleware: is the caller.
 func CallerFromTags(tags []string) string {
 	for _, t := range tags {
