@@ -31,7 +31,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/agentmeter/agentmeter/genai"
 )
@@ -72,7 +74,9 @@ func main() {
 	}
 	var budget atomic.Int64
 	budget.Store(int64(*total))
-	var acked, failed atomic.Int64
+	// refused counts retryable refusals (memory_limiter's Unavailable, a full queue) that
+	// were sent again, as an OTLP SDK exporter does; failed counts requests given up on
+	var acked, failed, refused atomic.Int64
 	// when acked first reached -mark-spans: VmHWM, CPU and time since start
 	var markKB atomic.Int64
 	var markCPU, markAt atomic.Value
@@ -89,9 +93,7 @@ func main() {
 				if n == 0 {
 					return
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				_, err := client.Export(ctx, ptraceotlp.NewExportRequestFromTraces(td))
-				cancel()
+				err := exportRetrying(client, ptraceotlp.NewExportRequestFromTraces(td), &refused)
 				if err != nil {
 					failed.Add(1)
 					log.Printf("export: %v", err)
@@ -126,8 +128,8 @@ func main() {
 		// part of the rate
 		e2e = lastExport.Sub(start)
 	}
-	fmt.Printf("spans_acked=%d failed_requests=%d ingest_s=%.2f ingest_spans_per_s=%.0f exported=%d lost=%d e2e_s=%.2f e2e_spans_per_s=%.0f",
-		acked.Load(), failed.Load(), ingest.Seconds(), float64(acked.Load())/ingest.Seconds(),
+	fmt.Printf("spans_acked=%d failed_requests=%d refused_retried=%d ingest_s=%.2f ingest_spans_per_s=%.0f exported=%d lost=%d e2e_s=%.2f e2e_spans_per_s=%.0f",
+		acked.Load(), failed.Load(), refused.Load(), ingest.Seconds(), float64(acked.Load())/ingest.Seconds(),
 		exported, max(0, acked.Load()-exported), e2e.Seconds(), float64(min(exported, acked.Load()))/e2e.Seconds())
 	if *pid > 0 {
 		fmt.Printf(" peak_rss_mib=%.1f cpu_s=%.2f", float64(procStatusKB(*pid, "VmHWM:"))/1024, cpuSeconds(*pid)-cpuStart)
@@ -139,6 +141,35 @@ func main() {
 	fmt.Println()
 	if got < want && !*allowLoss {
 		log.Fatalf("the collector exported %d of %d spans before the timeout", exported, acked.Load())
+	}
+}
+
+// exportRetrying sends one request and, like the OTLP exporters of the SDKs, sends it again
+// with backoff while the collector answers with a retryable refusal (Unavailable or
+// ResourceExhausted: memory_limiter or a full queue pushing back). Without that, a refused
+// request leaves the rest of its traces waiting in subagentmerge for wait_duration and the
+// run would measure the load generator, not the collector. It gives up after a minute.
+func exportRetrying(client ptraceotlp.GRPCClient, req ptraceotlp.ExportRequest, refused *atomic.Int64) error {
+	backoff := 20 * time.Millisecond
+	giveUp := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := client.Export(ctx, req)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		switch status.Code(err) {
+		case codes.Unavailable, codes.ResourceExhausted:
+			if time.Now().After(giveUp) {
+				return fmt.Errorf("still refused after a minute of retries: %w", err)
+			}
+			refused.Add(1)
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+		default:
+			return err
+		}
 	}
 }
 
