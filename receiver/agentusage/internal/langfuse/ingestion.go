@@ -607,7 +607,7 @@ func (in *Ingester) build(obs []Observation) ptrace.Traces {
 			if toolCallID == "" {
 				// LangChain's handler records no id in metadata: the ToolMessage it
 				// returned names the call it answered
-				toolCallID = spanutil.ToolCallIDOf(o.Output, nil)
+				toolCallID = genai.ToolCallIDOf(o.Output, nil)
 			}
 			if toolCallID != "" {
 				a.PutStr(genai.AttrToolCallID, toolCallID)

@@ -267,7 +267,7 @@ func toolCallIDFromContent(a pcommon.Map) string {
 		}
 		return out
 	}
-	return spanutil.ToolCallIDOf(decode(lfObsOutput), decode(lfObsInput))
+	return genai.ToolCallIDOf(decode(lfObsOutput), decode(lfObsInput))
 }
 
 func mapSpan(s ptrace.Span, session, user string, parentIsTool bool) {

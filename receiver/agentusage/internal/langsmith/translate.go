@@ -497,7 +497,7 @@ func toolCallID(r Run) string {
 		return id
 	}
 	in := r.inputs()
-	if id := spanutil.FindString(in, "tool_call_id"); id != "" {
+	if id := genai.FindString(in, "tool_call_id"); id != "" {
 		return id
 	}
 	if tc, ok := in["tool_call"].(map[string]any); ok {

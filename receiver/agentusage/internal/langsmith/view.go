@@ -3,6 +3,7 @@ package langsmith
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/agentmeter/agentmeter/genai"
 
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
 )
@@ -125,10 +126,10 @@ func (v view) firstString(keys ...string) string {
 	return ""
 }
 
-// findString is spanutil.FindString.
+// findString is genai.FindString.
 func (v view) findString(key string) string {
 	if v.raw == nil {
-		return spanutil.FindString(v.m, key)
+		return genai.FindString(v.m, key)
 	}
 	if !v.mayHold(`"` + key + `"`) {
 		return ""

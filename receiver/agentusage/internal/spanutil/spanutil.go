@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -177,7 +179,7 @@ func epoch(f float64) (time.Time, error) {
 const maxWalkDepth = 48
 
 // MaxWalkDepth is maxWalkDepth, for walkers over raw JSON that must agree with
-// FindString and ToolCallIDs.
+// genai.FindString and ToolCallIDs.
 const MaxWalkDepth = maxWalkDepth
 
 // ToolCallIDs finds the ids of the tool calls a model response asked for, in order,
@@ -216,7 +218,7 @@ func ToolCallIDs(v any) []string {
 					}
 				}
 			}
-			for _, k := range sortedKeys(t) {
+			for _, k := range slices.Sorted(maps.Keys(t)) {
 				if k == "tool_calls" {
 					continue
 				}
@@ -230,97 +232,6 @@ func ToolCallIDs(v any) []string {
 	}
 	walk(v, 0)
 	return out
-}
-
-// ToolCallIDOf finds the provider tool call id a tool run answered, from what the run
-// returned (output) or was given (input), without knowing the framework's exact shape:
-//   - a result naming the call it answers: LangChain's ToolMessage (tool_call_id, also
-//     serialised as {"lc":1,"kwargs":{"tool_call_id":...}}), an OpenAI tool message
-//     (tool_call_id), an Anthropic tool_result block (tool_use_id), an OpenAI Responses
-//     function_call_output (call_id);
-//   - an input that is the call itself: LangChain's ToolCall ({"id","name","args"},
-//     alone or under "tool_call"), an OpenAI tool call ({"id","type":"function",
-//     "function"}), an Anthropic tool_use block ({"type":"tool_use","id"}).
-//
-// The output is asked first: it is the framework's own record of which call was answered.
-// "" when neither says.
-func ToolCallIDOf(output, input any) string {
-	for _, v := range []any{output, input} {
-		for _, key := range []string{"tool_call_id", "tool_use_id"} {
-			if id := FindString(v, key); id != "" {
-				return id
-			}
-		}
-		m, ok := v.(map[string]any)
-		if !ok {
-			continue
-		}
-		if typ, _ := m["type"].(string); typ == "function_call_output" || typ == "function_call" {
-			if id, _ := m["call_id"].(string); id != "" {
-				return id
-			}
-		}
-		if tc, ok := m["tool_call"].(map[string]any); ok {
-			m = tc
-		}
-		if id := singleCallID(m); id != "" {
-			return id
-		}
-	}
-	return ""
-}
-
-// singleCallID is the id of m when m is one tool call in LangChain's, OpenAI's or
-// Anthropic's shape.
-func singleCallID(m map[string]any) string {
-	id, _ := m["id"].(string)
-	if id == "" {
-		return ""
-	}
-	typ, _ := m["type"].(string)
-	_, hasFunction := m["function"].(map[string]any)
-	_, hasArgs := m["args"]
-	_, hasName := m["name"].(string)
-	switch {
-	case typ == "tool_use", typ == "function" && hasFunction, typ == "tool_call" && hasName:
-		return id
-	case typ == "" && hasName && hasArgs:
-		return id
-	}
-	return ""
-}
-
-// FindString returns the first string value stored under key anywhere in v (depth
-// first, keys in sorted order so the answer is deterministic).
-func FindString(v any, key string) string {
-	var found string
-	var walk func(v any, depth int) bool
-	walk = func(v any, depth int) bool {
-		if depth > maxWalkDepth {
-			return false
-		}
-		switch t := v.(type) {
-		case map[string]any:
-			if s, ok := t[key].(string); ok && s != "" {
-				found = s
-				return true
-			}
-			for _, k := range sortedKeys(t) {
-				if walk(t[k], depth+1) {
-					return true
-				}
-			}
-		case []any:
-			for _, e := range t {
-				if walk(e, depth+1) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	walk(v, 0)
-	return found
 }
 
 // CallerFromTags applies DeerFlow's caller rule (DeerFlow's caller identification from tags): the first tag
