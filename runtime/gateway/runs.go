@@ -181,8 +181,11 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) 
 		writeJSON(w, http.StatusAccepted, run)
 		return
 	}
+	// done, not final: the answer must find the thread free and the run off the active
+	// set, so a client that waited can post the thread's next run at once (final is
+	// closed just before the run leaves its thread's line).
 	select {
-	case <-ar.final:
+	case <-ar.done:
 	case <-r.Context().Done():
 		return // the client left; the run goes on
 	}
