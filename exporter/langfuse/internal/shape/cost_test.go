@@ -66,3 +66,19 @@ func TestSpliceEqualsApplyWithCost(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, marshal(t, applied), marshal(t, got))
 }
+
+// Every model call gets usage and cost details, not only chat: a text_completion or
+// generate_content call is counted by the token metrics, so Langfuse must show it too.
+func TestEveryModelCallGetsUsageAndCostDetails(t *testing.T) {
+	for _, op := range []string{genai.OpTextCompletion, genai.OpGenerateContent} {
+		td := twoSpanTrace(func(_, call ptrace.Span) {
+			a := call.Attributes()
+			a.PutStr(genai.AttrOperationName, op)
+			genai.PutCost(a, genai.Cost{Input: 0.01, Output: 0.02, Total: 0.03}, genai.CostSourceTable)
+		})
+		Traces(td)
+		o := view(td, 1)
+		assert.Equal(t, map[string]float64{"input": 0.01, "output": 0.02, "total": 0.03}, o.Cost, op)
+		assert.Equal(t, `{"input":10,"output":5,"total":15}`, get(t, spanAt(td, 1), AttrObservationUsage), op)
+	}
+}

@@ -222,7 +222,7 @@ func (t *traceInfo) observe(sp ptrace.Span, f *spanFacts, env string) {
 		t.env = env
 	}
 	// DeerFlow tags a trace with the run's model: the lead agent's model, i.e. its first call.
-	if f.op == genai.OpChat && genai.CallerBucket(f.caller) == genai.BucketLeadAgent &&
+	if genai.IsModelCall(f.op) && genai.CallerBucket(f.caller) == genai.BucketLeadAgent &&
 		(!t.hasLeadModel || sp.StartTimestamp() < t.leadModelAt) {
 		if m := first(f.reqModel, f.respModel); m != "" {
 			t.leadModel, t.leadModelAt, t.hasLeadModel = m, sp.StartTimestamp(), true
@@ -293,7 +293,7 @@ func (p *Plan) addSpan(attrs pcommon.Map, f *spanFacts) {
 		p.str(AttrObservationType, ObservationType(f.op))
 	}
 
-	if f.op == genai.OpChat {
+	if genai.IsModelCall(f.op) {
 		// Langfuse prefers gen_ai.response.model, then ai.model.id, then the request
 		// model; name it only when the request model would lose to something else.
 		if !f.hasLFModel && f.respModel == "" && f.reqModel != "" && f.hasAIModelID {
@@ -373,14 +373,15 @@ func inferredType(f *spanFacts) string {
 	return TypeSpan
 }
 
-// ObservationType maps gen_ai.operation.name to a Langfuse observation type.
+// ObservationType maps gen_ai.operation.name to a Langfuse observation type: every
+// model call (genai.IsModelCall) is a generation, so its usage and cost details show.
 func ObservationType(op string) string {
-	switch op {
-	case genai.OpChat:
+	switch {
+	case genai.IsModelCall(op):
 		return TypeGeneration
-	case genai.OpInvokeAgent:
+	case op == genai.OpInvokeAgent:
 		return TypeAgent
-	case genai.OpExecuteTool:
+	case op == genai.OpExecuteTool:
 		return TypeTool
 	default:
 		return TypeSpan

@@ -68,6 +68,8 @@ func TestUsageBuckets(t *testing.T) {
 
 func TestObservationType(t *testing.T) {
 	assert.Equal(t, TypeGeneration, ObservationType(genai.OpChat))
+	assert.Equal(t, TypeGeneration, ObservationType(genai.OpTextCompletion))
+	assert.Equal(t, TypeGeneration, ObservationType(genai.OpGenerateContent))
 	assert.Equal(t, TypeAgent, ObservationType(genai.OpInvokeAgent))
 	assert.Equal(t, TypeTool, ObservationType(genai.OpExecuteTool))
 	assert.Equal(t, TypeSpan, ObservationType(""))
