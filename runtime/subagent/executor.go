@@ -268,6 +268,7 @@ func (e *Executor) Execute(ctx context.Context, task Task) Outcome {
 			Messages: []message.Message{message.Human(task.Prompt)},
 			Sandbox:  task.Sandbox, AgentID: execID, ToolCallID: task.ToolCallID,
 		})
+		release() // before the answer: a caller that got its result finds the slot free
 		done <- result{res, err}
 	}()
 	poll := time.NewTimer(e.timeout + e.grace)
