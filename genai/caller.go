@@ -27,3 +27,14 @@ func CallerBucket(caller string) string {
 		return BucketLeadAgent
 	}
 }
+
+// CallerFromTags applies the caller rule for tagged runs: the first tag
+// that is lead_agent or starts with subagent: or middleware: is the caller.
+func CallerFromTags(tags []string) string {
+	for _, t := range tags {
+		if t == BucketLeadAgent || strings.HasPrefix(t, BucketSubagent+":") || strings.HasPrefix(t, BucketMiddleware+":") {
+			return t
+		}
+	}
+	return ""
+}

@@ -56,3 +56,9 @@ func TestSpanName(t *testing.T) {
 	assert.Equal(t, "invoke_agent lead_agent", SpanName(OpInvokeAgent, LeadAgentName))
 	assert.Equal(t, "chat", SpanName(OpChat, ""))
 }
+
+func TestCallerFromTags(t *testing.T) {
+	assert.Equal(t, "subagent:bash", CallerFromTags([]string{"seq:step:1", "subagent:bash", "lead_agent"}))
+	assert.Equal(t, "middleware:title", CallerFromTags([]string{"middleware:title"}))
+	assert.Equal(t, "", CallerFromTags([]string{"x", "subagent"}))
+}

@@ -5,8 +5,9 @@ import (
 	"slices"
 )
 
-// maxJSONDepth bounds the walks over decoded JSON below: vendor payloads are arbitrary.
-const maxJSONDepth = 48
+// MaxJSONDepth bounds every walk over vendor JSON (decoded or raw): payloads are
+// arbitrary, and walkers of raw JSON must stop where these stop to agree with them.
+const MaxJSONDepth = 48
 
 // ToolCallIDOf finds the provider tool-call id a tool run answered, from what the run
 // returned (output) or was given (input), both decoded JSON, without knowing the
@@ -94,7 +95,7 @@ func callIDOf(v any) string {
 func FindString(v any, key string) string {
 	var walk func(v any, depth int) string
 	walk = func(v any, depth int) string {
-		if depth > maxJSONDepth {
+		if depth > MaxJSONDepth {
 			return ""
 		}
 		switch t := v.(type) {
@@ -117,4 +118,56 @@ func FindString(v any, key string) string {
 		return ""
 	}
 	return walk(v, 0)
+}
+
+// ResponseToolCallIDs finds the ids of the tool calls a model response asked for, in order,
+// without knowing the vendor's exact shape: every element of a "tool_calls" array
+// (LangChain AIMessage, OpenAI choices) contributes its "id", and content blocks of type
+// "tool_use" (Anthropic) or "function_call" (OpenAI Responses) contribute "id"/"call_id".
+// Duplicates (the same message serialised twice, e.g. in kwargs and additional_kwargs)
+// are dropped.
+func ResponseToolCallIDs(v any) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(id any) {
+		if s, ok := id.(string); ok && s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	var walk func(v any, depth int)
+	walk = func(v any, depth int) {
+		if depth > MaxJSONDepth {
+			return
+		}
+		switch t := v.(type) {
+		case map[string]any:
+			if typ, _ := t["type"].(string); typ == "tool_use" || typ == "function_call" {
+				if id, ok := t["call_id"]; ok {
+					add(id)
+				} else {
+					add(t["id"])
+				}
+			}
+			if calls, ok := t["tool_calls"].([]any); ok {
+				for _, c := range calls {
+					if m, ok := c.(map[string]any); ok {
+						add(m["id"])
+					}
+				}
+			}
+			for _, k := range slices.Sorted(maps.Keys(t)) {
+				if k == "tool_calls" {
+					continue
+				}
+				walk(t[k], depth+1)
+			}
+		case []any:
+			for _, e := range t {
+				walk(e, depth+1)
+			}
+		}
+	}
+	walk(v, 0)
+	return out
 }

@@ -34,3 +34,14 @@ func TestToolCallIDOf(t *testing.T) {
 		assert.Equal(t, c.want, ToolCallIDOf(dec(c.out), dec(c.in)), c.name)
 	}
 }
+
+func TestResponseToolCallIDs(t *testing.T) {
+	var v any
+	if err := json.Unmarshal([]byte(`{"generations":[[{"message":{"kwargs":{"tool_calls":[{"id":"a"},{"id":"b"}],
+	 "additional_kwargs":{"tool_calls":[{"id":"a"}]}}}}]],
+	 "content":[{"type":"tool_use","id":"toolu_1"},{"type":"function_call","id":"fc","call_id":"call_r"}]}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	assert.Equal(t, []string{"toolu_1", "call_r", "a", "b"}, ResponseToolCallIDs(v))
+	assert.Empty(t, ResponseToolCallIDs(nil))
+}

@@ -11,7 +11,13 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/build"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/fielderr"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/ids"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/pending"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/timestamps"
 )
 
 // ServiceName is service.name of spans built from legacy ingestion events.
@@ -116,16 +122,16 @@ func parseEvent(item any, i int) (Event, error) {
 	prefix := fmt.Sprintf("batch[%d]", i)
 	m, ok := item.(map[string]any)
 	if !ok {
-		return Event{}, spanutil.Errorf(prefix, "must be a JSON object")
+		return Event{}, fielderr.New(prefix, "must be a JSON object")
 	}
 	var ev Event
 	ev.ID, _ = m["id"].(string)
 	if ev.ID == "" {
-		return ev, spanutil.Errorf(prefix+".id", "is required")
+		return ev, fielderr.New(prefix+".id", "is required")
 	}
 	ev.Type, _ = m["type"].(string)
 	if ev.Type == "" {
-		return ev, spanutil.Errorf(prefix+".type", "is required")
+		return ev, fielderr.New(prefix+".type", "is required")
 	}
 	switch ev.Type {
 	case "score-create", "sdk-log":
@@ -134,11 +140,11 @@ func parseEvent(item any, i int) (Event, error) {
 	}
 	kind, action, ok := strings.Cut(ev.Type, "-")
 	if !ok || (action != "create" && action != "update") || (kind != "trace" && !observationKinds[kind]) || (kind == "trace" && action != "create") {
-		return ev, spanutil.Errorf(prefix+".type", "unknown event type %q", spanutil.Truncate(ev.Type, 64))
+		return ev, fielderr.New(prefix+".type", "unknown event type %q", build.Truncate(ev.Type, 64))
 	}
 	body, ok := m["body"].(map[string]any)
 	if !ok {
-		return ev, spanutil.Errorf(prefix+".body", "must be a JSON object")
+		return ev, fielderr.New(prefix+".body", "must be a JSON object")
 	}
 	ev.Update = action == "update"
 	o := Observation{Kind: kind, IsTrace: kind == "trace", Created: !ev.Update}
@@ -149,7 +155,7 @@ func parseEvent(item any, i int) (Event, error) {
 		}
 		s, ok := v.(string)
 		if !ok {
-			return "", spanutil.Errorf(prefix+".body."+key, "must be a string")
+			return "", fielderr.New(prefix+".body."+key, "must be a string")
 		}
 		return s, nil
 	}
@@ -158,9 +164,9 @@ func parseEvent(item any, i int) (Event, error) {
 		if !ok || v == nil {
 			return time.Time{}, nil
 		}
-		t, err := spanutil.ParseTime(v)
+		t, err := timestamps.ParseTime(v)
 		if err != nil {
-			return t, spanutil.Errorf(prefix+".body."+key, "%v", err)
+			return t, fielderr.New(prefix+".body."+key, "%v", err)
 		}
 		return t, nil
 	}
@@ -169,10 +175,10 @@ func parseEvent(item any, i int) (Event, error) {
 		return ev, err
 	}
 	if o.ID == "" {
-		return ev, spanutil.Errorf(prefix+".body.id", "is required")
+		return ev, fielderr.New(prefix+".body.id", "is required")
 	}
 	if len(o.ID) > 800 {
-		return ev, spanutil.Errorf(prefix+".body.id", "is longer than 800 characters")
+		return ev, fielderr.New(prefix+".body.id", "is longer than 800 characters")
 	}
 	for _, f := range []struct {
 		key string
@@ -209,7 +215,7 @@ func parseEvent(item any, i int) (Event, error) {
 	if v, ok := body["metadata"]; ok && v != nil {
 		md, ok := v.(map[string]any)
 		if !ok {
-			return ev, spanutil.Errorf(prefix+".body.metadata", "must be a JSON object")
+			return ev, fielderr.New(prefix+".body.metadata", "must be a JSON object")
 		}
 		o.Metadata = md
 	}
@@ -237,11 +243,11 @@ func usageFromLegacy(us map[string]any) (genai.Usage, bool) {
 		return genai.Usage{}, false
 	}
 	var u genai.Usage
-	in, ok1 := spanutil.ToInt64(us["input"])
-	out, ok2 := spanutil.ToInt64(us["output"])
+	in, ok1 := record.Count(us["input"])
+	out, ok2 := record.Count(us["output"])
 	if !ok1 && !ok2 {
-		in, ok1 = spanutil.ToInt64(us["promptTokens"])
-		out, ok2 = spanutil.ToInt64(us["completionTokens"])
+		in, ok1 = record.Count(us["promptTokens"])
+		out, ok2 = record.Count(us["completionTokens"])
 	}
 	u.Input, u.Output = in, out
 	return u, ok1 || ok2
@@ -317,9 +323,9 @@ type traceInfo struct {
 // restarts the wait), then emitted; it carries no usage, so the delay costs nothing
 // but latency.
 type Ingester struct {
-	pending *spanutil.Pending[Observation]
-	roots   *spanutil.Pending[Observation]
-	traces  *spanutil.Recent[traceInfo]
+	pending *pending.Store[Observation]
+	roots   *pending.Store[Observation]
+	traces  *pending.Recent[traceInfo]
 }
 
 // RootIdle is how long a Langfuse trace must be quiet before its root span is emitted
@@ -329,9 +335,9 @@ const RootIdle = 2 * time.Second
 // NewIngester returns an ingester that parks unfinished observations for timeout.
 func NewIngester(timeout time.Duration, maxPending int) *Ingester {
 	return &Ingester{
-		pending: spanutil.NewPending[Observation](timeout, maxPending),
-		roots:   spanutil.NewPending[Observation](min(RootIdle, timeout), maxPending),
-		traces:  spanutil.NewRecent[traceInfo](maxPending),
+		pending: pending.NewStore[Observation](timeout, maxPending),
+		roots:   pending.NewStore[Observation](min(RootIdle, timeout), maxPending),
+		traces:  pending.NewRecent[traceInfo](maxPending),
 	}
 }
 
@@ -429,7 +435,7 @@ func (p *Plan) Build() ptrace.Traces {
 
 func (in *Ingester) rememberTrace(o Observation) {
 	runID, _ := o.Metadata["run_id"].(string)
-	in.traces.Put(o.ID, traceInfo{Name: o.Name, SessionID: o.SessionID, UserID: o.UserID, Caller: spanutil.CallerFromTags(o.Tags), RunID: runID})
+	in.traces.Put(o.ID, traceInfo{Name: o.Name, SessionID: o.SessionID, UserID: o.UserID, Caller: genai.CallerFromTags(o.Tags), RunID: runID})
 }
 
 // Commit records the plan once the pipeline accepted its spans and returns
@@ -501,7 +507,7 @@ func (in *Ingester) build(obs []Observation) ptrace.Traces {
 	for _, o := range obs {
 		ti, _ := in.traces.Get(o.TraceID)
 		s := b.Span(ServiceName)
-		s.SetTraceID(spanutil.TraceID(o.TraceID))
+		s.SetTraceID(ids.TraceID(o.TraceID))
 		start, end := o.Start, o.End
 		if start.IsZero() {
 			start = end
@@ -509,8 +515,8 @@ func (in *Ingester) build(obs []Observation) ptrace.Traces {
 		if end.IsZero() || end.Before(start) {
 			end = start
 		}
-		s.SetStartTimestamp(spanutil.Timestamp(start))
-		s.SetEndTimestamp(spanutil.Timestamp(end))
+		s.SetStartTimestamp(timestamps.Timestamp(start))
+		s.SetEndTimestamp(timestamps.Timestamp(end))
 		a := s.Attributes()
 		session, user := o.SessionID, o.UserID
 		if session == "" {
@@ -535,7 +541,7 @@ func (in *Ingester) build(obs []Observation) ptrace.Traces {
 		a.PutStr(genai.AttrRunID, runID)
 		caller, _ := o.Metadata["caller"].(string)
 		if caller == "" {
-			caller = spanutil.CallerFromTags(o.Tags)
+			caller = genai.CallerFromTags(o.Tags)
 		}
 		if caller == "" {
 			caller = ti.Caller
@@ -546,11 +552,11 @@ func (in *Ingester) build(obs []Observation) ptrace.Traces {
 		a.PutStr(genai.AttrCaller, caller)
 		if o.Level == "ERROR" {
 			s.Status().SetCode(ptrace.StatusCodeError)
-			s.Status().SetMessage(spanutil.Truncate(o.StatusMsg, 512))
-			a.PutStr(genai.AttrErrorType, spanutil.ErrorType(o.StatusMsg))
+			s.Status().SetMessage(build.Truncate(o.StatusMsg, 512))
+			a.PutStr(genai.AttrErrorType, build.ErrorType(o.StatusMsg))
 		}
 		if o.IsTrace {
-			s.SetSpanID(spanutil.SpanID("langfuse/obs", rootSpanID(o.ID)))
+			s.SetSpanID(ids.SpanID("langfuse/obs", rootSpanID(o.ID)))
 			name := o.Name
 			if name == "" {
 				name = genai.LeadAgentName
@@ -562,11 +568,11 @@ func (in *Ingester) build(obs []Observation) ptrace.Traces {
 			a.PutStr(genai.AttrAgentID, o.ID)
 			continue
 		}
-		s.SetSpanID(spanutil.SpanID("langfuse/obs", o.ID))
+		s.SetSpanID(ids.SpanID("langfuse/obs", o.ID))
 		if o.ParentID != "" {
-			s.SetParentSpanID(spanutil.SpanID("langfuse/obs", o.ParentID))
+			s.SetParentSpanID(ids.SpanID("langfuse/obs", o.ParentID))
 		} else {
-			s.SetParentSpanID(spanutil.SpanID("langfuse/obs", rootSpanID(o.TraceID)))
+			s.SetParentSpanID(ids.SpanID("langfuse/obs", rootSpanID(o.TraceID)))
 		}
 		toolCallID, _ := o.Metadata["tool_call_id"].(string)
 		switch {
@@ -593,7 +599,7 @@ func (in *Ingester) build(obs []Observation) ptrace.Traces {
 				}
 			}
 			if len(ids) == 0 {
-				ids = spanutil.ToolCallIDs(o.Output)
+				ids = genai.ResponseToolCallIDs(o.Output)
 			}
 			if len(ids) > 0 {
 				genai.PutStrings(a, genai.AttrResponseToolCallIDs, ids)

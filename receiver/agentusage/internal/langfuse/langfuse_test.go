@@ -32,7 +32,7 @@ func TestGoldenSDKOTLP(t *testing.T) {
 	td, err := DecodeOTLP("application/json", body)
 	require.NoError(t, err)
 	require.Equal(t, 5, td.SpanCount())
-	goldentest.Compare(t, filepath.Join("testdata", "otlp_sdk.golden.json"), td)
+	goldentest.Compare(t, filepath.Join("testdata", "otlp_sdk.expected.yaml"), td)
 }
 
 // The three batches the v3 SDK sent for test/sdk/langfuse-v3-ingestion.mjs (captured),
@@ -68,7 +68,7 @@ func TestGoldenSDKIngestionBatches(t *testing.T) {
 		assert.Equal(t, "thread-lf3", conv.Str(), s.Name())
 	}
 	assert.Equal(t, genai.Usage{Input: 1200, Output: 90, CacheRead: 450, Reasoning: 10}, sum)
-	goldentest.Compare(t, filepath.Join("testdata", "ingestion_sdk.golden.json"), all)
+	goldentest.Compare(t, filepath.Join("testdata", "ingestion_sdk.expected.yaml"), all)
 }
 
 func TestUsageFromDetails(t *testing.T) {
@@ -210,7 +210,7 @@ func TestGoldenLangChainOTLP(t *testing.T) {
 			assert.Equal(t, "openai", str(s, genai.AttrProviderName))
 		}
 	}
-	goldentest.Compare(t, filepath.Join("testdata", "otlp_langchain.golden.json"), td)
+	goldentest.Compare(t, filepath.Join("testdata", "otlp_langchain.expected.yaml"), td)
 }
 
 func TestToolCallIDFromContent(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/agentmeter/agentmeter/genai"
-	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 )
 
 // ErrBody is a request-level decoding error.
@@ -291,7 +291,7 @@ func mapSpan(s ptrace.Span, session, user string, parentIsTool bool) {
 		caller = metaValue(a, meta, mkCaller)
 	}
 	if caller == "" {
-		caller = spanutil.CallerFromTags(genai.StringsFromMap(a, "langfuse.trace.tags"))
+		caller = genai.CallerFromTags(genai.StringsFromMap(a, "langfuse.trace.tags"))
 	}
 	if caller != "" {
 		a.PutStr(genai.AttrCaller, caller)
@@ -351,7 +351,7 @@ func mapSpan(s ptrace.Span, session, user string, parentIsTool bool) {
 				if v, ok := a.Get(lfObsOutput); ok {
 					var out any
 					if json.Unmarshal([]byte(v.AsString()), &out) == nil {
-						ids = spanutil.ToolCallIDs(out)
+						ids = genai.ResponseToolCallIDs(out)
 					}
 				}
 			}
@@ -423,32 +423,32 @@ func metaStrings(a pcommon.Map, meta map[string]any, k metaKey) []string {
 // input_tokens/output_tokens with *_details) are already inclusive, as Langfuse itself
 // treats them. ok is false when no token count is present.
 func UsageFromDetails(ud map[string]any) (genai.Usage, bool) {
-	n := func(k string) int64 { v, _ := spanutil.ToInt64(ud[k]); return v }
-	has := func(k string) bool { _, ok := spanutil.ToInt64(ud[k]); return ok }
+	n := func(k string) int64 { v, _ := record.Count(ud[k]); return v }
+	has := func(k string) bool { _, ok := record.Count(ud[k]); return ok }
 	var u genai.Usage
 	if has("prompt_tokens") || has("completion_tokens") {
 		u.Input, u.Output = n("prompt_tokens"), n("completion_tokens")
 		if d, ok := ud["prompt_tokens_details"].(map[string]any); ok {
-			u.CacheRead, _ = spanutil.ToInt64(d["cached_tokens"])
+			u.CacheRead, _ = record.Count(d["cached_tokens"])
 		}
 		if d, ok := ud["completion_tokens_details"].(map[string]any); ok {
-			u.Reasoning, _ = spanutil.ToInt64(d["reasoning_tokens"])
+			u.Reasoning, _ = record.Count(d["reasoning_tokens"])
 		}
 		return u, true
 	}
 	if (has("input_tokens") || has("output_tokens")) && !has("input") && !has("output") {
 		u.Input, u.Output = n("input_tokens"), n("output_tokens")
 		if d, ok := ud["input_tokens_details"].(map[string]any); ok {
-			u.CacheRead, _ = spanutil.ToInt64(d["cached_tokens"])
+			u.CacheRead, _ = record.Count(d["cached_tokens"])
 		}
 		if d, ok := ud["output_tokens_details"].(map[string]any); ok {
-			u.Reasoning, _ = spanutil.ToInt64(d["reasoning_tokens"])
+			u.Reasoning, _ = record.Count(d["reasoning_tokens"])
 		}
 		return u, true
 	}
 	var acc bucketAcc
 	for k, v := range ud {
-		if c, ok := spanutil.ToInt64(v); ok {
+		if c, ok := record.Count(v); ok {
 			acc.add(k, c)
 		}
 	}

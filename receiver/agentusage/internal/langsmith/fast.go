@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/ids"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/timestamps"
 )
 
 // typedRun is a run decoded straight into Go types: the fast path for well-formed
@@ -80,14 +81,14 @@ func (t *typedRun) run(patch bool) (Run, bool) {
 		ID: deref(t.ID), TraceID: deref(t.TraceID), DottedOrder: deref(t.DottedOrder), ParentRunID: deref(t.ParentRunID),
 		Name: deref(t.Name), RunType: deref(t.RunType), SessionName: deref(t.SessionName), Tags: t.Tags, Posted: !patch,
 	}
-	if !spanutil.IsUUIDOrHex(r.ID) || (r.TraceID != "" && !spanutil.IsUUIDOrHex(r.TraceID)) {
+	if !ids.IsUUIDOrHex(r.ID) || (r.TraceID != "" && !ids.IsUUIDOrHex(r.TraceID)) {
 		return Run{}, false
 	}
 	var err error
-	if r.Start, err = spanutil.ParseRawTime(t.StartTime); err != nil {
+	if r.Start, err = timestamps.ParseRawTime(t.StartTime); err != nil {
 		return Run{}, false
 	}
-	if r.End, err = spanutil.ParseRawTime(t.EndTime); err != nil {
+	if r.End, err = timestamps.ParseRawTime(t.EndTime); err != nil {
 		return Run{}, false
 	}
 	var ok bool

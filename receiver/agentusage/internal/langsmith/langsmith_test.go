@@ -48,7 +48,7 @@ func TestGoldenSDKMultipart(t *testing.T) {
 	require.Empty(t, plan.Park, "every run ended")
 	td := plan.Build()
 	assert.Equal(t, 9, td.SpanCount())
-	goldentest.Compare(t, filepath.Join("testdata", "multipart_sdk.golden.json"), td)
+	goldentest.Compare(t, filepath.Join("testdata", "multipart_sdk.expected.yaml"), td)
 }
 
 const (
@@ -94,7 +94,7 @@ func TestGoldenBatchPostThenPatch(t *testing.T) {
 			assert.Equal(t, []string{"toolu_1"}, genai.StringsFromMap(s.Attributes(), genai.AttrResponseToolCallIDs))
 		}
 	}
-	goldentest.Compare(t, filepath.Join("testdata", "batch_post_patch.golden.json"), td)
+	goldentest.Compare(t, filepath.Join("testdata", "batch_post_patch.expected.yaml"), td)
 }
 
 func TestPatchBeforePostWaitsForPost(t *testing.T) {
@@ -287,5 +287,5 @@ func testLangChainAgents(t *testing.T, name, callID string) {
 			assert.Equal(t, genai.SubagentCaller("researcher"), c.Str())
 		}
 	}
-	goldentest.Compare(t, filepath.Join("testdata", name+".golden.json"), td)
+	goldentest.Compare(t, filepath.Join("testdata", name+".expected.yaml"), td)
 }

@@ -417,7 +417,7 @@ func rawStr(raw []byte) (string, bool) {
 }
 
 // rawScalar turns a scalar the way encoding/json decodes it into an interface value
-// (numbers as float64), for spanutil.ToInt64.
+// (numbers as float64), for record.Count.
 func rawScalar(raw []byte) any {
 	if len(raw) == 0 {
 		return nil

@@ -11,7 +11,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/build"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/fielderr"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/ids"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/timestamps"
 )
 
 // Run is one LangSmith run as far as a POST and/or PATCH told us.
@@ -89,7 +92,7 @@ func parseRun(m map[string]any, patch bool) (Run, error) {
 		}
 		s, ok := v.(string)
 		if !ok {
-			errs = append(errs, spanutil.Errorf(key, "must be a string"))
+			errs = append(errs, fielderr.New(key, "must be a string"))
 		}
 		return s
 	}
@@ -100,7 +103,7 @@ func parseRun(m map[string]any, patch bool) (Run, error) {
 		}
 		o, ok := v.(map[string]any)
 		if !ok {
-			errs = append(errs, spanutil.Errorf(key, "must be a JSON object"))
+			errs = append(errs, fielderr.New(key, "must be a JSON object"))
 		}
 		return o
 	}
@@ -109,21 +112,21 @@ func parseRun(m map[string]any, patch bool) (Run, error) {
 		if !ok || v == nil {
 			return time.Time{}
 		}
-		t, err := spanutil.ParseTime(v)
+		t, err := timestamps.ParseTime(v)
 		if err != nil {
-			errs = append(errs, spanutil.Errorf(key, "%v", err))
+			errs = append(errs, fielderr.New(key, "%v", err))
 		}
 		return t
 	}
 	r.ID = str("id")
 	if r.ID == "" {
-		errs = append(errs, spanutil.Errorf("id", "is required"))
-	} else if !spanutil.IsUUIDOrHex(r.ID) {
-		errs = append(errs, spanutil.Errorf("id", "must be a UUID, got %q", spanutil.Truncate(r.ID, 64)))
+		errs = append(errs, fielderr.New("id", "is required"))
+	} else if !ids.IsUUIDOrHex(r.ID) {
+		errs = append(errs, fielderr.New("id", "must be a UUID, got %q", build.Truncate(r.ID, 64)))
 	}
 	r.TraceID = str("trace_id")
-	if r.TraceID != "" && !spanutil.IsUUIDOrHex(r.TraceID) {
-		errs = append(errs, spanutil.Errorf("trace_id", "must be a UUID"))
+	if r.TraceID != "" && !ids.IsUUIDOrHex(r.TraceID) {
+		errs = append(errs, fielderr.New("trace_id", "must be a UUID"))
 	}
 	r.DottedOrder = str("dotted_order")
 	r.ParentRunID = str("parent_run_id")
@@ -151,7 +154,7 @@ func parseRun(m map[string]any, patch bool) (Run, error) {
 	if v, ok := m["tags"]; ok && v != nil {
 		arr, ok := v.([]any)
 		if !ok {
-			errs = append(errs, spanutil.Errorf("tags", "must be an array of strings"))
+			errs = append(errs, fielderr.New("tags", "must be an array of strings"))
 		}
 		for _, t := range arr {
 			if s, ok := t.(string); ok {

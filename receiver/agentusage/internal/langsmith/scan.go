@@ -4,7 +4,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/ids"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/timestamps"
 )
 
 // runKeys are the run fields the scanning decoder reads. A key that differs from one
@@ -126,11 +127,11 @@ func (sr *runScanner) field(key, val []byte) bool {
 	case "session_name":
 		return str(&r.SessionName)
 	case "start_time":
-		t, err := spanutil.ParseRawTime(val)
+		t, err := timestamps.ParseRawTime(val)
 		r.Start = t
 		return err == nil
 	case "end_time":
-		t, err := spanutil.ParseRawTime(val)
+		t, err := timestamps.ParseRawTime(val)
 		r.End = t
 		return err == nil
 	case "inputs":
@@ -181,7 +182,7 @@ func (sr *runScanner) field(key, val []byte) bool {
 
 // validRun reports whether the run passes the typed path's id checks.
 func validRun(r *Run) bool {
-	return spanutil.IsUUIDOrHex(r.ID) && (r.TraceID == "" || spanutil.IsUUIDOrHex(r.TraceID))
+	return ids.IsUUIDOrHex(r.ID) && (r.TraceID == "" || ids.IsUUIDOrHex(r.TraceID))
 }
 
 // decodeBatchScan is the scanning decoder for /runs/batch. It accepts only bodies the

@@ -9,7 +9,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/build"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/ids"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/pending"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/timestamps"
 )
 
 // DefaultService is service.name when a run names no project (session_name).
@@ -35,18 +39,18 @@ type runInfo struct {
 // pair becomes one span), and facts about recent runs (trace, type, caller) so a child
 // or a late PATCH arriving in another request is still placed correctly.
 type Translator struct {
-	pending *spanutil.Pending[Run]
-	recent  *spanutil.Recent[runInfo] // runs seen, emitted or parked
-	emitted *spanutil.Recent[bool]    // runs already turned into spans
+	pending *pending.Store[Run]
+	recent  *pending.Recent[runInfo] // runs seen, emitted or parked
+	emitted *pending.Recent[bool]    // runs already turned into spans
 }
 
 // NewTranslator returns a translator holding unfinished runs for pendingTimeout, at
 // most maxPending of them.
 func NewTranslator(pendingTimeout time.Duration, maxPending int) *Translator {
 	return &Translator{
-		pending: spanutil.NewPending[Run](pendingTimeout, maxPending),
-		recent:  spanutil.NewRecent[runInfo](4 * maxPending),
-		emitted: spanutil.NewRecent[bool](4 * maxPending),
+		pending: pending.NewStore[Run](pendingTimeout, maxPending),
+		recent:  pending.NewRecent[runInfo](4 * maxPending),
+		emitted: pending.NewRecent[bool](4 * maxPending),
 	}
 }
 
@@ -194,7 +198,7 @@ func dottedIDs(dotted string) []string {
 func (t *Translator) build(runs, also []Run) ptrace.Traces {
 	b := spanutil.NewBuilder()
 	local := make(map[string]runInfo, len(runs)+len(also))
-	var ids spanIDs // span ids of unprepared runs, made on first use
+	var spids spanIDs // span ids of unprepared runs, made on first use
 	lookup := func(id string) (runInfo, bool) {
 		if ri, ok := local[id]; ok {
 			return ri, true
@@ -213,14 +217,14 @@ func (t *Translator) build(runs, also []Run) ptrace.Traces {
 		} else {
 			if arena == nil {
 				arena = make([]idxField, 0, 8*len(runs))
-				ids = make(spanIDs, len(runs)+1)
+				spids = make(spanIDs, len(runs)+1)
 			}
 			md = indexedMetadata(r, &arena)
 		}
 		ri := t.info(r, md, lookup)
 		local[r.ID] = ri
 		t.emitted.Put(r.ID, true)
-		t.span(b, ids, r, md, ri, lookup)
+		t.span(b, spids, r, md, ri, lookup)
 	}
 	for id, ri := range local {
 		t.recent.Put(id, ri)
@@ -235,7 +239,7 @@ type spanIDs map[string]pcommon.SpanID
 func (c spanIDs) of(runID string) pcommon.SpanID {
 	id, ok := c[runID]
 	if !ok {
-		id = spanutil.SpanID("langsmith/run", runID)
+		id = ids.SpanID("langsmith/run", runID)
 		c[runID] = id
 	}
 	return id
@@ -300,7 +304,7 @@ func (t *Translator) info(r Run, md view, lookup func(string) (runInfo, bool)) r
 			ri.RunID = ri.TraceID
 		}
 	}
-	caller := spanutil.CallerFromTags(r.Tags)
+	caller := genai.CallerFromTags(r.Tags)
 	if caller == "" {
 		caller = md.firstString("caller", genai.AttrCaller)
 	}
@@ -369,22 +373,22 @@ func firstString(m map[string]any, keys ...string) string {
 	return ""
 }
 
-func (t *Translator) span(b *spanutil.Builder, ids spanIDs, r Run, md view, ri runInfo, lookup func(string) (runInfo, bool)) {
+func (t *Translator) span(b *spanutil.Builder, spids spanIDs, r Run, md view, ri runInfo, lookup func(string) (runInfo, bool)) {
 	service := r.SessionName
 	if service == "" {
 		service = DefaultService
 	}
 	s := b.Span(service)
-	s.SetTraceID(spanutil.TraceID(ri.TraceID))
+	s.SetTraceID(ids.TraceID(ri.TraceID))
 	if r.prep != nil {
 		s.SetSpanID(r.prep.spanID)
 		if r.prep.parentID != "" {
 			s.SetParentSpanID(r.prep.parentSpanID)
 		}
 	} else {
-		s.SetSpanID(ids.of(r.ID))
+		s.SetSpanID(spids.of(r.ID))
 		if pid := t.parentID(r); pid != "" {
-			s.SetParentSpanID(ids.of(pid))
+			s.SetParentSpanID(spids.of(pid))
 		}
 	}
 	start, end := r.Start, r.End
@@ -394,8 +398,8 @@ func (t *Translator) span(b *spanutil.Builder, ids spanIDs, r Run, md view, ri r
 	if end.IsZero() || end.Before(start) {
 		end = start
 	}
-	s.SetStartTimestamp(spanutil.Timestamp(start))
-	s.SetEndTimestamp(spanutil.Timestamp(end))
+	s.SetStartTimestamp(timestamps.Timestamp(start))
+	s.SetEndTimestamp(timestamps.Timestamp(end))
 	a := s.Attributes()
 	a.EnsureCapacity(attrCap(ri.RunType))
 	if ri.ThreadID != "" {
@@ -408,8 +412,8 @@ func (t *Translator) span(b *spanutil.Builder, ids spanIDs, r Run, md view, ri r
 	}
 	if r.Error != "" {
 		s.Status().SetCode(ptrace.StatusCodeError)
-		s.Status().SetMessage(spanutil.Truncate(r.Error, 512))
-		a.PutStr(genai.AttrErrorType, spanutil.ErrorType(r.Error))
+		s.Status().SetMessage(build.Truncate(r.Error, 512))
+		a.PutStr(genai.AttrErrorType, build.ErrorType(r.Error))
 	}
 	switch {
 	case ri.RunType == "llm" || ri.RunType == "chat_model":

@@ -1,10 +1,11 @@
 package langsmith
 
 import (
-	"github.com/agentmeter/agentmeter/genai"
-	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
 	"maps"
 	"slices"
+
+	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 )
 
 // usageOf reads an llm run's usage. LangSmith's usage_metadata is inclusive like the
@@ -137,8 +138,8 @@ func rawUsageMetadata(um []byte) (genai.Usage, bool) {
 		return true
 	})
 	var okIn, okOut bool
-	u.Input, okIn = spanutil.ToInt64(rawScalar(in))
-	u.Output, okOut = spanutil.ToInt64(rawScalar(out))
+	u.Input, okIn = record.Count(rawScalar(in))
+	u.Output, okOut = record.Count(rawScalar(out))
 	if !okIn && !okOut {
 		return genai.Usage{}, false
 	}
@@ -158,12 +159,12 @@ func rawUsageMetadata(um []byte) (genai.Usage, bool) {
 			}
 			return true
 		})
-		u.CacheRead, _ = spanutil.ToInt64(rawScalar(cr))
-		if n, ok := spanutil.ToInt64(rawScalar(cc)); ok && hasCC {
+		u.CacheRead, _ = record.Count(rawScalar(cr))
+		if n, ok := record.Count(rawScalar(cc)); ok && hasCC {
 			u.CacheCreation = n
 		} else {
-			n5, _ := spanutil.ToInt64(rawScalar(e5))
-			n1, _ := spanutil.ToInt64(rawScalar(e1))
+			n5, _ := record.Count(rawScalar(e5))
+			n1, _ := record.Count(rawScalar(e1))
 			u.CacheCreation = n5 + n1
 		}
 	}
@@ -175,7 +176,7 @@ func rawUsageMetadata(um []byte) (genai.Usage, bool) {
 			}
 			return true
 		})
-		u.Reasoning, _ = spanutil.ToInt64(rawScalar(r))
+		u.Reasoning, _ = record.Count(rawScalar(r))
 	}
 	return u, true
 }

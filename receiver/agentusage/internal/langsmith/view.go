@@ -3,9 +3,9 @@ package langsmith
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/agentmeter/agentmeter/genai"
 
-	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
+	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 )
 
 // view reads a JSON object that is either decoded (m) or still raw (a validated
@@ -106,9 +106,9 @@ func (v view) has(key string) bool {
 func (v view) num(key string) (int64, bool) {
 	if v.raw != nil {
 		c, _ := v.get(key)
-		return spanutil.ToInt64(rawScalar(c))
+		return record.Count(rawScalar(c))
 	}
-	return spanutil.ToInt64(v.m[key])
+	return record.Count(v.m[key])
 }
 
 // firstString is the first non-empty string among keys.
@@ -137,7 +137,7 @@ func (v view) findString(key string) string {
 	var found string
 	var walk func(raw []byte, depth int) bool
 	walk = func(raw []byte, depth int) bool {
-		if depth > spanutil.MaxWalkDepth {
+		if depth > genai.MaxJSONDepth {
 			return false
 		}
 		switch {
@@ -205,10 +205,10 @@ func (v view) findMap(key string) (view, bool) {
 	return view{raw: m, noEscU: v.noEscU}, m != nil
 }
 
-// toolCallIDs is spanutil.ToolCallIDs.
+// toolCallIDs is genai.ResponseToolCallIDs.
 func (v view) toolCallIDs() []string {
 	if v.raw == nil {
-		return spanutil.ToolCallIDs(v.m)
+		return genai.ResponseToolCallIDs(v.m)
 	}
 	if !v.mayHold(`"tool_calls"`, `"tool_use"`, `"function_call"`) {
 		return nil
@@ -223,7 +223,7 @@ func (v view) toolCallIDs() []string {
 	}
 	var walk func(raw []byte, depth int)
 	walk = func(raw []byte, depth int) {
-		if depth > spanutil.MaxWalkDepth {
+		if depth > genai.MaxJSONDepth {
 			return
 		}
 		switch {

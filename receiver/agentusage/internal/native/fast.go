@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/agentmeter/agentmeter/genai"
-	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/ids"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/timestamps"
 )
 
 // typedRecord is the record decoded straight into Go types: the fast path for the
@@ -87,7 +88,7 @@ func (t *typedRecord) record(now time.Time) (Record, bool) {
 		Caller: str(t.Caller), ModelName: str(t.ModelName), Provider: str(t.Provider), ToolCallID: str(t.ToolCallID),
 		ResponseToolCallIDs: t.ResponseToolCallIDs,
 	}
-	if r.TraceID != "" && !spanutil.IsUUIDOrHex(r.TraceID) {
+	if r.TraceID != "" && !ids.IsUUIDOrHex(r.TraceID) {
 		return Record{}, false
 	}
 	for _, id := range r.ResponseToolCallIDs {
@@ -117,10 +118,10 @@ func (t *typedRecord) record(now time.Time) (Record, bool) {
 		return Record{}, false
 	}
 	var err error
-	if r.Start, err = spanutil.ParseRawTime(t.StartTime); err != nil {
+	if r.Start, err = timestamps.ParseRawTime(t.StartTime); err != nil {
 		return Record{}, false
 	}
-	if r.End, err = spanutil.ParseRawTime(t.EndTime); err != nil {
+	if r.End, err = timestamps.ParseRawTime(t.EndTime); err != nil {
 		return Record{}, false
 	}
 	finish(&r, now)

@@ -15,7 +15,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
-	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/build"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/fielderr"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/ids"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/timestamps"
 )
 
 // ServiceName is the resource service.name of spans built from records.
@@ -121,17 +125,17 @@ func parseRecord(raw json.RawMessage, now time.Time) (Record, error) {
 		v, ok := m[key]
 		if !ok || v == nil {
 			if required {
-				errs = append(errs, spanutil.Errorf(key, "is required"))
+				errs = append(errs, fielderr.New(key, "is required"))
 			}
 			return ""
 		}
 		s, ok := v.(string)
 		if !ok {
-			errs = append(errs, spanutil.Errorf(key, "must be a string"))
+			errs = append(errs, fielderr.New(key, "must be a string"))
 			return ""
 		}
 		if required && s == "" {
-			errs = append(errs, spanutil.Errorf(key, "must not be empty"))
+			errs = append(errs, fielderr.New(key, "must not be empty"))
 		}
 		return s
 	}
@@ -142,12 +146,12 @@ func parseRecord(raw json.RawMessage, now time.Time) (Record, error) {
 		}
 		n, ok := v.(json.Number)
 		if !ok {
-			errs = append(errs, spanutil.Errorf(key, "must be a non-negative integer"))
+			errs = append(errs, fielderr.New(key, "must be a non-negative integer"))
 			return 0
 		}
 		i, err := n.Int64()
 		if err != nil || i < 0 {
-			errs = append(errs, spanutil.Errorf(key, "must be a non-negative integer, got %s", n))
+			errs = append(errs, fielderr.New(key, "must be a non-negative integer, got %s", n))
 			return 0
 		}
 		return i
@@ -157,15 +161,15 @@ func parseRecord(raw json.RawMessage, now time.Time) (Record, error) {
 		if !ok || v == nil {
 			return time.Time{}
 		}
-		t, err := spanutil.ParseTime(v)
+		t, err := timestamps.ParseTime(v)
 		if err != nil {
-			errs = append(errs, spanutil.Errorf(key, "%v", err))
+			errs = append(errs, fielderr.New(key, "%v", err))
 		}
 		return t
 	}
 	r.TraceID = str("trace_id", false)
-	if r.TraceID != "" && !spanutil.IsUUIDOrHex(r.TraceID) {
-		errs = append(errs, spanutil.Errorf("trace_id", "must be 32 hex digits or a UUID"))
+	if r.TraceID != "" && !ids.IsUUIDOrHex(r.TraceID) {
+		errs = append(errs, fielderr.New("trace_id", "must be 32 hex digits or a UUID"))
 	}
 	r.ThreadID = str("thread_id", false)
 	r.RunID = str("run_id", true)
@@ -177,12 +181,12 @@ func parseRecord(raw json.RawMessage, now time.Time) (Record, error) {
 	if v, ok := m["response_tool_call_ids"]; ok && v != nil {
 		arr, ok := v.([]any)
 		if !ok {
-			errs = append(errs, spanutil.Errorf("response_tool_call_ids", "must be an array of strings"))
+			errs = append(errs, fielderr.New("response_tool_call_ids", "must be an array of strings"))
 		}
 		for i, e := range arr {
 			s, ok := e.(string)
 			if !ok || s == "" {
-				errs = append(errs, spanutil.Errorf(fmt.Sprintf("response_tool_call_ids[%d]", i), "must be a non-empty string"))
+				errs = append(errs, fielderr.New(fmt.Sprintf("response_tool_call_ids[%d]", i), "must be a non-empty string"))
 				continue
 			}
 			r.ResponseToolCallIDs = append(r.ResponseToolCallIDs, s)
@@ -203,14 +207,14 @@ func parseRecord(raw json.RawMessage, now time.Time) (Record, error) {
 	if total, has := m["total_tokens"]; has && total != nil {
 		t := count("total_tokens")
 		if len(errs) == 0 && t != r.Usage.Total() {
-			errs = append(errs, spanutil.Errorf("total_tokens", "is %d but input_tokens + output_tokens is %d", t, r.Usage.Total()))
+			errs = append(errs, fielderr.New("total_tokens", "is %d but input_tokens + output_tokens is %d", t, r.Usage.Total()))
 		}
 	}
 	if r.Usage.CacheRead+r.Usage.CacheCreation > r.Usage.Input {
-		errs = append(errs, spanutil.Errorf("cache_read_tokens", "cache_read_tokens + cache_creation_tokens (%d) exceed input_tokens (%d); input_tokens includes cached tokens", r.Usage.CacheRead+r.Usage.CacheCreation, r.Usage.Input))
+		errs = append(errs, fielderr.New("cache_read_tokens", "cache_read_tokens + cache_creation_tokens (%d) exceed input_tokens (%d); input_tokens includes cached tokens", r.Usage.CacheRead+r.Usage.CacheCreation, r.Usage.Input))
 	}
 	if r.Usage.Reasoning > r.Usage.Output {
-		errs = append(errs, spanutil.Errorf("reasoning_tokens", "reasoning_tokens (%d) exceed output_tokens (%d); output_tokens includes reasoning", r.Usage.Reasoning, r.Usage.Output))
+		errs = append(errs, fielderr.New("reasoning_tokens", "reasoning_tokens (%d) exceed output_tokens (%d); output_tokens includes reasoning", r.Usage.Reasoning, r.Usage.Output))
 	}
 	r.Start = tm("start_time")
 	r.End = tm("end_time")
@@ -251,7 +255,17 @@ func (r Record) traceKey() string {
 // the structural spans are re-emitted with each request that needs them, with the same
 // ids (exporters upsert by id).
 func Build(recs []Record) ptrace.Traces {
-	b := spanutil.NewBuilder()
+	b := build.New()
+	for _, r := range Records(recs) {
+		b.Add(&r)
+	}
+	return b.Traces()
+}
+
+// Records is Build's span tree as records, in the order Build emits them: per trace
+// the root, then each dispatching tool call and its subagent run (by tool call id),
+// then the model calls in request order.
+func Records(recs []Record) []record.Record {
 	byTrace := map[string][]Record{}
 	var order []string
 	for _, r := range recs {
@@ -261,11 +275,12 @@ func Build(recs []Record) ptrace.Traces {
 		}
 		byTrace[k] = append(byTrace[k], r)
 	}
+	out := make([]record.Record, 0, len(recs)+1)
 	for _, k := range order {
 		group := byTrace[k]
-		tid := spanutil.TraceID(k)
+		tid := ids.TraceID(k)
 		if group[0].TraceID == "" {
-			tid = spanutil.TraceID("agentusage/run\x00" + group[0].RunID)
+			tid = ids.TraceID("agentusage/run\x00" + group[0].RunID)
 		}
 		first, last := group[0].Start, group[0].End
 		for _, r := range group {
@@ -276,25 +291,15 @@ func Build(recs []Record) ptrace.Traces {
 				last = r.End
 			}
 		}
-		common := func(s ptrace.Span, r Record, caller string) {
-			a := s.Attributes()
-			if r.ThreadID != "" {
-				a.PutStr(genai.AttrConversationID, r.ThreadID)
-			}
-			a.PutStr(genai.AttrRunID, r.RunID)
-			a.PutStr(genai.AttrCaller, caller)
+		// base is what every span of the trace shares: ids, thread, run, caller
+		base := func(r Record, kind record.Kind, caller string) record.Record {
+			return record.Record{Kind: kind, Service: ServiceName, TraceID: tid,
+				ThreadID: r.ThreadID, RunID: r.RunID, Caller: caller}
 		}
-		rootID := spanutil.SpanID("native/root", k)
-		root := b.Span(ServiceName)
-		root.SetTraceID(tid)
-		root.SetSpanID(rootID)
-		root.SetName(genai.SpanName(genai.OpInvokeAgent, genai.LeadAgentName))
-		root.SetKind(ptrace.SpanKindInternal)
-		root.SetStartTimestamp(spanutil.Timestamp(first))
-		root.SetEndTimestamp(spanutil.Timestamp(last))
-		common(root, group[0], genai.BucketLeadAgent)
-		root.Attributes().PutStr(genai.AttrOperationName, genai.OpInvokeAgent)
-		root.Attributes().PutStr(genai.AttrAgentName, genai.LeadAgentName)
+		rootID := ids.SpanID("native/root", k)
+		root := base(group[0], record.AgentRun, genai.BucketLeadAgent)
+		root.SpanID, root.Start, root.End, root.Name = rootID, first, last, genai.LeadAgentName
+		out = append(out, root)
 
 		// one execute_tool + invoke_agent pair per dispatching tool call id
 		agents := map[string]pcommon.SpanID{}
@@ -326,72 +331,37 @@ func Build(recs []Record) ptrace.Traces {
 					break
 				}
 			}
-			name := subagentName(rec.Caller)
-			toolID := spanutil.SpanID("native/tool", k+"\x00"+call)
-			tool := b.Span(ServiceName)
-			tool.SetTraceID(tid)
-			tool.SetSpanID(toolID)
-			tool.SetParentSpanID(rootID)
-			tool.SetName(genai.SpanName(genai.OpExecuteTool, genai.TaskToolName))
-			tool.SetKind(ptrace.SpanKindInternal)
-			tool.SetStartTimestamp(spanutil.Timestamp(span[call][0]))
-			tool.SetEndTimestamp(spanutil.Timestamp(span[call][1]))
-			common(tool, rec, genai.BucketLeadAgent)
-			ta := tool.Attributes()
-			ta.PutStr(genai.AttrOperationName, genai.OpExecuteTool)
-			ta.PutStr(genai.AttrToolName, genai.TaskToolName)
-			ta.PutStr(genai.AttrToolCallID, call)
-			ta.PutStr(genai.AttrToolType, genai.ToolTypeFunction)
+			tool := base(rec, record.ToolCall, genai.BucketLeadAgent)
+			tool.SpanID = ids.SpanID("native/tool", k+"\x00"+call)
+			tool.ParentSpanID = rootID
+			tool.Start, tool.End = span[call][0], span[call][1]
+			tool.Name, tool.ToolCallID = genai.TaskToolName, call
+			out = append(out, tool)
 
-			agentID := spanutil.SpanID("native/subagent", k+"\x00"+call)
-			ag := b.Span(ServiceName)
-			ag.SetTraceID(tid)
-			ag.SetSpanID(agentID)
-			ag.SetParentSpanID(toolID)
-			ag.SetName(genai.SpanName(genai.OpInvokeAgent, name))
-			ag.SetKind(ptrace.SpanKindInternal)
-			ag.SetStartTimestamp(spanutil.Timestamp(span[call][0]))
-			ag.SetEndTimestamp(spanutil.Timestamp(span[call][1]))
-			common(ag, rec, rec.Caller)
-			aa := ag.Attributes()
-			aa.PutStr(genai.AttrOperationName, genai.OpInvokeAgent)
-			aa.PutStr(genai.AttrAgentName, name)
-			aa.PutStr(genai.AttrToolCallID, call)
-			agents[call] = agentID
+			agent := base(rec, record.AgentRun, rec.Caller)
+			agent.SpanID = ids.SpanID("native/subagent", k+"\x00"+call)
+			agent.ParentSpanID = tool.SpanID
+			agent.Start, agent.End = tool.Start, tool.End
+			agent.Name, agent.ToolCallID = subagentName(rec.Caller), call
+			agents[call] = agent.SpanID
+			out = append(out, agent)
 		}
 
 		for _, r := range group {
-			s := b.Span(ServiceName)
-			s.SetTraceID(tid)
-			s.SetSpanID(spanutil.SpanID("native/record", r.SourceRunID))
+			c := base(r, record.ModelCall, r.Caller)
+			c.SpanID = ids.SpanID("native/record", r.SourceRunID)
+			c.ParentSpanID = rootID
 			if r.ToolCallID != "" {
-				s.SetParentSpanID(agents[r.ToolCallID])
-			} else {
-				s.SetParentSpanID(rootID)
+				c.ParentSpanID = agents[r.ToolCallID]
 			}
-			s.SetName(genai.SpanName(genai.OpChat, r.ModelName))
-			s.SetKind(ptrace.SpanKindClient)
-			s.SetStartTimestamp(spanutil.Timestamp(r.Start))
-			s.SetEndTimestamp(spanutil.Timestamp(r.End))
-			common(s, r, r.Caller)
-			a := s.Attributes()
-			a.PutStr(genai.AttrOperationName, genai.OpChat)
-			if r.Provider != "" {
-				a.PutStr(genai.AttrProviderName, r.Provider)
-			}
-			if r.ModelName != "" {
-				a.PutStr(genai.AttrRequestModel, r.ModelName)
-				a.PutStr(genai.AttrResponseModel, r.ModelName)
-			}
-			if r.HasUsage {
-				genai.PutUsage(a, r.Usage)
-			}
-			if len(r.ResponseToolCallIDs) > 0 {
-				genai.PutStrings(a, genai.AttrResponseToolCallIDs, r.ResponseToolCallIDs)
-			}
+			c.Start, c.End = r.Start, r.End
+			c.Provider, c.RequestModel, c.ResponseModel = r.Provider, r.ModelName, r.ModelName
+			c.Usage, c.HasUsage = r.Usage, r.HasUsage
+			c.ResponseToolCallIDs = r.ResponseToolCallIDs
+			out = append(out, c)
 		}
 	}
-	return b.Traces()
+	return out
 }
 
 // subagentName is the name part of a "subagent:<name>" caller, else "subagent".

@@ -26,7 +26,7 @@ func TestGoldenRecords(t *testing.T) {
 	assert.Equal(t, 4, res.Errors[0].Index)
 	assert.Contains(t, res.Errors[0].Message, "total_tokens: is 4 but input_tokens + output_tokens is 5")
 	assert.Contains(t, res.Errors[0].Message, "cache_read_tokens")
-	goldentest.Compare(t, filepath.Join("testdata", "records.golden.json"), res.Traces)
+	goldentest.Compare(t, filepath.Join("testdata", "records.expected.yaml"), res.Traces)
 }
 
 func TestDecodeShapes(t *testing.T) {

@@ -1,11 +1,13 @@
-package spanutil
+// Package pending holds what the stateful faces keep between requests: half-finished
+// runs and observations waiting for their update, and facts about recent ones.
+package pending
 
 import (
 	"sync"
 	"time"
 )
 
-// Pending holds half-finished items (a LangSmith run POSTed without end_time, a
+// Store holds half-finished items (a LangSmith run POSTed without end_time, a
 // Langfuse observation created without endTime) until their update arrives or they
 // time out. It is bounded: when full, the oldest item is handed back for emission, so
 // memory never grows with clients that never send the update.
@@ -13,25 +15,25 @@ import (
 // Items are removed only by the caller (Remove after a successful hand-off to the
 // pipeline, or Expired/Drain which remove and return), so a refused update leaves the
 // original data in place for the client's retry.
-type Pending[T any] struct {
+type Store[T any] struct {
 	mu      sync.Mutex
-	items   map[string]*pendingEntry[T]
+	items   map[string]*entry[T]
 	timeout time.Duration
 	max     int
 }
 
-type pendingEntry[T any] struct {
+type entry[T any] struct {
 	v     T
 	added time.Time
 }
 
-// NewPending returns a store whose items expire after timeout, holding at most max.
-func NewPending[T any](timeout time.Duration, max int) *Pending[T] {
-	return &Pending[T]{items: map[string]*pendingEntry[T]{}, timeout: timeout, max: max}
+// NewStore returns a store whose items expire after timeout, holding at most max.
+func NewStore[T any](timeout time.Duration, max int) *Store[T] {
+	return &Store[T]{items: map[string]*entry[T]{}, timeout: timeout, max: max}
 }
 
 // Get returns the item stored under id.
-func (p *Pending[T]) Get(id string) (T, bool) {
+func (p *Store[T]) Get(id string) (T, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e, ok := p.items[id]
@@ -44,7 +46,7 @@ func (p *Pending[T]) Get(id string) (T, bool) {
 
 // Put stores v under id (keeping the first arrival time of an id already present) and
 // returns the items evicted because the store is full (oldest first).
-func (p *Pending[T]) Put(id string, v T, now time.Time) []T {
+func (p *Store[T]) Put(id string, v T, now time.Time) []T {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if e, ok := p.items[id]; ok {
@@ -62,12 +64,12 @@ func (p *Pending[T]) Put(id string, v T, now time.Time) []T {
 		evicted = append(evicted, p.items[oldestID].v)
 		delete(p.items, oldestID)
 	}
-	p.items[id] = &pendingEntry[T]{v: v, added: now}
+	p.items[id] = &entry[T]{v: v, added: now}
 	return evicted
 }
 
 // Select returns (without removing) the items for which keep is true.
-func (p *Pending[T]) Select(keep func(T) bool) []T {
+func (p *Store[T]) Select(keep func(T) bool) []T {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []T
@@ -81,7 +83,7 @@ func (p *Pending[T]) Select(keep func(T) bool) []T {
 
 // Touch restarts the timeout of id, if held: the store then expires items that have
 // been quiet for the timeout rather than old ones.
-func (p *Pending[T]) Touch(id string, now time.Time) {
+func (p *Store[T]) Touch(id string, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if e, ok := p.items[id]; ok {
@@ -90,7 +92,7 @@ func (p *Pending[T]) Touch(id string, now time.Time) {
 }
 
 // Remove deletes ids.
-func (p *Pending[T]) Remove(ids ...string) {
+func (p *Store[T]) Remove(ids ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, id := range ids {
@@ -99,7 +101,7 @@ func (p *Pending[T]) Remove(ids ...string) {
 }
 
 // Expired removes and returns the items older than the timeout.
-func (p *Pending[T]) Expired(now time.Time) []T {
+func (p *Store[T]) Expired(now time.Time) []T {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []T
@@ -113,7 +115,7 @@ func (p *Pending[T]) Expired(now time.Time) []T {
 }
 
 // Drain removes and returns everything (shutdown).
-func (p *Pending[T]) Drain() []T {
+func (p *Store[T]) Drain() []T {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]T, 0, len(p.items))
@@ -125,7 +127,7 @@ func (p *Pending[T]) Drain() []T {
 }
 
 // Len is the number of items held.
-func (p *Pending[T]) Len() int {
+func (p *Store[T]) Len() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.items)

@@ -1,4 +1,4 @@
-package spanutil
+package ids
 
 import (
 	"crypto/sha256"

@@ -1,0 +1,32 @@
+package pending
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestPendingAndRecent(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	p := NewStore[int](time.Minute, 2)
+	assert.Empty(t, p.Put("a", 1, t0))
+	assert.Empty(t, p.Put("b", 2, t0.Add(time.Second)))
+	assert.Empty(t, p.Put("a", 3, t0.Add(2*time.Second)), "an update keeps its place")
+	v, _ := p.Get("a")
+	assert.Equal(t, 3, v)
+	assert.Equal(t, []int{3}, p.Put("c", 4, t0.Add(3*time.Second)), "full: the oldest is handed back")
+	assert.Equal(t, []int{2}, p.Expired(t0.Add(61*time.Second)))
+	assert.Equal(t, []int{4}, p.Select(func(v int) bool { return v == 4 }))
+	p.Remove("c")
+	assert.Equal(t, 0, p.Len())
+
+	r := NewRecent[string](2)
+	r.Put("a", "1")
+	r.Put("b", "2")
+	r.Put("c", "3")
+	_, ok := r.Get("a")
+	assert.False(t, ok)
+	v2, _ := r.Get("c")
+	assert.Equal(t, "3", v2)
+}
