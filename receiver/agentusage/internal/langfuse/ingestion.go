@@ -16,7 +16,6 @@ import (
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/ids"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/pending"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
-	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/timestamps"
 )
 
@@ -498,144 +497,102 @@ func rootSpanID(traceID string) string { return "trace\x00" + traceID }
 func (in *Ingester) build(obs []Observation) ptrace.Traces {
 	// trace-creates first so their attributes reach observations of the same batch
 	sort.SliceStable(obs, func(i, j int) bool { return obs[i].IsTrace && !obs[j].IsTrace })
-	b := spanutil.NewBuilder()
 	for _, o := range obs {
 		if o.IsTrace {
 			in.rememberTrace(o)
 		}
 	}
+	b := build.New()
 	for _, o := range obs {
 		ti, _ := in.traces.Get(o.TraceID)
-		s := b.Span(ServiceName)
-		s.SetTraceID(ids.TraceID(o.TraceID))
-		start, end := o.Start, o.End
-		if start.IsZero() {
-			start = end
-		}
-		if end.IsZero() || end.Before(start) {
-			end = start
-		}
-		s.SetStartTimestamp(timestamps.Timestamp(start))
-		s.SetEndTimestamp(timestamps.Timestamp(end))
-		a := s.Attributes()
-		session, user := o.SessionID, o.UserID
-		if session == "" {
-			session = ti.SessionID
-		}
-		if user == "" {
-			user = ti.UserID
-		}
-		if session != "" {
-			a.PutStr(genai.AttrConversationID, session)
-		}
-		if user != "" {
-			a.PutStr(genai.AttrEndUserID, user)
-		}
-		runID, _ := o.Metadata["run_id"].(string)
-		if runID == "" {
-			runID = ti.RunID
-		}
-		if runID == "" {
-			runID = o.TraceID
-		}
-		a.PutStr(genai.AttrRunID, runID)
-		caller, _ := o.Metadata["caller"].(string)
-		if caller == "" {
-			caller = genai.CallerFromTags(o.Tags)
-		}
-		if caller == "" {
-			caller = ti.Caller
-		}
-		if caller == "" {
-			caller = genai.BucketLeadAgent
-		}
-		a.PutStr(genai.AttrCaller, caller)
-		if o.Level == "ERROR" {
-			s.Status().SetCode(ptrace.StatusCodeError)
-			s.Status().SetMessage(build.Truncate(o.StatusMsg, 512))
-			a.PutStr(genai.AttrErrorType, build.ErrorType(o.StatusMsg))
-		}
-		if o.IsTrace {
-			s.SetSpanID(ids.SpanID("langfuse/obs", rootSpanID(o.ID)))
-			name := o.Name
-			if name == "" {
-				name = genai.LeadAgentName
-			}
-			s.SetName(genai.SpanName(genai.OpInvokeAgent, name))
-			s.SetKind(ptrace.SpanKindInternal)
-			a.PutStr(genai.AttrOperationName, genai.OpInvokeAgent)
-			a.PutStr(genai.AttrAgentName, name)
-			a.PutStr(genai.AttrAgentID, o.ID)
-			continue
-		}
-		s.SetSpanID(ids.SpanID("langfuse/obs", o.ID))
-		if o.ParentID != "" {
-			s.SetParentSpanID(ids.SpanID("langfuse/obs", o.ParentID))
-		} else {
-			s.SetParentSpanID(ids.SpanID("langfuse/obs", rootSpanID(o.TraceID)))
-		}
-		toolCallID, _ := o.Metadata["tool_call_id"].(string)
-		switch {
-		case o.Kind == "generation":
-			s.SetName(genai.SpanName(genai.OpChat, o.Model))
-			s.SetKind(ptrace.SpanKindClient)
-			a.PutStr(genai.AttrOperationName, genai.OpChat)
-			if o.Model != "" {
-				a.PutStr(genai.AttrRequestModel, o.Model)
-				a.PutStr(genai.AttrResponseModel, o.Model)
-			}
-			if p, _ := o.Metadata["provider"].(string); p != "" {
-				a.PutStr(genai.AttrProviderName, p)
-			}
-			if o.HasUsage {
-				genai.PutUsage(a, o.Usage)
-			}
-			var ids []string
-			if arr, ok := o.Metadata["response_tool_call_ids"].([]any); ok {
-				for _, e := range arr {
-					if s, ok := e.(string); ok && s != "" {
-						ids = append(ids, s)
-					}
-				}
-			}
-			if len(ids) == 0 {
-				ids = genai.ResponseToolCallIDs(o.Output)
-			}
-			if len(ids) > 0 {
-				genai.PutStrings(a, genai.AttrResponseToolCallIDs, ids)
-			}
-		case o.Kind == "tool" || (o.Kind == "span" && toolCallID != ""):
-			s.SetName(genai.SpanName(genai.OpExecuteTool, o.Name))
-			s.SetKind(ptrace.SpanKindInternal)
-			a.PutStr(genai.AttrOperationName, genai.OpExecuteTool)
-			a.PutStr(genai.AttrToolName, o.Name)
-			a.PutStr(genai.AttrToolType, genai.ToolTypeFunction)
-			if toolCallID == "" {
-				// LangChain's handler records no id in metadata: the ToolMessage it
-				// returned names the call it answered
-				toolCallID = genai.ToolCallIDOf(o.Output, nil)
-			}
-			if toolCallID != "" {
-				a.PutStr(genai.AttrToolCallID, toolCallID)
-			}
-			if st, _ := o.Metadata["subagent_status"].(string); st != "" {
-				a.PutStr(genai.AttrSubagentStatus, st)
-			}
-		case o.Kind == "agent":
-			s.SetName(genai.SpanName(genai.OpInvokeAgent, o.Name))
-			s.SetKind(ptrace.SpanKindInternal)
-			a.PutStr(genai.AttrOperationName, genai.OpInvokeAgent)
-			a.PutStr(genai.AttrAgentName, o.Name)
-			a.PutStr(genai.AttrAgentID, o.ID)
-			if toolCallID != "" {
-				a.PutStr(genai.AttrToolCallID, toolCallID)
-			}
-		default:
-			s.SetName(o.Name)
-			s.SetKind(ptrace.SpanKindInternal)
-		}
+		rec := decideObservation(o, ti)
+		b.Add(&rec)
 	}
 	return b.Traces()
+}
+
+// decideObservation decides what one observation (or trace root) is: a generation is
+// a model call, a tool (or a span naming the tool call it ran) a tool call, an agent
+// and a trace's root an agent run, anything else a step. What the observation does not
+// say itself (session, user, run, caller) comes from its trace-create.
+func decideObservation(o Observation, ti traceInfo) record.Record {
+	rec := record.Record{Kind: record.Step, Service: ServiceName, TraceID: ids.TraceID(o.TraceID),
+		Start: o.Start, End: o.End, Name: o.Name, SpanKind: ptrace.SpanKindInternal}
+	rec.ThreadID, rec.UserID = o.SessionID, o.UserID
+	if rec.ThreadID == "" {
+		rec.ThreadID = ti.SessionID
+	}
+	if rec.UserID == "" {
+		rec.UserID = ti.UserID
+	}
+	rec.RunID, _ = o.Metadata["run_id"].(string)
+	if rec.RunID == "" {
+		rec.RunID = ti.RunID
+	}
+	if rec.RunID == "" {
+		rec.RunID = o.TraceID
+	}
+	rec.Caller, _ = o.Metadata["caller"].(string)
+	if rec.Caller == "" {
+		rec.Caller = genai.CallerFromTags(o.Tags)
+	}
+	if rec.Caller == "" {
+		rec.Caller = ti.Caller
+	}
+	if rec.Caller == "" {
+		rec.Caller = genai.BucketLeadAgent
+	}
+	if o.Level == "ERROR" {
+		rec.Failed, rec.Error = true, o.StatusMsg
+	}
+	if o.IsTrace {
+		rec.Kind = record.AgentRun
+		rec.SpanID = ids.SpanID("langfuse/obs", rootSpanID(o.ID))
+		if rec.Name == "" {
+			rec.Name = genai.LeadAgentName
+		}
+		rec.AgentID = o.ID
+		return rec
+	}
+	rec.SpanID = ids.SpanID("langfuse/obs", o.ID)
+	if o.ParentID != "" {
+		rec.ParentSpanID = ids.SpanID("langfuse/obs", o.ParentID)
+	} else {
+		rec.ParentSpanID = ids.SpanID("langfuse/obs", rootSpanID(o.TraceID))
+	}
+	toolCallID, _ := o.Metadata["tool_call_id"].(string)
+	switch {
+	case o.Kind == "generation":
+		rec.Kind = record.ModelCall
+		rec.SpanKind = ptrace.SpanKindClient
+		rec.RequestModel, rec.ResponseModel = o.Model, o.Model
+		rec.Provider, _ = o.Metadata["provider"].(string)
+		rec.Usage, rec.HasUsage = o.Usage, o.HasUsage
+		if arr, ok := o.Metadata["response_tool_call_ids"].([]any); ok {
+			for _, e := range arr {
+				if s, ok := e.(string); ok && s != "" {
+					rec.ResponseToolCallIDs = append(rec.ResponseToolCallIDs, s)
+				}
+			}
+		}
+		if len(rec.ResponseToolCallIDs) == 0 {
+			rec.ResponseToolCallIDs = genai.ResponseToolCallIDs(o.Output)
+		}
+	case o.Kind == "tool" || (o.Kind == "span" && toolCallID != ""):
+		rec.Kind = record.ToolCall
+		if toolCallID == "" {
+			// LangChain's handler records no id in metadata: the ToolMessage it
+			// returned names the call it answered
+			toolCallID = genai.ToolCallIDOf(o.Output, nil)
+		}
+		rec.ToolCallID = toolCallID
+		rec.SubagentStatus, _ = o.Metadata["subagent_status"].(string)
+	case o.Kind == "agent":
+		rec.Kind = record.AgentRun
+		rec.AgentID = o.ID
+		rec.ToolCallID = toolCallID
+	}
+	return rec
 }
 
 // StorageKey is the key under which a held observation or trace root is stored (the
