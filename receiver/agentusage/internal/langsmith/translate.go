@@ -12,8 +12,7 @@ import (
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/build"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/ids"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/pending"
-	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
-	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/timestamps"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 )
 
 // DefaultService is service.name when a run names no project (session_name).
@@ -196,7 +195,7 @@ func dottedIDs(dotted string) []string {
 }
 
 func (t *Translator) build(runs, also []Run) ptrace.Traces {
-	b := spanutil.NewBuilder()
+	b := build.New()
 	local := make(map[string]runInfo, len(runs)+len(also))
 	var spids spanIDs // span ids of unprepared runs, made on first use
 	lookup := func(id string) (runInfo, bool) {
@@ -211,20 +210,23 @@ func (t *Translator) build(runs, also []Run) ptrace.Traces {
 		local[r.ID] = t.info(r, metadata(r), lookup)
 	}
 	for _, r := range runs {
+		var rec record.Record
 		var md view
 		if r.prep != nil {
-			md = r.prep.md
+			md, rec = r.prep.md, r.prep.rec
 		} else {
 			if arena == nil {
 				arena = make([]idxField, 0, 8*len(runs))
 				spids = make(spanIDs, len(runs)+1)
 			}
 			md = indexedMetadata(r, &arena)
+			rec = ownRecord(r, md, strings.ToLower(r.RunType), spids)
 		}
 		ri := t.info(r, md, lookup)
 		local[r.ID] = ri
 		t.emitted.Put(r.ID, true)
-		t.span(b, spids, r, md, ri, lookup)
+		t.place(&rec, r, ri, lookup)
+		b.Add(&rec)
 	}
 	for id, ri := range local {
 		t.recent.Put(id, ri)
@@ -273,7 +275,7 @@ func (t *Translator) info(r Run, md view, lookup func(string) (runInfo, bool)) r
 	}
 	var ri runInfo
 	if r.prep != nil {
-		ri.RunType, ri.ToolCallID = r.prep.runType, r.prep.toolCallID
+		ri.RunType, ri.ToolCallID = r.prep.runType, r.prep.rec.ToolCallID
 	} else {
 		ri.RunType = strings.ToLower(r.RunType)
 		if ri.RunType == "tool" {
@@ -373,124 +375,86 @@ func firstString(m map[string]any, keys ...string) string {
 	return ""
 }
 
-func (t *Translator) span(b *spanutil.Builder, spids spanIDs, r Run, md view, ri runInfo, lookup func(string) (runInfo, bool)) {
-	service := r.SessionName
-	if service == "" {
-		service = DefaultService
+// ownRecord is what a run's record takes from the run alone (Prepare computes it
+// outside the translator's lock): its kind and the facts of a model call or a tool
+// call, its ids, times, user and error. Its place in the tree of runs (trace, thread,
+// run, caller, agent) is filled by place.
+func ownRecord(r Run, md view, runType string, spids spanIDs) record.Record {
+	rec := record.Record{
+		Service: r.SessionName,
+		SpanID:  spids.of(r.ID),
+		Start:   r.Start,
+		End:     r.End,
+		UserID:  md.firstString("user_id", "langfuse_user_id"),
+		Failed:  r.Error != "",
+		Error:   r.Error,
 	}
-	s := b.Span(service)
-	s.SetTraceID(ids.TraceID(ri.TraceID))
-	if r.prep != nil {
-		s.SetSpanID(r.prep.spanID)
-		if r.prep.parentID != "" {
-			s.SetParentSpanID(r.prep.parentSpanID)
-		}
-	} else {
-		s.SetSpanID(spids.of(r.ID))
-		if pid := t.parentID(r); pid != "" {
-			s.SetParentSpanID(spids.of(pid))
-		}
+	if rec.Service == "" {
+		rec.Service = DefaultService
 	}
-	start, end := r.Start, r.End
-	if start.IsZero() {
-		start = end
+	if pid := parentIDOf(r); pid != "" {
+		rec.ParentSpanID = spids.of(pid)
 	}
-	if end.IsZero() || end.Before(start) {
-		end = start
-	}
-	s.SetStartTimestamp(timestamps.Timestamp(start))
-	s.SetEndTimestamp(timestamps.Timestamp(end))
-	a := s.Attributes()
-	a.EnsureCapacity(attrCap(ri.RunType))
-	if ri.ThreadID != "" {
-		a.PutStr(genai.AttrConversationID, ri.ThreadID)
-	}
-	a.PutStr(genai.AttrRunID, ri.RunID)
-	a.PutStr(genai.AttrCaller, ri.Caller)
-	if u := md.firstString("user_id", "langfuse_user_id"); u != "" {
-		a.PutStr(genai.AttrEndUserID, u)
-	}
-	if r.Error != "" {
-		s.Status().SetCode(ptrace.StatusCodeError)
-		s.Status().SetMessage(build.Truncate(r.Error, 512))
-		a.PutStr(genai.AttrErrorType, build.ErrorType(r.Error))
-	}
-	switch {
-	case ri.RunType == "llm" || ri.RunType == "chat_model":
-		t.chat(s, r, md)
-	case ri.RunType == "tool":
-		s.SetName(genai.SpanName(genai.OpExecuteTool, r.Name))
-		s.SetKind(ptrace.SpanKindInternal)
-		a.PutStr(genai.AttrOperationName, genai.OpExecuteTool)
-		a.PutStr(genai.AttrToolName, r.Name)
-		a.PutStr(genai.AttrToolType, genai.ToolTypeFunction)
-		if ri.ToolCallID != "" {
-			a.PutStr(genai.AttrToolCallID, ri.ToolCallID)
-		}
-		if st := md.firstString("subagent_status"); st != "" {
-			a.PutStr(genai.AttrSubagentStatus, st)
-		} else if st := r.outputs().findString("subagent_status"); st != "" {
-			a.PutStr(genai.AttrSubagentStatus, st)
-		}
-	case ri.Agent != "":
-		s.SetName(genai.SpanName(genai.OpInvokeAgent, ri.Agent))
-		s.SetKind(ptrace.SpanKindInternal)
-		a.PutStr(genai.AttrOperationName, genai.OpInvokeAgent)
-		a.PutStr(genai.AttrAgentName, ri.Agent)
-		a.PutStr(genai.AttrAgentID, r.ID)
-		// a subagent's run span names the task call that dispatched it
-		if pid := t.parentID(r); pid != "" {
-			if p, ok := lookup(pid); ok && p.RunType == "tool" && p.ToolCallID != "" {
-				a.PutStr(genai.AttrToolCallID, p.ToolCallID)
-			}
-		}
-	default:
-		name := r.Name
-		if name == "" {
-			name = ri.RunType
-		}
-		s.SetName(name)
-		s.SetKind(ptrace.SpanKindInternal)
-	}
-}
-
-// attrCap is about the number of attributes a span of runType gets, so its map
-// grows once.
-func attrCap(runType string) int {
 	switch runType {
 	case "llm", "chat_model":
-		return 16
+		rec.Kind = record.ModelCall
+		modelCall(&rec, r, md)
+	case "tool":
+		rec.Kind = record.ToolCall
+		rec.Name = r.Name
+		rec.ToolCallID = toolCallID(r)
+		rec.SubagentStatus = md.firstString("subagent_status")
+		if rec.SubagentStatus == "" {
+			rec.SubagentStatus = r.outputs().findString("subagent_status")
+		}
 	default:
-		return 8
+		// a chain is an agent run or a step depending on the runs around it (place)
+		rec.Name = r.Name
+		if rec.Name == "" {
+			rec.Name = runType
+		}
+	}
+	return rec
+}
+
+// place fills in what a record takes from the runs around it: the trace, thread, run
+// and caller, and for a chain whether it is an agent's own run.
+func (t *Translator) place(rec *record.Record, r Run, ri runInfo, lookup func(string) (runInfo, bool)) {
+	rec.TraceID = ids.TraceID(ri.TraceID)
+	rec.ThreadID, rec.RunID, rec.Caller = ri.ThreadID, ri.RunID, ri.Caller
+	if rec.Kind != record.Step || ri.Agent == "" {
+		return
+	}
+	rec.Kind = record.AgentRun
+	rec.Name, rec.AgentID = ri.Agent, r.ID
+	// a subagent's run span names the task call that dispatched it
+	if pid := t.parentID(r); pid != "" {
+		if p, ok := lookup(pid); ok && p.RunType == "tool" && p.ToolCallID != "" {
+			rec.ToolCallID = p.ToolCallID
+		}
 	}
 }
 
-func (t *Translator) chat(s ptrace.Span, r Run, md view) {
-	var c chatFacts
-	if r.prep != nil && r.prep.chat != nil {
-		c = *r.prep.chat
-	} else {
-		c = chatFactsOf(r, md)
+// modelCall reads an llm run's model, provider, usage and the tool calls its response
+// asked for.
+func modelCall(rec *record.Record, r Run, md view) {
+	model := md.firstString("ls_model_name")
+	if model == "" {
+		inv, _ := r.extra().child("invocation_params")
+		model = inv.firstString("model", "model_name")
 	}
-	a := s.Attributes()
-	s.SetName(c.name)
-	s.SetKind(ptrace.SpanKindClient)
-	a.PutStr(genai.AttrOperationName, genai.OpChat)
-	if c.provider != "" {
-		a.PutStr(genai.AttrProviderName, c.provider)
+	out := r.outputs()
+	respModel := out.findString("model_name")
+	if respModel == "" {
+		respModel = model
 	}
-	if c.model != "" {
-		a.PutStr(genai.AttrRequestModel, c.model)
+	if model == "" {
+		model = respModel
 	}
-	if c.respModel != "" {
-		a.PutStr(genai.AttrResponseModel, c.respModel)
-	}
-	if c.hasUsage {
-		genai.PutUsage(a, c.usage)
-	}
-	if len(c.toolCallIDs) > 0 {
-		genai.PutStrings(a, genai.AttrResponseToolCallIDs, c.toolCallIDs)
-	}
+	rec.RequestModel, rec.ResponseModel = model, respModel
+	rec.Provider = md.firstString("ls_provider")
+	rec.Usage, rec.HasUsage = usageOf(r, out)
+	rec.ResponseToolCallIDs = out.toolCallIDs()
 }
 
 // toolCallID finds the provider tool call id of a tool run: LangChain puts it in
