@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/build"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/rawjson"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 )
 
@@ -472,13 +473,17 @@ func (b *bucketAcc) add(k string, c int64) {
 // usageFromDetailsJSON is UsageFromDetails for the JSON string of
 // langfuse.observation.usage_details. The SDKs send a flat object of counts; that
 // common case is scanned without building a map (it is most of this face's cost),
-// anything else goes through encoding/json.
-func usageFromDetailsJSON(s string) (genai.Usage, bool) {
+// anything else is decoded whole.
+func usageFromDetailsJSON[T string | []byte](s T) (genai.Usage, bool) {
 	if u, ok, flat := scanFlatCounts(s); flat {
 		return u, ok
 	}
-	var ud map[string]any
-	if json.Unmarshal([]byte(s), &ud) != nil {
+	v, ok := rawjson.Parse([]byte(s))
+	if !ok {
+		return genai.Usage{}, false
+	}
+	ud, ok := rawjson.Value(v).(map[string]any)
+	if !ok {
 		return genai.Usage{}, false
 	}
 	return UsageFromDetails(ud)
@@ -487,7 +492,7 @@ func usageFromDetailsJSON(s string) (genai.Usage, bool) {
 // scanFlatCounts reads {"key": <non-negative integer>, ...} with plain keys. flat is
 // false for anything else (nested objects, escapes, strings, floats, OpenAI-shaped
 // keys), and the caller falls back to the full decoder.
-func scanFlatCounts(s string) (u genai.Usage, ok, flat bool) {
+func scanFlatCounts[T string | []byte](s T) (u genai.Usage, ok, flat bool) {
 	var acc bucketAcc
 	i := skipWS(s, 0)
 	if i >= len(s) || s[i] != '{' {
@@ -508,7 +513,7 @@ func scanFlatCounts(s string) (u genai.Usage, ok, flat bool) {
 		if j >= len(s) || s[j] != '"' {
 			return u, false, false
 		}
-		key := s[i+1 : j]
+		key := string(s[i+1 : j])
 		switch key {
 		case "prompt_tokens", "completion_tokens", "input_tokens", "output_tokens":
 			return u, false, false // OpenAI shapes are inclusive: the slow path knows them
@@ -543,7 +548,7 @@ func scanFlatCounts(s string) (u genai.Usage, ok, flat bool) {
 	}
 }
 
-func skipWS(s string, i int) int {
+func skipWS[T string | []byte](s T, i int) int {
 	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
 		i++
 	}
