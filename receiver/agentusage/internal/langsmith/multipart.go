@@ -2,15 +2,18 @@ package langsmith
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"mime/multipart"
 	"sort"
+	"strings"
 )
 
-// The scanning decoder for /runs/multipart: the whole body is read once and split on
-// the boundary by hand (no per-part readers, header maps or copies), and each run's
-// parts are scanned like /runs/batch items. It handles the layout the LangSmith SDKs
+// /runs/multipart: the whole body is read once and split on the boundary by hand (no
+// per-part readers, header maps or copies), and each run's parts are decoded with the
+// same scanner as /runs/batch items. The splitter handles the layout the LangSmith SDKs
 // send (CRLF lines, a Content-Disposition form-data name, JSON parts); for anything
-// else it reports !ok and DecodeMultipart runs mime/multipart over the same bytes.
+// else it reports !ok and mime/multipart splits the same bytes.
 
 // mpPart is one part: its form name and content.
 type mpPart struct {
@@ -169,22 +172,56 @@ func trimJSON(b []byte) []byte {
 	return b[i:j]
 }
 
-// decodeMultipartScan turns the parts into ops exactly as the mime/multipart path
-// does, or reports !ok.
-func decodeMultipartScan(parts []mpPart) ([]Op, bool) {
-	type key struct{ kind, id string }
-	type acc struct {
-		run                             Run
-		idSeen, main                    bool
-		inputs, outputs, extra          []byte
-		errv                            []byte
-		hasIn, hasOut, hasExtra, hasErr bool
+// mimeParts splits body with mime/multipart: the general path, for layouts
+// splitMultipart leaves (a preamble, LF line ends, other Content-Disposition shapes,
+// encoded parts). Parts that are not post.* or patch.* are not kept.
+func mimeParts(parts []mpPart, body []byte, boundary string) ([]mpPart, error) {
+	mr := multipart.NewReader(bytes.NewReader(body), boundary)
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			return parts, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: malformed multipart body: %v", ErrBody, err)
+		}
+		name := p.FormName()
+		if kind, _, _ := strings.Cut(name, "."); kind != "post" && kind != "patch" {
+			continue
+		}
+		data, err := io.ReadAll(p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: malformed multipart body: part %q: %v", ErrBody, name, err)
+		}
+		parts = append(parts, mpPart{name: []byte(name), data: data})
 	}
+}
+
+// splitField is a run field a multipart part may carry alone (post.<id>.<field>); it
+// wins over the same field in the run's own part, whatever their order. events and
+// serialized are not read, so their parts are not decoded at all.
+type splitField struct {
+	val []byte
+	has bool
+}
+
+// decodeParts turns the parts of a multipart body into ops: each run from its own
+// part and its field parts, checked with the batch decoder's scanner. A run with a
+// part that is not JSON, or with a bad field, is reported (naming the part or the
+// field: "post.<id>.outputs: ...") and skipped.
+func decodeParts(parts []mpPart) ([]Op, []ItemError) {
+	type acc struct {
+		kind, id string
+		d        runDecoder
+		inputs   splitField
+		split    [3]splitField // outputs, extra, error
+		bad      string
+	}
+	splitKeys := [3]runKey{keyOutputs, keyExtra, keyError}
 	// runs in first-seen order; a run's parts usually come together, so the last run
 	// is checked before the map
 	accs := make([]acc, 0, len(parts)/3+1)
-	keys := make([]key, 0, len(parts)/3+1)
-	index := make(map[key]int, len(parts)/3+1)
+	index := make(map[string]int, len(parts)/3+1) // kind + "." + id
 	last := -1
 	for _, p := range parts {
 		kindB, rest, _ := bytes.Cut(p.name, []byte("."))
@@ -197,97 +234,91 @@ func decodeMultipartScan(parts []mpPart) ([]Op, bool) {
 		default:
 			continue
 		}
-		idB, fieldB, _ := bytes.Cut(rest, []byte("."))
-		if len(idB) == 0 {
-			return nil, false
-		}
-		field := fieldB
-		if last < 0 || keys[last].kind != kind || keys[last].id != string(idB) {
-			k := key{kind, string(idB)}
-			n, seen := index[k]
+		idB, field, _ := bytes.Cut(rest, []byte("."))
+		if last < 0 || accs[last].kind != kind || accs[last].id != string(idB) {
+			var n int
+			var seen bool
+			if end := len(kindB) + 1 + len(idB); end <= len(p.name) {
+				n, seen = index[string(p.name[:end])]
+			} else { // "post" alone
+				n, seen = index[kind+"."]
+			}
 			if !seen {
 				n = len(accs)
-				accs = append(accs, acc{})
-				keys = append(keys, k)
-				index[k] = n
+				accs = append(accs, acc{kind: kind, id: string(idB)})
+				index[kind+"."+string(idB)] = n
 			}
 			last = n
 		}
 		a := &accs[last]
+		if a.bad != "" {
+			continue
+		}
+		if len(idB) == 0 {
+			a.bad = fmt.Sprintf("part %q: missing run id", p.name)
+			continue
+		}
+		var slot *splitField
 		switch string(field) {
 		case "":
-			if a.main {
-				return nil, false
+			v := trimJSON(p.data)
+			if err := validDoc(v); err != nil {
+				a.bad = fmt.Sprintf("%s: %v", p.name, err)
+				continue
 			}
-			a.main = true
-			var ok bool
-			if a.run, a.idSeen, ok = scanRun(p.data, kind == "patch"); !ok {
-				return nil, false
+			if !isObj(v) {
+				a.bad = fmt.Sprintf("%s: must be a JSON object (the run)", p.name)
+				continue
 			}
+			a.d.object(v)
 			continue
 		case "inputs":
-			a.inputs, a.hasIn = p.data, true // kept raw, not validated (see Run.RawInputs)
+			a.inputs = splitField{p.data, true} // checked only when read (see Run.inputs)
 			continue
-		case "outputs", "extra", "error":
+		case "outputs":
+			slot = &a.split[0]
+		case "extra":
+			slot = &a.split[1]
+		case "error":
+			slot = &a.split[2]
 		default:
 			continue // events, serialized, unknown split fields: not used, not decoded
 		}
 		v := trimJSON(p.data)
-		end, ok := scanValue(v, 0, 0)
-		if !ok || end != len(v) {
-			return nil, false
+		if err := validDoc(v); err != nil {
+			a.bad = fmt.Sprintf("%s: %v", p.name, err)
+			continue
 		}
-		switch string(field) {
-		case "outputs":
-			a.outputs, a.hasOut = v, true
-		case "extra":
-			a.extra, a.hasExtra = v, true
-		case "error":
-			a.errv, a.hasErr = v, true
-		}
+		*slot = splitField{v, true}
 	}
 	ops := make([]Op, 0, len(accs))
-	for n, k := range keys {
-		a := &accs[n]
-		r := &a.run
-		sr := runScanner{r: r}
-		if !a.main {
-			r.Posted = k.kind == "post"
+	var errs []ItemError
+	for i := range accs {
+		a := &accs[i]
+		field := a.kind + "." + a.id
+		if a.bad != "" {
+			errs = append(errs, ItemError{Field: field, Message: a.bad})
+			continue
 		}
-		if !a.idSeen {
-			r.ID = k.id
+		if !a.d.idSeen {
+			a.d.r.ID = a.id
 		}
-		// a split part wins over the same field in the run's own part
-		if a.hasIn {
-			r.Inputs, r.RawInputs = nil, a.inputs
+		if a.inputs.has {
+			a.d.r.inputs = a.inputs.val
 		}
-		if a.hasOut && !sr.field([]byte("outputs"), a.outputs) {
-			return nil, false
+		for j, f := range a.split {
+			if f.has {
+				a.d.set(splitKeys[j], f.val)
+			}
 		}
-		if a.hasExtra && !sr.field([]byte("extra"), a.extra) {
-			return nil, false
+		r, err := a.d.finish(field, a.kind == "patch")
+		if err != nil {
+			errs = append(errs, ItemError{Field: field, Message: err.Error()})
+			continue
 		}
-		if a.hasErr && !sr.field([]byte("error"), a.errv) {
-			return nil, false
-		}
-		if !validRun(r) {
-			return nil, false
-		}
-		ops = append(ops, Op{Patch: k.kind == "patch", Run: *r, Field: k.kind + "." + k.id})
+		ops = append(ops, Op{Patch: a.kind == "patch", Run: r, Field: field})
 	}
-	// posts before patches, each in dotted order, so parents are seen first
-	sort.SliceStable(ops, func(i, j int) bool {
-		if ops[i].Patch != ops[j].Patch {
-			return !ops[i].Patch
-		}
-		return false
-	})
-	return ops, true
+	// posts before patches, each in the order sent, so parents are seen first
+	sort.SliceStable(ops, func(i, j int) bool { return !ops[i].Patch && ops[j].Patch })
+	return ops, errs
 }
-
-// errReader replays a read error after the bytes read before it.
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
-
-var _ io.Reader = errReader{}
