@@ -21,100 +21,131 @@ var ErrBody = errors.New("request body")
 // DecodeRun decodes the body of POST /runs or PATCH /runs/{id}. For a PATCH, pathID
 // is the id from the URL; it wins over a different id in the body.
 func DecodeRun(body []byte, patch bool, pathID string) (Op, error) {
-	if err := validDoc(body); err != nil {
+	var op Op
+	if err := decodeRunDoc(body, &op.Run, pathID, patch, ""); err != nil {
 		return Op{}, fmt.Errorf("%w: %v", ErrBody, err)
 	}
-	obj := trimJSON(body)
-	if !isObj(obj) {
-		return Op{}, fmt.Errorf("%w: must be a JSON object (one run)", ErrBody)
+	op.Patch = patch
+	return op, nil
+}
+
+// decodeRunDoc decodes a document holding one run object into r (a POST /runs body,
+// a multipart run part). pathID, when set, is the run's id whatever the object says.
+func decodeRunDoc(doc []byte, r *Run, pathID string, patch bool, prefix string) error {
+	d := runDecoder{r: r}
+	if err := d.doc(doc); err != nil {
+		return err
 	}
-	var d runDecoder
-	d.object(obj)
-	if patch && pathID != "" {
-		d.r.ID, d.errs[keyID] = pathID, ""
+	if pathID != "" {
+		r.ID = pathID
+		d.clear(keyID)
 	}
-	r, err := d.finish("", patch)
+	d.finish(patch)
+	return d.err(prefix)
+}
+
+// doc reads a document that must hold one run object.
+func (d *runDecoder) doc(doc []byte) error {
+	i := skipWS(doc, 0)
+	if i >= len(doc) || doc[i] != '{' {
+		if err := validDoc(doc); err != nil {
+			return err
+		}
+		return errors.New("must be a JSON object (one run)")
+	}
+	end, err := d.object(doc, i)
 	if err != nil {
-		return Op{}, fmt.Errorf("%w: %v", ErrBody, err)
+		return err
 	}
-	return Op{Patch: patch, Run: r, Field: "run"}, nil
+	if j := skipWS(doc, end); j != len(doc) {
+		return synErr(j, "data after the JSON value")
+	}
+	return nil
 }
 
 // DecodeBatch decodes POST /runs/batch: {"post": [run...], "patch": [run...]}. Bad
-// items are reported and skipped; the rest are returned, posts first.
+// items are reported and skipped; the rest are returned, posts first. The body is
+// checked while it is read (one pass).
 func DecodeBatch(body []byte) ([]Op, []ItemError, error) {
-	if err := validDoc(body); err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrBody, err)
-	}
-	env := trimJSON(body)
-	if !isObj(env) {
+	i := skipWS(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		if err := validDoc(body); err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", ErrBody, err)
+		}
 		return nil, nil, fmt.Errorf("%w: expected a JSON object {\"post\": [...], \"patch\": [...]}", ErrBody)
 	}
 	// one group per kind; as in a decoded map, a repeated "post" replaces the first
 	var groups [2]struct {
-		arr []byte
-		set bool
+		ops  []Op
+		errs []ItemError
+		bad  error
 	}
-	var bad error
-	eachField(env, func(k, v []byte) bool {
+	groups[0].ops = make([]Op, 0, len(body)/512+8)
+	end, err := members(body, i, func(k []byte, at int) (int, error) {
 		g := 0
 		switch string(k) {
 		case "post":
 		case "patch":
 			g = 1
 		default:
-			return true
+			return validValue(body, at)
 		}
-		groups[g].arr, groups[g].set = v, true
-		return true
-	})
-	n := 0
-	for g, kind := range [2]string{"post", "patch"} {
-		a := groups[g].arr
-		if !groups[g].set || string(a) == "null" {
-			groups[g].arr = nil
-			continue
+		kind := [2]string{"post", "patch"}[g]
+		grp := &groups[g]
+		clear(grp.ops)
+		grp.ops, grp.errs, grp.bad = grp.ops[:0], nil, nil
+		switch {
+		case body[at] == 'n':
+			return validValue(body, at)
+		case body[at] != '[':
+			grp.bad = fmt.Errorf("%w: %s must be an array of runs", ErrBody, kind)
+			return validValue(body, at)
 		}
-		if !isArr(a) {
-			bad = fmt.Errorf("%w: %s must be an array of runs", ErrBody, kind)
-			break
-		}
-		n += countElems(a)
-	}
-	if bad != nil {
-		return nil, nil, bad
-	}
-	ops := make([]Op, 0, n)
-	var errs []ItemError
-	for g, kind := range [2]string{"post", "patch"} {
-		i := 0
-		eachElem(groups[g].arr, func(e []byte) bool {
-			field := kind + "[" + strconv.Itoa(i) + "]"
-			i++
-			if !isObj(e) {
-				errs = append(errs, ItemError{Field: field, Message: field + ": must be a JSON object"})
-				return true
+		n := 0
+		return elements(body, at, func(at int) (int, error) {
+			idx := n
+			n++
+			if body[at] != '{' {
+				end, err := validValue(body, at)
+				if err == nil {
+					field := itemField(kind, idx)
+					grp.errs = append(grp.errs, ItemError{Field: field, Message: field + ": must be a JSON object"})
+				}
+				return end, err
 			}
-			var d runDecoder
-			d.object(e)
-			r, err := d.finish(field, g == 1)
+			grp.ops = append(grp.ops, Op{Patch: g == 1})
+			op := &grp.ops[len(grp.ops)-1]
+			d := runDecoder{r: &op.Run}
+			end, err := d.object(body, at)
 			if err != nil {
-				errs = append(errs, ItemError{Field: field, Message: err.Error()})
-				return true
+				return 0, err
 			}
-			ops = append(ops, Op{Patch: g == 1, Run: r, Field: field})
-			return true
+			if !d.finish(g == 1) {
+				field := itemField(kind, idx)
+				grp.errs = append(grp.errs, ItemError{Field: field, Message: d.err(field).Error()})
+				grp.ops[len(grp.ops)-1] = Op{}
+				grp.ops = grp.ops[:len(grp.ops)-1]
+			}
+			return end, nil
 		})
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrBody, err)
 	}
+	if j := skipWS(body, end); j != len(body) {
+		return nil, nil, fmt.Errorf("%w: %v", ErrBody, synErr(j, "data after the JSON value"))
+	}
+	for _, g := range groups {
+		if g.bad != nil {
+			return nil, nil, g.bad
+		}
+	}
+	ops := append(groups[0].ops, groups[1].ops...)
+	errs := append(groups[0].errs, groups[1].errs...)
 	return ops, errs, nil
 }
 
-// countElems is the number of elements of a checked array (to size the ops once).
-func countElems(arr []byte) int {
-	n := 0
-	eachElem(arr, func([]byte) bool { n++; return true })
-	return n
-}
+func itemField(kind string, i int) string { return kind + "[" + strconv.Itoa(i) + "]" }
 
 // DecodeMultipart decodes POST /runs/multipart. Parts are named post.<id>,
 // patch.<id> (the run without its big fields) and post.<id>.<field> (one field

@@ -7,6 +7,7 @@ import (
 	"mime/multipart"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // /runs/multipart: the whole body is read once and split on the boundary by hand (no
@@ -205,48 +206,74 @@ type splitField struct {
 	has bool
 }
 
-// decodeParts turns the parts of a multipart body into ops: each run from its own
-// part and its field parts, checked with the batch decoder's scanner. A run with a
-// part that is not JSON, or with a bad field, is reported (naming the part or the
-// field: "post.<id>.outputs: ...") and skipped.
-func decodeParts(parts []mpPart) ([]Op, []ItemError) {
-	type acc struct {
-		kind, id string
-		d        runDecoder
-		inputs   splitField
-		split    [3]splitField // outputs, extra, error
-		bad      string
+// partAcc is what decodeParts gathers for one run across its parts; the run itself
+// is decoded in place in the ops (same index).
+type partAcc struct {
+	kind, id string
+	idSeen   bool
+	errs     []keyErr // of the run's fields, kept across its parts
+	inputs   splitField
+	split    [3]splitField // outputs, extra, error
+	bad      string
+}
+
+var splitKeys = [3]runKey{keyOutputs, keyExtra, keyError}
+
+// partState is decodeParts' scratch memory, recycled across requests.
+type partState struct {
+	accs  []partAcc
+	index [2]map[string]int // post, patch: run id → index
+}
+
+var partStates = sync.Pool{New: func() any { return new(partState) }}
+
+func (st *partState) release() {
+	if cap(st.accs) > maxPooledParts {
+		return
 	}
-	splitKeys := [3]runKey{keyOutputs, keyExtra, keyError}
-	// runs in first-seen order; a run's parts usually come together, so the last run
-	// is checked before the map
-	accs := make([]acc, 0, len(parts)/3+1)
-	index := make(map[string]int, len(parts)/3+1) // kind + "." + id
+	clear(st.accs[:cap(st.accs)])
+	st.accs = st.accs[:0]
+	for _, m := range st.index {
+		clear(m)
+	}
+	partStates.Put(st)
+}
+
+// decodeParts turns the parts of a multipart body into ops: each run from its own
+// part and its field parts, read with the batch decoder's scanner. A run with a part
+// that is not JSON, or with a bad field, is reported (naming the part or the field:
+// "post.<id>.outputs: ...") and skipped.
+func decodeParts(parts []mpPart) ([]Op, []ItemError) {
+	st := partStates.Get().(*partState)
+	defer st.release()
+	accs, index := st.accs[:0], &st.index
+	ops := make([]Op, 0, len(parts)/3+1)
+	// a run's parts usually come together, so the last run is checked before the map
 	last := -1
 	for _, p := range parts {
 		kindB, rest, _ := bytes.Cut(p.name, []byte("."))
 		var kind string
+		g := 0
 		switch string(kindB) {
 		case "post":
 			kind = "post"
 		case "patch":
-			kind = "patch"
+			kind, g = "patch", 1
 		default:
 			continue
 		}
 		idB, field, _ := bytes.Cut(rest, []byte("."))
 		if last < 0 || accs[last].kind != kind || accs[last].id != string(idB) {
-			var n int
-			var seen bool
-			if end := len(kindB) + 1 + len(idB); end <= len(p.name) {
-				n, seen = index[string(p.name[:end])]
-			} else { // "post" alone
-				n, seen = index[kind+"."]
-			}
+			n, seen := index[g][string(idB)]
 			if !seen {
+				if index[g] == nil {
+					index[g] = make(map[string]int, len(parts)/3+1)
+				}
 				n = len(accs)
-				accs = append(accs, acc{kind: kind, id: string(idB)})
-				index[kind+"."+string(idB)] = n
+				id := string(idB)
+				accs = append(accs, partAcc{kind: kind, id: id})
+				ops = append(ops, Op{Patch: g == 1})
+				index[g][id] = n
 			}
 			last = n
 		}
@@ -261,16 +288,13 @@ func decodeParts(parts []mpPart) ([]Op, []ItemError) {
 		var slot *splitField
 		switch string(field) {
 		case "":
-			v := trimJSON(p.data)
-			if err := validDoc(v); err != nil {
+			d := runDecoder{r: &ops[last].Run, errs: a.errs}
+			if err := d.doc(p.data); err != nil {
 				a.bad = fmt.Sprintf("%s: %v", p.name, err)
-				continue
 			}
-			if !isObj(v) {
-				a.bad = fmt.Sprintf("%s: must be a JSON object (the run)", p.name)
-				continue
-			}
-			a.d.object(v)
+			// field errors are told once the run is complete: a field part may
+			// replace the bad value
+			a.idSeen, a.errs = a.idSeen || d.idSeen, d.errs
 			continue
 		case "inputs":
 			a.inputs = splitField{p.data, true} // checked only when read (see Run.inputs)
@@ -291,33 +315,37 @@ func decodeParts(parts []mpPart) ([]Op, []ItemError) {
 		}
 		*slot = splitField{v, true}
 	}
-	ops := make([]Op, 0, len(accs))
 	var errs []ItemError
+	n := 0
 	for i := range accs {
 		a := &accs[i]
-		field := a.kind + "." + a.id
-		if a.bad != "" {
-			errs = append(errs, ItemError{Field: field, Message: a.bad})
-			continue
-		}
-		if !a.d.idSeen {
-			a.d.r.ID = a.id
-		}
-		if a.inputs.has {
-			a.d.r.inputs = a.inputs.val
-		}
-		for j, f := range a.split {
-			if f.has {
-				a.d.set(splitKeys[j], f.val)
+		d := runDecoder{r: &ops[i].Run, idSeen: a.idSeen, errs: a.errs}
+		if a.bad == "" {
+			if !a.idSeen {
+				d.r.ID = a.id
+			}
+			if a.inputs.has {
+				d.r.inputs = a.inputs.val
+			}
+			for j, f := range a.split {
+				if f.has {
+					d.set(splitKeys[j], f.val)
+				}
+			}
+			if !d.finish(a.kind == "patch") {
+				a.bad = d.err(a.kind + "." + a.id).Error()
 			}
 		}
-		r, err := a.d.finish(field, a.kind == "patch")
-		if err != nil {
-			errs = append(errs, ItemError{Field: field, Message: err.Error()})
+		if a.bad != "" {
+			errs = append(errs, ItemError{Field: a.kind + "." + a.id, Message: a.bad})
 			continue
 		}
-		ops = append(ops, Op{Patch: a.kind == "patch", Run: r, Field: field})
+		ops[n] = ops[i]
+		n++
 	}
+	clear(ops[n:])
+	ops = ops[:n]
+	st.accs = accs
 	// posts before patches, each in the order sent, so parents are seen first
 	sort.SliceStable(ops, func(i, j int) bool { return !ops[i].Patch && ops[j].Patch })
 	return ops, errs

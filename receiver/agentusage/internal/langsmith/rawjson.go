@@ -142,6 +142,84 @@ func member(b []byte, i int) (int, error) {
 	return i + 1, nil
 }
 
+// members walks the object at b[i] == '{', checking it on the way: for each member,
+// fn gets the decoded key and the index of its value, checks the value itself (with
+// validValue, or by walking it) and returns the index after it. One pass over the
+// bytes: a decoder reads what it needs while the body is checked.
+func members(b []byte, i int, fn func(key []byte, at int) (int, error)) (int, error) {
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return 0, synErr(i, "expected a string key")
+		}
+		kend, plain, ok := scanString(b, i)
+		if !ok {
+			return 0, synErr(i, "invalid string")
+		}
+		key := b[i+1 : kend-1]
+		if !plain {
+			s, _ := decodeString(b[i:kend])
+			key = []byte(s)
+		}
+		i = skipWS(b, kend)
+		if i >= len(b) || b[i] != ':' {
+			return 0, synErr(i, "expected : after an object key")
+		}
+		i = skipWS(b, i+1)
+		vend, err := fn(key, i)
+		if err != nil {
+			return 0, err
+		}
+		i = skipWS(b, vend)
+		if i >= len(b) {
+			return 0, synErr(i, "unexpected end of input")
+		}
+		if b[i] == '}' {
+			return i + 1, nil
+		}
+		if b[i] != ',' {
+			return 0, synErr(i, "expected , or } after an object member")
+		}
+		i = skipWS(b, i+1)
+	}
+}
+
+// elements walks the array at b[i] == '[' the way members walks an object.
+func elements(b []byte, i int, fn func(at int) (int, error)) (int, error) {
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, nil
+	}
+	for {
+		if i >= len(b) {
+			return 0, synErr(i, "unexpected end of input")
+		}
+		vend, err := fn(i)
+		if err != nil {
+			return 0, err
+		}
+		i = skipWS(b, vend)
+		if i >= len(b) {
+			return 0, synErr(i, "unexpected end of input")
+		}
+		if b[i] == ']' {
+			return i + 1, nil
+		}
+		if b[i] != ',' {
+			return 0, synErr(i, "expected , or ] after an array element")
+		}
+		i = skipWS(b, i+1)
+	}
+}
+
+// checkValue is the member function that only checks the value.
+func checkValue(b []byte) func(key []byte, at int) (int, error) {
+	return func(_ []byte, at int) (int, error) { return validValue(b, at) }
+}
+
 // validDoc checks that b holds exactly one JSON value (space around it allowed).
 func validDoc(b []byte) error {
 	end, err := validValue(b, 0)

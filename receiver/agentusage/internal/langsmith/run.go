@@ -43,8 +43,6 @@ func (r Run) Ended() bool { return !r.End.IsZero() }
 type Op struct {
 	Patch bool
 	Run   Run
-	// Field locates the item in the request for error messages ("post[3]").
-	Field string
 }
 
 // ItemError is one rejected item of a batch: Field locates the item ("post[3]",

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/build"
@@ -73,30 +74,46 @@ func lookupKey(k []byte) (runKey, bool) {
 	return 0, false
 }
 
-// runDecoder fills one Run from the members of checked JSON objects (a batch item, a
-// multipart run part and its split field parts). As in a decoded map, the last of
-// duplicate members wins, errors included: each field keeps only the error of the
-// value it ended with.
+// runDecoder fills one Run from the members of JSON objects (a batch item, a
+// multipart run part and its field parts). As in a decoded map, the last of duplicate
+// members wins, errors included: each field keeps only the error of the value it
+// ended with.
 type runDecoder struct {
-	r      Run
+	r      *Run
 	idSeen bool // "id" was present (even null)
-	errs   [numKeys]string
+	errs   []keyErr
 }
 
-// object sets every known member of the checked object obj.
-func (d *runDecoder) object(obj []byte) {
-	eachField(obj, func(k, v []byte) bool {
-		if key, ok := lookupKey(k); ok {
-			d.set(key, v)
+// keyErr is what is wrong with one field.
+type keyErr struct {
+	k   runKey
+	msg string
+}
+
+// object reads the run object at b[i] == '{', checking it on the way, and returns the
+// index after it.
+func (d *runDecoder) object(b []byte, i int) (int, error) {
+	return members(b, i, func(k []byte, at int) (int, error) {
+		end, err := validValue(b, at)
+		if err == nil {
+			if key, ok := lookupKey(k); ok {
+				d.set(key, b[at:end])
+			}
 		}
-		return true
+		return end, err
 	})
+}
+
+func (d *runDecoder) fail(k runKey, msg string) {
+	d.errs = append(d.errs, keyErr{k, msg})
 }
 
 // set sets field k from its checked raw value.
 func (d *runDecoder) set(k runKey, val []byte) {
-	r := &d.r
-	d.errs[k] = ""
+	r := d.r
+	if len(d.errs) > 0 { // a later duplicate replaces the value, and its error
+		d.clear(k)
+	}
 	null := string(val) == "null"
 	str := func(dst *string) {
 		*dst = ""
@@ -105,7 +122,7 @@ func (d *runDecoder) set(k runKey, val []byte) {
 		}
 		s, ok := rawStr(val)
 		if !ok {
-			d.errs[k] = "must be a string"
+			d.fail(k, "must be a string")
 			return
 		}
 		*dst = s
@@ -117,7 +134,7 @@ func (d *runDecoder) set(k runKey, val []byte) {
 			return
 		}
 		if !isObj(val) {
-			d.errs[k] = "must be a JSON object"
+			d.fail(k, "must be a JSON object")
 			return
 		}
 		*dst = val
@@ -126,7 +143,7 @@ func (d *runDecoder) set(k runKey, val []byte) {
 		t, err := timestamps.ParseRawTime(val)
 		*dst = t
 		if err != nil {
-			d.errs[k] = err.Error()
+			d.fail(k, err.Error())
 		}
 	}
 	switch k {
@@ -177,7 +194,7 @@ func (d *runDecoder) set(k runKey, val []byte) {
 			return
 		}
 		if !isArr(val) {
-			d.errs[k] = "must be an array of strings"
+			d.fail(k, "must be an array of strings")
 			return
 		}
 		tags := make([]string, 0, 4)
@@ -191,32 +208,52 @@ func (d *runDecoder) set(k runKey, val []byte) {
 	}
 }
 
-// finish validates the ids and returns the run, or an error naming every bad field
-// as prefix.field (just field when prefix is empty).
-func (d *runDecoder) finish(prefix string, patch bool) (Run, error) {
+// finish validates the ids and completes the run; false when a field is bad (err
+// names them).
+func (d *runDecoder) finish(patch bool) bool {
 	r := d.r
-	if d.errs[keyID] == "" {
+	if !d.has(keyID) {
 		switch {
 		case r.ID == "":
-			d.errs[keyID] = "is required"
+			d.fail(keyID, "is required")
 		case !ids.IsUUIDOrHex(r.ID):
-			d.errs[keyID] = fmt.Sprintf("must be a UUID, got %q", build.Truncate(r.ID, 64))
+			d.fail(keyID, fmt.Sprintf("must be a UUID, got %q", build.Truncate(r.ID, 64)))
 		}
 	}
-	if d.errs[keyTraceID] == "" && r.TraceID != "" && !ids.IsUUIDOrHex(r.TraceID) {
-		d.errs[keyTraceID] = "must be a UUID"
-	}
-	var errs []error
-	for k, msg := range d.errs {
-		if msg != "" {
-			errs = append(errs, fielderr.New(fieldPath(prefix, keyNames[k]), "%s", msg))
-		}
-	}
-	if errs != nil {
-		return Run{}, errors.Join(errs...)
+	if !d.has(keyTraceID) && r.TraceID != "" && !ids.IsUUIDOrHex(r.TraceID) {
+		d.fail(keyTraceID, "must be a UUID")
 	}
 	r.Posted = !patch
-	return r, nil
+	return len(d.errs) == 0
+}
+
+// err names every bad field as prefix.field (just field when prefix is empty), in the
+// order of keyNames.
+func (d *runDecoder) err(prefix string) error {
+	if len(d.errs) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(d.errs, func(a, b keyErr) int { return int(a.k) - int(b.k) })
+	errs := make([]error, len(d.errs))
+	for i, e := range d.errs {
+		errs[i] = fielderr.New(fieldPath(prefix, keyNames[e.k]), "%s", e.msg)
+	}
+	return errors.Join(errs...)
+}
+
+// has reports whether field k already has an error.
+func (d *runDecoder) has(k runKey) bool {
+	for _, e := range d.errs {
+		if e.k == k {
+			return true
+		}
+	}
+	return false
+}
+
+// clear forgets the error of field k (a value set from elsewhere replaces it).
+func (d *runDecoder) clear(k runKey) {
+	d.errs = slices.DeleteFunc(d.errs, func(e keyErr) bool { return e.k == k })
 }
 
 func fieldPath(prefix, field string) string {

@@ -140,11 +140,8 @@ func badRun(m map[string]any, patch bool) (bool, []string) {
 }
 
 func idOK(s string) bool {
-	r := Run{ID: s}
-	var d runDecoder
-	d.r = r
-	_, err := d.finish("", false)
-	return err == nil
+	d := runDecoder{r: &Run{ID: s}}
+	return d.finish(false)
 }
 
 // checkBatchDecoder: DecodeBatch accepts exactly the bodies encoding/json reads as a

@@ -3,6 +3,7 @@ package langsmith
 import (
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -196,7 +197,14 @@ func dottedIDs(dotted string) []string {
 
 func (t *Translator) build(runs, also []Run) ptrace.Traces {
 	b := build.New()
-	local := make(map[string]runInfo, len(runs)+len(also))
+	lp := localMaps.Get().(*map[string]runInfo)
+	local := *lp
+	defer func() {
+		if len(local) <= maxPooledLocal {
+			clear(local)
+			localMaps.Put(lp)
+		}
+	}()
 	var spids spanIDs // span ids of unprepared runs, made on first use
 	lookup := func(id string) (runInfo, bool) {
 		if ri, ok := local[id]; ok {
@@ -233,6 +241,12 @@ func (t *Translator) build(runs, also []Run) ptrace.Traces {
 	}
 	return b.Traces()
 }
+
+// localMaps recycles build's map of the runs of one request.
+var localMaps = sync.Pool{New: func() any { m := make(map[string]runInfo, 128); return &m }}
+
+// maxPooledLocal: bigger maps are left to the garbage collector.
+const maxPooledLocal = 4096
 
 // spanIDs memoises span ids within one build: siblings share their parent's id, and
 // each id costs a SHA-256.
