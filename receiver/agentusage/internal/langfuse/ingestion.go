@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,8 +16,8 @@ import (
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/fielderr"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/ids"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/pending"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/rawjson"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
-	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/spanutil"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/timestamps"
 )
 
@@ -26,19 +27,22 @@ const ServiceName = "langfuse"
 // Observation is one Langfuse entity (a trace or an observation) as far as its create
 // and update events told us.
 type Observation struct {
-	ID        string
-	TraceID   string
-	IsTrace   bool   // from trace-create: the trace's root
-	Kind      string // generation, span, event, agent, tool, chain, … (lower case)
-	Name      string
-	ParentID  string
-	Start     time.Time
-	End       time.Time
-	Model     string
-	Usage     genai.Usage
-	HasUsage  bool
-	Metadata  map[string]any
-	Output    any
+	ID       string
+	TraceID  string
+	IsTrace  bool   // from trace-create: the trace's root
+	Kind     string // generation, span, event, agent, tool, chain, … (lower case)
+	Name     string
+	ParentID string
+	Start    time.Time
+	End      time.Time
+	Model    string
+	Usage    genai.Usage
+	HasUsage bool
+	// Metadata holds the metadata keys the face reads (metadataKeys), decoded.
+	Metadata map[string]any
+	// Output is the observation's output as raw JSON: only a generation's or a tool's
+	// is ever read (for the tool call ids in it).
+	Output    json.RawMessage
 	Level     string
 	StatusMsg string
 	SessionID string
@@ -84,32 +88,40 @@ type Event struct {
 }
 
 // DecodeIngestion parses {"batch": [event...]}. Each bad event becomes an error entry
-// (status 400, message naming the field); good events are returned.
+// (status 400, message naming the field); good events are returned. A body that is not
+// JSON, or not such an object, is refused as a whole.
+//
+// The body is validated once and then read in place (internal/rawjson): only the values
+// the face keeps are decoded, where decoding every event into generic maps was most of
+// this face's cost. rawjson accepts exactly what encoding/json accepts.
 func DecodeIngestion(body []byte) ([]Event, []EventError, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var env map[string]any
-	if err := dec.Decode(&env); err != nil || env == nil {
+	env, ok := rawjson.Parse(body)
+	if !ok || !rawjson.IsObject(env) {
 		return nil, nil, fmt.Errorf("%w: expected a JSON object {\"batch\": [...]}", ErrBody)
 	}
-	arr, ok := env["batch"].([]any)
-	if !ok {
+	arr, _ := rawjson.Get(env, "batch")
+	if !rawjson.IsArray(arr) {
 		return nil, nil, fmt.Errorf("%w: batch must be an array of events", ErrBody)
 	}
-	var events []Event
+	n := 0
+	rawjson.Elems(arr, func([]byte) bool { n++; return true })
+	events := make([]Event, 0, n)
 	var errs []EventError
-	for i, item := range arr {
+	i := 0
+	rawjson.Elems(arr, func(item []byte) bool {
 		ev, err := parseEvent(item, i)
+		i++
 		if err != nil {
 			id := ev.ID
 			if id == "" {
 				id = "unknown"
 			}
 			errs = append(errs, EventError{ID: id, Status: 400, Message: err.Error()})
-			continue
+			return true
 		}
 		events = append(events, ev)
-	}
+		return true
+	})
 	return events, errs, nil
 }
 
@@ -118,20 +130,87 @@ var observationKinds = map[string]bool{
 	"retriever": true, "evaluator": true, "embedding": true, "guardrail": true, "observation": true,
 }
 
-func parseEvent(item any, i int) (Event, error) {
-	prefix := fmt.Sprintf("batch[%d]", i)
-	m, ok := item.(map[string]any)
-	if !ok {
-		return Event{}, fielderr.New(prefix, "must be a JSON object")
+// Metadata keys the face reads (docs/agentusage.md); an observation keeps only these.
+var metadataKeys = map[string]bool{
+	"caller": true, "run_id": true, "tool_call_id": true, "provider": true,
+	"response_tool_call_ids": true, "subagent_status": true,
+}
+
+// eventBody holds the members of an event's body the face reads, as raw JSON; the last
+// of duplicate keys wins, as in a decoded map.
+type eventBody struct {
+	id, name, parentID, model, level, statusMsg, sessionID, userID, traceID, obsType []byte
+	timestamp, startTime, endTime, metadata, tags, output, usageDetails, usage       []byte
+}
+
+func (b *eventBody) field(key []byte) *[]byte {
+	switch string(key) {
+	case "id":
+		return &b.id
+	case "name":
+		return &b.name
+	case "parentObservationId":
+		return &b.parentID
+	case "model":
+		return &b.model
+	case "level":
+		return &b.level
+	case "statusMessage":
+		return &b.statusMsg
+	case "sessionId":
+		return &b.sessionID
+	case "userId":
+		return &b.userID
+	case "traceId":
+		return &b.traceID
+	case "type":
+		return &b.obsType
+	case "timestamp":
+		return &b.timestamp
+	case "startTime":
+		return &b.startTime
+	case "endTime":
+		return &b.endTime
+	case "metadata":
+		return &b.metadata
+	case "tags":
+		return &b.tags
+	case "output":
+		return &b.output
+	case "usageDetails":
+		return &b.usageDetails
+	case "usage":
+		return &b.usage
 	}
+	return nil
+}
+
+// parseEvent validates the i-th event (raw JSON that rawjson.Parse accepted).
+func parseEvent(item []byte, i int) (Event, error) {
+	prefix := func() string { return "batch[" + strconv.Itoa(i) + "]" }
+	if !rawjson.IsObject(item) {
+		return Event{}, fielderr.New(prefix(), "must be a JSON object")
+	}
+	var rawID, rawType, rawBody []byte
+	rawjson.Fields(item, func(k, v []byte) bool {
+		switch string(k) {
+		case "id":
+			rawID = v
+		case "type":
+			rawType = v
+		case "body":
+			rawBody = v
+		}
+		return true
+	})
 	var ev Event
-	ev.ID, _ = m["id"].(string)
+	ev.ID, _ = rawjson.String(rawID)
 	if ev.ID == "" {
-		return ev, fielderr.New(prefix+".id", "is required")
+		return ev, fielderr.New(prefix()+".id", "is required")
 	}
-	ev.Type, _ = m["type"].(string)
+	ev.Type, _ = rawjson.String(rawType)
 	if ev.Type == "" {
-		return ev, fielderr.New(prefix+".type", "is required")
+		return ev, fielderr.New(prefix()+".type", "is required")
 	}
 	switch ev.Type {
 	case "score-create", "sdk-log":
@@ -140,96 +219,111 @@ func parseEvent(item any, i int) (Event, error) {
 	}
 	kind, action, ok := strings.Cut(ev.Type, "-")
 	if !ok || (action != "create" && action != "update") || (kind != "trace" && !observationKinds[kind]) || (kind == "trace" && action != "create") {
-		return ev, fielderr.New(prefix+".type", "unknown event type %q", build.Truncate(ev.Type, 64))
+		return ev, fielderr.New(prefix()+".type", "unknown event type %q", build.Truncate(ev.Type, 64))
 	}
-	body, ok := m["body"].(map[string]any)
-	if !ok {
-		return ev, fielderr.New(prefix+".body", "must be a JSON object")
+	if !rawjson.IsObject(rawBody) {
+		return ev, fielderr.New(prefix()+".body", "must be a JSON object")
 	}
+	var body eventBody
+	rawjson.Fields(rawBody, func(k, v []byte) bool {
+		if dst := body.field(k); dst != nil {
+			*dst = v
+		}
+		return true
+	})
 	ev.Update = action == "update"
 	o := Observation{Kind: kind, IsTrace: kind == "trace", Created: !ev.Update}
-	str := func(key string) (string, error) {
-		v, ok := body[key]
-		if !ok || v == nil {
+	str := func(raw []byte, key string) (string, error) {
+		if rawjson.IsNull(raw) {
 			return "", nil
 		}
-		s, ok := v.(string)
+		s, ok := rawjson.String(raw)
 		if !ok {
-			return "", fielderr.New(prefix+".body."+key, "must be a string")
+			return "", fielderr.New(prefix()+".body."+key, "must be a string")
 		}
 		return s, nil
 	}
-	tm := func(key string) (time.Time, error) {
-		v, ok := body[key]
-		if !ok || v == nil {
-			return time.Time{}, nil
-		}
-		t, err := timestamps.ParseTime(v)
+	tm := func(raw []byte, key string) (time.Time, error) {
+		t, err := timestamps.ParseRawTime(raw)
 		if err != nil {
-			return t, fielderr.New(prefix+".body."+key, "%v", err)
+			return t, fielderr.New(prefix()+".body."+key, "%v", err)
 		}
 		return t, nil
 	}
 	var err error
-	if o.ID, err = str("id"); err != nil {
+	if o.ID, err = str(body.id, "id"); err != nil {
 		return ev, err
 	}
 	if o.ID == "" {
-		return ev, fielderr.New(prefix+".body.id", "is required")
+		return ev, fielderr.New(prefix()+".body.id", "is required")
 	}
 	if len(o.ID) > 800 {
-		return ev, fielderr.New(prefix+".body.id", "is longer than 800 characters")
+		return ev, fielderr.New(prefix()+".body.id", "is longer than 800 characters")
 	}
 	for _, f := range []struct {
+		raw []byte
 		key string
 		dst *string
-	}{{"name", &o.Name}, {"parentObservationId", &o.ParentID}, {"model", &o.Model}, {"level", &o.Level}, {"statusMessage", &o.StatusMsg}, {"sessionId", &o.SessionID}, {"userId", &o.UserID}} {
-		if *f.dst, err = str(f.key); err != nil {
+	}{
+		{body.name, "name", &o.Name}, {body.parentID, "parentObservationId", &o.ParentID}, {body.model, "model", &o.Model},
+		{body.level, "level", &o.Level}, {body.statusMsg, "statusMessage", &o.StatusMsg},
+		{body.sessionID, "sessionId", &o.SessionID}, {body.userID, "userId", &o.UserID},
+	} {
+		if *f.dst, err = str(f.raw, f.key); err != nil {
 			return ev, err
 		}
 	}
 	if o.IsTrace {
 		o.TraceID = o.ID
-		if o.Start, err = tm("timestamp"); err != nil {
+		if o.Start, err = tm(body.timestamp, "timestamp"); err != nil {
 			return ev, err
 		}
 		o.End = o.Start
 	} else {
-		if o.TraceID, err = str("traceId"); err != nil {
+		if o.TraceID, err = str(body.traceID, "traceId"); err != nil {
 			return ev, err
 		}
-		if o.Start, err = tm("startTime"); err != nil {
+		if o.Start, err = tm(body.startTime, "startTime"); err != nil {
 			return ev, err
 		}
-		if o.End, err = tm("endTime"); err != nil {
+		if o.End, err = tm(body.endTime, "endTime"); err != nil {
 			return ev, err
 		}
 		if o.Kind == "observation" {
-			t, _ := str("type")
+			t, _ := rawjson.String(body.obsType)
 			o.Kind = strings.ToLower(t)
 			if o.Kind == "" {
 				o.Kind = "span"
 			}
 		}
 	}
-	if v, ok := body["metadata"]; ok && v != nil {
-		md, ok := v.(map[string]any)
-		if !ok {
-			return ev, fielderr.New(prefix+".body.metadata", "must be a JSON object")
+	if !rawjson.IsNull(body.metadata) {
+		if !rawjson.IsObject(body.metadata) {
+			return ev, fielderr.New(prefix()+".body.metadata", "must be a JSON object")
 		}
-		o.Metadata = md
-	}
-	if v, ok := body["tags"].([]any); ok {
-		for _, t := range v {
-			if s, ok := t.(string); ok {
-				o.Tags = append(o.Tags, s)
+		o.Metadata = map[string]any{}
+		rawjson.Fields(body.metadata, func(k, v []byte) bool {
+			if metadataKeys[string(k)] {
+				o.Metadata[string(k)] = rawjson.Value(v)
 			}
-		}
+			return true
+		})
 	}
-	o.Output = body["output"]
-	if ud, ok := body["usageDetails"].(map[string]any); ok {
-		o.Usage, o.HasUsage = UsageFromDetails(ud)
-	} else if us, ok := body["usage"].(map[string]any); ok {
+	rawjson.Elems(body.tags, func(v []byte) bool {
+		if s, ok := rawjson.String(v); ok {
+			o.Tags = append(o.Tags, s)
+		}
+		return true
+	})
+	if !rawjson.IsNull(body.output) {
+		// kept raw (and copied off the request body) until a span needs the tool
+		// call ids in it: most observations' output is never read
+		o.Output = bytes.Clone(body.output)
+	}
+	if rawjson.IsObject(body.usageDetails) {
+		o.Usage, o.HasUsage = usageFromDetailsJSON(body.usageDetails)
+	} else if rawjson.IsObject(body.usage) {
+		us, _ := rawjson.Value(body.usage).(map[string]any)
 		o.Usage, o.HasUsage = usageFromLegacy(us)
 	}
 	ev.Obs = o
@@ -282,7 +376,7 @@ func mergeObs(base, upd Observation) Observation {
 	if upd.HasUsage {
 		out.Usage, out.HasUsage = upd.Usage, true
 	}
-	if upd.Output != nil {
+	if len(upd.Output) > 0 {
 		out.Output = upd.Output
 	}
 	if len(upd.Tags) > 0 {
@@ -498,144 +592,111 @@ func rootSpanID(traceID string) string { return "trace\x00" + traceID }
 func (in *Ingester) build(obs []Observation) ptrace.Traces {
 	// trace-creates first so their attributes reach observations of the same batch
 	sort.SliceStable(obs, func(i, j int) bool { return obs[i].IsTrace && !obs[j].IsTrace })
-	b := spanutil.NewBuilder()
 	for _, o := range obs {
 		if o.IsTrace {
 			in.rememberTrace(o)
 		}
 	}
+	b := build.New()
 	for _, o := range obs {
 		ti, _ := in.traces.Get(o.TraceID)
-		s := b.Span(ServiceName)
-		s.SetTraceID(ids.TraceID(o.TraceID))
-		start, end := o.Start, o.End
-		if start.IsZero() {
-			start = end
-		}
-		if end.IsZero() || end.Before(start) {
-			end = start
-		}
-		s.SetStartTimestamp(timestamps.Timestamp(start))
-		s.SetEndTimestamp(timestamps.Timestamp(end))
-		a := s.Attributes()
-		session, user := o.SessionID, o.UserID
-		if session == "" {
-			session = ti.SessionID
-		}
-		if user == "" {
-			user = ti.UserID
-		}
-		if session != "" {
-			a.PutStr(genai.AttrConversationID, session)
-		}
-		if user != "" {
-			a.PutStr(genai.AttrEndUserID, user)
-		}
-		runID, _ := o.Metadata["run_id"].(string)
-		if runID == "" {
-			runID = ti.RunID
-		}
-		if runID == "" {
-			runID = o.TraceID
-		}
-		a.PutStr(genai.AttrRunID, runID)
-		caller, _ := o.Metadata["caller"].(string)
-		if caller == "" {
-			caller = genai.CallerFromTags(o.Tags)
-		}
-		if caller == "" {
-			caller = ti.Caller
-		}
-		if caller == "" {
-			caller = genai.BucketLeadAgent
-		}
-		a.PutStr(genai.AttrCaller, caller)
-		if o.Level == "ERROR" {
-			s.Status().SetCode(ptrace.StatusCodeError)
-			s.Status().SetMessage(build.Truncate(o.StatusMsg, 512))
-			a.PutStr(genai.AttrErrorType, build.ErrorType(o.StatusMsg))
-		}
-		if o.IsTrace {
-			s.SetSpanID(ids.SpanID("langfuse/obs", rootSpanID(o.ID)))
-			name := o.Name
-			if name == "" {
-				name = genai.LeadAgentName
-			}
-			s.SetName(genai.SpanName(genai.OpInvokeAgent, name))
-			s.SetKind(ptrace.SpanKindInternal)
-			a.PutStr(genai.AttrOperationName, genai.OpInvokeAgent)
-			a.PutStr(genai.AttrAgentName, name)
-			a.PutStr(genai.AttrAgentID, o.ID)
-			continue
-		}
-		s.SetSpanID(ids.SpanID("langfuse/obs", o.ID))
-		if o.ParentID != "" {
-			s.SetParentSpanID(ids.SpanID("langfuse/obs", o.ParentID))
-		} else {
-			s.SetParentSpanID(ids.SpanID("langfuse/obs", rootSpanID(o.TraceID)))
-		}
-		toolCallID, _ := o.Metadata["tool_call_id"].(string)
-		switch {
-		case o.Kind == "generation":
-			s.SetName(genai.SpanName(genai.OpChat, o.Model))
-			s.SetKind(ptrace.SpanKindClient)
-			a.PutStr(genai.AttrOperationName, genai.OpChat)
-			if o.Model != "" {
-				a.PutStr(genai.AttrRequestModel, o.Model)
-				a.PutStr(genai.AttrResponseModel, o.Model)
-			}
-			if p, _ := o.Metadata["provider"].(string); p != "" {
-				a.PutStr(genai.AttrProviderName, p)
-			}
-			if o.HasUsage {
-				genai.PutUsage(a, o.Usage)
-			}
-			var ids []string
-			if arr, ok := o.Metadata["response_tool_call_ids"].([]any); ok {
-				for _, e := range arr {
-					if s, ok := e.(string); ok && s != "" {
-						ids = append(ids, s)
-					}
-				}
-			}
-			if len(ids) == 0 {
-				ids = genai.ResponseToolCallIDs(o.Output)
-			}
-			if len(ids) > 0 {
-				genai.PutStrings(a, genai.AttrResponseToolCallIDs, ids)
-			}
-		case o.Kind == "tool" || (o.Kind == "span" && toolCallID != ""):
-			s.SetName(genai.SpanName(genai.OpExecuteTool, o.Name))
-			s.SetKind(ptrace.SpanKindInternal)
-			a.PutStr(genai.AttrOperationName, genai.OpExecuteTool)
-			a.PutStr(genai.AttrToolName, o.Name)
-			a.PutStr(genai.AttrToolType, genai.ToolTypeFunction)
-			if toolCallID == "" {
-				// LangChain's handler records no id in metadata: the ToolMessage it
-				// returned names the call it answered
-				toolCallID = genai.ToolCallIDOf(o.Output, nil)
-			}
-			if toolCallID != "" {
-				a.PutStr(genai.AttrToolCallID, toolCallID)
-			}
-			if st, _ := o.Metadata["subagent_status"].(string); st != "" {
-				a.PutStr(genai.AttrSubagentStatus, st)
-			}
-		case o.Kind == "agent":
-			s.SetName(genai.SpanName(genai.OpInvokeAgent, o.Name))
-			s.SetKind(ptrace.SpanKindInternal)
-			a.PutStr(genai.AttrOperationName, genai.OpInvokeAgent)
-			a.PutStr(genai.AttrAgentName, o.Name)
-			a.PutStr(genai.AttrAgentID, o.ID)
-			if toolCallID != "" {
-				a.PutStr(genai.AttrToolCallID, toolCallID)
-			}
-		default:
-			s.SetName(o.Name)
-			s.SetKind(ptrace.SpanKindInternal)
-		}
+		rec := decideObservation(o, ti)
+		b.Add(&rec)
 	}
 	return b.Traces()
+}
+
+// decideObservation decides what one observation (or trace root) is: a generation is
+// a model call, a tool (or a span naming the tool call it ran) a tool call, an agent
+// and a trace's root an agent run, anything else a step. What the observation does not
+// say itself (session, user, run, caller) comes from its trace-create.
+func decideObservation(o Observation, ti traceInfo) record.Record {
+	rec := record.Record{Kind: record.Step, Service: ServiceName, TraceID: ids.TraceID(o.TraceID),
+		Start: o.Start, End: o.End, Name: o.Name, SpanKind: ptrace.SpanKindInternal}
+	rec.ThreadID, rec.UserID = o.SessionID, o.UserID
+	if rec.ThreadID == "" {
+		rec.ThreadID = ti.SessionID
+	}
+	if rec.UserID == "" {
+		rec.UserID = ti.UserID
+	}
+	rec.RunID, _ = o.Metadata["run_id"].(string)
+	if rec.RunID == "" {
+		rec.RunID = ti.RunID
+	}
+	if rec.RunID == "" {
+		rec.RunID = o.TraceID
+	}
+	rec.Caller, _ = o.Metadata["caller"].(string)
+	if rec.Caller == "" {
+		rec.Caller = genai.CallerFromTags(o.Tags)
+	}
+	if rec.Caller == "" {
+		rec.Caller = ti.Caller
+	}
+	if rec.Caller == "" {
+		rec.Caller = genai.BucketLeadAgent
+	}
+	if o.Level == "ERROR" {
+		rec.Failed, rec.Error = true, o.StatusMsg
+	}
+	if o.IsTrace {
+		rec.Kind = record.AgentRun
+		rec.SpanID = ids.SpanID("langfuse/obs", rootSpanID(o.ID))
+		if rec.Name == "" {
+			rec.Name = genai.LeadAgentName
+		}
+		rec.AgentID = o.ID
+		return rec
+	}
+	rec.SpanID = ids.SpanID("langfuse/obs", o.ID)
+	if o.ParentID != "" {
+		rec.ParentSpanID = ids.SpanID("langfuse/obs", o.ParentID)
+	} else {
+		rec.ParentSpanID = ids.SpanID("langfuse/obs", rootSpanID(o.TraceID))
+	}
+	toolCallID, _ := o.Metadata["tool_call_id"].(string)
+	switch {
+	case o.Kind == "generation":
+		rec.Kind = record.ModelCall
+		rec.SpanKind = ptrace.SpanKindClient
+		rec.RequestModel, rec.ResponseModel = o.Model, o.Model
+		rec.Provider, _ = o.Metadata["provider"].(string)
+		rec.Usage, rec.HasUsage = o.Usage, o.HasUsage
+		if arr, ok := o.Metadata["response_tool_call_ids"].([]any); ok {
+			for _, e := range arr {
+				if s, ok := e.(string); ok && s != "" {
+					rec.ResponseToolCallIDs = append(rec.ResponseToolCallIDs, s)
+				}
+			}
+		}
+		if len(rec.ResponseToolCallIDs) == 0 {
+			rec.ResponseToolCallIDs = genai.ResponseToolCallIDs(outputValue(o.Output))
+		}
+	case o.Kind == "tool" || (o.Kind == "span" && toolCallID != ""):
+		rec.Kind = record.ToolCall
+		if toolCallID == "" {
+			// LangChain's handler records no id in metadata: the ToolMessage it
+			// returned names the call it answered
+			toolCallID = genai.ToolCallIDOf(outputValue(o.Output), nil)
+		}
+		rec.ToolCallID = toolCallID
+		rec.SubagentStatus, _ = o.Metadata["subagent_status"].(string)
+	case o.Kind == "agent":
+		rec.Kind = record.AgentRun
+		rec.AgentID = o.ID
+		rec.ToolCallID = toolCallID
+	}
+	return rec
+}
+
+// outputValue decodes an observation's raw output (from the request, or read back from
+// storage); anything that is not JSON is no output.
+func outputValue(raw json.RawMessage) any {
+	if v, ok := rawjson.Parse(raw); ok {
+		return rawjson.Value(v)
+	}
+	return nil
 }
 
 // StorageKey is the key under which a held observation or trace root is stored (the

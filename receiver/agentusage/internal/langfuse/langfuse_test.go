@@ -314,3 +314,69 @@ func TestLangChainSubagentExportedBeforeItsTask(t *testing.T) {
 		}
 	}
 }
+
+// The in-place decoder reads events as a decoded map would: the last of duplicate keys
+// wins, null is absent, escapes are resolved; only the metadata keys the face reads are
+// kept; a body with anything after its JSON value is refused.
+func TestIngestionDecodingDetails(t *testing.T) {
+	body := `{"batch":[{"id":"e1","type":"generation-create","type":"span-create","body":{
+		"id":"s1","traceId":"t","name":"t\u00e9st \"q\"","model":null,"startTime":"2026-01-01T00:00:00Z","startTime":1767225601,
+		"metadata":{"caller":"subagent:r","run_id":"run-1","other":{"big":[1,2,3]}},"tags":["lead_agent",3,null],"output":null}}],"ignored":1}`
+	events, errs, err := DecodeIngestion([]byte(body))
+	require.NoError(t, err)
+	require.Empty(t, errs)
+	require.Len(t, events, 1)
+	o := events[0].Obs
+	assert.Equal(t, "span", o.Kind)
+	assert.Equal(t, `tést "q"`, o.Name)
+	assert.Empty(t, o.Model)
+	assert.Equal(t, t0.Add(time.Second), o.Start, "the last startTime")
+	assert.Equal(t, map[string]any{"caller": "subagent:r", "run_id": "run-1"}, o.Metadata)
+	assert.Equal(t, []string{"lead_agent"}, o.Tags)
+	assert.Nil(t, o.Output)
+
+	for _, bad := range []string{`{"batch":[]} x`, `{"batch":[]}{}`, `{"batch":[{"id":"a",}]}`, `{"batch":[1e]}`} {
+		_, _, err := DecodeIngestion([]byte(bad))
+		assert.ErrorIs(t, err, ErrBody, bad)
+	}
+	_, errs, err = DecodeIngestion([]byte(`{"batch":[7,{"id":"x","type":"span-create","body":{"id":"s","startTime":{}}},{"id":"y","type":"span-create","body":{"id":"s","usage":[],"metadata":[]}}]}`))
+	require.NoError(t, err)
+	require.Len(t, errs, 3)
+	assert.Equal(t, EventError{ID: "unknown", Status: 400, Message: "batch[0]: must be a JSON object"}, errs[0])
+	assert.Contains(t, errs[1].Message, "batch[1].body.startTime: not an RFC 3339")
+	assert.Equal(t, "batch[2].body.metadata: must be a JSON object", errs[2].Message)
+}
+
+// A held observation is stored as JSON (the receiver's `storage`) and read back after a
+// restart: it round-trips, its raw output still names the tool call it answered, and an
+// entry written before the output was kept raw (decoded output, every metadata key)
+// still reads.
+func TestStoredObservationRoundTrip(t *testing.T) {
+	events, errs, err := DecodeIngestion([]byte(`{"batch":[{"id":"e","type":"tool-create","body":{"id":"tool-1","traceId":"t","name":"task",
+		"startTime":"2026-01-01T00:00:00Z","metadata":{"subagent_status":"completed","x":1},
+		"output":{"lc":1,"type":"constructor","id":["langchain_core","messages","ToolMessage"],"kwargs":{"content":"done","tool_call_id":"call_7"}}}}]}`))
+	require.NoError(t, err)
+	require.Empty(t, errs)
+	o := events[0].Obs
+	stored, err := json.Marshal(o)
+	require.NoError(t, err)
+	var back Observation
+	require.NoError(t, json.Unmarshal(stored, &back))
+	assert.Equal(t, o, back)
+
+	old := []byte(`{"ID":"tool-2","TraceID":"t","Kind":"tool","Name":"task","Start":"2026-01-01T00:00:00Z","End":"0001-01-01T00:00:00Z",
+		"Metadata":{"subagent_status":"failed","other":[1]},"Output":{"role":"tool","tool_call_id":"call_8","content":"x"},"Created":true}`)
+	var prev Observation
+	require.NoError(t, json.Unmarshal(old, &prev))
+
+	in := NewIngester(time.Minute, 10)
+	in.Restore([]Observation{back, prev}, t0)
+	td := in.BuildObservations(in.Drain())
+	got := map[string]string{}
+	for _, s := range spansOf(td) {
+		id, _ := s.Attributes().Get(genai.AttrToolCallID)
+		st, _ := s.Attributes().Get(genai.AttrSubagentStatus)
+		got[id.Str()] = st.Str()
+	}
+	assert.Equal(t, map[string]string{"call_7": "completed", "call_8": "failed"}, got)
+}

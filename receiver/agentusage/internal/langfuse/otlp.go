@@ -16,6 +16,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/build"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/rawjson"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 )
 
@@ -67,8 +69,8 @@ const (
 
 // MapOTLP rewrites Langfuse-SDK spans into contract spans:
 //   - observation type generation → chat (name "chat <model>", CLIENT), agent →
-//     invoke_agent, tool → execute_tool; spans that already carry
-//     gen_ai.operation.name keep it;
+//     invoke_agent, tool → execute_tool, a LangChain/LangGraph agent's own run →
+//     invoke_agent; spans that already carry gen_ai.operation.name keep it;
 //   - langfuse.observation.model.name → gen_ai.request.model / response.model;
 //   - langfuse.observation.usage_details (Langfuse's exclusive buckets: input without
 //     cache, output without reasoning) → gen_ai.usage.* inclusive (docs/contract.md#usage);
@@ -79,11 +81,18 @@ const (
 //   - prompt and completion content (langfuse.*.input/output) is dropped: the contract
 //     keeps content off unless the emitter opts in with gen_ai.*.messages.
 //
-// Span and trace ids are kept: they are the client's own, so a resend is the same span.
+// Each span is decided into a record (what the emitter already set under a contract key
+// wins) and internal/build writes the record back onto the span. Span and trace ids
+// and the emitter's other attributes are kept: they are the client's own, so a resend
+// is the same span.
 func MapOTLP(td ptrace.Traces) {
 	session := map[pcommon.TraceID]string{}
 	user := map[pcommon.TraceID]string{}
+	// tool observations of the request: a LangChain run directly under one is a subagent
+	tools := map[pcommon.SpanID]bool{}
+	n := 0
 	forEachSpan(td, func(s ptrace.Span) {
+		n++
 		a := s.Attributes()
 		if v := firstStr(a, lfSessionID, otelSessionID, genai.AttrConversationID); v != "" {
 			session[s.TraceID()] = v
@@ -91,75 +100,76 @@ func MapOTLP(td ptrace.Traces) {
 		if v := firstStr(a, lfUserID, otelUserID, genai.AttrEndUserID); v != "" {
 			user[s.TraceID()] = v
 		}
-	})
-	// tool observations of the request: a LangChain run directly under one is a subagent
-	tools := map[pcommon.SpanID]bool{}
-	forEachSpan(td, func(s ptrace.Span) {
-		a := s.Attributes()
 		if firstStr(a, genai.AttrOperationName) == genai.OpExecuteTool || strings.EqualFold(firstStr(a, lfObsType), "tool") {
 			tools[s.SpanID()] = true
 		}
 	})
+	spans := make([]ptrace.Span, 0, n)
+	recs := make([]record.Record, 0, n)
 	forEachSpan(td, func(s ptrace.Span) {
-		mapSpan(s, session[s.TraceID()], user[s.TraceID()], tools[s.ParentSpanID()])
+		spans = append(spans, s)
+		recs = append(recs, decideSpan(s, session[s.TraceID()], user[s.TraceID()], tools[s.ParentSpanID()]))
 	})
-	inheritCallers(td)
+	inheritCallers(spans, recs)
+	for i, s := range spans {
+		build.Write(s, &recs[i])
+		a := s.Attributes()
+		for _, k := range []string{lfObsInput, lfObsOutput, lfTraceInput, lfTraceOutput} {
+			a.Remove(k)
+		}
+	}
 }
 
-// inheritCallers gives every span an agentmeter.run.id (its own, else the trace's in
-// the request, else the trace id) and an agentmeter.caller when the request says one:
-// its own, else its nearest ancestor's in the request (a subagent's invoke_agent under a
-// tool span is subagent:<name>). A span whose chain says none keeps none: the SDK
-// exports a long run in several batches (a subagent's spans end, and leave, before its
-// task span), so "no caller in this request" is not "the lead's"; subagentmerge
-// attributes it from the whole trace, and an uncalled span counts as the lead's.
-func inheritCallers(td ptrace.Traces) {
+// inheritCallers gives every record a run id (its own, else the trace's in the
+// request, else the trace id) and a caller when the request says one: its own, else
+// its nearest ancestor's in the request (a subagent's agent run under a tool call is
+// subagent:<name>). A span whose chain says none keeps none: the SDK exports a long run
+// in several batches (a subagent's spans end, and leave, before its task span), so "no
+// caller in this request" is not "the lead's"; subagentmerge attributes it from the
+// whole trace, and an uncalled span counts as the lead's.
+func inheritCallers(spans []ptrace.Span, recs []record.Record) {
 	type node struct {
 		parent pcommon.SpanID
-		span   ptrace.Span
+		rec    *record.Record
 	}
-	nodes := map[pcommon.SpanID]node{}
-	forEachSpan(td, func(s ptrace.Span) { nodes[s.SpanID()] = node{s.ParentSpanID(), s} })
+	nodes := make(map[pcommon.SpanID]node, len(spans))
+	for i, s := range spans {
+		nodes[s.SpanID()] = node{s.ParentSpanID(), &recs[i]}
+	}
 	var resolve func(id pcommon.SpanID, depth int) string
 	resolve = func(id pcommon.SpanID, depth int) string {
 		n, ok := nodes[id]
 		if !ok || depth > 256 {
 			return ""
 		}
-		a := n.span.Attributes()
-		if c := firstStr(a, genai.AttrCaller); c != "" {
-			return c
+		if n.rec.Caller != "" {
+			return n.rec.Caller
 		}
-		if firstStr(a, genai.AttrOperationName) == genai.OpInvokeAgent {
-			if p, ok := nodes[n.parent]; ok && firstStr(p.span.Attributes(), genai.AttrOperationName) == genai.OpExecuteTool {
-				c := genai.SubagentCaller(firstStr(a, genai.AttrAgentName))
-				a.PutStr(genai.AttrCaller, c)
-				return c
+		if n.rec.Kind == record.AgentRun {
+			if p, ok := nodes[n.parent]; ok && p.rec.Kind == record.ToolCall {
+				n.rec.Caller = genai.SubagentCaller(n.rec.Name)
+				return n.rec.Caller
 			}
 		}
-		c := resolve(n.parent, depth+1)
-		if c != "" {
-			a.PutStr(genai.AttrCaller, c)
-		}
-		return c
+		n.rec.Caller = resolve(n.parent, depth+1)
+		return n.rec.Caller
 	}
 	runs := map[pcommon.TraceID]string{}
-	forEachSpan(td, func(s ptrace.Span) {
-		if r := firstStr(s.Attributes(), genai.AttrRunID); r != "" {
+	for i, s := range spans {
+		if r := recs[i].RunID; r != "" {
 			runs[s.TraceID()] = r
 		}
-	})
-	forEachSpan(td, func(s ptrace.Span) {
-		a := s.Attributes()
+	}
+	for i, s := range spans {
 		resolve(s.SpanID(), 0)
-		if _, has := a.Get(genai.AttrRunID); !has {
+		if recs[i].RunID == "" {
 			r := runs[s.TraceID()]
 			if r == "" {
 				r = s.TraceID().String()
 			}
-			a.PutStr(genai.AttrRunID, r)
+			recs[i].RunID = r
 		}
-	})
+	}
 }
 
 func forEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
@@ -270,39 +280,36 @@ func toolCallIDFromContent(a pcommon.Map) string {
 	return genai.ToolCallIDOf(decode(lfObsOutput), decode(lfObsInput))
 }
 
-func mapSpan(s ptrace.Span, session, user string, parentIsTool bool) {
+// decideSpan decides what one Langfuse-SDK span is. Every field starts from the
+// contract key the emitter set, if any; Langfuse's own keys fill the rest.
+func decideSpan(s ptrace.Span, session, user string, parentIsTool bool) record.Record {
 	a := s.Attributes()
 	var meta map[string]any
 	if v, ok := a.Get(lfObsMetadata); ok {
 		_ = json.Unmarshal([]byte(v.AsString()), &meta)
 	}
-	if session != "" {
-		if _, has := a.Get(genai.AttrConversationID); !has {
-			a.PutStr(genai.AttrConversationID, session)
-		}
+	rec := record.Record{Kind: record.Step, Name: s.Name(), SpanKind: s.Kind()}
+	rec.ThreadID = firstStr(a, genai.AttrConversationID)
+	if rec.ThreadID == "" {
+		rec.ThreadID = session
 	}
-	if user != "" {
-		if _, has := a.Get(genai.AttrEndUserID); !has {
-			a.PutStr(genai.AttrEndUserID, user)
-		}
+	rec.UserID = firstStr(a, genai.AttrEndUserID)
+	if rec.UserID == "" {
+		rec.UserID = user
 	}
-	caller := firstStr(a, genai.AttrCaller)
-	if caller == "" {
-		caller = metaValue(a, meta, mkCaller)
+	rec.Caller = firstStr(a, genai.AttrCaller)
+	if rec.Caller == "" {
+		rec.Caller = metaValue(a, meta, mkCaller)
 	}
-	if caller == "" {
-		caller = genai.CallerFromTags(genai.StringsFromMap(a, "langfuse.trace.tags"))
+	if rec.Caller == "" {
+		rec.Caller = genai.CallerFromTags(genai.StringsFromMap(a, "langfuse.trace.tags"))
 	}
-	if caller != "" {
-		a.PutStr(genai.AttrCaller, caller)
+	rec.RunID = firstStr(a, genai.AttrRunID)
+	if rec.RunID == "" {
+		rec.RunID = metaValue(a, meta, mkRunID)
 	}
-	if _, has := a.Get(genai.AttrRunID); !has {
-		if v := metaValue(a, meta, mkRunID); v != "" {
-			a.PutStr(genai.AttrRunID, v)
-		}
-	}
-	model := firstStr(a, lfModel, genai.AttrResponseModel, genai.AttrRequestModel)
 	op := firstStr(a, genai.AttrOperationName)
+	lcName := ""
 	if op == "" {
 		switch strings.ToLower(firstStr(a, lfObsType)) {
 		case "generation":
@@ -311,89 +318,69 @@ func mapSpan(s ptrace.Span, session, user string, parentIsTool bool) {
 			op = genai.OpInvokeAgent
 		case "tool":
 			op = genai.OpExecuteTool
-		}
-		if op == "" {
+		default:
 			if name, ok := langchainAgent(s, a, meta, parentIsTool); ok {
-				op = genai.OpInvokeAgent
-				a.PutStr(genai.AttrAgentName, name)
+				op, lcName = genai.OpInvokeAgent, name
 			}
-		}
-		if op != "" {
-			a.PutStr(genai.AttrOperationName, op)
 		}
 	}
 	switch op {
 	case genai.OpChat:
-		s.SetName(genai.SpanName(genai.OpChat, model))
-		s.SetKind(ptrace.SpanKindClient)
-		if model != "" {
-			if _, has := a.Get(genai.AttrRequestModel); !has {
-				a.PutStr(genai.AttrRequestModel, model)
-			}
-			if _, has := a.Get(genai.AttrResponseModel); !has {
-				a.PutStr(genai.AttrResponseModel, model)
-			}
+		rec.Kind = record.ModelCall
+		rec.Operation = op
+		rec.SpanKind = ptrace.SpanKindClient
+		model := firstStr(a, lfModel, genai.AttrResponseModel, genai.AttrRequestModel)
+		if rec.RequestModel = firstStr(a, genai.AttrRequestModel); rec.RequestModel == "" {
+			rec.RequestModel = model
 		}
-		if _, has := a.Get(genai.AttrProviderName); !has {
+		if rec.ResponseModel = firstStr(a, genai.AttrResponseModel); rec.ResponseModel == "" {
+			rec.ResponseModel = model
+		}
+		if rec.Provider = firstStr(a, genai.AttrProviderName); rec.Provider == "" {
 			// LangChain's chat models name their provider in the run metadata
-			if p := metaValue(a, meta, mkLSProviderName); p != "" {
-				a.PutStr(genai.AttrProviderName, p)
-			}
+			rec.Provider = metaValue(a, meta, mkLSProviderName)
 		}
 		if v, ok := a.Get(lfUsageDetails); ok {
-			if u, ok := usageFromDetailsJSON(v.AsString()); ok {
-				genai.PutUsage(a, u)
-			}
+			rec.Usage, rec.HasUsage = usageFromDetailsJSON(v.AsString())
 		}
-		if _, has := a.Get(genai.AttrResponseToolCallIDs); !has {
-			ids := metaStrings(a, meta, mkResponseCalls)
-			if len(ids) == 0 {
+		if _, has := a.Get(genai.AttrResponseToolCallIDs); !has { // else the emitter's stay
+			rec.ResponseToolCallIDs = metaStrings(a, meta, mkResponseCalls)
+			if len(rec.ResponseToolCallIDs) == 0 {
 				if v, ok := a.Get(lfObsOutput); ok {
 					var out any
 					if json.Unmarshal([]byte(v.AsString()), &out) == nil {
-						ids = genai.ResponseToolCallIDs(out)
+						rec.ResponseToolCallIDs = genai.ResponseToolCallIDs(out)
 					}
 				}
 			}
-			if len(ids) > 0 {
-				genai.PutStrings(a, genai.AttrResponseToolCallIDs, ids)
-			}
 		}
 	case genai.OpExecuteTool:
-		name := firstStr(a, genai.AttrToolName)
-		if name == "" {
-			name = s.Name()
-			a.PutStr(genai.AttrToolName, name)
+		rec.Kind = record.ToolCall
+		if name := firstStr(a, genai.AttrToolName); name != "" {
+			rec.Name = name
 		}
-		s.SetName(genai.SpanName(genai.OpExecuteTool, name))
-		if _, has := a.Get(genai.AttrToolType); !has {
-			a.PutStr(genai.AttrToolType, genai.ToolTypeFunction)
+		rec.ToolType = firstStr(a, genai.AttrToolType)
+		rec.SubagentStatus = firstStr(a, genai.AttrSubagentStatus)
+		if rec.ToolCallID = firstStr(a, genai.AttrToolCallID); rec.ToolCallID == "" {
+			rec.ToolCallID = metaValue(a, meta, mkToolCallID)
 		}
-		if _, has := a.Get(genai.AttrToolCallID); !has {
-			id := metaValue(a, meta, mkToolCallID)
-			if id == "" {
-				id = toolCallIDFromContent(a)
-			}
-			if id != "" {
-				a.PutStr(genai.AttrToolCallID, id)
-			}
+		if rec.ToolCallID == "" {
+			rec.ToolCallID = toolCallIDFromContent(a)
 		}
 	case genai.OpInvokeAgent:
-		name := firstStr(a, genai.AttrAgentName)
-		if name == "" {
-			name = s.Name()
-			a.PutStr(genai.AttrAgentName, name)
+		rec.Kind = record.AgentRun
+		switch name := firstStr(a, genai.AttrAgentName); {
+		case name != "":
+			rec.Name = name
+		case lcName != "":
+			rec.Name = lcName
 		}
-		s.SetName(genai.SpanName(genai.OpInvokeAgent, name))
-		if _, has := a.Get(genai.AttrToolCallID); !has {
-			if id := metaValue(a, meta, mkToolCallID); id != "" {
-				a.PutStr(genai.AttrToolCallID, id)
-			}
+		rec.AgentID = firstStr(a, genai.AttrAgentID)
+		if rec.ToolCallID = firstStr(a, genai.AttrToolCallID); rec.ToolCallID == "" {
+			rec.ToolCallID = metaValue(a, meta, mkToolCallID)
 		}
 	}
-	for _, k := range []string{lfObsInput, lfObsOutput, lfTraceInput, lfTraceOutput} {
-		a.Remove(k)
-	}
+	return rec
 }
 
 func metaStrings(a pcommon.Map, meta map[string]any, k metaKey) []string {
@@ -486,13 +473,17 @@ func (b *bucketAcc) add(k string, c int64) {
 // usageFromDetailsJSON is UsageFromDetails for the JSON string of
 // langfuse.observation.usage_details. The SDKs send a flat object of counts; that
 // common case is scanned without building a map (it is most of this face's cost),
-// anything else goes through encoding/json.
-func usageFromDetailsJSON(s string) (genai.Usage, bool) {
+// anything else is decoded whole.
+func usageFromDetailsJSON[T string | []byte](s T) (genai.Usage, bool) {
 	if u, ok, flat := scanFlatCounts(s); flat {
 		return u, ok
 	}
-	var ud map[string]any
-	if json.Unmarshal([]byte(s), &ud) != nil {
+	v, ok := rawjson.Parse([]byte(s))
+	if !ok {
+		return genai.Usage{}, false
+	}
+	ud, ok := rawjson.Value(v).(map[string]any)
+	if !ok {
 		return genai.Usage{}, false
 	}
 	return UsageFromDetails(ud)
@@ -501,7 +492,7 @@ func usageFromDetailsJSON(s string) (genai.Usage, bool) {
 // scanFlatCounts reads {"key": <non-negative integer>, ...} with plain keys. flat is
 // false for anything else (nested objects, escapes, strings, floats, OpenAI-shaped
 // keys), and the caller falls back to the full decoder.
-func scanFlatCounts(s string) (u genai.Usage, ok, flat bool) {
+func scanFlatCounts[T string | []byte](s T) (u genai.Usage, ok, flat bool) {
 	var acc bucketAcc
 	i := skipWS(s, 0)
 	if i >= len(s) || s[i] != '{' {
@@ -522,7 +513,7 @@ func scanFlatCounts(s string) (u genai.Usage, ok, flat bool) {
 		if j >= len(s) || s[j] != '"' {
 			return u, false, false
 		}
-		key := s[i+1 : j]
+		key := string(s[i+1 : j])
 		switch key {
 		case "prompt_tokens", "completion_tokens", "input_tokens", "output_tokens":
 			return u, false, false // OpenAI shapes are inclusive: the slow path knows them
@@ -557,7 +548,7 @@ func scanFlatCounts(s string) (u genai.Usage, ok, flat bool) {
 	}
 }
 
-func skipWS(s string, i int) int {
+func skipWS[T string | []byte](s T, i int) int {
 	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
 		i++
 	}

@@ -1,0 +1,424 @@
+// Package rawjson reads JSON request bodies without decoding them into generic maps:
+// a face validates the body once (Parse), then walks the members it needs (Fields,
+// Elems, Get) as slices of the body and decodes only the values it keeps (String,
+// Value). Decoding every vendor payload into map[string]any was most of a JSON face's
+// cost; a face built on this package needs no second decoder, because Parse accepts
+// exactly the documents encoding/json accepts.
+package rawjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// MaxDepth is the deepest nesting Parse accepts: encoding/json's own limit.
+const MaxDepth = 10000
+
+// Parse reports whether b is exactly one JSON value, surrounding white space allowed,
+// with what encoding/json accepts (RFC 8259 grammar; any bytes but control characters
+// inside strings, as encoding/json replaces invalid UTF-8 when decoding; numbers of any
+// size; nesting up to MaxDepth). It returns the value without the white space. Every
+// other function of the package takes values that Parse accepted (or parts of one).
+func Parse(b []byte) ([]byte, bool) {
+	i := skipWS(b, 0)
+	end, ok := scanValue(b, i, 0)
+	if !ok || skipWS(b, end) != len(b) {
+		return nil, false
+	}
+	return b[i:end], true
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && isWS(b[i]) {
+		i++
+	}
+	return i
+}
+
+func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// plainByte marks the bytes a string holds as they are: anything but control
+// characters, the quote and the backslash.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x100; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// scanString scans the string starting at b[i] == '"' and returns the index after its
+// closing quote.
+func scanString(b []byte, i int) (int, bool) {
+	i++
+	for i < len(b) {
+		for i < len(b) && plainByte[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			return 0, false
+		}
+		switch b[i] {
+		case '"':
+			return i + 1, true
+		case '\\':
+			if i+1 >= len(b) {
+				return 0, false
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) {
+					return 0, false
+				}
+				for _, h := range b[i+2 : i+6] {
+					if !isHex(h) {
+						return 0, false
+					}
+				}
+				i += 6
+			default:
+				return 0, false
+			}
+		default: // a control character
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
+func isHex(c byte) bool {
+	return ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F')
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// scanNumber scans -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?.
+func scanNumber(b []byte, i int) (int, bool) {
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	ok := true
+	if i < len(b) && b[i] == '0' {
+		i++
+	} else if i, ok = digits(b, i); !ok {
+		return 0, false
+	}
+	if i < len(b) && b[i] == '.' {
+		if i, ok = digits(b, i+1); !ok {
+			return 0, false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i, ok = digits(b, i); !ok {
+			return 0, false
+		}
+	}
+	return i, true
+}
+
+// digits scans one or more decimal digits.
+func digits(b []byte, i int) (int, bool) {
+	start := i
+	for i < len(b) && isDigit(b[i]) {
+		i++
+	}
+	return i, i > start
+}
+
+// scanValue scans one value starting at b[i] and returns the index after it. depth is
+// the number of containers around it.
+func scanValue(b []byte, i, depth int) (int, bool) {
+	if i >= len(b) {
+		return 0, false
+	}
+	switch c := b[i]; c {
+	case '"':
+		return scanString(b, i)
+	case '{', '[':
+		if depth >= MaxDepth {
+			return 0, false
+		}
+		closer := byte('}')
+		if c == '[' {
+			closer = ']'
+		}
+		i = skipWS(b, i+1)
+		if i < len(b) && b[i] == closer {
+			return i + 1, true
+		}
+		for {
+			var ok bool
+			if c == '{' {
+				if i >= len(b) || b[i] != '"' {
+					return 0, false
+				}
+				if i, ok = scanString(b, i); !ok {
+					return 0, false
+				}
+				i = skipWS(b, i)
+				if i >= len(b) || b[i] != ':' {
+					return 0, false
+				}
+				i = skipWS(b, i+1)
+			}
+			if i, ok = scanValue(b, i, depth+1); !ok {
+				return 0, false
+			}
+			i = skipWS(b, i)
+			if i >= len(b) {
+				return 0, false
+			}
+			if b[i] == closer {
+				return i + 1, true
+			}
+			if b[i] != ',' {
+				return 0, false
+			}
+			i = skipWS(b, i+1)
+		}
+	case 't':
+		return literal(b, i, "true")
+	case 'f':
+		return literal(b, i, "false")
+	case 'n':
+		return literal(b, i, "null")
+	default:
+		return scanNumber(b, i)
+	}
+}
+
+func literal(b []byte, i int, s string) (int, bool) {
+	if len(b)-i >= len(s) && string(b[i:i+len(s)]) == s {
+		return i + len(s), true
+	}
+	return 0, false
+}
+
+// skipString returns the index after the (valid) string at b[i] == '"': the first
+// quote not escaped by an odd run of backslashes.
+func skipString(b []byte, i int) int {
+	i++
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return len(b)
+		}
+		i += j
+		n := 0
+		for k := i - 1; k >= 0 && b[k] == '\\'; k-- {
+			n++
+		}
+		i++
+		if n%2 == 0 {
+			return i
+		}
+	}
+}
+
+// skipValue returns the index after the (valid) value at b[i].
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return len(b)
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return len(b)
+	default: // number or literal
+		for i < len(b) {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i
+			}
+			i++
+		}
+		return i
+	}
+}
+
+// IsObject, IsArray, IsString and IsNull tell a value's type from its first byte.
+func IsObject(v []byte) bool { return len(v) > 0 && v[0] == '{' }
+
+// IsArray reports whether v is an array.
+func IsArray(v []byte) bool { return len(v) > 0 && v[0] == '[' }
+
+// IsString reports whether v is a string.
+func IsString(v []byte) bool { return len(v) > 0 && v[0] == '"' }
+
+// IsNull reports whether v is null or absent (nil), the two a decoded map cannot tell
+// apart from a missing key's nil.
+func IsNull(v []byte) bool { return len(v) == 0 || v[0] == 'n' }
+
+// Fields calls fn with every member of the object obj, in document order, until fn
+// returns false. The key is decoded (a slice of obj when it has no escapes; don't keep
+// it). Like a decoded map, a caller that keeps the last of duplicate keys agrees with
+// encoding/json.
+func Fields(obj []byte, fn func(key, val []byte) bool) {
+	if !IsObject(obj) {
+		return
+	}
+	i := skipWS(obj, 1)
+	for i < len(obj) && obj[i] == '"' {
+		kend := skipString(obj, i)
+		key := obj[i+1 : kend-1]
+		if !plain(key) {
+			s, _ := String(obj[i:kend])
+			key = []byte(s)
+		}
+		i = skipWS(obj, kend)
+		i = skipWS(obj, i+1) // the colon
+		vend := skipValue(obj, i)
+		if !fn(key, obj[i:vend]) {
+			return
+		}
+		i = skipWS(obj, vend)
+		if i < len(obj) && obj[i] == ',' {
+			i = skipWS(obj, i+1)
+		}
+	}
+}
+
+// Elems calls fn with every element of the array arr until fn returns false.
+func Elems(arr []byte, fn func(val []byte) bool) {
+	if !IsArray(arr) {
+		return
+	}
+	i := skipWS(arr, 1)
+	for i < len(arr) && arr[i] != ']' {
+		vend := skipValue(arr, i)
+		if !fn(arr[i:vend]) {
+			return
+		}
+		i = skipWS(arr, vend)
+		if i < len(arr) && arr[i] == ',' {
+			i = skipWS(arr, i+1)
+		}
+	}
+}
+
+// Get returns the value of key in the object obj; the last of duplicate keys wins, as
+// in a decoded map.
+func Get(obj []byte, key string) ([]byte, bool) {
+	var out []byte
+	found := false
+	Fields(obj, func(k, v []byte) bool {
+		if string(k) == key {
+			out, found = v, true
+		}
+		return true
+	})
+	return out, found
+}
+
+// plain reports whether the bytes of a string are its value: no escapes, valid UTF-8.
+func plain(s []byte) bool {
+	ascii := true
+	for _, c := range s {
+		if c == '\\' {
+			return false
+		}
+		if c >= 0x80 {
+			ascii = false
+		}
+	}
+	return ascii || utf8.Valid(s)
+}
+
+// String returns the value of the string v, decoded as encoding/json decodes it
+// (escapes resolved, invalid UTF-8 replaced); ok is false when v is not a string.
+func String(v []byte) (string, bool) {
+	if !IsString(v) || len(v) < 2 {
+		return "", false
+	}
+	if body := v[1 : len(v)-1]; plain(body) {
+		return string(body), true
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// Value decodes v as encoding/json with UseNumber decodes into an interface value:
+// map[string]any, []any, string, json.Number, bool or nil. It reads v once, however
+// deep (walking each level with Fields would re-read the levels below it).
+func Value(v []byte) any {
+	out, _ := value(v, 0)
+	return out
+}
+
+// value decodes the (valid) value at b[i] and returns the index after it.
+func value(b []byte, i int) (any, int) {
+	if i >= len(b) {
+		return nil, len(b)
+	}
+	switch b[i] {
+	case '{':
+		m := map[string]any{}
+		i = skipWS(b, i+1)
+		for i < len(b) && b[i] == '"' {
+			kend := skipString(b, i)
+			key, _ := String(b[i:kend])
+			i = skipWS(b, skipWS(b, kend)+1) // the colon
+			var v any
+			v, i = value(b, i)
+			m[key] = v
+			i = skipWS(b, i)
+			if i < len(b) && b[i] == ',' {
+				i = skipWS(b, i+1)
+			}
+		}
+		return m, i + 1 // the closing brace
+	case '[':
+		out := []any{}
+		i = skipWS(b, i+1)
+		for i < len(b) && b[i] != ']' {
+			var v any
+			v, i = value(b, i)
+			out = append(out, v)
+			i = skipWS(b, i)
+			if i < len(b) && b[i] == ',' {
+				i = skipWS(b, i+1)
+			}
+		}
+		return out, i + 1
+	case '"':
+		end := skipString(b, i)
+		s, _ := String(b[i:end])
+		return s, end
+	}
+	end := skipValue(b, i)
+	switch b[i] {
+	case 't':
+		return true, end
+	case 'f':
+		return false, end
+	case 'n':
+		return nil, end
+	}
+	return json.Number(b[i:end]), end
+}
