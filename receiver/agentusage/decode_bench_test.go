@@ -57,10 +57,11 @@ func BenchmarkDecodeVsOTLP(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				langsmith.Prepare(ops) // as the receiver does, before its lock
+				prep := langsmith.Prepare(ops) // as the receiver does, before its lock
 				p := tr.Plan(ops)
 				p.Build()
 				p.Commit(time.Now())
+				prep.Release()
 			}
 		},
 		"langsmith_multipart": func(b *testing.B) {
@@ -70,10 +71,11 @@ func BenchmarkDecodeVsOTLP(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				langsmith.Prepare(ops) // as the receiver does, before its lock
+				prep := langsmith.Prepare(ops) // as the receiver does, before its lock
 				p := tr.Plan(ops)
 				p.Build()
 				p.Commit(time.Now())
+				prep.Release()
 			}
 		},
 		"langfuse_otlp": func(b *testing.B) {

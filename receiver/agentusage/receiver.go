@@ -452,7 +452,8 @@ func (r *usageReceiver) ingestRuns(w http.ResponseWriter, req *http.Request, ops
 	}
 	// what each run's span needs from the run alone is read before the lock: only
 	// placing runs against the shared stores has to go one request at a time
-	langsmith.Prepare(ops)
+	prep := langsmith.Prepare(ops)
+	defer prep.Release() // after the spans are built and the plan committed
 	r.runsMu.Lock()
 	plan := r.runs.Plan(ops)
 	if err := r.consume(req.Context(), plan.Build(), formatLangSmith); err != nil {

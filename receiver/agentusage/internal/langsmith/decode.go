@@ -1,15 +1,11 @@
 package langsmith
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
-	"mime/multipart"
-	"net/http"
-	"sort"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -17,69 +13,139 @@ import (
 // ErrBody is a request-level error: nothing in the body could be used.
 var ErrBody = errors.New("request body")
 
+// Every endpoint decodes with the same scanner (rawjson.go): the body, or each
+// multipart part, is checked whole, then its runs are read by runDecoder. JSON that is
+// not well-formed fails the request (or, in a multipart body, the run of that part);
+// a well-formed item with a bad field is reported by name and skipped.
+
 // DecodeRun decodes the body of POST /runs or PATCH /runs/{id}. For a PATCH, pathID
 // is the id from the URL; it wins over a different id in the body.
 func DecodeRun(body []byte, patch bool, pathID string) (Op, error) {
-	m, err := decodeObject(body)
-	if err != nil {
+	var op Op
+	if err := decodeRunDoc(body, &op.Run, pathID, patch, ""); err != nil {
 		return Op{}, fmt.Errorf("%w: %v", ErrBody, err)
 	}
-	if patch && pathID != "" {
-		m["id"] = pathID
+	op.Patch = patch
+	return op, nil
+}
+
+// decodeRunDoc decodes a document holding one run object into r (a POST /runs body,
+// a multipart run part). pathID, when set, is the run's id whatever the object says.
+func decodeRunDoc(doc []byte, r *Run, pathID string, patch bool, prefix string) error {
+	d := runDecoder{r: r}
+	if err := d.doc(doc); err != nil {
+		return err
 	}
-	r, err := parseRun(m, patch)
+	if pathID != "" {
+		r.ID = pathID
+		d.clear(keyID)
+	}
+	d.finish(patch)
+	return d.err(prefix)
+}
+
+// doc reads a document that must hold one run object.
+func (d *runDecoder) doc(doc []byte) error {
+	i := skipWS(doc, 0)
+	if i >= len(doc) || doc[i] != '{' {
+		if err := validDoc(doc); err != nil {
+			return err
+		}
+		return errors.New("must be a JSON object (one run)")
+	}
+	end, err := d.object(doc, i)
 	if err != nil {
-		return Op{}, fmt.Errorf("%w: %v", ErrBody, err)
+		return err
 	}
-	return Op{Patch: patch, Run: r, Field: "run"}, nil
+	if j := skipWS(doc, end); j != len(doc) {
+		return synErr(j, "data after the JSON value")
+	}
+	return nil
 }
 
 // DecodeBatch decodes POST /runs/batch: {"post": [run...], "patch": [run...]}. Bad
-// items are reported and skipped; the rest are returned.
+// items are reported and skipped; the rest are returned, posts first. The body is
+// checked while it is read (one pass).
 func DecodeBatch(body []byte) ([]Op, []ItemError, error) {
-	if ops, err := decodeBatchScan(body); err == nil {
-		return ops, nil, nil
-	}
-	if ops, err := decodeBatchFast(body); err == nil {
-		return ops, nil, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var env map[string]any
-	if err := dec.Decode(&env); err != nil || env == nil {
+	i := skipWS(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		if err := validDoc(body); err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", ErrBody, err)
+		}
 		return nil, nil, fmt.Errorf("%w: expected a JSON object {\"post\": [...], \"patch\": [...]}", ErrBody)
 	}
-	var ops []Op
-	var errs []ItemError
-	for _, kind := range []string{"post", "patch"} {
-		v, ok := env[kind]
-		if !ok || v == nil {
-			continue
+	// one group per kind; as in a decoded map, a repeated "post" replaces the first
+	var groups [2]struct {
+		ops  []Op
+		errs []ItemError
+		bad  error
+	}
+	groups[0].ops = make([]Op, 0, len(body)/512+8)
+	end, err := members(body, i, func(k []byte, at int) (int, error) {
+		g := 0
+		switch string(k) {
+		case "post":
+		case "patch":
+			g = 1
+		default:
+			return validValue(body, at)
 		}
-		arr, ok := v.([]any)
-		if !ok {
-			return nil, nil, fmt.Errorf("%w: %s must be an array of runs", ErrBody, kind)
+		kind := [2]string{"post", "patch"}[g]
+		grp := &groups[g]
+		clear(grp.ops)
+		grp.ops, grp.errs, grp.bad = grp.ops[:0], nil, nil
+		switch {
+		case body[at] == 'n':
+			return validValue(body, at)
+		case body[at] != '[':
+			grp.bad = fmt.Errorf("%w: %s must be an array of runs", ErrBody, kind)
+			return validValue(body, at)
 		}
-		for i, item := range arr {
-			field := fmt.Sprintf("%s[%d]", kind, i)
-			m, ok := item.(map[string]any)
-			if !ok {
-				errs = append(errs, ItemError{Field: field, Message: "must be a JSON object"})
-				continue
+		n := 0
+		return elements(body, at, func(at int) (int, error) {
+			idx := n
+			n++
+			if body[at] != '{' {
+				end, err := validValue(body, at)
+				if err == nil {
+					field := itemField(kind, idx)
+					grp.errs = append(grp.errs, ItemError{Field: field, Message: field + ": must be a JSON object"})
+				}
+				return end, err
 			}
-			r, err := parseRun(m, kind == "patch")
+			grp.ops = append(grp.ops, Op{Patch: g == 1})
+			op := &grp.ops[len(grp.ops)-1]
+			d := runDecoder{r: &op.Run}
+			end, err := d.object(body, at)
 			if err != nil {
-				errs = append(errs, ItemError{Field: field, Message: err.Error()})
-				continue
+				return 0, err
 			}
-			ops = append(ops, Op{Patch: kind == "patch", Run: r, Field: field})
+			if !d.finish(g == 1) {
+				field := itemField(kind, idx)
+				grp.errs = append(grp.errs, ItemError{Field: field, Message: d.err(field).Error()})
+				grp.ops[len(grp.ops)-1] = Op{}
+				grp.ops = grp.ops[:len(grp.ops)-1]
+			}
+			return end, nil
+		})
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrBody, err)
+	}
+	if j := skipWS(body, end); j != len(body) {
+		return nil, nil, fmt.Errorf("%w: %v", ErrBody, synErr(j, "data after the JSON value"))
+	}
+	for _, g := range groups {
+		if g.bad != nil {
+			return nil, nil, g.bad
 		}
 	}
+	ops := append(groups[0].ops, groups[1].ops...)
+	errs := append(groups[0].errs, groups[1].errs...)
 	return ops, errs, nil
 }
 
-// splitFields are the run fields the SDKs send as their own multipart parts.
-var splitFields = map[string]bool{"inputs": true, "outputs": true, "events": true, "extra": true, "error": true, "serialized": true}
+func itemField(kind string, i int) string { return kind + "[" + strconv.Itoa(i) + "]" }
 
 // DecodeMultipart decodes POST /runs/multipart. Parts are named post.<id>,
 // patch.<id> (the run without its big fields) and post.<id>.<field> (one field
@@ -133,135 +199,25 @@ func decodeMultipart(contentType string, body io.Reader, sizeHint int64, buf []b
 	if err != nil || !strings.HasPrefix(mt, "multipart/") || params["boundary"] == "" {
 		return nil, nil, buf, fmt.Errorf("%w: Content-Type must be multipart/form-data with a boundary", ErrBody)
 	}
-	// The body is read whole and split by hand (see multipart.go); layouts the
-	// splitter does not handle go to mime/multipart over the same bytes, followed by
-	// the read error if reading stopped on one (a body over the size limit).
-	data, rerr := readAll(buf, body, sizeHint)
-	if rerr == nil {
-		pp := partBufs.Get().(*[]mpPart)
-		parts, ok := splitMultipart((*pp)[:0], data, params["boundary"])
-		var ops []Op
-		if ok {
-			ops, ok = decodeMultipartScan(parts)
-		}
-		// the ops hold slices of data, never of parts: the part list can be reused
-		if parts == nil { // the splitter gave up
-			parts = *pp
-		}
-		clear(parts[:cap(parts)]) // also what a splitter that gave up appended
-		if cap(parts) <= maxPooledParts {
-			*pp = parts[:0]
-			partBufs.Put(pp)
-		}
-		if ok {
-			return ops, nil, data, nil
-		}
-		ops, errs, err := decodeMultipartMIME(params["boundary"], bytes.NewReader(data))
-		return ops, errs, data, err
+	data, err := readAll(buf, body, sizeHint)
+	if err != nil {
+		return nil, nil, data, fmt.Errorf("reading the multipart body: %w", err)
 	}
-	ops, errs, err := decodeMultipartMIME(params["boundary"], io.MultiReader(bytes.NewReader(data), errReader{rerr}))
-	return ops, errs, data, err
-}
-
-// decodeMultipartMIME is the general multipart decoder, over mime/multipart and
-// generic JSON maps.
-func decodeMultipartMIME(boundary string, body io.Reader) ([]Op, []ItemError, error) {
-	mr := multipart.NewReader(body, boundary)
-	type key struct{ kind, id string }
-	runs := map[key]map[string]any{}
-	var order []key
-	bad := map[key]string{}
-	var errs []ItemError
-	for {
-		p, err := mr.NextPart()
-		if err == io.EOF {
-			break
+	// The body is split by hand (multipart.go); layouts the splitter does not handle
+	// go to mime/multipart over the same bytes. Either way the parts are decoded alike.
+	pp := partBufs.Get().(*[]mpPart)
+	parts, ok := splitMultipart((*pp)[:0], data, params["boundary"])
+	if !ok {
+		if parts, err = mimeParts((*pp)[:0], data, params["boundary"]); err != nil {
+			return nil, nil, data, err
 		}
-		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				return nil, nil, err
-			}
-			return nil, nil, fmt.Errorf("%w: malformed multipart body: %v", ErrBody, err)
-		}
-		name := p.FormName()
-		kind, rest, _ := strings.Cut(name, ".")
-		if kind != "post" && kind != "patch" {
-			_, _ = io.Copy(io.Discard, p)
-			continue
-		}
-		id, field, _ := strings.Cut(rest, ".")
-		data, err := io.ReadAll(p)
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading part %q: %w", name, err)
-		}
-		k := key{kind, id}
-		if _, seen := runs[k]; !seen {
-			runs[k] = map[string]any{}
-			order = append(order, k)
-		}
-		if _, isBad := bad[k]; isBad {
-			continue
-		}
-		if id == "" {
-			bad[k] = fmt.Sprintf("part %q: missing run id", name)
-			continue
-		}
-		switch field {
-		case "inputs":
-			// kept raw: decoded only for tool runs (see Run.RawInputs)
-			runs[k][field] = json.RawMessage(data)
-			continue
-		case "", "outputs", "extra", "error":
-		default:
-			continue // events, serialized, unknown split fields: not used, not decoded
-		}
-		// json.Unmarshal (numbers as float64: exact for token counts and epoch
-		// milliseconds) is much cheaper per part than a Decoder with UseNumber
-		var v any
-		if err := json.Unmarshal(data, &v); err != nil {
-			bad[k] = fmt.Sprintf("part %q: invalid JSON: %v", name, err)
-			continue
-		}
-		if field == "" {
-			m, ok := v.(map[string]any)
-			if !ok {
-				bad[k] = fmt.Sprintf("part %q: must be a JSON object", name)
-				continue
-			}
-			for fk, fv := range m {
-				if _, set := runs[k][fk]; !set || !splitFields[fk] {
-					runs[k][fk] = fv
-				}
-			}
-			continue
-		}
-		runs[k][field] = v
 	}
-	var ops []Op
-	for _, k := range order {
-		field := k.kind + "." + k.id
-		if msg, isBad := bad[k]; isBad {
-			errs = append(errs, ItemError{Field: field, Message: msg})
-			continue
-		}
-		m := runs[k]
-		if _, ok := m["id"]; !ok {
-			m["id"] = k.id
-		}
-		r, err := parseRun(m, k.kind == "patch")
-		if err != nil {
-			errs = append(errs, ItemError{Field: field, Message: err.Error()})
-			continue
-		}
-		ops = append(ops, Op{Patch: k.kind == "patch", Run: r, Field: field})
+	ops, errs := decodeParts(parts)
+	// the ops hold slices of data (or of the fallback's part copies), never of parts
+	clear(parts[:cap(parts)])
+	if cap(parts) <= maxPooledParts {
+		*pp = parts[:0]
+		partBufs.Put(pp)
 	}
-	// posts before patches, each in dotted order, so parents are seen first
-	sort.SliceStable(ops, func(i, j int) bool {
-		if ops[i].Patch != ops[j].Patch {
-			return !ops[i].Patch
-		}
-		return false
-	})
-	return ops, errs, nil
+	return ops, errs, data, nil
 }

@@ -2,15 +2,19 @@ package langsmith
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"mime/multipart"
 	"sort"
+	"strings"
+	"sync"
 )
 
-// The scanning decoder for /runs/multipart: the whole body is read once and split on
-// the boundary by hand (no per-part readers, header maps or copies), and each run's
-// parts are scanned like /runs/batch items. It handles the layout the LangSmith SDKs
+// /runs/multipart: the whole body is read once and split on the boundary by hand (no
+// per-part readers, header maps or copies), and each run's parts are decoded with the
+// same scanner as /runs/batch items. The splitter handles the layout the LangSmith SDKs
 // send (CRLF lines, a Content-Disposition form-data name, JSON parts); for anything
-// else it reports !ok and DecodeMultipart runs mime/multipart over the same bytes.
+// else it reports !ok and mime/multipart splits the same bytes.
 
 // mpPart is one part: its form name and content.
 type mpPart struct {
@@ -169,125 +173,180 @@ func trimJSON(b []byte) []byte {
 	return b[i:j]
 }
 
-// decodeMultipartScan turns the parts into ops exactly as the mime/multipart path
-// does, or reports !ok.
-func decodeMultipartScan(parts []mpPart) ([]Op, bool) {
-	type key struct{ kind, id string }
-	type acc struct {
-		run                             Run
-		idSeen, main                    bool
-		inputs, outputs, extra          []byte
-		errv                            []byte
-		hasIn, hasOut, hasExtra, hasErr bool
+// mimeParts splits body with mime/multipart: the general path, for layouts
+// splitMultipart leaves (a preamble, LF line ends, other Content-Disposition shapes,
+// encoded parts). Parts that are not post.* or patch.* are not kept.
+func mimeParts(parts []mpPart, body []byte, boundary string) ([]mpPart, error) {
+	mr := multipart.NewReader(bytes.NewReader(body), boundary)
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			return parts, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: malformed multipart body: %v", ErrBody, err)
+		}
+		name := p.FormName()
+		if kind, _, _ := strings.Cut(name, "."); kind != "post" && kind != "patch" {
+			continue
+		}
+		data, err := io.ReadAll(p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: malformed multipart body: part %q: %v", ErrBody, name, err)
+		}
+		parts = append(parts, mpPart{name: []byte(name), data: data})
 	}
-	// runs in first-seen order; a run's parts usually come together, so the last run
-	// is checked before the map
-	accs := make([]acc, 0, len(parts)/3+1)
-	keys := make([]key, 0, len(parts)/3+1)
-	index := make(map[key]int, len(parts)/3+1)
+}
+
+// splitField is a run field a multipart part may carry alone (post.<id>.<field>); it
+// wins over the same field in the run's own part, whatever their order. events and
+// serialized are not read, so their parts are not decoded at all.
+type splitField struct {
+	val []byte
+	has bool
+}
+
+// partAcc is what decodeParts gathers for one run across its parts; the run itself
+// is decoded in place in the ops (same index).
+type partAcc struct {
+	kind, id string
+	idSeen   bool
+	errs     []keyErr // of the run's fields, kept across its parts
+	inputs   splitField
+	split    [3]splitField // outputs, extra, error
+	bad      string
+}
+
+var splitKeys = [3]runKey{keyOutputs, keyExtra, keyError}
+
+// partState is decodeParts' scratch memory, recycled across requests.
+type partState struct {
+	accs  []partAcc
+	index [2]map[string]int // post, patch: run id → index
+}
+
+var partStates = sync.Pool{New: func() any { return new(partState) }}
+
+func (st *partState) release() {
+	if cap(st.accs) > maxPooledParts {
+		return
+	}
+	clear(st.accs[:cap(st.accs)])
+	st.accs = st.accs[:0]
+	for _, m := range st.index {
+		clear(m)
+	}
+	partStates.Put(st)
+}
+
+// decodeParts turns the parts of a multipart body into ops: each run from its own
+// part and its field parts, read with the batch decoder's scanner. A run with a part
+// that is not JSON, or with a bad field, is reported (naming the part or the field:
+// "post.<id>.outputs: ...") and skipped.
+func decodeParts(parts []mpPart) ([]Op, []ItemError) {
+	st := partStates.Get().(*partState)
+	defer st.release()
+	accs, index := st.accs[:0], &st.index
+	ops := make([]Op, 0, len(parts)/3+1)
+	// a run's parts usually come together, so the last run is checked before the map
 	last := -1
 	for _, p := range parts {
 		kindB, rest, _ := bytes.Cut(p.name, []byte("."))
 		var kind string
+		g := 0
 		switch string(kindB) {
 		case "post":
 			kind = "post"
 		case "patch":
-			kind = "patch"
+			kind, g = "patch", 1
 		default:
 			continue
 		}
-		idB, fieldB, _ := bytes.Cut(rest, []byte("."))
-		if len(idB) == 0 {
-			return nil, false
-		}
-		field := fieldB
-		if last < 0 || keys[last].kind != kind || keys[last].id != string(idB) {
-			k := key{kind, string(idB)}
-			n, seen := index[k]
+		idB, field, _ := bytes.Cut(rest, []byte("."))
+		if last < 0 || accs[last].kind != kind || accs[last].id != string(idB) {
+			n, seen := index[g][string(idB)]
 			if !seen {
+				if index[g] == nil {
+					index[g] = make(map[string]int, len(parts)/3+1)
+				}
 				n = len(accs)
-				accs = append(accs, acc{})
-				keys = append(keys, k)
-				index[k] = n
+				id := string(idB)
+				accs = append(accs, partAcc{kind: kind, id: id})
+				ops = append(ops, Op{Patch: g == 1})
+				index[g][id] = n
 			}
 			last = n
 		}
 		a := &accs[last]
+		if a.bad != "" {
+			continue
+		}
+		if len(idB) == 0 {
+			a.bad = fmt.Sprintf("part %q: missing run id", p.name)
+			continue
+		}
+		var slot *splitField
 		switch string(field) {
 		case "":
-			if a.main {
-				return nil, false
+			d := runDecoder{r: &ops[last].Run, errs: a.errs}
+			if err := d.doc(p.data); err != nil {
+				a.bad = fmt.Sprintf("%s: %v", p.name, err)
 			}
-			a.main = true
-			var ok bool
-			if a.run, a.idSeen, ok = scanRun(p.data, kind == "patch"); !ok {
-				return nil, false
-			}
+			// field errors are told once the run is complete: a field part may
+			// replace the bad value
+			a.idSeen, a.errs = a.idSeen || d.idSeen, d.errs
 			continue
 		case "inputs":
-			a.inputs, a.hasIn = p.data, true // kept raw, not validated (see Run.RawInputs)
+			a.inputs = splitField{p.data, true} // checked only when read (see Run.inputs)
 			continue
-		case "outputs", "extra", "error":
+		case "outputs":
+			slot = &a.split[0]
+		case "extra":
+			slot = &a.split[1]
+		case "error":
+			slot = &a.split[2]
 		default:
 			continue // events, serialized, unknown split fields: not used, not decoded
 		}
 		v := trimJSON(p.data)
-		end, ok := scanValue(v, 0, 0)
-		if !ok || end != len(v) {
-			return nil, false
+		if err := validDoc(v); err != nil {
+			a.bad = fmt.Sprintf("%s: %v", p.name, err)
+			continue
 		}
-		switch string(field) {
-		case "outputs":
-			a.outputs, a.hasOut = v, true
-		case "extra":
-			a.extra, a.hasExtra = v, true
-		case "error":
-			a.errv, a.hasErr = v, true
-		}
+		*slot = splitField{v, true}
 	}
-	ops := make([]Op, 0, len(accs))
-	for n, k := range keys {
-		a := &accs[n]
-		r := &a.run
-		sr := runScanner{r: r}
-		if !a.main {
-			r.Posted = k.kind == "post"
+	var errs []ItemError
+	n := 0
+	for i := range accs {
+		a := &accs[i]
+		d := runDecoder{r: &ops[i].Run, idSeen: a.idSeen, errs: a.errs}
+		if a.bad == "" {
+			if !a.idSeen {
+				d.r.ID = a.id
+			}
+			if a.inputs.has {
+				d.r.inputs = a.inputs.val
+			}
+			for j, f := range a.split {
+				if f.has {
+					d.set(splitKeys[j], f.val)
+				}
+			}
+			if !d.finish(a.kind == "patch") {
+				a.bad = d.err(a.kind + "." + a.id).Error()
+			}
 		}
-		if !a.idSeen {
-			r.ID = k.id
+		if a.bad != "" {
+			errs = append(errs, ItemError{Field: a.kind + "." + a.id, Message: a.bad})
+			continue
 		}
-		// a split part wins over the same field in the run's own part
-		if a.hasIn {
-			r.Inputs, r.RawInputs = nil, a.inputs
-		}
-		if a.hasOut && !sr.field([]byte("outputs"), a.outputs) {
-			return nil, false
-		}
-		if a.hasExtra && !sr.field([]byte("extra"), a.extra) {
-			return nil, false
-		}
-		if a.hasErr && !sr.field([]byte("error"), a.errv) {
-			return nil, false
-		}
-		if !validRun(r) {
-			return nil, false
-		}
-		ops = append(ops, Op{Patch: k.kind == "patch", Run: *r, Field: k.kind + "." + k.id})
+		ops[n] = ops[i]
+		n++
 	}
-	// posts before patches, each in dotted order, so parents are seen first
-	sort.SliceStable(ops, func(i, j int) bool {
-		if ops[i].Patch != ops[j].Patch {
-			return !ops[i].Patch
-		}
-		return false
-	})
-	return ops, true
+	clear(ops[n:])
+	ops = ops[:n]
+	st.accs = accs
+	// posts before patches, each in the order sent, so parents are seen first
+	sort.SliceStable(ops, func(i, j int) bool { return !ops[i].Patch && ops[j].Patch })
+	return ops, errs
 }
-
-// errReader replays a read error after the bytes read before it.
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
-
-var _ io.Reader = errReader{}

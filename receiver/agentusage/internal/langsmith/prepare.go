@@ -2,6 +2,7 @@ package langsmith
 
 import (
 	"strings"
+	"sync"
 
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 )
@@ -21,20 +22,62 @@ type prepared struct {
 	rec      record.Record
 }
 
+// Prepared is what Prepare read for one request's ops. Release gives its memory back
+// for the next request once the ops are no longer used.
+type Prepared struct {
+	preps []prepared
+	arena []idxField
+	ids   spanIDs
+}
+
+// prepBufs recycles Prepared buffers: a request's prepared records are its biggest
+// allocation after the spans themselves.
+var prepBufs = sync.Pool{New: func() any { return new(Prepared) }}
+
+// maxPooledPreps: bigger requests' buffers are left to the garbage collector.
+const maxPooledPreps = 4096
+
 // Prepare reads, for every op, what its record needs from the run alone. It is safe
 // to call concurrently for different requests (it touches only ops) and optional:
-// Build computes the same from runs without it.
-func Prepare(ops []Op) {
-	arena := make([]idxField, 0, 8*len(ops))
-	preps := make([]prepared, len(ops))
-	ids := make(spanIDs, len(ops)+1)
+// Build computes the same from runs without it. The ops point into the returned
+// Prepared until its Release; a run parked by Plan.Commit keeps nothing of it.
+func Prepare(ops []Op) *Prepared {
+	pb := prepBufs.Get().(*Prepared)
+	if cap(pb.preps) < len(ops) {
+		pb.preps = make([]prepared, len(ops))
+	}
+	pb.preps = pb.preps[:len(ops)]
+	if pb.arena == nil {
+		pb.arena = make([]idxField, 0, 4*len(ops))
+	}
+	if pb.ids == nil {
+		pb.ids = make(spanIDs, len(ops)+1)
+	}
 	for i := range ops {
 		r := &ops[i].Run
-		p := &preps[i]
-		p.md = indexedMetadata(*r, &arena)
+		p := &pb.preps[i]
+		p.md = indexedMetadata(*r, &pb.arena)
 		p.runType = strings.ToLower(r.RunType)
 		p.parentID = parentIDOf(*r)
-		p.rec = ownRecord(*r, p.md, p.runType, ids)
+		p.rec = ownRecord(*r, p.md, p.runType, pb.ids)
 		r.prep = p
 	}
+	return pb
+}
+
+// Release recycles what Prepare allocated. Call it once, when the request's ops,
+// plan and spans are done with (the spans keep no reference into it); a nil
+// Prepared is fine.
+func (pb *Prepared) Release() {
+	if pb == nil || pb.preps == nil {
+		return
+	}
+	if cap(pb.preps) > maxPooledPreps {
+		return
+	}
+	clear(pb.preps)
+	clear(pb.arena[:cap(pb.arena)])
+	clear(pb.ids)
+	pb.preps, pb.arena = pb.preps[:0], pb.arena[:0]
+	prepBufs.Put(pb)
 }

@@ -3,19 +3,234 @@ package langsmith
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strconv"
 )
 
-// A minimal JSON scanner for the hot paths (/runs/batch and /runs/multipart). It
-// validates strictly and reports !ok on anything it is not sure about; callers then
-// fall back to encoding/json, so the scanner only ever has to agree with
-// encoding/json on the inputs it accepts. Values stay as slices of the request body:
-// a run's free-form outputs and extra are never decoded into generic maps, only
-// searched for the few keys the mapping reads (see rawView).
+// The face's one JSON decoder. A body (or a multipart part) is first checked whole by
+// validValue, which accepts exactly the JSON encoding/json accepts (any nesting up to
+// its 10000 levels, any number literal, invalid UTF-8 inside strings); the decoders in
+// decode.go then walk the checked bytes with the cheap readers below, which assume
+// valid JSON. Values stay as slices of the request body: a run's free-form inputs,
+// outputs and extra are never decoded into generic maps, only searched for the few
+// keys the mapping reads (see view.go).
 
-// maxRawDepth bounds nesting; deeper documents take the encoding/json path.
-const maxRawDepth = 512
+// maxDepth is encoding/json's nesting limit: deeper documents are refused, as there.
+const maxDepth = 10000
+
+// syntaxError is where and why a body is not JSON.
+type syntaxError struct {
+	off int
+	msg string
+}
+
+func (e *syntaxError) Error() string { return fmt.Sprintf("invalid JSON at byte %d: %s", e.off, e.msg) }
+
+func synErr(off int, msg string) error { return &syntaxError{off: off, msg: msg} }
+
+// validValue checks the one JSON value at b[i:] (space before it allowed) and returns
+// the index after it. It runs without recursion (an explicit stack of open
+// containers), so depth costs no goroutine stack.
+func validValue(b []byte, i int) (int, error) {
+	var buf [64]byte
+	stack := buf[:0]
+	for {
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return 0, synErr(i, "unexpected end of input")
+		}
+		open := false
+		switch c := b[i]; c {
+		case '{', '[':
+			if len(stack) >= maxDepth {
+				return 0, synErr(i, fmt.Sprintf("nested deeper than %d levels", maxDepth))
+			}
+			closer := byte('}')
+			if c == '[' {
+				closer = ']'
+			}
+			j := skipWS(b, i+1)
+			if j < len(b) && b[j] == closer {
+				i = j + 1
+				break
+			}
+			stack = append(stack, c)
+			i, open = j, true
+			if c == '{' {
+				var err error
+				if i, err = member(b, i); err != nil {
+					return 0, err
+				}
+			}
+		case '"':
+			end, _, ok := scanString(b, i)
+			if !ok {
+				return 0, synErr(i, "invalid string")
+			}
+			i = end
+		case 't', 'f', 'n':
+			word := "null"
+			if c == 't' {
+				word = "true"
+			} else if c == 'f' {
+				word = "false"
+			}
+			end, ok := lit(b, i, word)
+			if !ok {
+				return 0, synErr(i, "invalid literal")
+			}
+			i = end
+		default:
+			end, ok := scanNumber(b, i)
+			if !ok {
+				return 0, synErr(i, "invalid value")
+			}
+			i = end
+		}
+		if open {
+			continue
+		}
+		// after a value: close containers, or go on to the next element
+		for {
+			if len(stack) == 0 {
+				return i, nil
+			}
+			i = skipWS(b, i)
+			if i >= len(b) {
+				return 0, synErr(i, "unexpected end of input")
+			}
+			top := stack[len(stack)-1]
+			if b[i] == ',' {
+				i++
+				if top == '{' {
+					var err error
+					if i, err = member(b, i); err != nil {
+						return 0, err
+					}
+				}
+				break
+			}
+			if (top == '{' && b[i] == '}') || (top == '[' && b[i] == ']') {
+				stack = stack[:len(stack)-1]
+				i++
+				continue
+			}
+			if top == '{' {
+				return 0, synErr(i, "expected , or } after an object member")
+			}
+			return 0, synErr(i, "expected , or ] after an array element")
+		}
+	}
+}
+
+// member checks `"key":` at b[i:] (space allowed) and returns the index after the
+// colon.
+func member(b []byte, i int) (int, error) {
+	i = skipWS(b, i)
+	if i >= len(b) || b[i] != '"' {
+		return 0, synErr(i, "expected a string key")
+	}
+	end, _, ok := scanString(b, i)
+	if !ok {
+		return 0, synErr(i, "invalid string")
+	}
+	i = skipWS(b, end)
+	if i >= len(b) || b[i] != ':' {
+		return 0, synErr(i, "expected : after an object key")
+	}
+	return i + 1, nil
+}
+
+// members walks the object at b[i] == '{', checking it on the way: for each member,
+// fn gets the decoded key and the index of its value, checks the value itself (with
+// validValue, or by walking it) and returns the index after it. One pass over the
+// bytes: a decoder reads what it needs while the body is checked.
+func members(b []byte, i int, fn func(key []byte, at int) (int, error)) (int, error) {
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return 0, synErr(i, "expected a string key")
+		}
+		kend, plain, ok := scanString(b, i)
+		if !ok {
+			return 0, synErr(i, "invalid string")
+		}
+		key := b[i+1 : kend-1]
+		if !plain {
+			s, _ := decodeString(b[i:kend])
+			key = []byte(s)
+		}
+		i = skipWS(b, kend)
+		if i >= len(b) || b[i] != ':' {
+			return 0, synErr(i, "expected : after an object key")
+		}
+		i = skipWS(b, i+1)
+		vend, err := fn(key, i)
+		if err != nil {
+			return 0, err
+		}
+		i = skipWS(b, vend)
+		if i >= len(b) {
+			return 0, synErr(i, "unexpected end of input")
+		}
+		if b[i] == '}' {
+			return i + 1, nil
+		}
+		if b[i] != ',' {
+			return 0, synErr(i, "expected , or } after an object member")
+		}
+		i = skipWS(b, i+1)
+	}
+}
+
+// elements walks the array at b[i] == '[' the way members walks an object.
+func elements(b []byte, i int, fn func(at int) (int, error)) (int, error) {
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, nil
+	}
+	for {
+		if i >= len(b) {
+			return 0, synErr(i, "unexpected end of input")
+		}
+		vend, err := fn(i)
+		if err != nil {
+			return 0, err
+		}
+		i = skipWS(b, vend)
+		if i >= len(b) {
+			return 0, synErr(i, "unexpected end of input")
+		}
+		if b[i] == ']' {
+			return i + 1, nil
+		}
+		if b[i] != ',' {
+			return 0, synErr(i, "expected , or ] after an array element")
+		}
+		i = skipWS(b, i+1)
+	}
+}
+
+// checkValue is the member function that only checks the value.
+func checkValue(b []byte) func(key []byte, at int) (int, error) {
+	return func(_ []byte, at int) (int, error) { return validValue(b, at) }
+}
+
+// validDoc checks that b holds exactly one JSON value (space around it allowed).
+func validDoc(b []byte) error {
+	end, err := validValue(b, 0)
+	if err != nil {
+		return err
+	}
+	if j := skipWS(b, end); j != len(b) {
+		return synErr(j, "data after the JSON value")
+	}
+	return nil
+}
 
 func skipWS(b []byte, i int) int {
 	for i < len(b) {
@@ -92,10 +307,9 @@ func isHex(c byte) bool {
 	return ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F')
 }
 
-// scanNumber scans a JSON number. Numbers float64 cannot hold are refused, as
-// encoding/json refuses them when decoding into interface values.
+// scanNumber scans a JSON number (syntax only: like encoding/json with UseNumber, a
+// literal too big for float64 is still a number).
 func scanNumber(b []byte, i int) (int, bool) {
-	start := i
 	if i < len(b) && b[i] == '-' {
 		i++
 	}
@@ -109,7 +323,6 @@ func scanNumber(b []byte, i int) (int, bool) {
 	default:
 		return 0, false
 	}
-	exotic := false
 	if i < len(b) && b[i] == '.' {
 		i++
 		d := i
@@ -121,7 +334,6 @@ func scanNumber(b []byte, i int) (int, bool) {
 		}
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		exotic = true
 		i++
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
@@ -134,87 +346,7 @@ func scanNumber(b []byte, i int) (int, bool) {
 			return 0, false
 		}
 	}
-	if exotic || i-start > 300 {
-		if _, err := strconv.ParseFloat(string(b[start:i]), 64); err != nil {
-			return 0, false
-		}
-	}
 	return i, true
-}
-
-// scanValue scans one value starting at b[i] (no leading space) and returns the
-// index after it.
-func scanValue(b []byte, i, depth int) (int, bool) {
-	if i >= len(b) || depth > maxRawDepth {
-		return 0, false
-	}
-	switch c := b[i]; {
-	case c == '"':
-		end, _, ok := scanString(b, i)
-		return end, ok
-	case c == '{':
-		i = skipWS(b, i+1)
-		if i < len(b) && b[i] == '}' {
-			return i + 1, true
-		}
-		for {
-			if i >= len(b) || b[i] != '"' {
-				return 0, false
-			}
-			end, _, ok := scanString(b, i)
-			if !ok {
-				return 0, false
-			}
-			i = skipWS(b, end)
-			if i >= len(b) || b[i] != ':' {
-				return 0, false
-			}
-			if i, ok = scanValue(b, skipWS(b, i+1), depth+1); !ok {
-				return 0, false
-			}
-			i = skipWS(b, i)
-			if i >= len(b) {
-				return 0, false
-			}
-			if b[i] == '}' {
-				return i + 1, true
-			}
-			if b[i] != ',' {
-				return 0, false
-			}
-			i = skipWS(b, i+1)
-		}
-	case c == '[':
-		i = skipWS(b, i+1)
-		if i < len(b) && b[i] == ']' {
-			return i + 1, true
-		}
-		for {
-			var ok bool
-			if i, ok = scanValue(b, i, depth+1); !ok {
-				return 0, false
-			}
-			i = skipWS(b, i)
-			if i >= len(b) {
-				return 0, false
-			}
-			if b[i] == ']' {
-				return i + 1, true
-			}
-			if b[i] != ',' {
-				return 0, false
-			}
-			i = skipWS(b, i+1)
-		}
-	case c == 't':
-		return lit(b, i, "true")
-	case c == 'f':
-		return lit(b, i, "false")
-	case c == 'n':
-		return lit(b, i, "null")
-	default:
-		return scanNumber(b, i)
-	}
 }
 
 func lit(b []byte, i int, s string) (int, bool) {
@@ -224,15 +356,11 @@ func lit(b []byte, i int, s string) (int, bool) {
 	return 0, false
 }
 
-// validObject reports whether raw is exactly one JSON object (surrounding space
-// allowed) that the scanner accepts.
+// validObject reports whether raw is exactly one JSON object (space around it
+// allowed).
 func validObject(raw []byte) bool {
 	i := skipWS(raw, 0)
-	if i >= len(raw) || raw[i] != '{' {
-		return false
-	}
-	end, ok := scanValue(raw, i, 0)
-	return ok && skipWS(raw, end) == len(raw)
+	return i < len(raw) && raw[i] == '{' && validDoc(raw) == nil
 }
 
 // decodeString returns the value of a scanned JSON string (quotes included).

@@ -2,8 +2,12 @@ package langsmith
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/timestamps"
 )
 
 func tracesJSON(t *testing.T, ops []Op) string {
@@ -42,30 +47,177 @@ func tracesJSON(t *testing.T, ops []Op) string {
 	return string(b)
 }
 
-// checkScanMatchesTyped: whatever the scanning decoder accepts, the typed decoder
-// accepts too, and both runs translate to the same spans.
-func checkScanMatchesTyped(t *testing.T, body []byte) bool {
+// expectRuns is what encoding/json makes of a /runs/batch body, the reference the one
+// decoder is checked against: the runs of each group (a decoded map: the last of
+// duplicate keys wins) with their string fields, times and objects, and which items
+// must be refused. ok is false when the body must be refused as a whole.
+type expectedItem struct {
+	bad  bool
+	m    map[string]any
+	tags []string
+}
+
+func expectBatch(t *testing.T, body []byte) (items [2][]expectedItem, ok bool) {
 	t.Helper()
-	scanned, err := decodeBatchScan(body)
-	if err != nil {
+	if !json.Valid(body) {
+		return items, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var env any
+	require.NoError(t, dec.Decode(&env))
+	m, isObj := env.(map[string]any)
+	if !isObj {
+		return items, false
+	}
+	for g, kind := range []string{"post", "patch"} {
+		v, has := m[kind]
+		if !has || v == nil {
+			continue
+		}
+		arr, isArr := v.([]any)
+		if !isArr {
+			return items, false
+		}
+		for _, e := range arr {
+			run, isRun := e.(map[string]any)
+			it := expectedItem{m: run, bad: !isRun}
+			if isRun {
+				it.bad, it.tags = badRun(run, g == 1)
+			}
+			items[g] = append(items[g], it)
+		}
+	}
+	return items, true
+}
+
+// badRun says whether encoding/json's reading of a run breaks a field rule, and its
+// tags.
+func badRun(m map[string]any, patch bool) (bool, []string) {
+	bad := false
+	for _, k := range []string{"id", "trace_id", "dotted_order", "parent_run_id", "name", "run_type", "session_name"} {
+		if v, has := m[k]; has && v != nil {
+			if _, isStr := v.(string); !isStr {
+				bad = true
+			}
+		}
+	}
+	id, _ := m["id"].(string)
+	if !idOK(id) {
+		bad = true
+	}
+	if tr, _ := m["trace_id"].(string); tr != "" && !idOK(tr) {
+		bad = true
+	}
+	for _, k := range []string{"start_time", "end_time"} {
+		if v, has := m[k]; has && v != nil {
+			if _, err := timestamps.ParseTime(v); err != nil {
+				bad = true
+			}
+		}
+	}
+	for _, k := range []string{"inputs", "outputs", "extra"} {
+		if v, has := m[k]; has && v != nil {
+			if _, isObj := v.(map[string]any); !isObj {
+				bad = true
+			}
+		}
+	}
+	var tags []string
+	if v, has := m["tags"]; has && v != nil {
+		arr, isArr := v.([]any)
+		if !isArr {
+			bad = true
+		}
+		tags = []string{}
+		for _, e := range arr {
+			if s, isStr := e.(string); isStr {
+				tags = append(tags, s)
+			}
+		}
+	}
+	return bad, tags
+}
+
+func idOK(s string) bool {
+	d := runDecoder{r: &Run{ID: s}}
+	return d.finish(false)
+}
+
+// checkBatchDecoder: DecodeBatch accepts exactly the bodies encoding/json reads as a
+// batch, refuses exactly the items that break a field rule (each error naming
+// post[i]/patch[i] and the field), and every run it returns carries what
+// encoding/json reads from it. It reports whether the body was accepted.
+func checkBatchDecoder(t *testing.T, body []byte) bool {
+	t.Helper()
+	want, ok := expectBatch(t, body)
+	ops, errs, err := DecodeBatch(body)
+	if !ok {
+		require.ErrorIs(t, err, ErrBody, "%s", body)
 		return false
 	}
-	typed, err := decodeBatchFast(body)
-	require.NoError(t, err, "scanner accepted a body the typed path refuses: %s", body)
-	require.Len(t, scanned, len(typed))
-	for i := range typed {
-		s, f := scanned[i].Run, typed[i].Run
-		require.Equal(t, f.inputs(), s.inputs())
-		require.Equal(t, f.outputs().decode(), s.outputs().decode())
-		require.Equal(t, f.extra().decode(), s.extra().decode())
-		s.Inputs, s.RawInputs, s.Outputs, s.rawOutputs, s.Extra, s.rawExtra = nil, nil, nil, nil, nil, nil
-		f.Inputs, f.RawInputs, f.Outputs, f.rawOutputs, f.Extra, f.rawExtra = nil, nil, nil, nil, nil, nil
-		require.Equal(t, f, s)
-		require.Equal(t, typed[i].Patch, scanned[i].Patch)
+	require.NoError(t, err, "%s", body)
+	var wantOps []expectedItem
+	var wantBad []string
+	for g, kind := range []string{"post", "patch"} {
+		for i, it := range want[g] {
+			if it.bad {
+				wantBad = append(wantBad, kind+"["+itoa(i)+"]")
+			} else {
+				wantOps = append(wantOps, it)
+			}
+		}
 	}
-	require.JSONEq(t, tracesJSON(t, typed), tracesJSON(t, scanned))
+	var gotBad []string
+	for _, e := range errs {
+		gotBad = append(gotBad, e.Field)
+		require.True(t, strings.HasPrefix(e.Message, e.Field+"."+"") || strings.HasPrefix(e.Message, e.Field+":"), "the message names the item: %q", e.Message)
+	}
+	require.Equal(t, wantBad, gotBad, "%s", body)
+	require.Len(t, ops, len(wantOps))
+	for i, op := range ops {
+		m := wantOps[i].m
+		r := op.Run
+		str := func(k string) string { s, _ := m[k].(string); return s }
+		require.Equal(t, str("id"), r.ID)
+		require.Equal(t, str("trace_id"), r.TraceID)
+		require.Equal(t, str("dotted_order"), r.DottedOrder)
+		require.Equal(t, str("parent_run_id"), r.ParentRunID)
+		require.Equal(t, str("name"), r.Name)
+		require.Equal(t, str("run_type"), r.RunType)
+		require.Equal(t, str("session_name"), r.SessionName)
+		for k, got := range map[string]time.Time{"start_time": r.Start, "end_time": r.End} {
+			var want time.Time
+			if v := m[k]; v != nil {
+				want, _ = timestamps.ParseTime(v)
+			}
+			require.True(t, want.Equal(got), "%s: %v != %v", k, want, got)
+		}
+		for k, raw := range map[string][]byte{"inputs": r.inputs, "outputs": r.outputs, "extra": r.extra} {
+			want, _ := m[k].(map[string]any)
+			var got map[string]any
+			if raw != nil {
+				got = decodeMap(raw)
+			}
+			require.True(t, reflect.DeepEqual(want, got), "%s: %v != %v", k, want, got)
+		}
+		switch e := m["error"].(type) {
+		case nil:
+			require.Empty(t, r.Error)
+		case string:
+			require.Equal(t, e, r.Error)
+		default:
+			var v any
+			require.NoError(t, json.Unmarshal([]byte(r.Error), &v), "a non-string error is kept as its JSON text")
+		}
+		require.Equal(t, wantOps[i].tags, r.Tags)
+	}
+	// and the runs translate without a panic, with or without Prepare
+	tracesJSON(t, ops)
 	return true
 }
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
 const (
 	scanLLM  = "01a22a31-cdeb-7000-8000-037a8c6bd3a1"
@@ -101,7 +253,9 @@ var scanBodies = []string{
 	  "patch":[{"id":"` + scanLLM + `","end_time":"2026-01-01T00:00:01Z","extra":{"metadata":{"run_id":"r1"},"runtime":{"sdk":"js"}},"outputs":{"usage_metadata":{"input_tokens":2,"output_tokens":1}}}]}`,
 	// patch group first: posts still come first
 	`{"patch":[{"id":"` + scanLLM + `","end_time":"2026-01-01T00:00:01Z"}],"other":[1,{"a":null}],"post":[{"id":"` + scanLLM + `","run_type":"llm","start_time":"2026-01-01T00:00:00Z"}]}`,
-	// bodies the scanner must leave to the typed path
+	// bodies that once went to other decoders: duplicate and case-variant keys, a
+	// non-string error, a null tag, a number float64 cannot hold, trailing data, bad
+	// ids, bad shapes
 	`{"post":[{"id":"` + scanLLM + `"}],"post":[]}`,
 	`{"Post":[{"id":"` + scanLLM + `"}]}`,
 	`{"post":[{"ID":"` + scanLLM + `"}]}`,
@@ -114,52 +268,132 @@ var scanBodies = []string{
 	`{}`,
 }
 
-func TestBatchScanMatchesTypedPath(t *testing.T) {
+func TestBatchDecoderReadsWhatEncodingJSONReads(t *testing.T) {
 	accepted := 0
 	for _, body := range scanBodies {
-		if checkScanMatchesTyped(t, []byte(body)) {
+		if checkBatchDecoder(t, []byte(body)) {
 			accepted++
 		}
 	}
-	require.Equal(t, 9, accepted, "the well-formed bodies take the scanning path")
+	require.Equal(t, len(scanBodies)-2, accepted, "all but trailing data and post not an array")
 }
 
-func FuzzBatchScanMatchesTyped(f *testing.F) {
+func FuzzBatchDecoder(f *testing.F) {
 	for _, b := range scanBodies {
 		f.Add([]byte(b))
 	}
-	f.Fuzz(func(t *testing.T, body []byte) { checkScanMatchesTyped(t, body) })
+	f.Fuzz(func(t *testing.T, body []byte) { checkBatchDecoder(t, body) })
 }
 
-// checkMultipartScanMatchesMIME: whatever the scanning multipart decoder accepts, the
-// mime/multipart decoder accepts without item errors, and both translate alike.
-func checkMultipartScanMatchesMIME(t *testing.T, boundary string, body []byte) bool {
+// The one decoder on the inputs the removed decoders once disagreed on.
+func TestBatchDecoderBehaviour(t *testing.T) {
+	run := func(fields string) string {
+		return `{"post":[{"id":"` + scanLLM + `"` + fields + `}]}`
+	}
+	one := func(t *testing.T, body string) Run {
+		t.Helper()
+		ops, errs, err := DecodeBatch([]byte(body))
+		require.NoError(t, err)
+		require.Empty(t, errs)
+		require.Len(t, ops, 1)
+		return ops[0].Run
+	}
+	t.Run("escapes in keys and values", func(t *testing.T) {
+		r := one(t, `{"p\u006fst":[{"\u0069d":"`+scanLLM+`","name":"a\"b\u00e9\n","run_t\u0079pe":"llm","extra":{"metadata":{"ls_model_n\u0061me":"m"}}}]}`)
+		assert.Equal(t, scanLLM, r.ID)
+		assert.Equal(t, "a\"bé\n", r.Name)
+		assert.Equal(t, "llm", r.RunType)
+		assert.Equal(t, "m", metadata(r).firstString("ls_model_name"))
+	})
+	t.Run("duplicate keys: the last wins, its error too", func(t *testing.T) {
+		r := one(t, run(`,"name":1,"name":"n","end_time":{},"end_time":1767225601000`))
+		assert.Equal(t, "n", r.Name)
+		assert.Equal(t, time.UnixMilli(1767225601000).UTC(), r.End)
+		ops, errs, err := DecodeBatch([]byte(`{"post":[{"id":"` + scanLLM + `"}],"post":[{"id":"` + scanTool + `"}]}`))
+		require.NoError(t, err)
+		require.Empty(t, errs)
+		require.Len(t, ops, 1)
+		assert.Equal(t, scanTool, ops[0].Run.ID)
+	})
+	t.Run("numbers as strings and epoch times", func(t *testing.T) {
+		r := one(t, run(`,"run_type":"llm","start_time":1767225600,"end_time":"1767225601500","outputs":{"usage_metadata":{"input_tokens":"12","output_tokens":3.0}}`))
+		assert.Equal(t, time.Unix(1767225600, 0).UTC(), r.Start)
+		assert.Equal(t, time.UnixMilli(1767225601500).UTC(), r.End)
+		u, _, ok := usageOf(r, r.outputView())
+		require.True(t, ok)
+		assert.Equal(t, genai.Usage{Input: 12, Output: 3}, u)
+	})
+	t.Run("null fields are absent", func(t *testing.T) {
+		r := one(t, run(`,"name":null,"start_time":null,"inputs":null,"outputs":null,"extra":null,"error":null,"tags":null,"trace_id":null`))
+		assert.Equal(t, Run{ID: scanLLM, Posted: true}, r)
+	})
+	t.Run("non-string error and tags", func(t *testing.T) {
+		r := one(t, run(`,"error":{"code": 1, "msg":"x"},"tags":["a",null,2,"subagent:b"]`))
+		assert.Equal(t, `{"code":1,"msg":"x"}`, r.Error)
+		assert.Equal(t, []string{"a", "subagent:b"}, r.Tags)
+	})
+	t.Run("big numbers and deep nesting are JSON", func(t *testing.T) {
+		deep := strings.Repeat("[", 5000) + strings.Repeat("]", 5000)
+		r := one(t, run(`,"outputs":{"a":1e400,"b":`+deep+`}`))
+		assert.Len(t, r.outputs, len(`{"a":1e400,"b":`+deep+`}`))
+		_, _, err := DecodeBatch([]byte(run(`,"outputs":{"b":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`)))
+		require.ErrorIs(t, err, ErrBody, "deeper than encoding/json reads")
+		assert.Contains(t, err.Error(), "nested deeper than 10000 levels")
+	})
+	t.Run("keys are case-sensitive", func(t *testing.T) {
+		_, errs, err := DecodeBatch([]byte(`{"post":[{"ID":"` + scanLLM + `"}],"Patch":[{"id":"x"}]}`))
+		require.NoError(t, err)
+		require.Len(t, errs, 1)
+		assert.Equal(t, "post[0].id: is required", errs[0].Message)
+	})
+	t.Run("bad types name the field", func(t *testing.T) {
+		_, errs, err := DecodeBatch([]byte(`{"post":[{"id":"` + scanLLM + `"},"x",{"id":"` + scanTool + `","end_time":true,"name":[],"outputs":[1],"tags":{}}],
+			"patch":[{"id":"` + scanLLM + `","trace_id":"nope","start_time":"yesterday"}]}`))
+		require.NoError(t, err)
+		require.Len(t, errs, 3)
+		assert.Equal(t, ItemError{Field: "post[1]", Message: "post[1]: must be a JSON object"}, errs[0])
+		assert.Equal(t, "post[2]", errs[1].Field)
+		for _, f := range []string{"post[2].name: must be a string", "post[2].end_time: not an RFC 3339", "post[2].outputs: must be a JSON object", "post[2].tags: must be an array of strings"} {
+			assert.Contains(t, errs[1].Message, f)
+		}
+		assert.Contains(t, errs[2].Message, "patch[0].trace_id: must be a UUID")
+		assert.Contains(t, errs[2].Message, "patch[0].start_time: not an RFC 3339")
+	})
+	t.Run("not JSON names the byte", func(t *testing.T) {
+		_, _, err := DecodeBatch([]byte(`{"post":[{"id":"` + scanLLM + `","name":"x}]}`))
+		require.ErrorIs(t, err, ErrBody)
+		assert.Contains(t, err.Error(), "invalid JSON at byte")
+		_, _, err = DecodeBatch([]byte(`{"post":[{"id":1 2}]}`))
+		assert.Contains(t, err.Error(), "invalid JSON at byte 17")
+	})
+}
+
+// checkSplitMatchesMIME: whatever the hand splitter accepts, mime/multipart splits
+// into the same post/patch parts.
+func checkSplitMatchesMIME(t *testing.T, boundary string, body []byte) bool {
 	t.Helper()
 	parts, ok := splitMultipart(nil, body, boundary)
 	if !ok {
 		return false
 	}
-	scanned, ok := decodeMultipartScan(parts)
-	if !ok {
-		return false
+	slow, err := mimeParts(nil, body, boundary)
+	require.NoError(t, err, "the splitter accepted a body mime/multipart refuses: %q", body)
+	var fast []mpPart
+	for _, p := range parts {
+		if k, _, _ := bytes.Cut(p.name, []byte(".")); string(k) == "post" || string(k) == "patch" {
+			fast = append(fast, p)
+		}
 	}
-	slow, errs, err := decodeMultipartMIME(boundary, bytes.NewReader(body))
-	require.NoError(t, err, "scanner accepted a body mime/multipart refuses: %q", body)
-	require.Empty(t, errs, "%q", body)
-	require.Len(t, scanned, len(slow))
+	require.Len(t, fast, len(slow))
 	for i := range slow {
-		s, f := scanned[i].Run, slow[i].Run
-		require.Equal(t, f.inputs(), s.inputs())
-		require.Equal(t, f.outputs().decode(), s.outputs().decode())
-		require.Equal(t, f.extra().decode(), s.extra().decode())
-		s.Inputs, s.RawInputs, s.Outputs, s.rawOutputs, s.Extra, s.rawExtra, s.Tags = nil, nil, nil, nil, nil, nil, nil
-		f.Inputs, f.RawInputs, f.Outputs, f.rawOutputs, f.Extra, f.rawExtra, f.Tags = nil, nil, nil, nil, nil, nil, nil
-		require.Equal(t, f, s)
-		require.Equal(t, slow[i].Patch, scanned[i].Patch)
-		require.Equal(t, slow[i].Field, scanned[i].Field)
-		require.Equal(t, len(slow[i].Run.Tags), len(scanned[i].Run.Tags))
+		require.Equal(t, string(slow[i].name), string(fast[i].name))
+		require.Equal(t, string(slow[i].data), string(fast[i].data))
 	}
-	require.JSONEq(t, tracesJSON(t, slow), tracesJSON(t, scanned))
+	ops, errs, err := DecodeMultipart("multipart/form-data; boundary="+boundary, bytes.NewReader(body))
+	require.NoError(t, err)
+	slowOps, slowErrs := decodeParts(slow)
+	require.Equal(t, errs, slowErrs)
+	require.Equal(t, tracesJSON(t, slowOps), tracesJSON(t, ops))
 	return true
 }
 
@@ -194,24 +428,70 @@ var mpBodies = [][]byte{
 	[]byte("--b\r\nContent-Disposition: form-data; name=post." + scanLLM + "\r\n\r\n{}\r\n--b--\r\n"),
 }
 
-func TestMultipartScanMatchesMIME(t *testing.T) {
+func TestMultipartSplitMatchesMIME(t *testing.T) {
 	accepted := 0
 	for _, body := range mpBodies {
-		if checkMultipartScanMatchesMIME(t, "b", body) {
+		if checkSplitMatchesMIME(t, "b", body) {
 			accepted++
 		}
 	}
-	require.Equal(t, 4, accepted, "the well-formed bodies take the scanning path")
+	require.Equal(t, 8, accepted, "the CRLF form-data bodies are split by hand")
 	seed, err := os.ReadFile(filepath.Join("testdata", "multipart_sdk.txt"))
 	require.NoError(t, err)
-	require.True(t, checkMultipartScanMatchesMIME(t, "----LangSmithFormBoundary5ngw3md24wu", seed), "the captured SDK body takes the scanning path")
+	require.True(t, checkSplitMatchesMIME(t, "----LangSmithFormBoundary5ngw3md24wu", seed), "the captured SDK body is split by hand")
 }
 
-func FuzzMultipartScanMatchesMIME(f *testing.F) {
+func FuzzMultipartSplitMatchesMIME(f *testing.F) {
 	for _, b := range mpBodies {
 		f.Add(b)
 	}
-	f.Fuzz(func(t *testing.T, body []byte) { checkMultipartScanMatchesMIME(t, "b", body) })
+	f.Fuzz(func(t *testing.T, body []byte) { checkSplitMatchesMIME(t, "b", body) })
+}
+
+// The multipart decoder on its own rules: split parts win over the run's part, a bad
+// part names itself, a bad field names the run's part and the field.
+func TestMultipartDecoderBehaviour(t *testing.T) {
+	decode := func(body []byte) ([]Op, []ItemError) {
+		ops, errs, err := DecodeMultipart("multipart/form-data; boundary=b", bytes.NewReader(body))
+		require.NoError(t, err)
+		return ops, errs
+	}
+	ops, errs := decode(mpBodies[1])
+	require.Empty(t, errs)
+	require.Len(t, ops, 2)
+	assert.False(t, ops[0].Patch)
+	assert.True(t, ops[1].Patch)
+	assert.Equal(t, "boom", ops[1].Run.Error, "the error part wins over error in the run's part")
+	assert.Nil(t, ops[1].Run.outputs, "a null outputs part clears outputs")
+	assert.Equal(t, scanTool, ops[1].Run.ID, "the id comes from the part name")
+
+	ops, errs = decode(mpBodies[3]) // {"id":null}
+	assert.Empty(t, ops)
+	require.Len(t, errs, 1)
+	assert.Equal(t, "post."+scanLLM+".id: is required", errs[0].Message)
+
+	ops, errs = decode(mpBodies[4]) // two run parts: merged, the last wins
+	assert.Empty(t, errs)
+	assert.Len(t, ops, 1)
+
+	_, errs = decode(mpBodies[5]) // outputs part [1]
+	require.Len(t, errs, 1)
+	assert.Equal(t, "post."+scanLLM+".outputs: must be a JSON object", errs[0].Message)
+
+	_, errs = decode(mpBodies[6]) // post.
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0].Message, "missing run id")
+
+	_, errs = decode(mpBody("post."+scanLLM, `{"end_time":2026}`, "post."+scanLLM+".extra", `{"metadata":`, "post."+scanTool, `{"start_time":"soon"}`))
+	require.Len(t, errs, 2)
+	assert.Equal(t, "post."+scanLLM, errs[0].Field)
+	assert.Contains(t, errs[0].Message, "post."+scanLLM+".extra: invalid JSON at byte")
+	assert.Equal(t, "post."+scanTool, errs[1].Field)
+	assert.Contains(t, errs[1].Message, "post."+scanTool+".start_time: not an RFC 3339")
+	assert.True(t, errors.Is(func() error {
+		_, _, err := DecodeMultipart("multipart/form-data; boundary=b", strings.NewReader("--b\r\nbroken"))
+		return err
+	}(), ErrBody))
 }
 
 // A run parked from a pooled multipart body keeps its own copy of the raw parts: the

@@ -6,8 +6,8 @@ import (
 )
 
 // runState is a parked Run as stored on disk (the receiver's `storage`): every field,
-// the undecoded raw ones included, so a restarted collector parks the run exactly as
-// the killed one held it.
+// the undecoded objects as they came, so a restarted collector parks the run exactly
+// as the killed one held it.
 type runState struct {
 	ID          string          `json:"id"`
 	TraceID     string          `json:"trace_id,omitempty"`
@@ -18,25 +18,32 @@ type runState struct {
 	SessionName string          `json:"session_name,omitempty"`
 	Start       time.Time       `json:"start"`
 	End         time.Time       `json:"end"`
-	Inputs      map[string]any  `json:"inputs,omitempty"`
 	RawInputs   json.RawMessage `json:"raw_inputs,omitempty"`
-	Outputs     map[string]any  `json:"outputs,omitempty"`
 	RawOutputs  json.RawMessage `json:"raw_outputs,omitempty"`
-	Extra       map[string]any  `json:"extra,omitempty"`
 	RawExtra    json.RawMessage `json:"raw_extra,omitempty"`
 	Error       string          `json:"error,omitempty"`
 	Tags        []string        `json:"tags,omitempty"`
 	Posted      bool            `json:"posted,omitempty"`
+	// Inputs, Outputs and Extra are how an earlier version stored objects it had
+	// decoded; read so that runs it left on disk are held again after an upgrade.
+	Inputs  map[string]any `json:"inputs,omitempty"`
+	Outputs map[string]any `json:"outputs,omitempty"`
+	Extra   map[string]any `json:"extra,omitempty"`
 }
 
 // EncodeRun serialises a parked run for storage.
 func EncodeRun(r Run) ([]byte, error) {
-	return json.Marshal(runState{
+	s := runState{
 		ID: r.ID, TraceID: r.TraceID, DottedOrder: r.DottedOrder, ParentRunID: r.ParentRunID,
 		Name: r.Name, RunType: r.RunType, SessionName: r.SessionName, Start: r.Start, End: r.End,
-		Inputs: r.Inputs, RawInputs: r.RawInputs, Outputs: r.Outputs, RawOutputs: r.rawOutputs,
-		Extra: r.Extra, RawExtra: r.rawExtra, Error: r.Error, Tags: r.Tags, Posted: r.Posted,
-	})
+		RawOutputs: r.outputs, RawExtra: r.extra, Error: r.Error, Tags: r.Tags, Posted: r.Posted,
+	}
+	// a multipart inputs part is kept unchecked; one that is not an object reads as
+	// none, so it is stored as none (json.RawMessage must be valid JSON)
+	if validObject(r.inputs) {
+		s.RawInputs = r.inputs
+	}
+	return json.Marshal(s)
 }
 
 // DecodeStoredRun reads a run EncodeRun wrote.
@@ -45,10 +52,25 @@ func DecodeStoredRun(b []byte) (Run, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return Run{}, err
 	}
-	return Run{
+	r := Run{
 		ID: s.ID, TraceID: s.TraceID, DottedOrder: s.DottedOrder, ParentRunID: s.ParentRunID,
 		Name: s.Name, RunType: s.RunType, SessionName: s.SessionName, Start: s.Start, End: s.End,
-		Inputs: s.Inputs, RawInputs: s.RawInputs, Outputs: s.Outputs, rawOutputs: s.RawOutputs,
-		Extra: s.Extra, rawExtra: s.RawExtra, Error: s.Error, Tags: s.Tags, Posted: s.Posted,
-	}, nil
+		inputs: rawOrEncoded(s.RawInputs, s.Inputs), outputs: rawOrEncoded(s.RawOutputs, s.Outputs),
+		extra: rawOrEncoded(s.RawExtra, s.Extra), Error: s.Error, Tags: s.Tags, Posted: s.Posted,
+	}
+	return r, nil
+}
+
+// rawOrEncoded is the stored object's bytes: raw when stored raw (an object), else
+// the older decoded form encoded again.
+func rawOrEncoded(raw json.RawMessage, m map[string]any) []byte {
+	if isObj(trimJSON(raw)) {
+		return trimJSON(raw)
+	}
+	if m != nil {
+		if b, err := json.Marshal(m); err == nil {
+			return b
+		}
+	}
+	return nil
 }

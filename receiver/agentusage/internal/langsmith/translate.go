@@ -3,6 +3,7 @@ package langsmith
 import (
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -196,7 +197,14 @@ func dottedIDs(dotted string) []string {
 
 func (t *Translator) build(runs, also []Run) ptrace.Traces {
 	b := build.New()
-	local := make(map[string]runInfo, len(runs)+len(also))
+	lp := localMaps.Get().(*map[string]runInfo)
+	local := *lp
+	defer func() {
+		if len(local) <= maxPooledLocal {
+			clear(local)
+			localMaps.Put(lp)
+		}
+	}()
 	var spids spanIDs // span ids of unprepared runs, made on first use
 	lookup := func(id string) (runInfo, bool) {
 		if ri, ok := local[id]; ok {
@@ -233,6 +241,12 @@ func (t *Translator) build(runs, also []Run) ptrace.Traces {
 	}
 	return b.Traces()
 }
+
+// localMaps recycles build's map of the runs of one request.
+var localMaps = sync.Pool{New: func() any { m := make(map[string]runInfo, 128); return &m }}
+
+// maxPooledLocal: bigger maps are left to the garbage collector.
+const maxPooledLocal = 4096
 
 // spanIDs memoises span ids within one build: siblings share their parent's id, and
 // each id costs a SHA-256.
@@ -352,27 +366,18 @@ func (t *Translator) info(r Run, md view, lookup func(string) (runInfo, bool)) r
 }
 
 func metadata(r Run) view {
-	md, _ := r.extra().child("metadata")
+	md, _ := r.extraView().child("metadata")
 	return md
 }
 
 // indexedMetadata is metadata, indexed in arena: it is read key by key many times per
 // run.
 func indexedMetadata(r Run, arena *[]idxField) view {
-	md, ok := r.extra().child("metadata")
+	md, ok := r.extraView().child("metadata")
 	if ok && md.raw != nil {
 		md = indexed(md.raw, md.noEscU, arena)
 	}
 	return md
-}
-
-func firstString(m map[string]any, keys ...string) string {
-	for _, k := range keys {
-		if s, ok := m[k].(string); ok && s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 // ownRecord is what a run's record takes from the run alone (Prepare computes it
@@ -405,7 +410,7 @@ func ownRecord(r Run, md view, runType string, spids spanIDs) record.Record {
 		rec.ToolCallID = toolCallID(r)
 		rec.SubagentStatus = md.firstString("subagent_status")
 		if rec.SubagentStatus == "" {
-			rec.SubagentStatus = r.outputs().findString("subagent_status")
+			rec.SubagentStatus = r.outputView().findString("subagent_status")
 		}
 	default:
 		// a chain is an agent run or a step depending on the runs around it (place)
@@ -440,10 +445,10 @@ func (t *Translator) place(rec *record.Record, r Run, ri runInfo, lookup func(st
 func modelCall(rec *record.Record, r Run, md view) {
 	model := md.firstString("ls_model_name")
 	if model == "" {
-		inv, _ := r.extra().child("invocation_params")
+		inv, _ := r.extraView().child("invocation_params")
 		model = inv.firstString("model", "model_name")
 	}
-	out := r.outputs()
+	out := r.outputView()
 	respModel := out.findString("model_name")
 	if respModel == "" {
 		respModel = model
@@ -453,7 +458,7 @@ func modelCall(rec *record.Record, r Run, md view) {
 	}
 	rec.RequestModel, rec.ResponseModel = model, respModel
 	rec.Provider = md.firstString("ls_provider")
-	rec.Usage, rec.HasUsage = usageOf(r, out)
+	rec.Usage, rec.CacheCreation1h, rec.HasUsage = usageOf(r, out)
 	rec.ResponseToolCallIDs = out.toolCallIDs()
 }
 
@@ -461,17 +466,17 @@ func modelCall(rec *record.Record, r Run, md view) {
 // extra (tool_call_id), hand-written runs in metadata or inputs, and the ToolMessage
 // output carries it too.
 func toolCallID(r Run) string {
-	if id := r.extra().findString("tool_call_id"); id != "" {
+	if id := r.extraView().findString("tool_call_id"); id != "" {
 		return id
 	}
-	in := r.inputs()
-	if id := genai.FindString(in, "tool_call_id"); id != "" {
+	in := r.inputView()
+	if id := in.findString("tool_call_id"); id != "" {
 		return id
 	}
-	if tc, ok := in["tool_call"].(map[string]any); ok {
-		if id, ok := tc["id"].(string); ok && id != "" {
+	if tc, ok := in.child("tool_call"); ok {
+		if id := tc.firstString("id"); id != "" {
 			return id
 		}
 	}
-	return r.outputs().findString("tool_call_id")
+	return r.outputView().findString("tool_call_id")
 }

@@ -1,9 +1,6 @@
 package langsmith
 
 import (
-	"maps"
-	"slices"
-
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 )
@@ -14,51 +11,30 @@ import (
 // extra.metadata.usage_metadata, a usage_metadata anywhere in outputs (the AIMessage
 // inside generations), then provider-native usage in outputs (OpenAI token_usage /
 // usage with prompt_tokens, Anthropic usage with cache fields outside input_tokens).
-func usageOf(r Run, out view) (genai.Usage, bool) {
+// cache1h is the part of the cache writes made with a one-hour lifetime
+// (input_token_details.ephemeral_1h_input_tokens, Anthropic's
+// cache_creation.ephemeral_1h_input_tokens), priced at its own rate.
+func usageOf(r Run, out view) (u genai.Usage, cache1h int64, ok bool) {
 	if um, ok := out.child("usage_metadata"); ok {
-		return fromUsageMetadata(um)
+		return rawUsageMetadata(um.raw)
 	}
 	if um, ok := metadata(r).child("usage_metadata"); ok {
-		return fromUsageMetadata(um)
+		return rawUsageMetadata(um.raw)
 	}
 	if um, ok := out.findMap("usage_metadata"); ok {
-		return fromUsageMetadata(um)
+		return rawUsageMetadata(um.raw)
 	}
 	for _, k := range []string{"token_usage", "usage"} {
 		if m, ok := out.findMap(k); ok {
 			if u, ok := fromProviderUsage(m); ok {
-				return u, true
+				if cc, ok := m.child("cache_creation"); ok {
+					cache1h, _ = cc.num("ephemeral_1h_input_tokens")
+				}
+				return u, min(cache1h, u.CacheCreation), true
 			}
 		}
 	}
-	return genai.Usage{}, false
-}
-
-func fromUsageMetadata(um view) (genai.Usage, bool) {
-	if um.raw != nil {
-		return rawUsageMetadata(um.raw)
-	}
-	var u genai.Usage
-	in, okIn := um.num("input_tokens")
-	out, okOut := um.num("output_tokens")
-	if !okIn && !okOut {
-		return u, false
-	}
-	u.Input, u.Output = in, out
-	if d, ok := um.child("input_token_details"); ok {
-		u.CacheRead, _ = d.num("cache_read")
-		if cc, ok := d.num("cache_creation"); ok {
-			u.CacheCreation = cc
-		} else {
-			e5, _ := d.num("ephemeral_5m_input_tokens")
-			e1, _ := d.num("ephemeral_1h_input_tokens")
-			u.CacheCreation = e5 + e1
-		}
-	}
-	if d, ok := um.child("output_token_details"); ok {
-		u.Reasoning, _ = d.num("reasoning")
-	}
-	return u, true
+	return genai.Usage{}, 0, false
 }
 
 // fromProviderUsage reads OpenAI (prompt_tokens include cached_tokens) and Anthropic
@@ -95,33 +71,9 @@ func fromProviderUsage(m view) (genai.Usage, bool) {
 	return u, true
 }
 
-func findMap(v any, key string, depth int) map[string]any {
-	if depth > 16 {
-		return nil
-	}
-	switch t := v.(type) {
-	case map[string]any:
-		if m, ok := t[key].(map[string]any); ok {
-			return m
-		}
-		for _, k := range slices.Sorted(maps.Keys(t)) {
-			if m := findMap(t[k], key, depth+1); m != nil {
-				return m
-			}
-		}
-	case []any:
-		for _, e := range t {
-			if m := findMap(e, key, depth+1); m != nil {
-				return m
-			}
-		}
-	}
-	return nil
-}
-
-// rawUsageMetadata is fromUsageMetadata over a raw object, in one pass per object
-// (the hot path: every llm run has one).
-func rawUsageMetadata(um []byte) (genai.Usage, bool) {
+// rawUsageMetadata reads a usage_metadata object in one pass per object (the hot
+// path: every llm run has one).
+func rawUsageMetadata(um []byte) (genai.Usage, int64, bool) {
 	var u genai.Usage
 	var in, out, inD, outD []byte
 	eachField(um, func(k, v []byte) bool {
@@ -141,8 +93,9 @@ func rawUsageMetadata(um []byte) (genai.Usage, bool) {
 	u.Input, okIn = record.Count(rawScalar(in))
 	u.Output, okOut = record.Count(rawScalar(out))
 	if !okIn && !okOut {
-		return genai.Usage{}, false
+		return genai.Usage{}, 0, false
 	}
+	var cache1h int64
 	if isObj(inD) {
 		var cr, cc, e5, e1 []byte
 		hasCC := false
@@ -160,13 +113,14 @@ func rawUsageMetadata(um []byte) (genai.Usage, bool) {
 			return true
 		})
 		u.CacheRead, _ = record.Count(rawScalar(cr))
+		n1, _ := record.Count(rawScalar(e1))
 		if n, ok := record.Count(rawScalar(cc)); ok && hasCC {
 			u.CacheCreation = n
 		} else {
 			n5, _ := record.Count(rawScalar(e5))
-			n1, _ := record.Count(rawScalar(e1))
 			u.CacheCreation = n5 + n1
 		}
+		cache1h = min(n1, u.CacheCreation) // a part of the cache writes
 	}
 	if isObj(outD) {
 		var r []byte
@@ -178,5 +132,5 @@ func rawUsageMetadata(um []byte) (genai.Usage, bool) {
 		})
 		u.Reasoning, _ = record.Count(rawScalar(r))
 	}
-	return u, true
+	return u, cache1h, true
 }

@@ -2,18 +2,16 @@ package langsmith
 
 import (
 	"bytes"
-	"encoding/json"
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 )
 
-// view reads a JSON object that is either decoded (m) or still raw (a validated
-// slice of the request body). The raw readers mirror the map readers exactly: same
-// key order (sorted, as spanutil walks maps), same depth limits, last duplicate key
-// wins, numbers read as float64.
+// view reads a checked JSON object kept as a slice of the request body. It answers
+// what the mapping asks the way a decoded map would: keys walked in sorted order (as
+// genai.FindString walks maps), the same depth limits, the last of duplicate keys
+// wins, numbers read as float64. A zero view is an absent object.
 type view struct {
-	m   map[string]any
 	raw []byte
 	// fields indexes raw's members for objects read key by key (metadata, usage)
 	fields []idxField
@@ -78,44 +76,28 @@ func (v view) get(key string) ([]byte, bool) {
 	return nil, false
 }
 
-func mapView(m map[string]any) view { return view{m: m} }
-
 // child is the object under key (ok false when absent or not an object).
 func (v view) child(key string) (view, bool) {
-	if v.raw != nil {
-		c, ok := v.get(key)
-		if !ok || !isObj(c) {
-			return view{}, false
-		}
-		return view{raw: c, noEscU: v.noEscU}, true
+	c, ok := v.get(key)
+	if !ok || !isObj(c) {
+		return view{}, false
 	}
-	m, ok := v.m[key].(map[string]any)
-	return view{m: m}, ok
+	return view{raw: c, noEscU: v.noEscU}, true
 }
 
 // has reports whether key is present, whatever its value.
 func (v view) has(key string) bool {
-	if v.raw != nil {
-		_, ok := v.get(key)
-		return ok
-	}
-	_, ok := v.m[key]
+	_, ok := v.get(key)
 	return ok
 }
 
 func (v view) num(key string) (int64, bool) {
-	if v.raw != nil {
-		c, _ := v.get(key)
-		return record.Count(rawScalar(c))
-	}
-	return record.Count(v.m[key])
+	c, _ := v.get(key)
+	return record.Count(rawScalar(c))
 }
 
 // firstString is the first non-empty string among keys.
 func (v view) firstString(keys ...string) string {
-	if v.raw == nil {
-		return firstString(v.m, keys...)
-	}
 	for _, k := range keys {
 		if c, ok := v.get(k); ok {
 			if s, ok := rawStr(c); ok && s != "" {
@@ -126,11 +108,8 @@ func (v view) firstString(keys ...string) string {
 	return ""
 }
 
-// findString is genai.FindString.
+// findString is genai.FindString over the raw object.
 func (v view) findString(key string) string {
-	if v.raw == nil {
-		return genai.FindString(v.m, key)
-	}
 	if !v.mayHold(`"` + key + `"`) {
 		return ""
 	}
@@ -167,12 +146,9 @@ func (v view) findString(key string) string {
 	return found
 }
 
-// findMap is findMap: the first object under key, depth first in sorted key order.
+// findMap is the first object under key, depth first in sorted key order (at most
+// 16 levels down).
 func (v view) findMap(key string) (view, bool) {
-	if v.raw == nil {
-		m := findMap(v.m, key, 0)
-		return view{m: m}, m != nil
-	}
 	if !v.mayHold(`"` + key + `"`) {
 		return view{}, false
 	}
@@ -205,11 +181,8 @@ func (v view) findMap(key string) (view, bool) {
 	return view{raw: m, noEscU: v.noEscU}, m != nil
 }
 
-// toolCallIDs is genai.ResponseToolCallIDs.
+// toolCallIDs is genai.ResponseToolCallIDs over the raw object.
 func (v view) toolCallIDs() []string {
-	if v.raw == nil {
-		return genai.ResponseToolCallIDs(v.m)
-	}
 	if !v.mayHold(`"tool_calls"`, `"tool_use"`, `"function_call"`) {
 		return nil
 	}
@@ -261,14 +234,4 @@ func (v view) toolCallIDs() []string {
 	}
 	walk(v.raw, 0)
 	return out
-}
-
-// decode turns a raw view into a map (for merging); a decoded view is returned as is.
-func (v view) decode() map[string]any {
-	if v.raw == nil {
-		return v.m
-	}
-	var m map[string]any
-	_ = json.Unmarshal(v.raw, &m)
-	return m
 }
