@@ -358,9 +358,11 @@ func (t *Translator) info(r Run, md view, lookup func(string) (runInfo, bool)) r
 	if caller == "" && hasParent {
 		caller = parent.Caller
 	}
-	if caller == "" {
-		caller = genai.BucketLeadAgent
-	}
+	// No default: a run no tag, metadata or parent names a caller for stays uncalled,
+	// and the merge attributes it from the trace's shape (it sees the whole trace; the
+	// SDKs send a long run's runs in several batches, so a subagent's runs may come
+	// before the task tool run they sit under). An uncalled call counts as the lead's
+	// (genai.CallerBucket).
 	ri.Caller = caller
 	return ri
 }
