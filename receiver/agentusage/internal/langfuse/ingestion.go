@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
@@ -95,21 +96,21 @@ type Event struct {
 // the face keeps are decoded, where decoding every event into generic maps was most of
 // this face's cost. rawjson accepts exactly what encoding/json accepts.
 func DecodeIngestion(body []byte) ([]Event, []EventError, error) {
-	env, ok := rawjson.Parse(body)
-	if !ok || !rawjson.IsObject(env) {
+	doc, ok := rawjson.Parse(body)
+	if !ok || !rawjson.IsObject(doc.Root()) {
 		return nil, nil, fmt.Errorf("%w: expected a JSON object {\"batch\": [...]}", ErrBody)
 	}
-	arr, _ := rawjson.Get(env, "batch")
+	arr, _ := doc.Get(doc.Root(), "batch")
 	if !rawjson.IsArray(arr) {
 		return nil, nil, fmt.Errorf("%w: batch must be an array of events", ErrBody)
 	}
 	n := 0
-	rawjson.Elems(arr, func([]byte) bool { n++; return true })
+	doc.Elems(arr, func([]byte) bool { n++; return true })
 	events := make([]Event, 0, n)
 	var errs []EventError
 	i := 0
-	rawjson.Elems(arr, func(item []byte) bool {
-		ev, err := parseEvent(item, i)
+	doc.Elems(arr, func(item []byte) bool {
+		ev, err := parseEvent(doc, item, i)
 		i++
 		if err != nil {
 			id := ev.ID
@@ -185,14 +186,14 @@ func (b *eventBody) field(key []byte) *[]byte {
 	return nil
 }
 
-// parseEvent validates the i-th event (raw JSON that rawjson.Parse accepted).
-func parseEvent(item []byte, i int) (Event, error) {
+// parseEvent validates the i-th event, a value of doc.
+func parseEvent(doc *rawjson.Doc, item []byte, i int) (Event, error) {
 	prefix := func() string { return "batch[" + strconv.Itoa(i) + "]" }
 	if !rawjson.IsObject(item) {
 		return Event{}, fielderr.New(prefix(), "must be a JSON object")
 	}
 	var rawID, rawType, rawBody []byte
-	rawjson.Fields(item, func(k, v []byte) bool {
+	doc.Fields(item, func(k, v []byte) bool {
 		switch string(k) {
 		case "id":
 			rawID = v
@@ -225,7 +226,7 @@ func parseEvent(item []byte, i int) (Event, error) {
 		return ev, fielderr.New(prefix()+".body", "must be a JSON object")
 	}
 	var body eventBody
-	rawjson.Fields(rawBody, func(k, v []byte) bool {
+	doc.Fields(rawBody, func(k, v []byte) bool {
 		if dst := body.field(k); dst != nil {
 			*dst = v
 		}
@@ -302,14 +303,14 @@ func parseEvent(item []byte, i int) (Event, error) {
 			return ev, fielderr.New(prefix()+".body.metadata", "must be a JSON object")
 		}
 		o.Metadata = map[string]any{}
-		rawjson.Fields(body.metadata, func(k, v []byte) bool {
+		doc.Fields(body.metadata, func(k, v []byte) bool {
 			if metadataKeys[string(k)] {
 				o.Metadata[string(k)] = rawjson.Value(v)
 			}
 			return true
 		})
 	}
-	rawjson.Elems(body.tags, func(v []byte) bool {
+	doc.Elems(body.tags, func(v []byte) bool {
 		if s, ok := rawjson.String(v); ok {
 			o.Tags = append(o.Tags, s)
 		}
@@ -598,20 +599,33 @@ func (in *Ingester) build(obs []Observation) ptrace.Traces {
 		}
 	}
 	b := build.New()
+	// a trace's id and root span id are hashes: once per trace, not per observation
+	traceIDs := map[string]traceSpanIDs{}
 	for _, o := range obs {
+		tids, ok := traceIDs[o.TraceID]
+		if !ok {
+			tids = traceSpanIDs{ids.TraceID(o.TraceID), ids.SpanID("langfuse/obs", rootSpanID(o.TraceID))}
+			traceIDs[o.TraceID] = tids
+		}
 		ti, _ := in.traces.Get(o.TraceID)
-		rec := decideObservation(o, ti)
+		rec := decideObservation(o, ti, tids)
 		b.Add(&rec)
 	}
 	return b.Traces()
+}
+
+// traceSpanIDs are a Langfuse trace's OTel trace id and the span id of its root.
+type traceSpanIDs struct {
+	trace pcommon.TraceID
+	root  pcommon.SpanID
 }
 
 // decideObservation decides what one observation (or trace root) is: a generation is
 // a model call, a tool (or a span naming the tool call it ran) a tool call, an agent
 // and a trace's root an agent run, anything else a step. What the observation does not
 // say itself (session, user, run, caller) comes from its trace-create.
-func decideObservation(o Observation, ti traceInfo) record.Record {
-	rec := record.Record{Kind: record.Step, Service: ServiceName, TraceID: ids.TraceID(o.TraceID),
+func decideObservation(o Observation, ti traceInfo, tids traceSpanIDs) record.Record {
+	rec := record.Record{Kind: record.Step, Service: ServiceName, TraceID: tids.trace,
 		Start: o.Start, End: o.End, Name: o.Name, SpanKind: ptrace.SpanKindInternal}
 	rec.ThreadID, rec.UserID = o.SessionID, o.UserID
 	if rec.ThreadID == "" {
@@ -642,7 +656,7 @@ func decideObservation(o Observation, ti traceInfo) record.Record {
 	}
 	if o.IsTrace {
 		rec.Kind = record.AgentRun
-		rec.SpanID = ids.SpanID("langfuse/obs", rootSpanID(o.ID))
+		rec.SpanID = tids.root // a trace's id is its root's
 		if rec.Name == "" {
 			rec.Name = genai.LeadAgentName
 		}
@@ -653,7 +667,7 @@ func decideObservation(o Observation, ti traceInfo) record.Record {
 	if o.ParentID != "" {
 		rec.ParentSpanID = ids.SpanID("langfuse/obs", o.ParentID)
 	} else {
-		rec.ParentSpanID = ids.SpanID("langfuse/obs", rootSpanID(o.TraceID))
+		rec.ParentSpanID = tids.root
 	}
 	toolCallID, _ := o.Metadata["tool_call_id"].(string)
 	switch {
@@ -693,8 +707,8 @@ func decideObservation(o Observation, ti traceInfo) record.Record {
 // outputValue decodes an observation's raw output (from the request, or read back from
 // storage); anything that is not JSON is no output.
 func outputValue(raw json.RawMessage) any {
-	if v, ok := rawjson.Parse(raw); ok {
-		return rawjson.Value(v)
+	if d, ok := rawjson.Parse(raw); ok {
+		return rawjson.Value(d.Root())
 	}
 	return nil
 }

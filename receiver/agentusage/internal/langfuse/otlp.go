@@ -478,11 +478,11 @@ func usageFromDetailsJSON[T string | []byte](s T) (genai.Usage, bool) {
 	if u, ok, flat := scanFlatCounts(s); flat {
 		return u, ok
 	}
-	v, ok := rawjson.Parse([]byte(s))
+	d, ok := rawjson.Parse([]byte(s))
 	if !ok {
 		return genai.Usage{}, false
 	}
-	ud, ok := rawjson.Value(v).(map[string]any)
+	ud, ok := rawjson.Value(d.Root()).(map[string]any)
 	if !ok {
 		return genai.Usage{}, false
 	}

@@ -1,32 +1,71 @@
 // Package rawjson reads JSON request bodies without decoding them into generic maps:
-// a face validates the body once (Parse), then walks the members it needs (Fields,
-// Elems, Get) as slices of the body and decodes only the values it keeps (String,
-// Value). Decoding every vendor payload into map[string]any was most of a JSON face's
+// a face validates the body once (Parse), then walks the members it needs (Doc.Fields,
+// Doc.Elems, Doc.Get) as slices of the body and decodes only the values it keeps
+// (String, Value). Decoding every vendor payload into map[string]any was most of a JSON face's
 // cost; a face built on this package needs no second decoder, because Parse accepts
 // exactly the documents encoding/json accepts.
 package rawjson
 
 import (
-	"bytes"
 	"encoding/json"
+	"slices"
 	"unicode/utf8"
 )
 
 // MaxDepth is the deepest nesting Parse accepts: encoding/json's own limit.
 const MaxDepth = 10000
 
+// Doc is a document Parse accepted. It knows where each of its objects and arrays
+// ends, so walking a member never reads again the containers inside it: a face that
+// walks an event, then its body, then the body's members reads each byte about twice
+// (once to validate, once where it is used), however deep the member it wants.
+type Doc struct {
+	b []byte
+	// open and end are the offsets of every container's first byte and of the byte
+	// after it, in document order (so open is sorted).
+	open, end []int
+	root      []byte
+}
+
 // Parse reports whether b is exactly one JSON value, surrounding white space allowed,
 // with what encoding/json accepts (RFC 8259 grammar; any bytes but control characters
 // inside strings, as encoding/json replaces invalid UTF-8 when decoding; numbers of any
-// size; nesting up to MaxDepth). It returns the value without the white space. Every
-// other function of the package takes values that Parse accepted (or parts of one).
-func Parse(b []byte) ([]byte, bool) {
+// size; nesting up to MaxDepth). The functions and methods of the package take values
+// of a parsed document (or parts of one).
+func Parse(b []byte) (*Doc, bool) {
+	d := &Doc{b: b}
 	i := skipWS(b, 0)
-	end, ok := scanValue(b, i, 0)
+	end, ok := d.scanValue(i, 0)
 	if !ok || skipWS(b, end) != len(b) {
 		return nil, false
 	}
-	return b[i:end], true
+	d.root = b[i:end]
+	return d, true
+}
+
+// Root is the document's value, without the white space around it.
+func (d *Doc) Root() []byte { return d.root }
+
+// skip returns the index in v (a slice of the document) after the value at v[i].
+func (d *Doc) skip(v []byte, off, i int) int {
+	if off >= 0 && i < len(v) && (v[i] == '{' || v[i] == '[') {
+		if k, ok := slices.BinarySearch(d.open, off+i); ok {
+			return d.end[k] - off
+		}
+	}
+	return skipValue(v, i)
+}
+
+// offset is where v starts in the document, or -1 when v is not a part of it.
+func (d *Doc) offset(v []byte) int {
+	if d == nil || len(v) == 0 {
+		return -1
+	}
+	off := cap(d.b) - cap(v)
+	if off < 0 || off >= len(d.b) || &d.b[off] != &v[0] {
+		return -1
+	}
+	return off
 }
 
 func skipWS(b []byte, i int) int {
@@ -133,7 +172,8 @@ func digits(b []byte, i int) (int, bool) {
 
 // scanValue scans one value starting at b[i] and returns the index after it. depth is
 // the number of containers around it.
-func scanValue(b []byte, i, depth int) (int, bool) {
+func (d *Doc) scanValue(i, depth int) (int, bool) {
+	b := d.b
 	if i >= len(b) {
 		return 0, false
 	}
@@ -148,8 +188,12 @@ func scanValue(b []byte, i, depth int) (int, bool) {
 		if c == '[' {
 			closer = ']'
 		}
+		k := len(d.open)
+		d.open = append(d.open, i)
+		d.end = append(d.end, 0)
 		i = skipWS(b, i+1)
 		if i < len(b) && b[i] == closer {
+			d.end[k] = i + 1
 			return i + 1, true
 		}
 		for {
@@ -167,7 +211,7 @@ func scanValue(b []byte, i, depth int) (int, bool) {
 				}
 				i = skipWS(b, i+1)
 			}
-			if i, ok = scanValue(b, i, depth+1); !ok {
+			if i, ok = d.scanValue(i, depth+1); !ok {
 				return 0, false
 			}
 			i = skipWS(b, i)
@@ -175,6 +219,7 @@ func scanValue(b []byte, i, depth int) (int, bool) {
 				return 0, false
 			}
 			if b[i] == closer {
+				d.end[k] = i + 1
 				return i + 1, true
 			}
 			if b[i] != ',' {
@@ -200,26 +245,27 @@ func literal(b []byte, i int, s string) (int, bool) {
 	return 0, false
 }
 
-// skipString returns the index after the (valid) string at b[i] == '"': the first
-// quote not escaped by an odd run of backslashes.
+// skipString returns the index after the (valid) string at b[i] == '"'.
 func skipString(b []byte, i int) int {
-	i++
-	for {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 {
-			return len(b)
+	for i++; i < len(b); i++ {
+		for i < len(b) && plainByte[b[i]] {
+			i++
 		}
-		i += j
-		n := 0
-		for k := i - 1; k >= 0 && b[k] == '\\'; k-- {
-			n++
+		if i >= len(b) || b[i] == '"' {
+			return i + 1
 		}
-		i++
-		if n%2 == 0 {
-			return i
-		}
+		i++ // a backslash: skip what it escapes
 	}
+	return len(b)
 }
+
+// structural marks the bytes skipValue stops at inside a container.
+var structural = func() (t [256]bool) {
+	for _, c := range `"{}[]` {
+		t[c] = true
+	}
+	return t
+}()
 
 // skipValue returns the index after the (valid) value at b[i].
 func skipValue(b []byte, i int) int {
@@ -232,13 +278,19 @@ func skipValue(b []byte, i int) int {
 	case '{', '[':
 		depth := 0
 		for i < len(b) {
+			for i < len(b) && !structural[b[i]] {
+				i++
+			}
+			if i >= len(b) {
+				break
+			}
 			switch b[i] {
 			case '"':
 				i = skipString(b, i)
 				continue
 			case '{', '[':
 				depth++
-			case '}', ']':
+			default:
 				depth--
 				if depth == 0 {
 					return i + 1
@@ -276,10 +328,11 @@ func IsNull(v []byte) bool { return len(v) == 0 || v[0] == 'n' }
 // returns false. The key is decoded (a slice of obj when it has no escapes; don't keep
 // it). Like a decoded map, a caller that keeps the last of duplicate keys agrees with
 // encoding/json.
-func Fields(obj []byte, fn func(key, val []byte) bool) {
+func (d *Doc) Fields(obj []byte, fn func(key, val []byte) bool) {
 	if !IsObject(obj) {
 		return
 	}
+	off := d.offset(obj)
 	i := skipWS(obj, 1)
 	for i < len(obj) && obj[i] == '"' {
 		kend := skipString(obj, i)
@@ -290,7 +343,7 @@ func Fields(obj []byte, fn func(key, val []byte) bool) {
 		}
 		i = skipWS(obj, kend)
 		i = skipWS(obj, i+1) // the colon
-		vend := skipValue(obj, i)
+		vend := d.skip(obj, off, i)
 		if !fn(key, obj[i:vend]) {
 			return
 		}
@@ -302,13 +355,14 @@ func Fields(obj []byte, fn func(key, val []byte) bool) {
 }
 
 // Elems calls fn with every element of the array arr until fn returns false.
-func Elems(arr []byte, fn func(val []byte) bool) {
+func (d *Doc) Elems(arr []byte, fn func(val []byte) bool) {
 	if !IsArray(arr) {
 		return
 	}
+	off := d.offset(arr)
 	i := skipWS(arr, 1)
 	for i < len(arr) && arr[i] != ']' {
-		vend := skipValue(arr, i)
+		vend := d.skip(arr, off, i)
 		if !fn(arr[i:vend]) {
 			return
 		}
@@ -321,10 +375,10 @@ func Elems(arr []byte, fn func(val []byte) bool) {
 
 // Get returns the value of key in the object obj; the last of duplicate keys wins, as
 // in a decoded map.
-func Get(obj []byte, key string) ([]byte, bool) {
+func (d *Doc) Get(obj []byte, key string) ([]byte, bool) {
 	var out []byte
 	found := false
-	Fields(obj, func(k, v []byte) bool {
+	d.Fields(obj, func(k, v []byte) bool {
 		if string(k) == key {
 			out, found = v, true
 		}

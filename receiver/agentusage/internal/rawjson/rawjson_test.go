@@ -23,18 +23,47 @@ func decodeStd(b []byte) (any, bool) {
 	return v, true
 }
 
+// walk decodes v through Fields, Elems and String, as a face reads a document.
+func walk(d *Doc, v []byte) any {
+	switch {
+	case IsObject(v):
+		m := map[string]any{}
+		d.Fields(v, func(k, val []byte) bool {
+			m[string(k)] = walk(d, val)
+			return true
+		})
+		return m
+	case IsArray(v):
+		out := []any{}
+		d.Elems(v, func(val []byte) bool {
+			out = append(out, walk(d, val))
+			return true
+		})
+		return out
+	case IsString(v):
+		s, ok := String(v)
+		if !ok {
+			panic("a parsed string does not decode")
+		}
+		return s
+	}
+	return Value(v)
+}
+
 // agree checks that Parse accepts exactly what encoding/json accepts and that Value
 // decodes what it accepted to the same value.
 func agree(t *testing.T, b []byte) {
 	t.Helper()
-	v, ok := Parse(b)
+	d, ok := Parse(b)
 	assert.Equal(t, json.Valid(b), ok, "%q", b)
 	if !ok {
 		return
 	}
 	want, wok := decodeStd(b)
 	require.True(t, wok, "%q", b)
-	assert.Equal(t, want, Value(v), "%q", b)
+	assert.Equal(t, want, Value(d.Root()), "%q", b)
+	assert.Equal(t, want, walk(d, d.Root()), "%q: walking the document reads the same", b)
+	assert.Equal(t, want, walk(nil, d.Root()), "%q: walking without the index reads the same", b)
 }
 
 var cases = []string{
@@ -62,9 +91,9 @@ func TestDeepDocumentIsLinear(t *testing.T) {
 	big := strings.Repeat("x", 1<<20)
 	doc := []byte(strings.Repeat("[", MaxDepth) + `"` + big + `"` + strings.Repeat("]", MaxDepth))
 	start := time.Now()
-	v, ok := Parse(doc)
+	d, ok := Parse(doc)
 	require.True(t, ok)
-	out := Value(v)
+	out := Value(d.Root())
 	for range MaxDepth {
 		arr, ok := out.([]any)
 		require.True(t, ok)
@@ -76,24 +105,29 @@ func TestDeepDocumentIsLinear(t *testing.T) {
 }
 
 func TestWalk(t *testing.T) {
-	v, ok := Parse([]byte(` {"a": [1, {"x":"y"}, "s"], "b\u0021": "c\u0021", "a": 7} `))
+	d, ok := Parse([]byte(` {"a": [1, {"x":"y"}, "s"], "b\u0021": "c\u0021", "a": 7} `))
 	require.True(t, ok)
+	v := d.Root()
 	var keys []string
-	Fields(v, func(k, _ []byte) bool { keys = append(keys, string(k)); return true })
+	d.Fields(v, func(k, _ []byte) bool { keys = append(keys, string(k)); return true })
 	assert.Equal(t, []string{"a", "b!", "a"}, keys)
-	a, ok := Get(v, "a")
+	a, ok := d.Get(v, "a")
 	assert.True(t, ok)
 	assert.Equal(t, "7", string(a), "the last of duplicate keys wins")
-	b, _ := Get(v, "b!")
+	b, _ := d.Get(v, "b!")
 	s, ok := String(b)
 	assert.True(t, ok)
 	assert.Equal(t, "c!", s)
-	_, ok = Get(v, "zz")
+	_, ok = d.Get(v, "zz")
 	assert.False(t, ok)
-	first, _ := Parse([]byte(`[1, {"x":"y"}, "s", []]`))
+	d2, _ := Parse([]byte(`[1, {"x":"y"}, "s", []]`))
 	var elems []string
-	Elems(first, func(e []byte) bool { elems = append(elems, string(e)); return true })
+	d2.Elems(d2.Root(), func(e []byte) bool { elems = append(elems, string(e)); return true })
 	assert.Equal(t, []string{"1", `{"x":"y"}`, `"s"`, "[]"}, elems)
+	// a slice that is not part of the document is walked without the index
+	var other []string
+	d2.Elems([]byte(`[{"a":[1]}, 2]`), func(e []byte) bool { other = append(other, string(e)); return true })
+	assert.Equal(t, []string{`{"a":[1]}`, "2"}, other)
 	assert.True(t, IsNull(nil))
 	assert.True(t, IsNull([]byte("null")))
 	_, ok = String([]byte("12"))
