@@ -4,7 +4,6 @@ import (
 	"bytes"
 
 	"github.com/agentmeter/agentmeter/genai"
-	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 )
 
 // view reads a checked JSON object kept as a slice of the request body. It answers
@@ -93,7 +92,7 @@ func (v view) has(key string) bool {
 
 func (v view) num(key string) (int64, bool) {
 	c, _ := v.get(key)
-	return record.Count(rawScalar(c))
+	return rawCount(c)
 }
 
 // firstString is the first non-empty string among keys.
