@@ -456,17 +456,23 @@ func entityKey(o Observation) string {
 // order of arrival, as Langfuse sorts them) with parked observations.
 func (in *Ingester) Plan(events []Event) *Plan {
 	sort.SliceStable(events, func(i, j int) bool { return !events[i].Update && events[j].Update })
-	merged := map[string]Observation{}
-	var order []string
+	// one entry per entity, in order of first arrival; merged indexes it by entity key
+	merged := make(map[string]int, len(events))
+	batch := make([]Observation, 0, len(events))
 	for _, ev := range events {
 		if ev.Ignore {
 			continue
 		}
 		k := entityKey(ev.Obs)
-		cur, ok := merged[k]
-		if !ok && ev.Obs.IsTrace {
+		if i, seen := merged[k]; seen {
+			batch[i] = mergeObs(batch[i], ev.Obs)
+			continue
+		}
+		var cur Observation
+		var ok bool
+		if ev.Obs.IsTrace {
 			cur, ok = in.roots.Get(k)
-		} else if !ok {
+		} else {
 			cur, ok = in.pending.Get(k)
 		}
 		if ok {
@@ -474,16 +480,14 @@ func (in *Ingester) Plan(events []Event) *Plan {
 		} else {
 			cur = ev.Obs
 		}
-		if _, seen := merged[k]; !seen {
-			order = append(order, k)
-		}
-		merged[k] = cur
+		merged[k] = len(batch)
+		batch = append(batch, cur)
 	}
 	// An observation also waits for its trace-create, which carries the session, user
 	// and run that every span of the trace should have.
 	known := map[string]bool{}
-	for _, k := range order {
-		if o := merged[k]; o.IsTrace {
+	for _, o := range batch {
+		if o.IsTrace {
 			known[o.ID] = true
 		}
 	}
@@ -494,9 +498,8 @@ func (in *Ingester) Plan(events []Event) *Plan {
 		_, ok := in.traces.Get(id)
 		return ok
 	}
-	p := &Plan{in: in}
-	for _, k := range order {
-		o := merged[k]
+	p := &Plan{in: in, Complete: make([]Observation, 0, len(batch))}
+	for _, o := range batch {
 		if o.IsTrace {
 			p.Roots = append(p.Roots, o)
 			continue
@@ -509,12 +512,9 @@ func (in *Ingester) Plan(events []Event) *Plan {
 	}
 	// observations parked earlier that only waited for a trace-create of this batch
 	if len(known) > 0 {
-		inBatch := map[string]bool{}
-		for _, k := range order {
-			inBatch[k] = true
-		}
 		p.Complete = append(p.Complete, in.pending.Select(func(o Observation) bool {
-			return known[o.TraceID] && o.finished() && !inBatch[entityKey(o)]
+			_, inBatch := merged[entityKey(o)]
+			return known[o.TraceID] && o.finished() && !inBatch
 		})...)
 	}
 	return p
@@ -547,9 +547,14 @@ func (p *Plan) Commit(now time.Time) []Observation {
 		evicted = append(evicted, p.in.roots.Put(entityKey(r), r, now)...)
 		p.in.roots.Touch(entityKey(r), now)
 	}
+	touched, some := "", false // a batch's observations mostly share one trace
 	for _, group := range [][]Observation{p.Complete, p.Park} {
 		for _, o := range group {
+			if some && o.TraceID == touched {
+				continue
+			}
 			p.in.roots.Touch(rootKey(o.TraceID), now)
+			touched, some = o.TraceID, true
 		}
 	}
 	return evicted

@@ -380,3 +380,49 @@ func TestStoredObservationRoundTrip(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{"call_7": "completed", "call_8": "failed"}, got)
 }
+
+// On the OTLP face a contract key the emitter already set wins over what the Langfuse
+// keys say; the builder names a model call after its request model, as semconv does.
+func TestOTLPEmitterContractKeysWin(t *testing.T) {
+	td := ptrace.NewTraces()
+	spans := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+	gen := spans.AppendEmpty()
+	gen.SetTraceID([16]byte{1})
+	gen.SetSpanID([8]byte{1})
+	gen.SetName("llm")
+	a := gen.Attributes()
+	a.PutStr(lfObsType, "generation")
+	a.PutStr(lfModel, "gpt-4o-2024-08-06")
+	a.PutStr(genai.AttrRequestModel, "gpt-4o")
+	a.PutStr(lfSessionID, "session-lf")
+	a.PutStr(genai.AttrConversationID, "thread-own")
+	a.PutStr(lfObsOutput, `{"tool_calls":[{"id":"call_1"}]}`)
+	tool := spans.AppendEmpty()
+	tool.SetTraceID([16]byte{1})
+	tool.SetSpanID([8]byte{2})
+	tool.SetParentSpanID([8]byte{1})
+	tool.SetName("search")
+	b := tool.Attributes()
+	b.PutStr(lfObsType, "tool")
+	b.PutStr(lfObsMetaPrefix+"tool_call_id", `"call_meta"`)
+	b.PutStr(genai.AttrToolCallID, "call_own")
+	b.PutStr(genai.AttrToolType, "extension")
+
+	MapOTLP(td)
+	str := func(m ptrace.Span, k string) string {
+		v, _ := m.Attributes().Get(k)
+		return v.AsString()
+	}
+	assert.Equal(t, "chat gpt-4o", gen.Name(), "named after the request model")
+	assert.Equal(t, "gpt-4o", str(gen, genai.AttrRequestModel))
+	assert.Equal(t, "gpt-4o-2024-08-06", str(gen, genai.AttrResponseModel), "Langfuse's model fills what the emitter left out")
+	assert.Equal(t, "thread-own", str(gen, genai.AttrConversationID))
+	assert.Equal(t, ptrace.SpanKindClient, gen.Kind())
+	assert.Equal(t, []string{"call_1"}, genai.StringsFromMap(gen.Attributes(), genai.AttrResponseToolCallIDs))
+	_, hasOutput := gen.Attributes().Get(lfObsOutput)
+	assert.False(t, hasOutput, "content is dropped")
+	assert.Equal(t, "execute_tool search", tool.Name())
+	assert.Equal(t, "call_own", str(tool, genai.AttrToolCallID))
+	assert.Equal(t, "extension", str(tool, genai.AttrToolType))
+	assert.Equal(t, "session-lf", str(tool, genai.AttrConversationID), "the trace's session reaches spans without one")
+}

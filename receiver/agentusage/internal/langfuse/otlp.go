@@ -5,11 +5,11 @@
 package langfuse
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
 	"strings"
+	"sync"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -105,7 +105,8 @@ func MapOTLP(td ptrace.Traces) {
 		}
 	})
 	spans := make([]ptrace.Span, 0, n)
-	recs := make([]record.Record, 0, n)
+	pooled := recordsPool.Get().(*[]record.Record)
+	recs := (*pooled)[:0]
 	forEachSpan(td, func(s ptrace.Span) {
 		spans = append(spans, s)
 		recs = append(recs, decideSpan(s, session[s.TraceID()], user[s.TraceID()], tools[s.ParentSpanID()]))
@@ -118,7 +119,15 @@ func MapOTLP(td ptrace.Traces) {
 			a.Remove(k)
 		}
 	}
+	clear(recs) // keep no request's strings alive in the pool
+	*pooled = recs[:0]
+	recordsPool.Put(pooled)
 }
+
+// recordsPool recycles MapOTLP's records: a request's records only live until they are
+// written back onto its spans, and allocating them anew was a tenth of the face's
+// memory.
+var recordsPool = sync.Pool{New: func() any { return new([]record.Record) }}
 
 // inheritCallers gives every record a run id (its own, else the trace's in the
 // request, else the trace id) and a caller when the request says one: its own, else
@@ -214,15 +223,55 @@ var (
 	mkLSProviderName = newMetaKey("ls_provider")
 )
 
+// otlpMetaKeys are the names of the metadata keys MapOTLP reads: only these are decoded
+// from the JSON object (LangChain's metadata is large and mostly of no interest).
+var otlpMetaKeys = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range []metaKey{mkCaller, mkRunID, mkToolCallID, mkResponseCalls, mkLCAgentName, mkLangGraphNode, mkLSIntegration, mkLSProviderName} {
+		m[k.name] = true
+	}
+	return m
+}()
+
+// decodeJSON decodes an attribute's JSON text; ok is false when it is not JSON.
+func decodeJSON(s string) (any, bool) {
+	d, ok := rawjson.Parse([]byte(s))
+	if !ok {
+		return nil, false
+	}
+	return rawjson.Value(d.Root()), true
+}
+
+// decodeMeta reads the keys MapOTLP uses from the JSON object in
+// langfuse.observation.metadata; nil when it is not one.
+func decodeMeta(s string) map[string]any {
+	d, ok := rawjson.Parse([]byte(s))
+	if !ok {
+		return nil
+	}
+	var meta map[string]any
+	d.Fields(d.Root(), func(k, v []byte) bool {
+		if otlpMetaKeys[string(k)] {
+			if meta == nil {
+				meta = map[string]any{}
+			}
+			meta[string(k)] = rawjson.Value(v)
+		}
+		return true
+	})
+	return meta
+}
+
 // metaValue reads a metadata key from langfuse.observation.metadata.<k> or from the
 // JSON object in langfuse.observation.metadata.
 func metaValue(a pcommon.Map, meta map[string]any, k metaKey) string {
 	key := k.name
 	if v, ok := a.Get(k.attr); ok {
 		s := v.AsString()
-		var js string
-		if json.Unmarshal([]byte(s), &js) == nil { // the JS SDK JSON-encodes values
-			return js
+		if js, ok := decodeJSON(s); ok { // the JS SDK JSON-encodes values
+			if js, ok := js.(string); ok {
+				return js
+			}
 		}
 		return s
 	}
@@ -271,10 +320,7 @@ func toolCallIDFromContent(a pcommon.Map) string {
 		if !ok {
 			return nil
 		}
-		var out any
-		if json.Unmarshal([]byte(v.AsString()), &out) != nil {
-			return nil
-		}
+		out, _ := decodeJSON(v.AsString())
 		return out
 	}
 	return genai.ToolCallIDOf(decode(lfObsOutput), decode(lfObsInput))
@@ -286,7 +332,7 @@ func decideSpan(s ptrace.Span, session, user string, parentIsTool bool) record.R
 	a := s.Attributes()
 	var meta map[string]any
 	if v, ok := a.Get(lfObsMetadata); ok {
-		_ = json.Unmarshal([]byte(v.AsString()), &meta)
+		meta = decodeMeta(v.AsString())
 	}
 	rec := record.Record{Kind: record.Step, Name: s.Name(), SpanKind: s.Kind()}
 	rec.ThreadID = firstStr(a, genai.AttrConversationID)
@@ -347,8 +393,7 @@ func decideSpan(s ptrace.Span, session, user string, parentIsTool bool) record.R
 			rec.ResponseToolCallIDs = metaStrings(a, meta, mkResponseCalls)
 			if len(rec.ResponseToolCallIDs) == 0 {
 				if v, ok := a.Get(lfObsOutput); ok {
-					var out any
-					if json.Unmarshal([]byte(v.AsString()), &out) == nil {
+					if out, ok := decodeJSON(v.AsString()); ok {
 						rec.ResponseToolCallIDs = genai.ResponseToolCallIDs(out)
 					}
 				}
@@ -386,8 +431,7 @@ func decideSpan(s ptrace.Span, session, user string, parentIsTool bool) record.R
 func metaStrings(a pcommon.Map, meta map[string]any, k metaKey) []string {
 	key := k.name
 	if v, ok := a.Get(k.attr); ok {
-		var arr []string
-		if json.Unmarshal([]byte(v.AsString()), &arr) == nil {
+		if arr, ok := stringArray(v.AsString()); ok {
 			return arr
 		}
 	}
@@ -401,6 +445,31 @@ func metaStrings(a pcommon.Map, meta map[string]any, k metaKey) []string {
 		return out
 	}
 	return nil
+}
+
+// stringArray reads a JSON array of strings (null is an empty one); ok is false for
+// anything else.
+func stringArray(s string) ([]string, bool) {
+	v, ok := decodeJSON(s)
+	if !ok {
+		return nil, false
+	}
+	if v == nil {
+		return nil, true
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(arr))
+	for _, e := range arr {
+		s, ok := e.(string)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
 }
 
 // UsageFromDetails converts Langfuse usage details to the contract's inclusive usage.
