@@ -250,7 +250,8 @@ func (t *Translator) build(runs, also []Run) ptrace.Traces {
 				spids = make(spanIDs, len(runs)+1)
 			}
 			md = indexedMetadata(r, &arena)
-			own = ownRecord(r, md, strings.ToLower(r.RunType), spids)
+			own = record.Record{}
+			ownRecord(&own, r, md, strings.ToLower(r.RunType), spids)
 			rec = &own
 		}
 		ri := t.info(r, md, lookup)
@@ -405,30 +406,27 @@ func indexedMetadata(r *Run, arena *[]idxField) view {
 	return md
 }
 
-// ownRecord is what a run's record takes from the run alone (Prepare computes it
-// outside the translator's lock): its kind and the facts of a model call or a tool
+// ownRecord fills the zero record rec with what it takes from the run alone (Prepare
+// computes it outside the translator's lock): its kind and the facts of a model call or a tool
 // call, its ids, times, user and error. Its place in the tree of runs (trace, thread,
 // run, caller, agent) is filled by place.
-func ownRecord(r *Run, md view, runType string, spids spanIDs) record.Record {
-	rec := record.Record{
-		Service: r.SessionName,
-		SpanID:  spids.of(r.ID),
-		Start:   r.Start,
-		End:     r.End,
-		UserID:  md.firstString("user_id", "langfuse_user_id"),
-		Failed:  r.Error != "",
-		Error:   r.Error,
-	}
+func ownRecord(rec *record.Record, r *Run, md view, runType string, spids spanIDs) {
+	// field by field into a zero record: a Record is big, and this runs for every run
+	rec.Service = r.SessionName
 	if rec.Service == "" {
 		rec.Service = DefaultService
 	}
+	rec.SpanID = spids.of(r.ID)
 	if pid := parentIDOf(r); pid != "" {
 		rec.ParentSpanID = spids.of(pid)
 	}
+	rec.Start, rec.End = r.Start, r.End
+	rec.UserID = md.firstString("user_id", "langfuse_user_id")
+	rec.Failed, rec.Error = r.Error != "", r.Error
 	switch runType {
 	case "llm", "chat_model":
 		rec.Kind = record.ModelCall
-		modelCall(&rec, r, md)
+		modelCall(rec, r, md)
 	case "tool":
 		rec.Kind = record.ToolCall
 		rec.Name = r.Name
@@ -444,7 +442,6 @@ func ownRecord(r *Run, md view, runType string, spids spanIDs) record.Record {
 			rec.Name = runType
 		}
 	}
-	return rec
 }
 
 // place fills in what a record takes from the runs around it: the trace, thread, run
@@ -473,7 +470,7 @@ func modelCall(rec *record.Record, r *Run, md view) {
 		inv, _ := r.extraView().child("invocation_params")
 		model = inv.firstString("model", "model_name")
 	}
-	out := r.outputView()
+	out := r.outputView().probe()
 	respModel := out.findString("model_name")
 	if respModel == "" {
 		respModel = model
