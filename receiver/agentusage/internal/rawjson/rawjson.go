@@ -1,9 +1,9 @@
 // Package rawjson reads JSON request bodies without decoding them into generic maps:
 // a face validates the body once (Parse), then walks the members it needs (Doc.Fields,
 // Doc.Elems, Doc.Get) as slices of the body and decodes only the values it keeps
-// (String, Value). Decoding every vendor payload into map[string]any was most of a JSON face's
-// cost; a face built on this package needs no second decoder, because Parse accepts
-// exactly the documents encoding/json accepts.
+// (String, Value). Decoding every vendor payload into map[string]any was most of a JSON
+// face's cost; a face built on this package needs no second decoder, because Parse
+// accepts exactly the documents encoding/json accepts.
 package rawjson
 
 import (
@@ -49,7 +49,7 @@ func (d *Doc) Root() []byte { return d.root }
 // skip returns the index in v (a slice of the document) after the value at v[i].
 func (d *Doc) skip(v []byte, off, i int) int {
 	if off >= 0 && i < len(v) && (v[i] == '{' || v[i] == '[') {
-		if k, ok := slices.BinarySearch(d.open, off+i); ok {
+		if k, ok := slices.BinarySearch(d.open, off+i); ok && d.end[k]-off <= len(v) {
 			return d.end[k] - off
 		}
 	}

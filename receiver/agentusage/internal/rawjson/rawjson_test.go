@@ -128,6 +128,10 @@ func TestWalk(t *testing.T) {
 	var other []string
 	d2.Elems([]byte(`[{"a":[1]}, 2]`), func(e []byte) bool { other = append(other, string(e)); return true })
 	assert.Equal(t, []string{`{"a":[1]}`, "2"}, other)
+	// a part of the document cut inside a container never reads past its end
+	whole := d2.Root()
+	cut := whole[:6] // `[1, {"`
+	assert.NotPanics(t, func() { d2.Elems(cut, func([]byte) bool { return true }) })
 	assert.True(t, IsNull(nil))
 	assert.True(t, IsNull([]byte("null")))
 	_, ok = String([]byte("12"))
