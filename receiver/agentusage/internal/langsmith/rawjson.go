@@ -172,6 +172,9 @@ func members(b []byte, i int, fn func(key []byte, at int) (int, error)) (int, er
 			return 0, synErr(i, "expected : after an object key")
 		}
 		i = skipWS(b, i+1)
+		if i >= len(b) {
+			return 0, synErr(i, "unexpected end of input")
+		}
 		vend, err := fn(key, i)
 		if err != nil {
 			return 0, err
