@@ -61,13 +61,15 @@ func BenchmarkDecodeVsOTLP(b *testing.B) {
 				p := tr.Plan(ops)
 				p.Build()
 				p.Commit(time.Now())
+				p.Release()
 				prep.Release()
 			}
 		},
 		"langsmith_multipart": func(b *testing.B) {
 			tr := langsmith.NewTranslator(time.Minute, 10000)
 			for b.Loop() {
-				ops, _, err := langsmith.DecodeMultipart(ps["langsmith_multipart"].contentType, bytes.NewReader(ps["langsmith_multipart"].body))
+				body := ps["langsmith_multipart"].body
+				ops, _, release, err := langsmith.DecodeMultipartPooled(ps["langsmith_multipart"].contentType, bytes.NewReader(body), int64(len(body)))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -75,7 +77,9 @@ func BenchmarkDecodeVsOTLP(b *testing.B) {
 				p := tr.Plan(ops)
 				p.Build()
 				p.Commit(time.Now())
+				p.Release()
 				prep.Release()
+				release()
 			}
 		},
 		"langfuse_otlp": func(b *testing.B) {

@@ -456,6 +456,7 @@ func (r *usageReceiver) ingestRuns(w http.ResponseWriter, req *http.Request, ops
 	defer prep.Release() // after the spans are built and the plan committed
 	r.runsMu.Lock()
 	plan := r.runs.Plan(ops)
+	defer plan.Release()
 	if err := r.consume(req.Context(), plan.Build(), formatLangSmith); err != nil {
 		r.runsMu.Unlock()
 		r.writeRefused(w, err, http.StatusServiceUnavailable)

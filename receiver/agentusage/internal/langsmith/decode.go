@@ -80,7 +80,8 @@ func DecodeBatch(body []byte) ([]Op, []ItemError, error) {
 		errs []ItemError
 		bad  error
 	}
-	groups[0].ops = make([]Op, 0, len(body)/512+8)
+	groups[0].ops = newOps(len(body)/512 + 8)
+	var last [numKeys]string
 	end, err := members(body, i, func(k []byte, at int) (int, error) {
 		g := 0
 		switch string(k) {
@@ -115,7 +116,7 @@ func DecodeBatch(body []byte) ([]Op, []ItemError, error) {
 			}
 			grp.ops = append(grp.ops, Op{Patch: g == 1})
 			op := &grp.ops[len(grp.ops)-1]
-			d := runDecoder{r: &op.Run}
+			d := runDecoder{r: &op.Run, last: &last}
 			end, err := d.object(body, at)
 			if err != nil {
 				return 0, err

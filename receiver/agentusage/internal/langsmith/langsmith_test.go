@@ -255,3 +255,55 @@ func testLangChainAgents(t *testing.T, name, callID string) {
 	}
 	goldentest.Compare(t, filepath.Join("testdata", name+".expected.yaml"), td)
 }
+
+// A long run's runs come in several batches: a subagent's runs can arrive before the
+// task tool run they sit under. The face then cannot tell they are the subagent's, and
+// says nothing rather than "lead_agent": the merge attributes uncalled spans from the
+// whole trace. The lead's own runs carry no caller either (an uncalled call counts as
+// the lead's).
+func TestNoDefaultCallerForRunsOfUnknownParents(t *testing.T) {
+	tr := NewTranslator(time.Minute, 100)
+	agentID := "01a22a31-cdeb-7000-8000-037a8c6bd3a2"
+	chatID := "01a22a31-cdeb-7000-8000-037a8c6bd3a3"
+	sub := `{"post":[
+ {"id":"` + agentID + `","trace_id":"` + traceID + `","parent_run_id":"` + toolID + `","name":"researcher","run_type":"chain","start_time":"2026-01-01T00:00:02Z","end_time":"2026-01-01T00:00:04Z","extra":{"metadata":{"lc_agent_name":"researcher"}}},
+ {"id":"` + chatID + `","trace_id":"` + traceID + `","parent_run_id":"` + agentID + `","name":"ChatOpenAI","run_type":"llm","start_time":"2026-01-01T00:00:02Z","end_time":"2026-01-01T00:00:03Z","extra":{"metadata":{"ls_model_name":"gpt-4o-mini","lc_agent_name":"researcher"}},"outputs":{"usage_metadata":{"input_tokens":5,"output_tokens":1}}}]}`
+	ops, errs, err := DecodeBatch([]byte(sub))
+	require.NoError(t, err)
+	require.Empty(t, errs)
+	p := tr.Plan(ops)
+	for _, s := range spansOf(p.Build()) {
+		_, has := s.Attributes().Get(genai.AttrCaller)
+		assert.False(t, has, "%s: the face cannot know the caller yet", s.Name())
+	}
+	p.Commit(t0)
+
+	lead := `{"post":[
+ {"id":"` + traceID + `","trace_id":"` + traceID + `","name":"lead_agent","run_type":"chain","start_time":"2026-01-01T00:00:00Z","end_time":"2026-01-01T00:00:05Z"},
+ {"id":"` + toolID + `","trace_id":"` + traceID + `","parent_run_id":"` + traceID + `","name":"task","run_type":"tool","start_time":"2026-01-01T00:00:01Z","end_time":"2026-01-01T00:00:04Z","inputs":{"tool_call":{"id":"call_1"}}}]}`
+	ops, _, err = DecodeBatch([]byte(lead))
+	require.NoError(t, err)
+	for _, s := range spansOf(tr.Plan(ops).Build()) {
+		_, has := s.Attributes().Get(genai.AttrCaller)
+		assert.False(t, has, "%s: the lead's runs carry no default caller", s.Name())
+	}
+}
+
+// One-hour cache writes are a part of cache_creation with their own price: LangChain's
+// input_token_details.ephemeral_1h_input_tokens and Anthropic's usage.cache_creation.
+func TestOneHourCacheWrites(t *testing.T) {
+	body := `{"post":[
+ {"id":"` + llmID + `","run_type":"llm","end_time":"2026-01-01T00:00:01Z","outputs":{"usage_metadata":{"input_tokens":100,"output_tokens":5,"input_token_details":{"cache_read":10,"ephemeral_5m_input_tokens":20,"ephemeral_1h_input_tokens":30}}}},
+ {"id":"` + toolID + `","run_type":"llm","end_time":"2026-01-01T00:00:01Z","outputs":{"llm_output":{"usage":{"input_tokens":4,"output_tokens":1,"cache_creation_input_tokens":50,"cache_creation":{"ephemeral_5m_input_tokens":10,"ephemeral_1h_input_tokens":40}}}}}]}`
+	ops, errs, err := DecodeBatch([]byte(body))
+	require.NoError(t, err)
+	require.Empty(t, errs)
+	var got [][2]int64 // cache_creation, of it 1h
+	for _, s := range spansOf(NewTranslator(time.Minute, 10).Plan(ops).Build()) {
+		u, _ := genai.UsageFromMap(s.Attributes())
+		h, ok := s.Attributes().Get(genai.AttrUsageCacheCreat1h)
+		require.True(t, ok, s.Name())
+		got = append(got, [2]int64{u.CacheCreation, h.Int()})
+	}
+	assert.ElementsMatch(t, [][2]int64{{50, 30}, {50, 40}}, got)
+}

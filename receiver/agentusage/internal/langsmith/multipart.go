@@ -102,17 +102,27 @@ func headerLine(line []byte) ([]byte, []byte, bool) {
 		return nil, nil, false
 	}
 	for _, c := range line[:colon] {
-		if !(c == '-' || ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')) {
+		if !headerKeyByte[c] {
 			return nil, nil, false
 		}
 	}
 	for _, c := range line[colon+1:] {
-		if (c < 0x20 && c != '\t') || c >= 0x7f {
+		if !headerValueByte[c] {
 			return nil, nil, false
 		}
 	}
 	return line[:colon], bytes.Trim(line[colon+1:], " \t"), true
 }
+
+// headerKeyByte and headerValueByte are the bytes a header key and value may hold
+// for the splitter: letters, digits and '-'; printable ASCII and tab.
+var headerKeyByte, headerValueByte = func() (k, v [256]bool) {
+	for c := 0; c < 256; c++ {
+		k[c] = c == '-' || ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
+		v[c] = (c >= 0x20 || c == '\t') && c < 0x7f
+	}
+	return k, v
+}()
 
 // formName reads `form-data; name="..."`, the one shape the SDKs send; other shapes
 // are left to mime.ParseMediaType.
@@ -247,7 +257,8 @@ func decodeParts(parts []mpPart) ([]Op, []ItemError) {
 	st := partStates.Get().(*partState)
 	defer st.release()
 	accs, index := st.accs[:0], &st.index
-	ops := make([]Op, 0, len(parts)/3+1)
+	ops := newOps(len(parts)/3 + 1)
+	var lastStr [numKeys]string
 	// a run's parts usually come together, so the last run is checked before the map
 	last := -1
 	for _, p := range parts {
@@ -288,7 +299,7 @@ func decodeParts(parts []mpPart) ([]Op, []ItemError) {
 		var slot *splitField
 		switch string(field) {
 		case "":
-			d := runDecoder{r: &ops[last].Run, errs: a.errs}
+			d := runDecoder{r: &ops[last].Run, errs: a.errs, last: &lastStr}
 			if err := d.doc(p.data); err != nil {
 				a.bad = fmt.Sprintf("%s: %v", p.name, err)
 			}

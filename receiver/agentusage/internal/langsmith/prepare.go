@@ -25,6 +25,7 @@ type prepared struct {
 // Prepared is what Prepare read for one request's ops. Release gives its memory back
 // for the next request once the ops are no longer used.
 type Prepared struct {
+	ops   []Op // the request's ops, recycled with the rest
 	preps []prepared
 	arena []idxField
 	ids   spanIDs
@@ -40,9 +41,12 @@ const maxPooledPreps = 4096
 // Prepare reads, for every op, what its record needs from the run alone. It is safe
 // to call concurrently for different requests (it touches only ops) and optional:
 // Build computes the same from runs without it. The ops point into the returned
-// Prepared until its Release; a run parked by Plan.Commit keeps nothing of it.
+// Prepared until its Release, which also recycles the ops slice itself (the decoders
+// take their op lists from the same pool); a run parked by Plan.Commit keeps nothing
+// of either.
 func Prepare(ops []Op) *Prepared {
 	pb := prepBufs.Get().(*Prepared)
+	pb.ops = ops
 	if cap(pb.preps) < len(ops) {
 		pb.preps = make([]prepared, len(ops))
 	}
@@ -56,10 +60,10 @@ func Prepare(ops []Op) *Prepared {
 	for i := range ops {
 		r := &ops[i].Run
 		p := &pb.preps[i]
-		p.md = indexedMetadata(*r, &pb.arena)
+		p.md = indexedMetadata(r, &pb.arena)
 		p.runType = strings.ToLower(r.RunType)
-		p.parentID = parentIDOf(*r)
-		p.rec = ownRecord(*r, p.md, p.runType, pb.ids)
+		p.parentID = parentIDOf(r)
+		ownRecord(&p.rec, r, p.md, p.runType, pb.ids) // preps come zeroed
 		r.prep = p
 	}
 	return pb
@@ -75,9 +79,33 @@ func (pb *Prepared) Release() {
 	if cap(pb.preps) > maxPooledPreps {
 		return
 	}
+	putOps(pb.ops)
+	pb.ops = nil
 	clear(pb.preps)
 	clear(pb.arena[:cap(pb.arena)])
 	clear(pb.ids)
 	pb.preps, pb.arena = pb.preps[:0], pb.arena[:0]
 	prepBufs.Put(pb)
+}
+
+// opBufs recycles the op lists the decoders return (given back by Prepared.Release).
+var opBufs = sync.Pool{New: func() any { return new([]Op) }}
+
+// newOps returns an empty op list with room for n ops.
+func newOps(n int) []Op {
+	ops := *opBufs.Get().(*[]Op)
+	if cap(ops) < n {
+		return make([]Op, 0, n)
+	}
+	return ops[:0]
+}
+
+func putOps(ops []Op) {
+	if ops == nil || cap(ops) > maxPooledPreps {
+		return
+	}
+	ops = ops[:cap(ops)]
+	clear(ops)
+	ops = ops[:0]
+	opBufs.Put(&ops)
 }

@@ -2,10 +2,13 @@ package langsmith
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
+
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 )
 
 // The face's one JSON decoder. A body (or a multipart part) is first checked whole by
@@ -169,6 +172,9 @@ func members(b []byte, i int, fn func(key []byte, at int) (int, error)) (int, er
 			return 0, synErr(i, "expected : after an object key")
 		}
 		i = skipWS(b, i+1)
+		if i >= len(b) {
+			return 0, synErr(i, "unexpected end of input")
+		}
 		vend, err := fn(key, i)
 		if err != nil {
 			return 0, err
@@ -251,6 +257,10 @@ func scanString(b []byte, i int) (end int, plain, ok bool) {
 	i++
 	plain = true
 	for i < len(b) {
+		// eight bytes at a time while none of them ends the run of plain bytes
+		for i+8 <= len(b) && !specialIn(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
 		for i < len(b) && plainByte[b[i]] {
 			i++
 		}
@@ -292,6 +302,17 @@ func scanString(b []byte, i int) (end int, plain, ok bool) {
 		}
 	}
 	return 0, false, false
+}
+
+// specialIn reports whether one of the eight bytes of x is not plain: a quote, a
+// backslash, a control byte or a byte of a multi-byte character (bit tricks: a byte
+// equal to c is a zero byte of x^c; a byte below 0x20 borrows when 0x20 is taken
+// from it). It never misses one; a false alarm only sends the bytes to the slower
+// loop.
+func specialIn(x uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	zero := func(v uint64) uint64 { return (v - lo) & ^v & hi }
+	return (zero(x^(lo*'"')) | zero(x^(lo*'\\')) | ((x - lo*0x20) &^ x & hi) | x&hi) != 0
 }
 
 // plainByte marks the bytes a string can hold as they are: printable ASCII but the
@@ -562,4 +583,25 @@ func rawScalar(raw []byte) any {
 		return nil
 	}
 	return f
+}
+
+// rawCount is record.Count of a raw scalar: a token count given as a number or a
+// numeric string. Plain non-negative integers, the usual case, are read without
+// boxing them into an interface value.
+func rawCount(raw []byte) (int64, bool) {
+	if n := len(raw); n > 0 && n <= 18 {
+		var v int64
+		plain := true
+		for _, c := range raw {
+			if c < '0' || c > '9' {
+				plain = false
+				break
+			}
+			v = v*10 + int64(c-'0')
+		}
+		if plain && (raw[0] != '0' || n == 1) {
+			return v, true
+		}
+	}
+	return record.Count(rawScalar(raw))
 }

@@ -37,7 +37,7 @@ type Run struct {
 }
 
 // Ended reports whether the run has finished (end_time known).
-func (r Run) Ended() bool { return !r.End.IsZero() }
+func (r *Run) Ended() bool { return !r.End.IsZero() }
 
 // Op is one create ("post") or update ("patch") of a run.
 type Op struct {
@@ -142,13 +142,13 @@ func decodeMap(raw []byte) map[string]any {
 }
 
 // outputs and extra read the run's outputs and extra.
-func (r Run) outputView() view { return rawView(r.outputs) }
+func (r *Run) outputView() view { return rawView(r.outputs) }
 
-func (r Run) extraView() view { return rawView(r.extra) }
+func (r *Run) extraView() view { return rawView(r.extra) }
 
 // inputView reads the run's inputs; inputs that are not a JSON object read as none
 // (they are content we do not otherwise use).
-func (r Run) inputView() view {
+func (r *Run) inputView() view {
 	if !validObject(r.inputs) {
 		return view{}
 	}

@@ -82,6 +82,10 @@ type runDecoder struct {
 	r      *Run
 	idSeen bool // "id" was present (even null)
 	errs   []keyErr
+	// last holds the string fields of the request's previous run: siblings mostly
+	// share their trace, parent, name and type, and reusing the string saves an
+	// allocation per field. nil: no reuse.
+	last *[numKeys]string
 }
 
 // keyErr is what is wrong with one field.
@@ -120,12 +124,20 @@ func (d *runDecoder) set(k runKey, val []byte) {
 		if null {
 			return
 		}
+		if d.last != nil && len(val) >= 2 && val[0] == '"' && string(val[1:len(val)-1]) == d.last[k] &&
+			bytes.IndexByte(val, '\\') < 0 {
+			*dst = d.last[k]
+			return
+		}
 		s, ok := rawStr(val)
 		if !ok {
 			d.fail(k, "must be a string")
 			return
 		}
 		*dst = s
+		if d.last != nil {
+			d.last[k] = s
+		}
 	}
 	// obj keeps a free-form JSON object as a slice of the body; null clears it
 	obj := func(dst *[]byte) {

@@ -303,7 +303,7 @@ func TestBatchDecoderBehaviour(t *testing.T) {
 		assert.Equal(t, scanLLM, r.ID)
 		assert.Equal(t, "a\"bé\n", r.Name)
 		assert.Equal(t, "llm", r.RunType)
-		assert.Equal(t, "m", metadata(r).firstString("ls_model_name"))
+		assert.Equal(t, "m", metadata(&r).firstString("ls_model_name"))
 	})
 	t.Run("duplicate keys: the last wins, its error too", func(t *testing.T) {
 		r := one(t, run(`,"name":1,"name":"n","end_time":{},"end_time":1767225601000`))
@@ -319,7 +319,7 @@ func TestBatchDecoderBehaviour(t *testing.T) {
 		r := one(t, run(`,"run_type":"llm","start_time":1767225600,"end_time":"1767225601500","outputs":{"usage_metadata":{"input_tokens":"12","output_tokens":3.0}}`))
 		assert.Equal(t, time.Unix(1767225600, 0).UTC(), r.Start)
 		assert.Equal(t, time.UnixMilli(1767225601500).UTC(), r.End)
-		u, _, ok := usageOf(r, r.outputView())
+		u, _, ok := usageOf(&r, r.outputView())
 		require.True(t, ok)
 		assert.Equal(t, genai.Usage{Input: 12, Output: 3}, u)
 	})

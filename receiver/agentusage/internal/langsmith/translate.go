@@ -61,6 +61,7 @@ type Plan struct {
 	Complete []Run
 	Park     []Run
 	t        *Translator
+	buf      *[]Run // Complete's backing array, recycled by Release
 }
 
 // Plan merges ops with parked runs. A run is complete when it has an end_time.
@@ -68,37 +69,38 @@ func (t *Translator) Plan(ops []Op) *Plan {
 	// runs in first-seen order, indexed by id (an index, not the Run, in the map:
 	// a Run is large and most requests name each run once)
 	at := make(map[string]int, len(ops))
-	runs := make([]Run, 0, len(ops))
-	for _, op := range ops {
+	buf := runBufs.Get().(*[]Run)
+	runs := (*buf)[:0]
+	if cap(runs) < len(ops) {
+		runs = make([]Run, 0, len(ops))
+	}
+	for k := range ops {
+		op := &ops[k]
 		i, seen := at[op.Run.ID]
-		var cur Run
-		ok := seen
-		if seen {
-			cur = runs[i]
-		} else if parked, isParked := t.pending.Get(op.Run.ID); isParked {
-			cur, ok = parked, true
-		}
-		if ok {
-			cur.prep = nil // merged: what Prepare read no longer describes the run
-			if op.Patch {
-				cur = Merge(cur, op.Run)
-			} else {
-				cur = Merge(op.Run, cur) // a re-sent POST never undoes a PATCH already seen
-				cur.Posted = true
+		if !seen {
+			if parked, isParked := t.pending.Get(op.Run.ID); isParked {
+				at[op.Run.ID] = len(runs)
+				runs = append(runs, parked)
+				i, seen = len(runs)-1, true
 			}
-			cur.prep = nil
-		} else {
-			cur = op.Run
 		}
-		if seen {
-			runs[i] = cur
-		} else {
+		if !seen {
 			at[op.Run.ID] = len(runs)
-			runs = append(runs, cur)
+			runs = append(runs, op.Run)
+			continue
 		}
+		// merged: what Prepare read no longer describes the run
+		cur := &runs[i]
+		if op.Patch {
+			*cur = Merge(*cur, op.Run)
+		} else {
+			*cur = Merge(op.Run, *cur) // a re-sent POST never undoes a PATCH already seen
+			cur.Posted = true
+		}
+		cur.prep = nil
 	}
 	// complete runs are compacted in place (order kept), the rest parked
-	p := &Plan{t: t}
+	p := &Plan{t: t, buf: buf}
 	n := 0
 	for i := range runs {
 		r := runs[i]
@@ -138,6 +140,22 @@ func sortByDottedOrder(runs []Run) {
 // Build turns the plan's complete runs into spans.
 func (p *Plan) Build() ptrace.Traces {
 	return p.t.build(p.Complete, p.Park)
+}
+
+// runBufs recycles the run lists of plans (see Plan.Release).
+var runBufs = sync.Pool{New: func() any { return new([]Run) }}
+
+// Release recycles the plan's run list once the request is done with the plan (after
+// Commit and after its spans were built); the plan must not be used after. Optional.
+func (p *Plan) Release() {
+	if p.buf == nil || cap(p.Complete) > maxPooledLocal {
+		return
+	}
+	runs := p.Complete[:cap(p.Complete)]
+	clear(runs)
+	*p.buf = runs[:0]
+	runBufs.Put(p.buf)
+	p.buf, p.Complete = nil, nil
 }
 
 // Commit records the plan after the pipeline accepted its spans: completed runs leave
@@ -214,27 +232,33 @@ func (t *Translator) build(runs, also []Run) ptrace.Traces {
 	}
 	// parked runs of this request still tell their children who they are
 	var arena []idxField // metadata index of unprepared runs, grown on first use
-	for _, r := range also {
+	for i := range also {
+		r := &also[i]
 		local[r.ID] = t.info(r, metadata(r), lookup)
 	}
-	for _, r := range runs {
-		var rec record.Record
+	var own record.Record // the record of an unprepared run
+	for i := range runs {
+		r := &runs[i]
+		var rec *record.Record
 		var md view
 		if r.prep != nil {
-			md, rec = r.prep.md, r.prep.rec
+			// placed in place: the prepared record belongs to this request alone
+			md, rec = r.prep.md, &r.prep.rec
 		} else {
 			if arena == nil {
 				arena = make([]idxField, 0, 8*len(runs))
 				spids = make(spanIDs, len(runs)+1)
 			}
 			md = indexedMetadata(r, &arena)
-			rec = ownRecord(r, md, strings.ToLower(r.RunType), spids)
+			own = record.Record{}
+			ownRecord(&own, r, md, strings.ToLower(r.RunType), spids)
+			rec = &own
 		}
 		ri := t.info(r, md, lookup)
 		local[r.ID] = ri
 		t.emitted.Put(r.ID, true)
-		t.place(&rec, r, ri, lookup)
-		b.Add(&rec)
+		t.place(rec, r, ri, lookup)
+		b.Add(rec)
 	}
 	for id, ri := range local {
 		t.recent.Put(id, ri)
@@ -261,14 +285,14 @@ func (c spanIDs) of(runID string) pcommon.SpanID {
 	return id
 }
 
-func (t *Translator) parentID(r Run) string {
+func (t *Translator) parentID(r *Run) string {
 	if r.prep != nil {
 		return r.prep.parentID
 	}
 	return parentIDOf(r)
 }
 
-func parentIDOf(r Run) string {
+func parentIDOf(r *Run) string {
 	if r.ParentRunID != "" {
 		return r.ParentRunID
 	}
@@ -281,7 +305,7 @@ func parentIDOf(r Run) string {
 
 // info works out trace, caller, thread and agent identity of a run, inheriting from
 // its parent when the run does not say.
-func (t *Translator) info(r Run, md view, lookup func(string) (runInfo, bool)) runInfo {
+func (t *Translator) info(r *Run, md view, lookup func(string) (runInfo, bool)) runInfo {
 	parentID := t.parentID(r)
 	parent, hasParent := runInfo{}, false
 	if parentID != "" {
@@ -358,21 +382,23 @@ func (t *Translator) info(r Run, md view, lookup func(string) (runInfo, bool)) r
 	if caller == "" && hasParent {
 		caller = parent.Caller
 	}
-	if caller == "" {
-		caller = genai.BucketLeadAgent
-	}
+	// No default: a run no tag, metadata or parent names a caller for stays uncalled,
+	// and the merge attributes it from the trace's shape (it sees the whole trace; the
+	// SDKs send a long run's runs in several batches, so a subagent's runs may come
+	// before the task tool run they sit under). An uncalled call counts as the lead's
+	// (genai.CallerBucket).
 	ri.Caller = caller
 	return ri
 }
 
-func metadata(r Run) view {
+func metadata(r *Run) view {
 	md, _ := r.extraView().child("metadata")
 	return md
 }
 
 // indexedMetadata is metadata, indexed in arena: it is read key by key many times per
 // run.
-func indexedMetadata(r Run, arena *[]idxField) view {
+func indexedMetadata(r *Run, arena *[]idxField) view {
 	md, ok := r.extraView().child("metadata")
 	if ok && md.raw != nil {
 		md = indexed(md.raw, md.noEscU, arena)
@@ -380,30 +406,27 @@ func indexedMetadata(r Run, arena *[]idxField) view {
 	return md
 }
 
-// ownRecord is what a run's record takes from the run alone (Prepare computes it
-// outside the translator's lock): its kind and the facts of a model call or a tool
+// ownRecord fills the zero record rec with what it takes from the run alone (Prepare
+// computes it outside the translator's lock): its kind and the facts of a model call or a tool
 // call, its ids, times, user and error. Its place in the tree of runs (trace, thread,
 // run, caller, agent) is filled by place.
-func ownRecord(r Run, md view, runType string, spids spanIDs) record.Record {
-	rec := record.Record{
-		Service: r.SessionName,
-		SpanID:  spids.of(r.ID),
-		Start:   r.Start,
-		End:     r.End,
-		UserID:  md.firstString("user_id", "langfuse_user_id"),
-		Failed:  r.Error != "",
-		Error:   r.Error,
-	}
+func ownRecord(rec *record.Record, r *Run, md view, runType string, spids spanIDs) {
+	// field by field into a zero record: a Record is big, and this runs for every run
+	rec.Service = r.SessionName
 	if rec.Service == "" {
 		rec.Service = DefaultService
 	}
+	rec.SpanID = spids.of(r.ID)
 	if pid := parentIDOf(r); pid != "" {
 		rec.ParentSpanID = spids.of(pid)
 	}
+	rec.Start, rec.End = r.Start, r.End
+	rec.UserID = md.firstString("user_id", "langfuse_user_id")
+	rec.Failed, rec.Error = r.Error != "", r.Error
 	switch runType {
 	case "llm", "chat_model":
 		rec.Kind = record.ModelCall
-		modelCall(&rec, r, md)
+		modelCall(rec, r, md)
 	case "tool":
 		rec.Kind = record.ToolCall
 		rec.Name = r.Name
@@ -419,12 +442,11 @@ func ownRecord(r Run, md view, runType string, spids spanIDs) record.Record {
 			rec.Name = runType
 		}
 	}
-	return rec
 }
 
 // place fills in what a record takes from the runs around it: the trace, thread, run
 // and caller, and for a chain whether it is an agent's own run.
-func (t *Translator) place(rec *record.Record, r Run, ri runInfo, lookup func(string) (runInfo, bool)) {
+func (t *Translator) place(rec *record.Record, r *Run, ri runInfo, lookup func(string) (runInfo, bool)) {
 	rec.TraceID = ids.TraceID(ri.TraceID)
 	rec.ThreadID, rec.RunID, rec.Caller = ri.ThreadID, ri.RunID, ri.Caller
 	if rec.Kind != record.Step || ri.Agent == "" {
@@ -442,13 +464,13 @@ func (t *Translator) place(rec *record.Record, r Run, ri runInfo, lookup func(st
 
 // modelCall reads an llm run's model, provider, usage and the tool calls its response
 // asked for.
-func modelCall(rec *record.Record, r Run, md view) {
+func modelCall(rec *record.Record, r *Run, md view) {
 	model := md.firstString("ls_model_name")
 	if model == "" {
 		inv, _ := r.extraView().child("invocation_params")
 		model = inv.firstString("model", "model_name")
 	}
-	out := r.outputView()
+	out := r.outputView().probe()
 	respModel := out.findString("model_name")
 	if respModel == "" {
 		respModel = model
@@ -465,7 +487,7 @@ func modelCall(rec *record.Record, r Run, md view) {
 // toolCallID finds the provider tool call id of a tool run: LangChain puts it in
 // extra (tool_call_id), hand-written runs in metadata or inputs, and the ToolMessage
 // output carries it too.
-func toolCallID(r Run) string {
+func toolCallID(r *Run) string {
 	if id := r.extraView().findString("tool_call_id"); id != "" {
 		return id
 	}

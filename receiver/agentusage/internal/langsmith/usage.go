@@ -2,7 +2,6 @@ package langsmith
 
 import (
 	"github.com/agentmeter/agentmeter/genai"
-	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 )
 
 // usageOf reads an llm run's usage. LangSmith's usage_metadata is inclusive like the
@@ -14,7 +13,7 @@ import (
 // cache1h is the part of the cache writes made with a one-hour lifetime
 // (input_token_details.ephemeral_1h_input_tokens, Anthropic's
 // cache_creation.ephemeral_1h_input_tokens), priced at its own rate.
-func usageOf(r Run, out view) (u genai.Usage, cache1h int64, ok bool) {
+func usageOf(r *Run, out view) (u genai.Usage, cache1h int64, ok bool) {
 	if um, ok := out.child("usage_metadata"); ok {
 		return rawUsageMetadata(um.raw)
 	}
@@ -90,8 +89,8 @@ func rawUsageMetadata(um []byte) (genai.Usage, int64, bool) {
 		return true
 	})
 	var okIn, okOut bool
-	u.Input, okIn = record.Count(rawScalar(in))
-	u.Output, okOut = record.Count(rawScalar(out))
+	u.Input, okIn = rawCount(in)
+	u.Output, okOut = rawCount(out)
 	if !okIn && !okOut {
 		return genai.Usage{}, 0, false
 	}
@@ -112,12 +111,12 @@ func rawUsageMetadata(um []byte) (genai.Usage, int64, bool) {
 			}
 			return true
 		})
-		u.CacheRead, _ = record.Count(rawScalar(cr))
-		n1, _ := record.Count(rawScalar(e1))
-		if n, ok := record.Count(rawScalar(cc)); ok && hasCC {
+		u.CacheRead, _ = rawCount(cr)
+		n1, _ := rawCount(e1)
+		if n, ok := rawCount(cc); ok && hasCC {
 			u.CacheCreation = n
 		} else {
-			n5, _ := record.Count(rawScalar(e5))
+			n5, _ := rawCount(e5)
 			u.CacheCreation = n5 + n1
 		}
 		cache1h = min(n1, u.CacheCreation) // a part of the cache writes
@@ -130,7 +129,7 @@ func rawUsageMetadata(um []byte) (genai.Usage, int64, bool) {
 			}
 			return true
 		})
-		u.Reasoning, _ = record.Count(rawScalar(r))
+		u.Reasoning, _ = rawCount(r)
 	}
 	return u, cache1h, true
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 
 	"github.com/agentmeter/agentmeter/genai"
-	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 )
 
 // view reads a checked JSON object kept as a slice of the request body. It answers
@@ -17,7 +16,96 @@ type view struct {
 	fields []idxField
 	// noEscU: raw holds no \u escape, so a key is in it only if spelled literally
 	noEscU bool
+	// probed: present says which of the probe keys occur in raw (quoted, at any
+	// depth), found in one pass for all of them (see probe)
+	probed  bool
+	present uint16
 }
+
+// The keys the mapping looks for at any depth of outputs; probe finds which occur.
+const (
+	probeModelName uint16 = 1 << iota
+	probeToolCalls
+	probeToolUse
+	probeFunctionCall
+	probeUsageMetadata
+	probeTokenUsage
+	probeUsage
+	probeToolCallID
+	probeSubagentStatus
+)
+
+// probeBit is the bit of a quoted probe key, 0 for any other.
+func probeBit(quoted string) uint16 {
+	switch quoted {
+	case `"model_name"`:
+		return probeModelName
+	case `"tool_calls"`:
+		return probeToolCalls
+	case `"tool_use"`:
+		return probeToolUse
+	case `"function_call"`:
+		return probeFunctionCall
+	case `"usage_metadata"`:
+		return probeUsageMetadata
+	case `"token_usage"`:
+		return probeTokenUsage
+	case `"usage"`:
+		return probeUsage
+	case `"tool_call_id"`:
+		return probeToolCallID
+	case `"subagent_status"`:
+		return probeSubagentStatus
+	}
+	return 0
+}
+
+// probe returns v knowing which probe keys its bytes hold, found in one pass over
+// its quotes: an llm run's outputs are searched for several keys at depth, and a
+// search is skipped outright when its key is not there. Views read from v (child,
+// findMap) inherit what was found: their bytes are part of v's.
+func (v view) probe() view {
+	if !v.noEscU || v.probed {
+		return v
+	}
+	b := v.raw
+	for {
+		i := bytes.IndexByte(b, '"')
+		if i < 0 || i+1 >= len(b) {
+			break
+		}
+		b = b[i:]
+		var cands []string
+		switch b[1] {
+		case 'm':
+			cands = probeM
+		case 't':
+			cands = probeT
+		case 'f':
+			cands = probeF
+		case 'u':
+			cands = probeU
+		case 's':
+			cands = probeS
+		}
+		for _, q := range cands {
+			if len(b) >= len(q) && string(b[:len(q)]) == q {
+				v.present |= probeBit(q)
+			}
+		}
+		b = b[1:]
+	}
+	v.probed = true
+	return v
+}
+
+var (
+	probeM = []string{`"model_name"`}
+	probeT = []string{`"tool_calls"`, `"tool_use"`, `"token_usage"`, `"tool_call_id"`}
+	probeF = []string{`"function_call"`}
+	probeU = []string{`"usage_metadata"`, `"usage"`}
+	probeS = []string{`"subagent_status"`}
+)
 
 // idxField is one indexed member: key (decoded) and raw value, both slices (of the
 // body, or of a decoded key).
@@ -35,6 +123,19 @@ func rawView(raw []byte) view {
 func (v view) mayHold(quoted ...string) bool {
 	if !v.noEscU {
 		return true
+	}
+	if v.probed {
+		all := true
+		for _, q := range quoted {
+			bit := probeBit(q)
+			if v.present&bit != 0 {
+				return true
+			}
+			all = all && bit != 0
+		}
+		if all {
+			return false
+		}
 	}
 	b := v.raw
 	for {
@@ -82,7 +183,7 @@ func (v view) child(key string) (view, bool) {
 	if !ok || !isObj(c) {
 		return view{}, false
 	}
-	return view{raw: c, noEscU: v.noEscU}, true
+	return view{raw: c, noEscU: v.noEscU, probed: v.probed, present: v.present}, true
 }
 
 // has reports whether key is present, whatever its value.
@@ -93,7 +194,7 @@ func (v view) has(key string) bool {
 
 func (v view) num(key string) (int64, bool) {
 	c, _ := v.get(key)
-	return record.Count(rawScalar(c))
+	return rawCount(c)
 }
 
 // firstString is the first non-empty string among keys.
@@ -178,7 +279,7 @@ func (v view) findMap(key string) (view, bool) {
 		return nil
 	}
 	m := walk(v.raw, 0)
-	return view{raw: m, noEscU: v.noEscU}, m != nil
+	return view{raw: m, noEscU: v.noEscU, probed: v.probed, present: v.present}, m != nil
 }
 
 // toolCallIDs is genai.ResponseToolCallIDs over the raw object.

@@ -5,10 +5,10 @@ package native
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -18,6 +18,7 @@ import (
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/build"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/fielderr"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/ids"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/rawjson"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/timestamps"
 )
@@ -59,19 +60,18 @@ var ErrBody = errors.New("request body")
 
 // Decode parses a body holding one record, an array of records, or {"records": [...]}.
 // Each bad record is reported by index and skipped; the good ones still become spans.
-// now fills a missing end_time.
+// now fills a missing end_time. One decoder serves good and bad bodies alike: the body
+// is validated once and each record read in place (rawjson), so a batch with one bad
+// record costs what a clean one does, and the messages name every bad field.
 func Decode(body []byte, now time.Time) (Result, error) {
-	if recs, err := decodeFast(body, now); err == nil {
-		return Result{Traces: Build(recs), Accepted: len(recs)}, nil
-	}
-	items, err := splitItems(body)
+	doc, items, err := splitItems(body)
 	if err != nil {
 		return Result{}, err
 	}
-	var recs []Record
+	recs := make([]Record, 0, len(items))
 	var res Result
 	for i, raw := range items {
-		r, err := parseRecord(raw, now)
+		r, err := parseRecord(doc, raw, now)
 		if err != nil {
 			res.Errors = append(res.Errors, ItemError{Index: i, Message: err.Error()})
 			continue
@@ -83,53 +83,95 @@ func Decode(body []byte, now time.Time) (Result, error) {
 	return res, nil
 }
 
-func splitItems(body []byte) ([]json.RawMessage, error) {
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 {
-		return nil, fmt.Errorf("%w: empty, expected a JSON record, array of records or {\"records\": [...]}", ErrBody)
+func splitItems(body []byte) (*rawjson.Doc, [][]byte, error) {
+	doc, ok := rawjson.Parse(body)
+	if !ok {
+		if len(bytes.TrimSpace(body)) == 0 {
+			return nil, nil, fmt.Errorf("%w: empty, expected a JSON record, array of records or {\"records\": [...]}", ErrBody)
+		}
+		return nil, nil, fmt.Errorf("%w: not valid JSON", ErrBody)
 	}
-	switch body[0] {
-	case '[':
-		var items []json.RawMessage
-		if err := json.Unmarshal(body, &items); err != nil {
-			return nil, fmt.Errorf("%w: not a JSON array of records: %v", ErrBody, err)
+	root := doc.Root()
+	var items [][]byte
+	elems := func(arr []byte) { doc.Elems(arr, func(v []byte) bool { items = append(items, v); return true }) }
+	switch {
+	case rawjson.IsArray(root):
+		elems(root)
+	case rawjson.IsObject(root):
+		recs, ok := doc.Get(root, "records")
+		if !ok {
+			return doc, [][]byte{root}, nil
 		}
-		return items, nil
-	case '{':
-		var env map[string]json.RawMessage
-		if err := json.Unmarshal(body, &env); err != nil {
-			return nil, fmt.Errorf("%w: not valid JSON: %v", ErrBody, err)
+		if !rawjson.IsArray(recs) {
+			return nil, nil, fmt.Errorf("%w: records must be an array of objects", ErrBody)
 		}
-		if recs, ok := env["records"]; ok {
-			var items []json.RawMessage
-			if err := json.Unmarshal(recs, &items); err != nil {
-				return nil, fmt.Errorf("%w: records must be an array of objects", ErrBody)
-			}
-			return items, nil
-		}
-		return []json.RawMessage{body}, nil
+		elems(recs)
+	default:
+		return nil, nil, fmt.Errorf("%w: expected a JSON object or array", ErrBody)
 	}
-	return nil, fmt.Errorf("%w: expected a JSON object or array", ErrBody)
+	return doc, items, nil
 }
 
-func parseRecord(raw json.RawMessage, now time.Time) (Record, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil || m == nil {
+// The keys of a record, in the order the fields are checked (so the messages of one
+// record always come in the same order).
+const (
+	kTraceID = iota
+	kThreadID
+	kRunID
+	kSourceRunID
+	kCaller
+	kModelName
+	kProvider
+	kToolCallID
+	kResponseToolCallIDs
+	kInputTokens
+	kOutputTokens
+	kTotalTokens
+	kCacheReadTokens
+	kCacheCreationTokens
+	kReasoningTokens
+	kStartTime
+	kEndTime
+	nKeys
+)
+
+var recordKeys = [nKeys]string{"trace_id", "thread_id", "run_id", "source_run_id", "caller", "model_name",
+	"provider", "tool_call_id", "response_tool_call_ids", "input_tokens", "output_tokens", "total_tokens",
+	"cache_read_tokens", "cache_creation_tokens", "reasoning_tokens", "start_time", "end_time"}
+
+func keyIndex(k []byte) int {
+	for i, name := range recordKeys {
+		if string(k) == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func parseRecord(doc *rawjson.Doc, raw []byte, now time.Time) (Record, error) {
+	if !rawjson.IsObject(raw) {
 		return Record{}, errors.New("record must be a JSON object")
 	}
+	// the last of duplicate keys wins, as in a decoded map; null is absent
+	var vals [nKeys][]byte
+	doc.Fields(raw, func(k, v []byte) bool {
+		if i := keyIndex(k); i >= 0 {
+			vals[i] = v
+		}
+		return true
+	})
+	present := func(k int) bool { return !rawjson.IsNull(vals[k]) }
 	var r Record
 	var errs []error
-	str := func(key string, required bool) string {
-		v, ok := m[key]
-		if !ok || v == nil {
+	str := func(k int, required bool) string {
+		key := recordKeys[k]
+		if !present(k) {
 			if required {
 				errs = append(errs, fielderr.New(key, "is required"))
 			}
 			return ""
 		}
-		s, ok := v.(string)
+		s, ok := rawjson.String(vals[k])
 		if !ok {
 			errs = append(errs, fielderr.New(key, "must be a string"))
 			return ""
@@ -139,73 +181,74 @@ func parseRecord(raw json.RawMessage, now time.Time) (Record, error) {
 		}
 		return s
 	}
-	count := func(key string) int64 {
-		v, ok := m[key]
-		if !ok || v == nil {
+	count := func(k int) int64 {
+		if !present(k) {
 			return 0
 		}
-		n, ok := v.(json.Number)
-		if !ok {
+		key, v := recordKeys[k], vals[k]
+		if rawjson.IsString(v) || rawjson.IsObject(v) || rawjson.IsArray(v) || v[0] == 't' || v[0] == 'f' {
 			errs = append(errs, fielderr.New(key, "must be a non-negative integer"))
 			return 0
 		}
-		i, err := n.Int64()
+		i, err := strconv.ParseInt(string(v), 10, 64)
 		if err != nil || i < 0 {
-			errs = append(errs, fielderr.New(key, "must be a non-negative integer, got %s", n))
+			errs = append(errs, fielderr.New(key, "must be a non-negative integer, got %s", v))
 			return 0
 		}
 		return i
 	}
-	tm := func(key string) time.Time {
-		v, ok := m[key]
-		if !ok || v == nil {
+	tm := func(k int) time.Time {
+		if !present(k) {
 			return time.Time{}
 		}
-		t, err := timestamps.ParseTime(v)
+		t, err := timestamps.ParseRawTime(vals[k])
 		if err != nil {
-			errs = append(errs, fielderr.New(key, "%v", err))
+			errs = append(errs, fielderr.New(recordKeys[k], "%v", err))
 		}
 		return t
 	}
-	r.TraceID = str("trace_id", false)
+	r.TraceID = str(kTraceID, false)
 	if r.TraceID != "" && !ids.IsUUIDOrHex(r.TraceID) {
 		errs = append(errs, fielderr.New("trace_id", "must be 32 hex digits or a UUID"))
 	}
-	r.ThreadID = str("thread_id", false)
-	r.RunID = str("run_id", true)
-	r.SourceRunID = str("source_run_id", true)
-	r.Caller = str("caller", false)
-	r.ModelName = str("model_name", false)
-	r.Provider = str("provider", false)
-	r.ToolCallID = str("tool_call_id", false)
-	if v, ok := m["response_tool_call_ids"]; ok && v != nil {
-		arr, ok := v.([]any)
-		if !ok {
+	r.ThreadID = str(kThreadID, false)
+	r.RunID = str(kRunID, true)
+	r.SourceRunID = str(kSourceRunID, true)
+	r.Caller = str(kCaller, false)
+	r.ModelName = str(kModelName, false)
+	r.Provider = str(kProvider, false)
+	r.ToolCallID = str(kToolCallID, false)
+	if present(kResponseToolCallIDs) {
+		arr := vals[kResponseToolCallIDs]
+		if !rawjson.IsArray(arr) {
 			errs = append(errs, fielderr.New("response_tool_call_ids", "must be an array of strings"))
 		}
-		for i, e := range arr {
-			s, ok := e.(string)
+		i := 0
+		doc.Elems(arr, func(v []byte) bool {
+			s, ok := rawjson.String(v)
 			if !ok || s == "" {
 				errs = append(errs, fielderr.New(fmt.Sprintf("response_tool_call_ids[%d]", i), "must be a non-empty string"))
-				continue
+			} else {
+				r.ResponseToolCallIDs = append(r.ResponseToolCallIDs, s)
 			}
-			r.ResponseToolCallIDs = append(r.ResponseToolCallIDs, s)
-		}
+			i++
+			return true
+		})
 	}
-	for _, k := range []string{"input_tokens", "output_tokens", "total_tokens", "cache_read_tokens", "cache_creation_tokens", "reasoning_tokens"} {
-		if v, ok := m[k]; ok && v != nil {
+	for k := kInputTokens; k <= kReasoningTokens; k++ {
+		if present(k) {
 			r.HasUsage = true
 		}
 	}
 	r.Usage = genai.Usage{
-		Input:         count("input_tokens"),
-		Output:        count("output_tokens"),
-		CacheRead:     count("cache_read_tokens"),
-		CacheCreation: count("cache_creation_tokens"),
-		Reasoning:     count("reasoning_tokens"),
+		Input:         count(kInputTokens),
+		Output:        count(kOutputTokens),
+		CacheRead:     count(kCacheReadTokens),
+		CacheCreation: count(kCacheCreationTokens),
+		Reasoning:     count(kReasoningTokens),
 	}
-	if total, has := m["total_tokens"]; has && total != nil {
-		t := count("total_tokens")
+	if present(kTotalTokens) {
+		t := count(kTotalTokens)
 		if len(errs) == 0 && t != r.Usage.Total() {
 			errs = append(errs, fielderr.New("total_tokens", "is %d but input_tokens + output_tokens is %d", t, r.Usage.Total()))
 		}
@@ -216,8 +259,8 @@ func parseRecord(raw json.RawMessage, now time.Time) (Record, error) {
 	if r.Usage.Reasoning > r.Usage.Output {
 		errs = append(errs, fielderr.New("reasoning_tokens", "reasoning_tokens (%d) exceed output_tokens (%d); output_tokens includes reasoning", r.Usage.Reasoning, r.Usage.Output))
 	}
-	r.Start = tm("start_time")
-	r.End = tm("end_time")
+	r.Start = tm(kStartTime)
+	r.End = tm(kEndTime)
 	if err := errors.Join(errs...); err != nil {
 		return Record{}, err
 	}

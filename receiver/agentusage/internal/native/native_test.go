@@ -1,7 +1,6 @@
 package native
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -100,22 +99,43 @@ func TestSameRecordSameIDs(t *testing.T) {
 	assert.Equal(t, genai.Usage{Input: 3, Output: 1}, u)
 }
 
-// The typed fast path and the generic path build the same spans for valid bodies.
-func TestFastPathMatchesGenericPath(t *testing.T) {
-	body, err := os.ReadFile(filepath.Join("testdata", "records.json"))
+// The one decoder reads JSON as encoding/json would: escaped keys and strings, the last
+// of duplicate keys, null as absent; anything of the wrong type is named.
+func TestDecodeReadsJSONLikeEncodingJSON(t *testing.T) {
+	res, err := Decode([]byte(`[{"run_id":"r","source_run_id":"s1","\u006dodel_name":"gpt-\u0034o","caller":null,
+		"input_tokens":5,"input_tokens":7,"output_tokens":1,"thread_id":"th","unknown":{"deep":[1,2,{"x":null}]}}]`), fixedNow)
 	require.NoError(t, err)
-	var env struct{ Records []json.RawMessage }
-	require.NoError(t, json.Unmarshal(body, &env))
-	valid, _ := json.Marshal(map[string]any{"records": env.Records[:4]}) // the fifth is invalid
-	fast, err := decodeFast(valid, fixedNow)
+	require.Equal(t, 1, res.Accepted, "%v", res.Errors)
+	recs := mustRecords(t, `{"run_id":"r","source_run_id":"s1","\u006dodel_name":"gpt-\u0034o","caller":null,"input_tokens":5,"input_tokens":7,"output_tokens":1}`)
+	chat := recs[0]
+	assert.Equal(t, "gpt-4o", chat.ModelName)
+	assert.Equal(t, int64(7), chat.Usage.Input, "the last of duplicate keys wins")
+	assert.Equal(t, genai.BucketLeadAgent, chat.Caller, "null is absent")
+
+	res, err = Decode([]byte(`{"records":[{"run_id":1,"source_run_id":"s","input_tokens":"5","output_tokens":-1,
+		"response_tool_call_ids":["a",""],"start_time":true},{"run_id":"ok","source_run_id":"s2"}]}`), fixedNow)
 	require.NoError(t, err)
-	var generic []Record
-	for _, raw := range env.Records[:4] {
-		r, err := parseRecord(raw, fixedNow)
-		require.NoError(t, err)
-		generic = append(generic, r)
+	assert.Equal(t, 1, res.Accepted)
+	require.Len(t, res.Errors, 1)
+	for _, want := range []string{"run_id: must be a string", "input_tokens: must be a non-negative integer",
+		"output_tokens: must be a non-negative integer, got -1", "response_tool_call_ids[1]: must be a non-empty string", "start_time:"} {
+		assert.Contains(t, res.Errors[0].Message, want)
 	}
-	assert.Equal(t, generic, fast)
-	_, err = decodeFast(body, fixedNow)
-	assert.ErrorIs(t, err, errSlowPath, "an invalid record sends the body to the generic path")
+	for _, bad := range []string{``, ` `, `{`, `"x"`, `{"records":{}}`, `[1,]`} {
+		_, err := Decode([]byte(bad), fixedNow)
+		assert.ErrorIs(t, err, ErrBody, "%q", bad)
+	}
+}
+
+func mustRecords(t *testing.T, body string) []Record {
+	t.Helper()
+	doc, items, err := splitItems([]byte(body))
+	require.NoError(t, err)
+	var out []Record
+	for _, raw := range items {
+		r, err := parseRecord(doc, raw, fixedNow)
+		require.NoError(t, err)
+		out = append(out, r)
+	}
+	return out
 }
