@@ -408,27 +408,33 @@ func (r *usageReceiver) handleRunPatch(w http.ResponseWriter, req *http.Request)
 }
 
 func (r *usageReceiver) handleRunBatch(w http.ResponseWriter, req *http.Request) {
-	body, ok := readBody(w, req)
-	if !ok {
-		return
-	}
-	ops, errs, err := langsmith.DecodeBatch(body)
+	// read into a recycled buffer sized from Content-Length (as for multipart): the
+	// ops point into it until the request is done
+	ops, errs, release, err := langsmith.DecodeBatchPooled(req.Body, r.bodyHint(req))
+	defer release()
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"message": err.Error()})
+		if errors.Is(err, langsmith.ErrBody) {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"message": err.Error()})
+		} else {
+			writeReadError(w, err)
+		}
 		return
 	}
 	r.ingestRuns(w, req, ops, errs)
 }
 
-func (r *usageReceiver) handleRunMultipart(w http.ResponseWriter, req *http.Request) {
-	// Content-Length sizes the read buffer, within the body limit (a client cannot make
-	// us allocate more than the limit up front)
-	hint, limit := req.ContentLength, r.cfg.ServerConfig.MaxRequestBodySize
+// bodyHint is the size to read a body into up front: its Content-Length, within the
+// body limit (a client cannot make us allocate more than the limit up front).
+func (r *usageReceiver) bodyHint(req *http.Request) int64 {
+	limit := r.cfg.ServerConfig.MaxRequestBodySize
 	if limit <= 0 {
 		limit = 20 << 20
 	}
-	hint = min(hint, limit)
-	ops, errs, release, err := langsmith.DecodeMultipartPooled(req.Header.Get("Content-Type"), req.Body, hint)
+	return min(req.ContentLength, limit)
+}
+
+func (r *usageReceiver) handleRunMultipart(w http.ResponseWriter, req *http.Request) {
+	ops, errs, release, err := langsmith.DecodeMultipartPooled(req.Header.Get("Content-Type"), req.Body, r.bodyHint(req))
 	defer release() // the ops point into the read buffer until the request is done
 	if err != nil {
 		if errors.Is(err, langsmith.ErrBody) {

@@ -146,6 +146,27 @@ func DecodeBatch(body []byte) ([]Op, []ItemError, error) {
 	return ops, errs, nil
 }
 
+// DecodeBatchPooled is DecodeBatch for a body read from body (about sizeHint bytes,
+// the request's Content-Length; 0 if unknown) into a recycled buffer. As with
+// DecodeMultipartPooled, the ops point into that buffer: call release, exactly once,
+// when the ops are no longer used. A read error (a body over the size limit) is
+// returned as it is, not as ErrBody.
+func DecodeBatchPooled(body io.Reader, sizeHint int64) (ops []Op, errs []ItemError, release func(), err error) {
+	bp := readBufs.Get().(*[]byte)
+	data, rerr := readAll((*bp)[:0], body, sizeHint)
+	release = func() {
+		if cap(data) > 0 && cap(data) <= maxPooledBuf {
+			*bp = data[:0]
+			readBufs.Put(bp)
+		}
+	}
+	if rerr != nil {
+		return nil, nil, release, fmt.Errorf("reading the body: %w", rerr)
+	}
+	ops, errs, err = DecodeBatch(data)
+	return ops, errs, release, err
+}
+
 func itemField(kind string, i int) string { return kind + "[" + strconv.Itoa(i) + "]" }
 
 // DecodeMultipart decodes POST /runs/multipart. Parts are named post.<id>,

@@ -533,3 +533,40 @@ func TestPooledMultipartParkedRunSurvivesBufferReuse(t *testing.T) {
 	th, _ := a.Get(genai.AttrConversationID)
 	assert.Equal(t, "th-1", th.Str())
 }
+
+// The same for /runs/batch bodies read into a recycled buffer.
+func TestPooledBatchParkedRunSurvivesBufferReuse(t *testing.T) {
+	post := []byte(`{"post":[{"id":"` + scanLLM + `","run_type":"llm","start_time":"2026-01-01T00:00:00Z","trace_id":"` + scanRoot + `",
+	  "outputs":{"usage_metadata":{"input_tokens":7,"output_tokens":2}},"extra":{"metadata":{"ls_model_name":"gpt-x","thread_id":"th-1"}}}]}`)
+	tr := NewTranslator(time.Minute, 10)
+	ops, errs, release, err := DecodeBatchPooled(bytes.NewReader(post), int64(len(post)))
+	require.NoError(t, err)
+	require.Empty(t, errs)
+	prep := Prepare(ops)
+	p := tr.Plan(ops)
+	require.Len(t, p.Park, 1)
+	p.Build()
+	p.Commit(t0)
+	p.Release()
+	prep.Release()
+	release()
+	if bp, ok := readBufs.Get().(*[]byte); ok {
+		b := (*bp)[:cap(*bp)]
+		for i := range b {
+			b[i] = 'x'
+		}
+		readBufs.Put(bp)
+	}
+	patch := []byte(`{"patch":[{"id":"` + scanLLM + `","end_time":"2026-01-01T00:00:01Z"}]}`)
+	ops, errs, release, err = DecodeBatchPooled(bytes.NewReader(patch), int64(len(patch)))
+	require.NoError(t, err)
+	require.Empty(t, errs)
+	defer release()
+	spans := spansOf(tr.Plan(ops).Build())
+	require.Len(t, spans, 1)
+	a := spans[0].Attributes()
+	model, _ := a.Get(genai.AttrRequestModel)
+	assert.Equal(t, "gpt-x", model.Str())
+	in, _ := a.Get(genai.AttrUsageInput)
+	assert.Equal(t, int64(7), in.Int())
+}
