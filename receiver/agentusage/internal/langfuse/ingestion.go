@@ -651,10 +651,10 @@ func decideObservation(o Observation, ti traceInfo, tids traceSpanIDs) record.Re
 		rec.Caller = genai.CallerFromTags(o.Tags)
 	}
 	if rec.Caller == "" {
+		// else none, as on the OTLP face: what the request does not say, subagentmerge
+		// attributes from the whole trace's shape (a call inside a tool-dispatched
+		// agent run is that subagent's), and an uncalled span counts as the lead's
 		rec.Caller = ti.Caller
-	}
-	if rec.Caller == "" {
-		rec.Caller = genai.BucketLeadAgent
 	}
 	if o.Level == "ERROR" {
 		rec.Failed, rec.Error = true, o.StatusMsg
