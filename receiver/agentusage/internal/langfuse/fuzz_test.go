@@ -1,6 +1,7 @@
 package langfuse
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,6 +18,7 @@ func FuzzDecodeIngestion(f *testing.F) {
 	}
 	f.Add([]byte(`{"batch":[{"id":"x","type":"observation-update","body":{"id":"o","type":"GENERATION","usageDetails":{"prompt_tokens":"1e400"},"output":[[[[]]]]}}]}`))
 	f.Add([]byte(`{"batch":[{"id":"x","type":"event-create","body":{"id":"o","startTime":1e30,"usage":{"unit":"TOKENS","input":-5}}}]}`))
+	f.Add([]byte(`{"batch":[{"id":"x","type":"tool-create","body":{"id":"o","traceId":"t","metadata":{"tool_call_id":7,"response_tool_call_ids":["a",1]},"output":{"tool_call_id":"call_1"},"tags":["lead_agent"]}}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		events, _, err := DecodeIngestion(body)
 		if err != nil {
@@ -25,8 +27,25 @@ func FuzzDecodeIngestion(f *testing.F) {
 		in := NewIngester(time.Minute, 10)
 		p := in.Plan(events)
 		p.Build()
+		held := append(append([]Observation(nil), p.Park...), p.Roots...)
 		p.Commit(t0)
 		in.BuildObservations(in.Drain())
+		// what a restart reads back from storage builds too
+		var restored []Observation
+		for _, o := range held {
+			b, err := json.Marshal(o)
+			if err != nil {
+				t.Fatalf("a held observation does not encode: %v", err)
+			}
+			var back Observation
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatalf("a stored observation does not decode: %v", err)
+			}
+			restored = append(restored, back)
+		}
+		again := NewIngester(time.Minute, 10)
+		again.Restore(restored, t0)
+		again.BuildObservations(again.Drain())
 	})
 }
 
