@@ -152,7 +152,7 @@ func (r *Run) inputView() view {
 	if !validObject(r.inputs) {
 		return view{}
 	}
-	return rawView(r.inputs)
+	return rawView(trimJSON(r.inputs)) // a multipart part may have space around it
 }
 
 // detach copies the parts of a run that point into a request body, so a parked run

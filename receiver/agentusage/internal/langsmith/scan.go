@@ -11,6 +11,7 @@ import (
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/build"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/fielderr"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/ids"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/rawjson"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/timestamps"
 )
 
@@ -129,7 +130,7 @@ func (d *runDecoder) set(k runKey, val []byte) {
 			*dst = d.last[k]
 			return
 		}
-		s, ok := rawStr(val)
+		s, ok := rawjson.String(val)
 		if !ok {
 			d.fail(k, "must be a string")
 			return
@@ -145,7 +146,7 @@ func (d *runDecoder) set(k runKey, val []byte) {
 		if null {
 			return
 		}
-		if !isObj(val) {
+		if !rawjson.IsObject(val) {
 			d.fail(k, "must be a JSON object")
 			return
 		}
@@ -191,7 +192,7 @@ func (d *runDecoder) set(k runKey, val []byte) {
 		switch {
 		case null:
 		case val[0] == '"':
-			r.Error, _ = rawStr(val)
+			r.Error, _ = rawjson.String(val)
 		default:
 			var b bytes.Buffer
 			if json.Compact(&b, val) == nil {
@@ -205,13 +206,13 @@ func (d *runDecoder) set(k runKey, val []byte) {
 		if null {
 			return
 		}
-		if !isArr(val) {
+		if !rawjson.IsArray(val) {
 			d.fail(k, "must be an array of strings")
 			return
 		}
 		tags := make([]string, 0, 4)
-		eachElem(val, func(e []byte) bool {
-			if s, ok := rawStr(e); ok { // other elements are not tags: skipped
+		noDoc.Elems(val, func(e []byte) bool {
+			if s, ok := rawjson.String(e); ok { // other elements are not tags: skipped
 				tags = append(tags, s)
 			}
 			return true

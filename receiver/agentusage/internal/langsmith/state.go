@@ -3,6 +3,8 @@ package langsmith
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/rawjson"
 )
 
 // runState is a parked Run as stored on disk (the receiver's `storage`): every field,
@@ -64,7 +66,7 @@ func DecodeStoredRun(b []byte) (Run, error) {
 // rawOrEncoded is the stored object's bytes: raw when stored raw (an object), else
 // the older decoded form encoded again.
 func rawOrEncoded(raw json.RawMessage, m map[string]any) []byte {
-	if isObj(trimJSON(raw)) {
+	if rawjson.IsObject(trimJSON(raw)) {
 		return trimJSON(raw)
 	}
 	if m != nil {

@@ -2,6 +2,7 @@ package langsmith
 
 import (
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/rawjson"
 )
 
 // usageOf reads an llm run's usage. LangSmith's usage_metadata is inclusive like the
@@ -75,7 +76,7 @@ func fromProviderUsage(m view) (genai.Usage, bool) {
 func rawUsageMetadata(um []byte) (genai.Usage, int64, bool) {
 	var u genai.Usage
 	var in, out, inD, outD []byte
-	eachField(um, func(k, v []byte) bool {
+	noDoc.Fields(um, func(k, v []byte) bool {
 		switch string(k) { // the last duplicate wins, as in a decoded map
 		case "input_tokens":
 			in = v
@@ -95,10 +96,10 @@ func rawUsageMetadata(um []byte) (genai.Usage, int64, bool) {
 		return genai.Usage{}, 0, false
 	}
 	var cache1h int64
-	if isObj(inD) {
+	if rawjson.IsObject(inD) {
 		var cr, cc, e5, e1 []byte
 		hasCC := false
-		eachField(inD, func(k, v []byte) bool {
+		noDoc.Fields(inD, func(k, v []byte) bool {
 			switch string(k) {
 			case "cache_read":
 				cr = v
@@ -121,9 +122,9 @@ func rawUsageMetadata(um []byte) (genai.Usage, int64, bool) {
 		}
 		cache1h = min(n1, u.CacheCreation) // a part of the cache writes
 	}
-	if isObj(outD) {
+	if rawjson.IsObject(outD) {
 		var r []byte
-		eachField(outD, func(k, v []byte) bool {
+		noDoc.Fields(outD, func(k, v []byte) bool {
 			if string(k) == "reasoning" {
 				r = v
 			}

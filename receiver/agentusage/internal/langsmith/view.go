@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/rawjson"
 )
 
 // view reads a checked JSON object kept as a slice of the request body. It answers
@@ -157,7 +158,7 @@ func (v view) mayHold(quoted ...string) bool {
 // *arena (one buffer for all runs of a request instead of one per object).
 func indexed(raw []byte, noEscU bool, arena *[]idxField) view {
 	start := len(*arena)
-	eachField(raw, func(k, val []byte) bool {
+	noDoc.Fields(raw, func(k, val []byte) bool {
 		*arena = append(*arena, idxField{k, val})
 		return true
 	})
@@ -167,7 +168,7 @@ func indexed(raw []byte, noEscU bool, arena *[]idxField) view {
 // get is rawGet, through the index when there is one.
 func (v view) get(key string) ([]byte, bool) {
 	if v.fields == nil {
-		return rawGet(v.raw, key)
+		return noDoc.Get(v.raw, key)
 	}
 	for i := len(v.fields) - 1; i >= 0; i-- { // the last duplicate wins
 		if string(v.fields[i].key) == key {
@@ -180,7 +181,7 @@ func (v view) get(key string) ([]byte, bool) {
 // child is the object under key (ok false when absent or not an object).
 func (v view) child(key string) (view, bool) {
 	c, ok := v.get(key)
-	if !ok || !isObj(c) {
+	if !ok || !rawjson.IsObject(c) {
 		return view{}, false
 	}
 	return view{raw: c, noEscU: v.noEscU, probed: v.probed, present: v.present}, true
@@ -201,7 +202,7 @@ func (v view) num(key string) (int64, bool) {
 func (v view) firstString(keys ...string) string {
 	for _, k := range keys {
 		if c, ok := v.get(k); ok {
-			if s, ok := rawStr(c); ok && s != "" {
+			if s, ok := rawjson.String(c); ok && s != "" {
 				return s
 			}
 		}
@@ -221,9 +222,9 @@ func (v view) findString(key string) string {
 			return false
 		}
 		switch {
-		case isObj(raw):
-			if c, ok := rawGet(raw, key); ok {
-				if s, ok := rawStr(c); ok && s != "" {
+		case rawjson.IsObject(raw):
+			if c, ok := noDoc.Get(raw, key); ok {
+				if s, ok := rawjson.String(c); ok && s != "" {
 					found = s
 					return true
 				}
@@ -233,9 +234,9 @@ func (v view) findString(key string) string {
 					return true
 				}
 			}
-		case isArr(raw):
+		case rawjson.IsArray(raw):
 			done := false
-			eachElem(raw, func(e []byte) bool {
+			noDoc.Elems(raw, func(e []byte) bool {
 				done = walk(e, depth+1)
 				return !done
 			})
@@ -259,8 +260,8 @@ func (v view) findMap(key string) (view, bool) {
 			return nil
 		}
 		switch {
-		case isObj(raw):
-			if c, ok := rawGet(raw, key); ok && isObj(c) {
+		case rawjson.IsObject(raw):
+			if c, ok := noDoc.Get(raw, key); ok && rawjson.IsObject(c) {
 				return c
 			}
 			for _, f := range sortedFields(raw) {
@@ -268,9 +269,9 @@ func (v view) findMap(key string) (view, bool) {
 					return m
 				}
 			}
-		case isArr(raw):
+		case rawjson.IsArray(raw):
 			var found []byte
-			eachElem(raw, func(e []byte) bool {
+			noDoc.Elems(raw, func(e []byte) bool {
 				found = walk(e, depth+1)
 				return found == nil
 			})
@@ -290,7 +291,7 @@ func (v view) toolCallIDs() []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(raw []byte) {
-		if s, ok := rawStr(raw); ok && s != "" && !seen[s] {
+		if s, ok := rawjson.String(raw); ok && s != "" && !seen[s] {
 			seen[s] = true
 			out = append(out, s)
 		}
@@ -301,20 +302,20 @@ func (v view) toolCallIDs() []string {
 			return
 		}
 		switch {
-		case isObj(raw):
-			typ, _ := rawGet(raw, "type")
-			if s, _ := rawStr(typ); s == "tool_use" || s == "function_call" {
-				if id, ok := rawGet(raw, "call_id"); ok {
+		case rawjson.IsObject(raw):
+			typ, _ := noDoc.Get(raw, "type")
+			if s, _ := rawjson.String(typ); s == "tool_use" || s == "function_call" {
+				if id, ok := noDoc.Get(raw, "call_id"); ok {
 					add(id)
 				} else {
-					id, _ := rawGet(raw, "id")
+					id, _ := noDoc.Get(raw, "id")
 					add(id)
 				}
 			}
-			if calls, ok := rawGet(raw, "tool_calls"); ok && isArr(calls) {
-				eachElem(calls, func(c []byte) bool {
-					if isObj(c) {
-						id, _ := rawGet(c, "id")
+			if calls, ok := noDoc.Get(raw, "tool_calls"); ok && rawjson.IsArray(calls) {
+				noDoc.Elems(calls, func(c []byte) bool {
+					if rawjson.IsObject(c) {
+						id, _ := noDoc.Get(c, "id")
 						add(id)
 					}
 					return true
@@ -326,8 +327,8 @@ func (v view) toolCallIDs() []string {
 				}
 				walk(f.val, depth+1)
 			}
-		case isArr(raw):
-			eachElem(raw, func(e []byte) bool {
+		case rawjson.IsArray(raw):
+			noDoc.Elems(raw, func(e []byte) bool {
 				walk(e, depth+1)
 				return true
 			})

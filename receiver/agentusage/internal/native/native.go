@@ -276,7 +276,10 @@ func finish(r *Record, now time.Time) {
 	if r.Start.IsZero() || r.Start.After(r.End) {
 		r.Start = r.End
 	}
-	if r.Caller == "" {
+	// A record without a caller is the lead's, unless it names the task call whose
+	// subagent made it: then it hangs under that subagent's run and the merge attributes
+	// it from there (docs/contract.md), rather than this face pinning it on the lead.
+	if r.Caller == "" && r.ToolCallID == "" {
 		r.Caller = genai.BucketLeadAgent
 	}
 }

@@ -1,23 +1,22 @@
 package langsmith
 
 import (
-	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
 
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/rawjson"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 )
 
-// The face's one JSON decoder. A body (or a multipart part) is first checked whole by
-// validValue, which accepts exactly the JSON encoding/json accepts (any nesting up to
-// its 10000 levels, any number literal, invalid UTF-8 inside strings); the decoders in
-// decode.go then walk the checked bytes with the cheap readers below, which assume
-// valid JSON. Values stay as slices of the request body: a run's free-form inputs,
-// outputs and extra are never decoded into generic maps, only searched for the few
-// keys the mapping reads (see view.go).
+// The face's one JSON decoder. A body (or a multipart part) is checked while it is
+// read: validValue, members and elements accept exactly the JSON encoding/json accepts
+// (any nesting up to its 10000 levels, any number literal, invalid UTF-8 inside
+// strings) and say where a body breaks; decode.go reads the runs out of the members
+// as they are checked. Values stay as slices of the request body: a run's free-form
+// inputs, outputs and extra are never decoded into generic maps, only searched, with
+// internal/rawjson's readers, for the few keys the mapping reads (see view.go).
 
 // maxDepth is encoding/json's nesting limit: deeper documents are refused, as there.
 const maxDepth = 10000
@@ -164,7 +163,7 @@ func members(b []byte, i int, fn func(key []byte, at int) (int, error)) (int, er
 		}
 		key := b[i+1 : kend-1]
 		if !plain {
-			s, _ := decodeString(b[i:kend])
+			s, _ := rawjson.String(b[i:kend])
 			key = []byte(s)
 		}
 		i = skipWS(b, kend)
@@ -179,18 +178,29 @@ func members(b []byte, i int, fn func(key []byte, at int) (int, error)) (int, er
 		if err != nil {
 			return 0, err
 		}
-		i = skipWS(b, vend)
-		if i >= len(b) {
-			return 0, synErr(i, "unexpected end of input")
+		var done bool
+		if i, done, err = after(b, vend, '}'); done || err != nil {
+			return i, err
 		}
-		if b[i] == '}' {
-			return i + 1, nil
-		}
-		if b[i] != ',' {
-			return 0, synErr(i, "expected , or } after an object member")
-		}
-		i = skipWS(b, i+1)
 	}
+}
+
+// after reads what follows a member or an element at b[i]: the container's closer
+// (done, the index after it) or a comma (the index of the next one).
+func after(b []byte, i int, closer byte) (int, bool, error) {
+	i = skipWS(b, i)
+	switch {
+	case i >= len(b):
+		return 0, false, synErr(i, "unexpected end of input")
+	case b[i] == closer:
+		return i + 1, true, nil
+	case b[i] != ',':
+		if closer == '}' {
+			return 0, false, synErr(i, "expected , or } after an object member")
+		}
+		return 0, false, synErr(i, "expected , or ] after an array element")
+	}
+	return skipWS(b, i+1), false, nil
 }
 
 // elements walks the array at b[i] == '[' the way members walks an object.
@@ -207,23 +217,11 @@ func elements(b []byte, i int, fn func(at int) (int, error)) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		i = skipWS(b, vend)
-		if i >= len(b) {
-			return 0, synErr(i, "unexpected end of input")
+		var done bool
+		if i, done, err = after(b, vend, ']'); done || err != nil {
+			return i, err
 		}
-		if b[i] == ']' {
-			return i + 1, nil
-		}
-		if b[i] != ',' {
-			return 0, synErr(i, "expected , or ] after an array element")
-		}
-		i = skipWS(b, i+1)
 	}
-}
-
-// checkValue is the member function that only checks the value.
-func checkValue(b []byte) func(key []byte, at int) (int, error) {
-	return func(_ []byte, at int) (int, error) { return validValue(b, at) }
 }
 
 // validDoc checks that b holds exactly one JSON value (space around it allowed).
@@ -338,19 +336,14 @@ func scanNumber(b []byte, i int) (int, bool) {
 	case i < len(b) && b[i] == '0':
 		i++
 	case i < len(b) && '1' <= b[i] && b[i] <= '9':
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
+		i = digits(b, i)
 	default:
 		return 0, false
 	}
 	if i < len(b) && b[i] == '.' {
-		i++
-		d := i
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
-		if i == d {
+		if d := digits(b, i+1); d > i+1 {
+			i = d
+		} else {
 			return 0, false
 		}
 	}
@@ -359,15 +352,21 @@ func scanNumber(b []byte, i int) (int, bool) {
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		d := i
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
-		if i == d {
+		if d := digits(b, i); d > i {
+			i = d
+		} else {
 			return 0, false
 		}
 	}
 	return i, true
+}
+
+// digits returns the index after the decimal digits at b[i:].
+func digits(b []byte, i int) int {
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 func lit(b []byte, i int, s string) (int, bool) {
@@ -384,143 +383,17 @@ func validObject(raw []byte) bool {
 	return i < len(raw) && raw[i] == '{' && validDoc(raw) == nil
 }
 
-// decodeString returns the value of a scanned JSON string (quotes included).
-func decodeString(raw []byte) (string, bool) {
-	if len(raw) >= 2 && bytes.IndexByte(raw, '\\') < 0 && isASCII(raw) {
-		return string(raw[1 : len(raw)-1]), true
-	}
-	var s string
-	return s, json.Unmarshal(raw, &s) == nil
-}
-
-func isASCII(b []byte) bool {
-	for _, c := range b {
-		if c >= 0x80 {
-			return false
-		}
-	}
-	return true
-}
-
 // rawField is one member of a scanned object: its key (decoded) and raw value.
 type rawField struct {
 	key string
 	val []byte
 }
 
-// eachField calls fn for every member of a validated object, in document order.
-func eachField(obj []byte, fn func(key []byte, val []byte) bool) {
-	i := skipWS(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return
-	}
-	i = skipWS(obj, i+1)
-	for i < len(obj) && obj[i] == '"' {
-		kend := skipString(obj, i)
-		key := obj[i+1 : kend-1]
-		if !isPlain(key) {
-			s, _ := decodeString(obj[i:kend])
-			key = []byte(s)
-		}
-		i = skipWS(obj, kend)
-		i = skipWS(obj, i+1) // ':'
-		vend := skipValue(obj, i)
-		if !fn(key, obj[i:vend]) {
-			return
-		}
-		i = skipWS(obj, vend)
-		if i < len(obj) && obj[i] == ',' {
-			i = skipWS(obj, i+1)
-		}
-	}
-}
-
-func isPlain(s []byte) bool {
-	for _, c := range s {
-		if c == '\\' || c >= 0x80 {
-			return false
-		}
-	}
-	return true
-}
-
-// skipString returns the index after the string at b[i] == '"' of validated JSON.
-func skipString(b []byte, i int) int {
-	i++
-	for {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 {
-			return len(b)
-		}
-		i += j
-		n := 0
-		for k := i - 1; k >= 0 && b[k] == '\\'; k-- {
-			n++
-		}
-		i++
-		if n%2 == 0 {
-			return i
-		}
-	}
-}
-
-// skipValue returns the index after the value at b[i] of validated JSON.
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return len(b)
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return len(b)
-	default: // number or literal
-		for i < len(b) {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return i
-			}
-			i++
-		}
-		return i
-	}
-}
-
-// rawGet returns the value of key in a validated object; like a decoded map, the
-// last of duplicate keys wins.
-func rawGet(obj []byte, key string) ([]byte, bool) {
-	var out []byte
-	found := false
-	eachField(obj, func(k, v []byte) bool {
-		if string(k) == key {
-			out, found = v, true
-		}
-		return true
-	})
-	return out, found
-}
-
 // sortedFields returns the members of a validated object as a decoded map would
 // iterate them in sorted key order: sorted by key, the last of duplicates kept.
 func sortedFields(obj []byte) []rawField {
 	var fs []rawField
-	eachField(obj, func(k, v []byte) bool {
+	noDoc.Fields(obj, func(k, v []byte) bool {
 		fs = append(fs, rawField{string(k), v})
 		return true
 	})
@@ -535,36 +408,6 @@ func sortedFields(obj []byte) []rawField {
 	return out
 }
 
-// eachElem calls fn for every element of a validated array.
-func eachElem(arr []byte, fn func(val []byte) bool) {
-	i := skipWS(arr, 0)
-	if i >= len(arr) || arr[i] != '[' {
-		return
-	}
-	i = skipWS(arr, i+1)
-	for i < len(arr) && arr[i] != ']' {
-		vend := skipValue(arr, i)
-		if !fn(arr[i:vend]) {
-			return
-		}
-		i = skipWS(arr, vend)
-		if i < len(arr) && arr[i] == ',' {
-			i = skipWS(arr, i+1)
-		}
-	}
-}
-
-func isObj(raw []byte) bool { return len(raw) > 0 && raw[0] == '{' }
-func isArr(raw []byte) bool { return len(raw) > 0 && raw[0] == '[' }
-
-// rawStr is the string value of raw, if it is a JSON string.
-func rawStr(raw []byte) (string, bool) {
-	if len(raw) == 0 || raw[0] != '"' {
-		return "", false
-	}
-	return decodeString(raw)
-}
-
 // rawScalar turns a scalar the way encoding/json decodes it into an interface value
 // (numbers as float64), for record.Count.
 func rawScalar(raw []byte) any {
@@ -573,7 +416,7 @@ func rawScalar(raw []byte) any {
 	}
 	switch raw[0] {
 	case '"':
-		s, _ := decodeString(raw)
+		s, _ := rawjson.String(raw)
 		return s
 	case '{', '[', 't', 'f', 'n':
 		return nil
@@ -605,3 +448,8 @@ func rawCount(raw []byte) (int64, bool) {
 	}
 	return record.Count(rawScalar(raw))
 }
+
+// noDoc reads checked values with internal/rawjson's readers. The face checks a body
+// in its own pass (members, elements), so there is no parsed document whose index of
+// container ends the readers could use: they skip nested values themselves.
+var noDoc *rawjson.Doc
