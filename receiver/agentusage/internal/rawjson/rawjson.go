@@ -19,6 +19,8 @@ const MaxDepth = 10000
 // ends, so walking a member never reads again the containers inside it: a face that
 // walks an event, then its body, then the body's members reads each byte about twice
 // (once to validate, once where it is used), however deep the member it wants.
+// A nil *Doc walks valid JSON checked elsewhere, skipping nested containers by reading
+// them.
 type Doc struct {
 	b []byte
 	// open and end are the offsets of every container's first byte and of the byte
