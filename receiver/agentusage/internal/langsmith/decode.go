@@ -8,15 +8,19 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/rawjson"
 )
 
 // ErrBody is a request-level error: nothing in the body could be used.
 var ErrBody = errors.New("request body")
 
-// Every endpoint decodes with the same scanner (rawjson.go): the body, or each
-// multipart part, is checked whole, then its runs are read by runDecoder. JSON that is
-// not well-formed fails the request (or, in a multipart body, the run of that part);
-// a well-formed item with a bad field is reported by name and skipped.
+// Every endpoint decodes alike: runDecoder reads the runs out of the body (or of each
+// multipart part) while internal/rawjson's checking walk (rawjson.Walk) checks it, in
+// one pass — exactly what encoding/json accepts, an error naming the byte where the
+// body breaks. JSON that is not well-formed fails the request (or, in a multipart
+// body, the run of that part); a well-formed item with a bad field is reported by name
+// and skipped.
 
 // DecodeRun decodes the body of POST /runs or PATCH /runs/{id}. For a PATCH, pathID
 // is the id from the URL; it wins over a different id in the body.
@@ -46,30 +50,29 @@ func decodeRunDoc(doc []byte, r *Run, pathID string, patch bool, prefix string) 
 
 // doc reads a document that must hold one run object.
 func (d *runDecoder) doc(doc []byte) error {
-	i := skipWS(doc, 0)
+	w := rawjson.NewWalk(doc)
+	i := w.SkipSpace(0)
 	if i >= len(doc) || doc[i] != '{' {
-		if err := validDoc(doc); err != nil {
+		if err := rawjson.Validate(doc); err != nil {
 			return err
 		}
 		return errors.New("must be a JSON object (one run)")
 	}
-	end, err := d.object(doc, i)
+	end, err := d.object(&w, doc, i)
 	if err != nil {
 		return err
 	}
-	if j := skipWS(doc, end); j != len(doc) {
-		return synErr(j, "data after the JSON value")
-	}
-	return nil
+	return w.End(end)
 }
 
 // DecodeBatch decodes POST /runs/batch: {"post": [run...], "patch": [run...]}. Bad
 // items are reported and skipped; the rest are returned, posts first. The body is
 // checked while it is read (one pass).
 func DecodeBatch(body []byte) ([]Op, []ItemError, error) {
-	i := skipWS(body, 0)
+	w := rawjson.NewWalk(body)
+	i := w.SkipSpace(0)
 	if i >= len(body) || body[i] != '{' {
-		if err := validDoc(body); err != nil {
+		if err := rawjson.Validate(body); err != nil {
 			return nil, nil, fmt.Errorf("%w: %v", ErrBody, err)
 		}
 		return nil, nil, fmt.Errorf("%w: expected a JSON object {\"post\": [...], \"patch\": [...]}", ErrBody)
@@ -82,14 +85,14 @@ func DecodeBatch(body []byte) ([]Op, []ItemError, error) {
 	}
 	groups[0].ops = newOps(len(body)/512 + 8)
 	var last [numKeys]string
-	end, err := members(body, i, func(k []byte, at int) (int, error) {
+	end, err := w.Members(i, func(k []byte, at int) (int, error) {
 		g := 0
 		switch string(k) {
 		case "post":
 		case "patch":
 			g = 1
 		default:
-			return validValue(body, at)
+			return w.Value(at)
 		}
 		kind := [2]string{"post", "patch"}[g]
 		grp := &groups[g]
@@ -97,17 +100,17 @@ func DecodeBatch(body []byte) ([]Op, []ItemError, error) {
 		grp.ops, grp.errs, grp.bad = grp.ops[:0], nil, nil
 		switch {
 		case body[at] == 'n':
-			return validValue(body, at)
+			return w.Value(at)
 		case body[at] != '[':
 			grp.bad = fmt.Errorf("%w: %s must be an array of runs", ErrBody, kind)
-			return validValue(body, at)
+			return w.Value(at)
 		}
 		n := 0
-		return elements(body, at, func(at int) (int, error) {
+		return w.Elements(at, func(at int) (int, error) {
 			idx := n
 			n++
 			if body[at] != '{' {
-				end, err := validValue(body, at)
+				end, err := w.Value(at)
 				if err == nil {
 					field := itemField(kind, idx)
 					grp.errs = append(grp.errs, ItemError{Field: field, Message: field + ": must be a JSON object"})
@@ -117,7 +120,7 @@ func DecodeBatch(body []byte) ([]Op, []ItemError, error) {
 			grp.ops = append(grp.ops, Op{Patch: g == 1})
 			op := &grp.ops[len(grp.ops)-1]
 			d := runDecoder{r: &op.Run, last: &last}
-			end, err := d.object(body, at)
+			end, err := d.object(&w, body, at)
 			if err != nil {
 				return 0, err
 			}
@@ -133,8 +136,8 @@ func DecodeBatch(body []byte) ([]Op, []ItemError, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrBody, err)
 	}
-	if j := skipWS(body, end); j != len(body) {
-		return nil, nil, fmt.Errorf("%w: %v", ErrBody, synErr(j, "data after the JSON value"))
+	if err := w.End(end); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrBody, err)
 	}
 	for _, g := range groups {
 		if g.bad != nil {

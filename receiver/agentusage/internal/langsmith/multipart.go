@@ -8,11 +8,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/rawjson"
 )
 
 // /runs/multipart: the whole body is read once and split on the boundary by hand (no
 // per-part readers, header maps or copies), and each run's parts are decoded with the
-// same scanner as /runs/batch items. The splitter handles the layout the LangSmith SDKs
+// same decoder as /runs/batch items. The splitter handles the layout the LangSmith SDKs
 // send (CRLF lines, a Content-Disposition form-data name, JSON parts); for anything
 // else it reports !ok and mime/multipart splits the same bytes.
 
@@ -168,21 +170,6 @@ func readAll(buf []byte, r io.Reader, sizeHint int64) ([]byte, error) {
 // maxSizeHint bounds the buffer a Content-Length may make us allocate up front.
 const maxSizeHint = 64 << 20
 
-// trimJSON strips the space encoding/json allows around a value.
-func trimJSON(b []byte) []byte {
-	i := skipWS(b, 0)
-	j := len(b)
-	for j > i {
-		switch b[j-1] {
-		case ' ', '\t', '\n', '\r':
-			j--
-			continue
-		}
-		break
-	}
-	return b[i:j]
-}
-
 // mimeParts splits body with mime/multipart: the general path, for layouts
 // splitMultipart leaves (a preamble, LF line ends, other Content-Disposition shapes,
 // encoded parts). Parts that are not post.* or patch.* are not kept.
@@ -250,7 +237,7 @@ func (st *partState) release() {
 }
 
 // decodeParts turns the parts of a multipart body into ops: each run from its own
-// part and its field parts, read with the batch decoder's scanner. A run with a part
+// part and its field parts, read with the batch decoder. A run with a part
 // that is not JSON, or with a bad field, is reported (naming the part or the field:
 // "post.<id>.outputs: ...") and skipped.
 func decodeParts(parts []mpPart) ([]Op, []ItemError) {
@@ -319,8 +306,8 @@ func decodeParts(parts []mpPart) ([]Op, []ItemError) {
 		default:
 			continue // events, serialized, unknown split fields: not used, not decoded
 		}
-		v := trimJSON(p.data)
-		if err := validDoc(v); err != nil {
+		v := rawjson.TrimSpace(p.data)
+		if err := rawjson.Validate(v); err != nil {
 			a.bad = fmt.Sprintf("%s: %v", p.name, err)
 			continue
 		}

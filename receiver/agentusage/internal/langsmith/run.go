@@ -8,6 +8,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"time"
+
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/rawjson"
 )
 
 // Run is one LangSmith run as far as a POST and/or PATCH told us.
@@ -152,7 +154,7 @@ func (r *Run) inputView() view {
 	if !validObject(r.inputs) {
 		return view{}
 	}
-	return rawView(trimJSON(r.inputs)) // a multipart part may have space around it
+	return rawView(rawjson.TrimSpace(r.inputs)) // a multipart part may have space around it
 }
 
 // detach copies the parts of a run that point into a request body, so a parked run

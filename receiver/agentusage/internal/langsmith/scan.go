@@ -95,11 +95,11 @@ type keyErr struct {
 	msg string
 }
 
-// object reads the run object at b[i] == '{', checking it on the way, and returns the
-// index after it.
-func (d *runDecoder) object(b []byte, i int) (int, error) {
-	return members(b, i, func(k []byte, at int) (int, error) {
-		end, err := validValue(b, at)
+// object reads the run object at b[i] == '{' (b is w's body), checking it on the way,
+// and returns the index after it.
+func (d *runDecoder) object(w *rawjson.Walk, b []byte, i int) (int, error) {
+	return w.Members(i, func(k []byte, at int) (int, error) {
+		end, err := w.Value(at)
 		if err == nil {
 			if key, ok := lookupKey(k); ok {
 				d.set(key, b[at:end])

@@ -66,8 +66,8 @@ func DecodeStoredRun(b []byte) (Run, error) {
 // rawOrEncoded is the stored object's bytes: raw when stored raw (an object), else
 // the older decoded form encoded again.
 func rawOrEncoded(raw json.RawMessage, m map[string]any) []byte {
-	if rawjson.IsObject(trimJSON(raw)) {
-		return trimJSON(raw)
+	if rawjson.IsObject(rawjson.TrimSpace(raw)) {
+		return rawjson.TrimSpace(raw)
 	}
 	if m != nil {
 		if b, err := json.Marshal(m); err == nil {

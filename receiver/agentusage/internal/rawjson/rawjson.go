@@ -1,19 +1,26 @@
 // Package rawjson reads JSON request bodies without decoding them into generic maps:
 // a face validates the body once (Parse), then walks the members it needs (Doc.Fields,
 // Doc.Elems, Doc.Get) as slices of the body and decodes only the values it keeps
-// (String, Value). Decoding every vendor payload into map[string]any was most of a JSON
-// face's cost; a face built on this package needs no second decoder, because Parse
+// (String, Value); or it reads the body while checking it (Walk), when it wants one
+// pass and the byte where a body breaks (SyntaxError). Decoding every vendor payload
+// into map[string]any was most of a JSON face's cost; a face built on this package
+// needs no second decoder, because Parse and Walk run the package's one scanner, which
 // accepts exactly the documents encoding/json accepts.
 package rawjson
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"unicode/utf8"
 )
 
 // MaxDepth is the deepest nesting Parse accepts: encoding/json's own limit.
 const MaxDepth = 10000
+
+// tooDeep is why a document nested deeper than MaxDepth is refused.
+var tooDeep = "nested deeper than " + strconv.Itoa(MaxDepth) + " levels"
 
 // Doc is a document Parse accepted. It knows where each of its objects and arrays
 // ends, so walking a member never reads again the containers inside it: a face that
@@ -37,12 +44,183 @@ type Doc struct {
 func Parse(b []byte) (*Doc, bool) {
 	d := &Doc{b: b}
 	i := skipWS(b, 0)
-	end, ok := d.scanValue(i, 0)
-	if !ok || skipWS(b, end) != len(b) {
+	end, _, msg := scan(d, b, i, 0)
+	if msg != "" || skipWS(b, end) != len(b) {
 		return nil, false
 	}
 	d.root = b[i:end]
 	return d, true
+}
+
+// SyntaxError is where and why a document is not JSON.
+type SyntaxError struct {
+	Offset int    // of the byte where the document stops being JSON (its length at its end)
+	Msg    string // what was found, or expected, there
+}
+
+func (e *SyntaxError) Error() string {
+	return "invalid JSON at byte " + strconv.Itoa(e.Offset) + ": " + e.Msg
+}
+
+// Validate is Parse for a document a face keeps as bytes and reads later (without an
+// index): it says whether b is exactly one JSON value and, when it is not, where it
+// breaks (a *SyntaxError).
+func Validate(b []byte) error {
+	w := NewWalk(b)
+	end, err := w.Value(0)
+	if err != nil {
+		return err
+	}
+	return w.End(end)
+}
+
+// Walk is the checking walk, for a face that reads a body while it checks it (one pass
+// over the bytes, no index): Members and Elements walk a container, Value checks (and
+// skips) a value the face does not read, End checks what follows the document's
+// value. Offsets are indexes in the body; the grammar, the depth limit and the errors
+// are Parse's.
+type Walk struct {
+	b     []byte
+	depth int // containers around the value being walked
+}
+
+// NewWalk walks the body b.
+func NewWalk(b []byte) Walk { return Walk{b: b} }
+
+// Value checks the one JSON value at b[i:] (white space before it allowed) and
+// returns the index after it.
+func (w *Walk) Value(i int) (int, error) {
+	if i < len(w.b) && w.b[i] == '"' { // most members are strings: no detour through scan
+		if end, _, ok := scanString(w.b, i); ok {
+			return end, nil
+		}
+	}
+	end, at, msg := scan(nil, w.b, i, w.depth)
+	if msg != "" {
+		return 0, &SyntaxError{Offset: at, Msg: msg}
+	}
+	return end, nil
+}
+
+// SkipSpace returns the index of the first byte at or after b[i] that is not white
+// space.
+func (w *Walk) SkipSpace(i int) int { return skipWS(w.b, i) }
+
+// TrimSpace strips the white space JSON allows around a value.
+func TrimSpace(b []byte) []byte {
+	i, j := skipWS(b, 0), len(b)
+	for j > i && (b[j-1] == ' ' || b[j-1] == '\t' || b[j-1] == '\n' || b[j-1] == '\r') {
+		j--
+	}
+	return b[i:j]
+}
+
+// End checks that only white space follows the document's value, which ends at b[i].
+func (w *Walk) End(i int) error {
+	if j := skipWS(w.b, i); j != len(w.b) {
+		return &SyntaxError{Offset: j, Msg: "data after the JSON value"}
+	}
+	return nil
+}
+
+// Members walks the object at b[i] == '{', checking it on the way: for each member fn
+// gets the decoded key (don't keep it) and the index of its value, checks the value
+// itself (Value, or walking it with Members or Elements) and returns the index after
+// it. Members returns the index after the object.
+func (w *Walk) Members(i int, fn func(key []byte, at int) (int, error)) (int, error) {
+	i, empty, err := w.enter(i, '}')
+	if empty || err != nil {
+		return i, err
+	}
+	return w.leave(w.members(i, fn))
+}
+
+// leave ends a container enter counted.
+func (w *Walk) leave(end int, err error) (int, error) {
+	w.depth--
+	return end, err
+}
+
+// enter reads past the opener of the container at b[i], checking the depth limit, and
+// counts the container in the depth unless it is empty (next is then the index after
+// its closer).
+func (w *Walk) enter(i int, closer byte) (next int, empty bool, err error) {
+	if w.depth >= MaxDepth {
+		return 0, false, &SyntaxError{Offset: i, Msg: tooDeep}
+	}
+	i = skipWS(w.b, i+1)
+	if i < len(w.b) && w.b[i] == closer {
+		return i + 1, true, nil
+	}
+	w.depth++
+	return i, false, nil
+}
+
+func (w *Walk) members(i int, fn func(key []byte, at int) (int, error)) (int, error) {
+	b := w.b
+	for {
+		kstart := i
+		vstart, kend, isPlain, at, msg := member(b, kstart)
+		if msg != "" {
+			return 0, &SyntaxError{Offset: at, Msg: msg}
+		}
+		key := b[kstart+1 : kend-1]
+		if !isPlain {
+			s, _ := String(b[kstart:kend])
+			key = []byte(s)
+		}
+		vstart = skipWS(b, vstart)
+		if vstart >= len(b) {
+			return 0, &SyntaxError{Offset: vstart, Msg: "unexpected end of input"}
+		}
+		vend, err := fn(key, vstart)
+		if err != nil {
+			return 0, err
+		}
+		var done bool
+		if i, done, err = w.item(vend, true); done || err != nil {
+			return i, err
+		}
+	}
+}
+
+// item reads what follows the member (obj) or element that ends at b[vend]: done and
+// the index after the container, or the index of the next member or element.
+func (w *Walk) item(vend int, obj bool) (int, bool, error) {
+	next, done, ok := after(w.b, vend, obj)
+	switch {
+	case !ok:
+		return 0, false, &SyntaxError{Offset: next, Msg: afterError(w.b, next, obj)}
+	case done:
+		return next, true, nil
+	}
+	return skipWS(w.b, next), false, nil
+}
+
+// Elements walks the array at b[i] == '[' the way Members walks an object.
+func (w *Walk) Elements(i int, fn func(at int) (int, error)) (int, error) {
+	i, empty, err := w.enter(i, ']')
+	if empty || err != nil {
+		return i, err
+	}
+	return w.leave(w.elements(i, fn))
+}
+
+func (w *Walk) elements(i int, fn func(at int) (int, error)) (int, error) {
+	b := w.b
+	for {
+		if i >= len(b) {
+			return 0, &SyntaxError{Offset: i, Msg: "unexpected end of input"}
+		}
+		vend, err := fn(i)
+		if err != nil {
+			return 0, err
+		}
+		var done bool
+		if i, done, err = w.item(vend, false); done || err != nil {
+			return i, err
+		}
+	}
 }
 
 // Root is the document's value, without the white space around it.
@@ -71,13 +249,16 @@ func (d *Doc) offset(v []byte) int {
 }
 
 func skipWS(b []byte, i int) int {
-	for i < len(b) && isWS(b[i]) {
-		i++
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
 	}
 	return i
 }
-
-func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // plainByte marks the bytes a string holds as they are: anything but control
 // characters, the quote and the backslash.
@@ -88,45 +269,68 @@ var plainByte = func() (t [256]bool) {
 	return t
 }()
 
+// specialIn reports whether one of the eight bytes of x (little-endian) is not plain:
+// a quote, a backslash or a control byte (bit tricks: a byte equal to c is a zero byte
+// of x^c; a byte below 0x20 borrows when 0x20 is taken from it). It never misses one;
+// a false alarm only sends the bytes to the byte-at-a-time loop.
+func specialIn(x uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	zero := func(v uint64) uint64 { return (v - lo) & ^v & hi }
+	return (zero(x^(lo*'"')) | zero(x^(lo*'\\')) | ((x - lo*0x20) &^ x & hi)) != 0
+}
+
 // scanString scans the string starting at b[i] == '"' and returns the index after its
-// closing quote.
-func scanString(b []byte, i int) (int, bool) {
+// closing quote, and whether the string is plain ASCII without escapes (its bytes are
+// its value).
+func scanString(b []byte, i int) (end int, plain, ok bool) {
 	i++
+	var high uint64 // the bytes seen, or-ed: bit 7 of a byte is set by a non-ASCII one
+	esc := false
 	for i < len(b) {
+		for i+8 <= len(b) {
+			x := binary.LittleEndian.Uint64(b[i:])
+			if specialIn(x) {
+				break
+			}
+			high |= x
+			i += 8
+		}
 		for i < len(b) && plainByte[b[i]] {
+			high |= uint64(b[i])
 			i++
 		}
 		if i >= len(b) {
-			return 0, false
+			return 0, false, false
 		}
 		switch b[i] {
 		case '"':
-			return i + 1, true
+			return i + 1, !esc && high&0x8080808080808080 == 0, true
 		case '\\':
+			esc = true
 			if i+1 >= len(b) {
-				return 0, false
+				return 0, false, false
 			}
 			switch b[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
 				if i+6 > len(b) {
-					return 0, false
+					return 0, false, false
 				}
 				for _, h := range b[i+2 : i+6] {
 					if !isHex(h) {
-						return 0, false
+						return 0, false, false
 					}
 				}
 				i += 6
 			default:
-				return 0, false
+				return 0, false, false
 			}
 		default: // a control character
-			return 0, false
+			return 0, false, false
 		}
 	}
-	return 0, false
+	return 0, false, false
 }
 
 func isHex(c byte) bool {
@@ -172,72 +376,171 @@ func digits(b []byte, i int) (int, bool) {
 	return i, i > start
 }
 
-// scanValue scans one value starting at b[i] and returns the index after it. depth is
-// the number of containers around it.
-func (d *Doc) scanValue(i, depth int) (int, bool) {
-	b := d.b
-	if i >= len(b) {
-		return 0, false
+// scan checks the one JSON value at b[i:] (white space before it allowed) and returns
+// the index after it; on failure, msg says why and at where (the messages a sender
+// sees in a 400). It is the package's one reading of the grammar: Parse runs it with
+// its Doc, recording the index of container ends, the checking walk without (d nil).
+// depth is the number of containers around the value. It runs without recursion (an
+// explicit stack of open containers), so depth costs no goroutine stack.
+func scan(d *Doc, b []byte, i, depth int) (end, at int, msg string) {
+	i = skipWS(b, i)
+	if i < len(b) && b[i] != '{' && b[i] != '[' {
+		return scanScalar(b, i)
 	}
+	return scanNested(d, b, i, depth)
+}
+
+// scanScalar checks the string, number or literal at b[i].
+func scanScalar(b []byte, i int) (end, at int, msg string) {
+	var ok bool
 	switch c := b[i]; c {
 	case '"':
-		return scanString(b, i)
-	case '{', '[':
-		if depth >= MaxDepth {
-			return 0, false
+		if end, _, ok = scanString(b, i); !ok {
+			return 0, i, "invalid string"
 		}
-		closer := byte('}')
-		if c == '[' {
-			closer = ']'
+	case 't', 'f', 'n':
+		word := "null"
+		if c == 't' {
+			word = "true"
+		} else if c == 'f' {
+			word = "false"
 		}
-		k := len(d.open)
-		d.open = append(d.open, i)
-		d.end = append(d.end, 0)
-		i = skipWS(b, i+1)
-		if i < len(b) && b[i] == closer {
-			d.end[k] = i + 1
-			return i + 1, true
+		if end, ok = literal(b, i, word); !ok {
+			return 0, i, "invalid literal"
 		}
-		for {
-			var ok bool
-			if c == '{' {
-				if i >= len(b) || b[i] != '"' {
-					return 0, false
-				}
-				if i, ok = scanString(b, i); !ok {
-					return 0, false
-				}
-				i = skipWS(b, i)
-				if i >= len(b) || b[i] != ':' {
-					return 0, false
-				}
-				i = skipWS(b, i+1)
-			}
-			if i, ok = d.scanValue(i, depth+1); !ok {
-				return 0, false
-			}
-			i = skipWS(b, i)
-			if i >= len(b) {
-				return 0, false
-			}
-			if b[i] == closer {
-				d.end[k] = i + 1
-				return i + 1, true
-			}
-			if b[i] != ',' {
-				return 0, false
-			}
-			i = skipWS(b, i+1)
-		}
-	case 't':
-		return literal(b, i, "true")
-	case 'f':
-		return literal(b, i, "false")
-	case 'n':
-		return literal(b, i, "null")
 	default:
-		return scanNumber(b, i)
+		if end, ok = scanNumber(b, i); !ok {
+			return 0, i, "invalid value"
+		}
 	}
+	return end, 0, ""
+}
+
+// scanNested is scan of a value that may be a container (or the end of the input).
+func scanNested(d *Doc, b []byte, i, depth int) (end, at int, msg string) {
+	// the open containers: the index of each in d.open (0 without d) << 1, | 1 for an
+	// object. Small: it is zeroed for every container a checking walk checks, and
+	// deeper documents grow it.
+	var buf [16]uint64
+	stack := buf[:0]
+	for {
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return 0, i, "unexpected end of input"
+		}
+		switch c := b[i]; c {
+		case '{', '[':
+			if depth+len(stack) >= MaxDepth {
+				return 0, i, tooDeep
+			}
+			k := 0
+			if d != nil {
+				k = len(d.open)
+				d.open = append(d.open, i)
+				d.end = append(d.end, 0)
+			}
+			closer, obj := byte('}'), 1
+			if c == '[' {
+				closer, obj = ']', 0
+			}
+			j := skipWS(b, i+1)
+			if j < len(b) && b[j] == closer {
+				i = j + 1
+				if d != nil {
+					d.end[k] = i
+				}
+				break
+			}
+			stack = append(stack, uint64(k)<<1|uint64(obj))
+			i = j
+			if obj == 1 {
+				if i, _, _, at, msg = member(b, i); msg != "" {
+					return 0, at, msg
+				}
+			}
+			continue
+		default:
+			if i, at, msg = scanScalar(b, i); msg != "" {
+				return 0, at, msg
+			}
+		}
+		// after a value: close containers, or go on to the next member or element
+		for {
+			if len(stack) == 0 {
+				return i, 0, ""
+			}
+			top := stack[len(stack)-1]
+			obj := top&1 == 1
+			next, done, ok := after(b, i, obj)
+			if !ok {
+				return 0, next, afterError(b, next, obj)
+			}
+			i = next
+			if !done {
+				if obj {
+					if i, _, _, at, msg = member(b, i); msg != "" {
+						return 0, at, msg
+					}
+				}
+				break
+			}
+			if d != nil {
+				d.end[int(top>>1)] = i
+			}
+			stack = stack[:len(stack)-1]
+		}
+	}
+}
+
+// member checks `"key":` at b[i:] (white space before it allowed) and returns the
+// index after the colon, the index after the key and whether the key is plain.
+func member(b []byte, i int) (next, kend int, plain bool, at int, msg string) {
+	i = skipWS(b, i)
+	if i >= len(b) || b[i] != '"' {
+		return 0, 0, false, i, "expected a string key"
+	}
+	kend, plain, ok := scanString(b, i)
+	if !ok {
+		return 0, 0, false, i, "invalid string"
+	}
+	i = skipWS(b, kend)
+	if i >= len(b) || b[i] != ':' {
+		return 0, 0, false, i, "expected : after an object key"
+	}
+	return i + 1, kend, plain, 0, ""
+}
+
+// after reads what follows a member (obj) or an element at b[i]: a comma (the index
+// after it) or the container's closer (done, the index after it). When it
+// is neither, ok is false and next is where (afterError says why).
+func after(b []byte, i int, obj bool) (next int, done, ok bool) {
+	i = skipWS(b, i)
+	if i < len(b) {
+		switch b[i] {
+		case ',':
+			return i + 1, false, true
+		case '}':
+			if obj {
+				return i + 1, true, true
+			}
+		case ']':
+			if !obj {
+				return i + 1, true, true
+			}
+		}
+	}
+	return i, false, false
+}
+
+// afterError is why after found neither a comma nor the closer at b[i].
+func afterError(b []byte, i int, obj bool) string {
+	switch {
+	case i >= len(b):
+		return "unexpected end of input"
+	case obj:
+		return "expected , or } after an object member"
+	}
+	return "expected , or ] after an array element"
 }
 
 func literal(b []byte, i int, s string) (int, bool) {

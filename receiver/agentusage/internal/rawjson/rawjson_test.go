@@ -2,7 +2,9 @@ package rawjson
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,31 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// walkCheck checks b with the checking walk as a decoder drives it: every object
+// and array walked member by member, scalars checked with Value.
+func walkCheck(b []byte) error {
+	w := NewWalk(b)
+	var walk func(at int) (int, error)
+	walk = func(at int) (int, error) {
+		switch b[at] {
+		case '{':
+			return w.Members(at, func(_ []byte, at int) (int, error) { return walk(at) })
+		case '[':
+			return w.Elements(at, walk)
+		}
+		return w.Value(at)
+	}
+	i := skipWS(b, 0)
+	if i >= len(b) {
+		return Validate(b)
+	}
+	end, err := walk(i)
+	if err != nil {
+		return err
+	}
+	return w.End(end)
+}
 
 // decodeStd is what the faces decoded with before: encoding/json into interface values,
 // numbers kept as json.Number.
@@ -56,9 +83,16 @@ func agree(t *testing.T, b []byte) {
 	t.Helper()
 	d, ok := Parse(b)
 	assert.Equal(t, json.Valid(b), ok, "%q", b)
+	err := Validate(b)
+	werr := walkCheck(b)
+	assert.Equal(t, err, werr, "%q: the checking walk reads the grammar as Validate does", b)
 	if !ok {
+		var se *SyntaxError
+		require.ErrorAs(t, err, &se, "%q: Validate refuses what Parse refuses, saying where", b)
+		assert.True(t, se.Offset >= 0 && se.Offset <= len(b), "%q: offset %d inside the document", b, se.Offset)
 		return
 	}
+	require.NoError(t, err, "%q", b)
 	want, wok := decodeStd(b)
 	require.True(t, wok, "%q", b)
 	assert.Equal(t, want, Value(d.Root()), "%q", b)
@@ -84,6 +118,62 @@ func TestParseAgreesWithEncodingJSON(t *testing.T) {
 	deep := strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth)
 	agree(t, []byte(deep))
 	agree(t, []byte("["+deep+"]"))
+}
+
+// Validate names the byte where a document stops being JSON and what was expected there.
+func TestValidateNamesTheByte(t *testing.T) {
+	for _, c := range []struct {
+		doc string
+		at  int
+		msg string
+	}{
+		{``, 0, "unexpected end of input"},
+		{`  `, 2, "unexpected end of input"},
+		{`{"post":[{"id":1 2}]}`, 17, "expected , or } after an object member"},
+		{`[1 2]`, 3, "expected , or ] after an array element"},
+		{`{"a":1,}`, 7, "expected a string key"},
+		{`{a:1}`, 1, "expected a string key"},
+		{`{"a" 1}`, 5, "expected : after an object key"},
+		{`{"a"`, 4, "expected : after an object key"},
+		{`{"post":`, 8, "unexpected end of input"},
+		{`[1,`, 3, "unexpected end of input"},
+		{`["ok", "a` + "\x01" + `"]`, 7, "invalid string"},
+		{`{"k\x":1}`, 1, "invalid string"},
+		{`[tru]`, 1, "invalid literal"},
+		{`[01]`, 2, "expected , or ] after an array element"},
+		{`[-]`, 1, "invalid value"},
+		{`{"a":1} x`, 8, "data after the JSON value"},
+		{strings.Repeat("[", MaxDepth+1), MaxDepth, "nested deeper than 10000 levels"},
+	} {
+		err := Validate([]byte(c.doc))
+		var se *SyntaxError
+		require.ErrorAs(t, err, &se, "%q", c.doc)
+		assert.Equal(t, SyntaxError{Offset: c.at, Msg: c.msg}, *se, "%q", c.doc)
+		assert.Equal(t, "invalid JSON at byte "+strconv.Itoa(c.at)+": "+c.msg, err.Error())
+	}
+}
+
+// specialIn finds every byte that is not plain, at every position of a word, and
+// raises no false alarm on a word of plain bytes around it.
+func TestSpecialInExhaustiveBytes(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		for pos := 0; pos < 8; pos++ {
+			for _, fill := range []byte{'a', ' ', '~', '0', 0x80, 0xff} {
+				var b [8]byte
+				for i := range b {
+					b[i] = fill
+				}
+				b[pos] = byte(c)
+				x := binary.LittleEndian.Uint64(b[:])
+				if !plainByte[c] && !specialIn(x) {
+					t.Fatalf("byte %#x at %d missed", c, pos)
+				}
+				if plainByte[c] && specialIn(x) {
+					t.Errorf("false alarm %#x at %d fill %#x", c, pos, fill)
+				}
+			}
+		}
+	}
 }
 
 // A deep document is read once: Value and Parse stay linear in its size.
@@ -132,6 +222,8 @@ func TestWalk(t *testing.T) {
 	whole := d2.Root()
 	cut := whole[:6] // `[1, {"`
 	assert.NotPanics(t, func() { d2.Elems(cut, func([]byte) bool { return true }) })
+	assert.Equal(t, `{"a": 1}`, string(TrimSpace([]byte(" \r\n\t{\"a\": 1}\n "))))
+	assert.Empty(t, TrimSpace([]byte(" \n")))
 	assert.True(t, IsNull(nil))
 	assert.True(t, IsNull([]byte("null")))
 	_, ok = String([]byte("12"))
