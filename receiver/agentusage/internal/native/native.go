@@ -347,40 +347,43 @@ func Records(recs []Record) []record.Record {
 		root.SpanID, root.Start, root.End, root.Name = rootID, first, last, genai.LeadAgentName
 		out = append(out, root)
 
-		// one execute_tool + invoke_agent pair per dispatching tool call id
-		agents := map[string]pcommon.SpanID{}
+		// one execute_tool + invoke_agent pair per dispatching tool call id, spanning its
+		// records; the call's first record gives the pair's thread, run and caller
+		type dispatch struct {
+			first      int // index in group
+			start, end time.Time
+			agent      pcommon.SpanID
+		}
+		var dispatches []dispatch
+		byCall := map[string]int{} // tool call id → index in dispatches
 		var calls []string
-		span := map[string][2]time.Time{}
-		for _, r := range group {
+		for i, r := range group {
 			if r.ToolCallID == "" {
 				continue
 			}
-			w, ok := span[r.ToolCallID]
+			j, ok := byCall[r.ToolCallID]
 			if !ok {
+				byCall[r.ToolCallID] = len(dispatches)
+				dispatches = append(dispatches, dispatch{first: i, start: r.Start, end: r.End})
 				calls = append(calls, r.ToolCallID)
-				w = [2]time.Time{r.Start, r.End}
+				continue
 			}
-			if r.Start.Before(w[0]) {
-				w[0] = r.Start
+			d := &dispatches[j]
+			if r.Start.Before(d.start) {
+				d.start = r.Start
 			}
-			if r.End.After(w[1]) {
-				w[1] = r.End
+			if r.End.After(d.end) {
+				d.end = r.End
 			}
-			span[r.ToolCallID] = w
 		}
 		sort.Strings(calls)
 		for _, call := range calls {
-			var rec Record
-			for _, r := range group {
-				if r.ToolCallID == call {
-					rec = r
-					break
-				}
-			}
+			d := &dispatches[byCall[call]]
+			rec := group[d.first]
 			tool := base(rec, record.ToolCall, genai.BucketLeadAgent)
 			tool.SpanID = ids.SpanID("native/tool", k+"\x00"+call)
 			tool.ParentSpanID = rootID
-			tool.Start, tool.End = span[call][0], span[call][1]
+			tool.Start, tool.End = d.start, d.end
 			tool.Name, tool.ToolCallID = genai.TaskToolName, call
 			out = append(out, tool)
 
@@ -389,7 +392,7 @@ func Records(recs []Record) []record.Record {
 			agent.ParentSpanID = tool.SpanID
 			agent.Start, agent.End = tool.Start, tool.End
 			agent.Name, agent.ToolCallID = subagentName(rec.Caller), call
-			agents[call] = agent.SpanID
+			d.agent = agent.SpanID
 			out = append(out, agent)
 		}
 
@@ -398,7 +401,7 @@ func Records(recs []Record) []record.Record {
 			c.SpanID = ids.SpanID("native/record", r.SourceRunID)
 			c.ParentSpanID = rootID
 			if r.ToolCallID != "" {
-				c.ParentSpanID = agents[r.ToolCallID]
+				c.ParentSpanID = dispatches[byCall[r.ToolCallID]].agent
 			}
 			c.Start, c.End = r.Start, r.End
 			c.Provider, c.RequestModel, c.ResponseModel = r.Provider, r.ModelName, r.ModelName
