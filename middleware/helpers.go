@@ -156,6 +156,18 @@ func withoutToolCalls(m message.Message) message.Message {
 	return c
 }
 
+// hardStopped is the budget and loop middlewares' hard stop of the lead's response:
+// a clone of last without its tool calls, notice appended to its content, and a
+// tool_calls finish reason turned into stop.
+func hardStopped(last message.Message, notice string) message.Message {
+	stopped := withoutToolCalls(last)
+	stopped.Content = appendText(stopped.Content, notice)
+	if finishReason(stopped) == "tool_calls" {
+		stopped = setFinishReason(stopped, "stop")
+	}
+	return stopped
+}
+
 // setFinishReason returns a clone of m with response_metadata.finish_reason = reason.
 func setFinishReason(m message.Message, reason string) message.Message {
 	c := m.Clone()

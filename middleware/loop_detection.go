@@ -312,11 +312,7 @@ func (m *LoopDetectionMiddleware) AfterModel(_ context.Context, rt *agent.Runtim
 }
 
 func (m *LoopDetectionMiddleware) hardStop(rt *agent.Runtime, last message.Message, notice string) *state.Update {
-	stopped := withoutToolCalls(last)
-	stopped.Content = appendText(stopped.Content, notice)
-	if finishReason(stopped) == "tool_calls" {
-		stopped = setFinishReason(stopped, "stop")
-	}
+	stopped := hardStopped(last, notice)
 	if rt != nil && rt.Context != nil {
 		rt.Context.SetStopReason(agent.StopLoopCapped)
 	}
@@ -337,7 +333,6 @@ func (m *LoopDetectionMiddleware) WrapModelCall(ctx context.Context, req *agent.
 		return next(ctx, req)
 	}
 	r := req.Request.Clone()
-	r.Messages = append(r.Messages, message.Message{ID: message.NewID(), Role: message.RoleHuman, Name: loopWarningName,
-		Content: strings.Join(warnings, "\n\n"), AdditionalKwargs: map[string]any{"hide_from_ui": true}})
+	r.Messages = append(r.Messages, hiddenHuman(message.NewID(), loopWarningName, strings.Join(warnings, "\n\n")))
 	return next(ctx, req.WithRequest(r))
 }

@@ -172,11 +172,7 @@ func (m *ThreadBudgetMiddleware) AfterModel(_ context.Context, rt *agent.Runtime
 	defer b.mu.Unlock()
 	last, isAI := lastAIIsLast(st.Messages)
 	if ratio >= m.cfg.HardRatio && isAI && len(last.ToolCalls) > 0 {
-		stopped := withoutToolCalls(last)
-		stopped.Content = appendText(stopped.Content, fmt.Sprintf(ThreadBudgetExceeded, scope, used, limit))
-		if finishReason(stopped) == "tool_calls" {
-			stopped = setFinishReason(stopped, "stop")
-		}
+		stopped := hardStopped(last, fmt.Sprintf(ThreadBudgetExceeded, scope, used, limit))
 		if rt != nil && rt.Context != nil {
 			rt.Context.SetStopReason(StopBudgetCapped)
 		}
@@ -204,7 +200,6 @@ func (m *ThreadBudgetMiddleware) WrapModelCall(ctx context.Context, req *agent.M
 		return next(ctx, req)
 	}
 	r := req.Request.Clone()
-	r.Messages = append(r.Messages, message.Message{ID: message.NewID(), Role: message.RoleHuman, Name: threadBudgetWarnName,
-		Content: w, AdditionalKwargs: map[string]any{"hide_from_ui": true}})
+	r.Messages = append(r.Messages, hiddenHuman(message.NewID(), threadBudgetWarnName, w))
 	return next(ctx, req.WithRequest(r))
 }

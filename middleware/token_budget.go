@@ -113,11 +113,7 @@ func (m *TokenBudgetMiddleware) AfterModel(_ context.Context, rt *agent.Runtime,
 	}
 	last, isAI := lastAIIsLast(st.Messages)
 	if ratio >= m.cfg.HardRatio && isAI && len(last.ToolCalls) > 0 {
-		stopped := withoutToolCalls(last)
-		stopped.Content = appendText(stopped.Content, fmt.Sprintf(TokenBudgetExceeded, used, limit, kind))
-		if finishReason(stopped) == "tool_calls" {
-			stopped = setFinishReason(stopped, "stop")
-		}
+		stopped := hardStopped(last, fmt.Sprintf(TokenBudgetExceeded, used, limit, kind))
 		if rt != nil && rt.Context != nil {
 			rt.Context.SetStopReason(agent.StopTokenCapped)
 		}
@@ -142,7 +138,6 @@ func (m *TokenBudgetMiddleware) WrapModelCall(ctx context.Context, req *agent.Mo
 		return next(ctx, req)
 	}
 	r := req.Request.Clone()
-	r.Messages = append(r.Messages, message.Message{ID: message.NewID(), Role: message.RoleHuman, Name: budgetWarningName,
-		Content: w, AdditionalKwargs: map[string]any{"hide_from_ui": true}})
+	r.Messages = append(r.Messages, hiddenHuman(message.NewID(), budgetWarningName, w))
 	return next(ctx, req.WithRequest(r))
 }

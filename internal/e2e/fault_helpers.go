@@ -68,18 +68,16 @@ type FaultRigOptions struct {
 	MaxElapsed    string // retry_on_failure.max_elapsed_time ("" : retry forever)
 }
 
-// NewFaultRig starts the fakes, their fronts and the collector.
-func NewFaultRig(t *testing.T, o FaultRigOptions) *FaultRig {
+// newFaultFakes starts the vendor fakes and their faulty fronts (the fronts check the
+// rig's keys and hand the fakes their own); the rig's collector is still to start.
+func newFaultFakes(t *testing.T) *FaultRig {
 	t.Helper()
-	LangfuseEnv(t)
-	clearLangSmithEnv(t)
 	r := &FaultRig{t: t, Dir: t.TempDir()}
 	r.LFFake = langfusefake.New(t)
 	r.LSFake = fakevendor.NewLangSmith(faultLangSmithKey)
 	t.Cleanup(r.LSFake.Close)
 	r.LF = faulty.New(faulty.Langfuse, r.LFFake.Config.Handler)
 	r.LS = faulty.New(faulty.LangSmith, r.LSFake.Config.Handler)
-	// the fronts check the rig's keys and hand the fakes their own
 	r.LF.RotateKey(faulty.LangfuseAuth(faultLangfusePublic, faultLangfuseSecret),
 		faulty.LangfuseAuth(langfusefake.DefaultPublicKey, langfusefake.DefaultSecretKey))
 	r.LS.RotateKey(faultLangSmithKey, faultLangSmithKey)
@@ -87,6 +85,15 @@ func NewFaultRig(t *testing.T, o FaultRigOptions) *FaultRig {
 	t.Cleanup(lfSrv.Close)
 	t.Cleanup(lsSrv.Close)
 	r.LFURL, r.LSURL = lfSrv.URL, lsSrv.URL
+	return r
+}
+
+// NewFaultRig starts the fakes, their fronts and the collector.
+func NewFaultRig(t *testing.T, o FaultRigOptions) *FaultRig {
+	t.Helper()
+	LangfuseEnv(t)
+	clearLangSmithEnv(t)
+	r := newFaultFakes(t)
 
 	r.OTLP = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	tel := FreePort(t)

@@ -8,10 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/agentmeter/agentmeter/internal/fakevendor"
-	"github.com/agentmeter/agentmeter/internal/fakevendor/faulty"
-	"github.com/agentmeter/agentmeter/internal/fakevendor/langfusefake"
 )
 
 // The shipped otelcol-config.yaml as a sidecar runs it (ports moved, both vendors
@@ -24,19 +20,7 @@ import (
 func TestReliabilityShippedConfigKill9Twice(t *testing.T) {
 	d := FaultDuration(t)
 	ports := setSidecarEnv(t)
-	r := &FaultRig{t: t, Dir: t.TempDir()}
-	r.LFFake = langfusefake.New(t)
-	r.LSFake = fakevendor.NewLangSmith(faultLangSmithKey)
-	t.Cleanup(r.LSFake.Close)
-	r.LF = faulty.New(faulty.Langfuse, r.LFFake.Config.Handler)
-	r.LS = faulty.New(faulty.LangSmith, r.LSFake.Config.Handler)
-	r.LF.RotateKey(faulty.LangfuseAuth(faultLangfusePublic, faultLangfuseSecret),
-		faulty.LangfuseAuth(langfusefake.DefaultPublicKey, langfusefake.DefaultSecretKey))
-	r.LS.RotateKey(faultLangSmithKey, faultLangSmithKey)
-	lfSrv, lsSrv := r.LF.Serve(), r.LS.Serve()
-	t.Cleanup(lfSrv.Close)
-	t.Cleanup(lsSrv.Close)
-	r.LFURL, r.LSURL = lfSrv.URL, lsSrv.URL
+	r := newFaultFakes(t)
 	// delivery() reads which vendors are on from the pipeline description
 	r.Pipeline.LangfuseURL, r.Pipeline.LangSmithURL = r.LFURL, r.LSURL
 	LangfuseEnv(t, "LANGFUSE_TRACING", "true", "LANGFUSE_PUBLIC_KEY", faultLangfusePublic,

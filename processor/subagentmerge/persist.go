@@ -45,10 +45,14 @@ type persister struct {
 	client storage.Client
 	next   atomic.Uint64 // next sequence number
 
-	mu   sync.Mutex     // serialises writes, so "high" only grows
-	high uint64         // last "high" written
-	low  uint64         // last "low" written
-	refs map[uint64]int // chunk → buffered traces holding spans of it
+	mu   sync.Mutex // serialises writes, so "high" only grows
+	high uint64     // last "high" written
+	low  uint64     // last "low" written
+	// refs counts, per chunk, the buffered traces holding spans of it. It has its own
+	// lock (taken after mu, never held across I/O): ref runs under a shard lock, which
+	// must not wait for a write's disk I/O.
+	refMu sync.Mutex
+	refs  map[uint64]int
 	// unwritten are chunks a write failed to store, retried with the next write
 	unwritten map[uint64][]byte
 	// kept are chunks of released traces the next consumer refused: they stay on disk
@@ -96,9 +100,9 @@ func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
 // ref counts one more buffered trace holding spans of chunk seq.
 func (p *persister) ref(seq uint64) {
-	p.mu.Lock()
+	p.refMu.Lock()
 	p.refs[seq]++
-	p.mu.Unlock()
+	p.refMu.Unlock()
 }
 
 // write stores one request's chunk (none: only retry earlier failed ones) and the new
@@ -141,9 +145,12 @@ func (p *persister) forget(ctx context.Context, seqs []uint64, drop ...uint64) e
 	if len(seqs)+len(drop) == 0 {
 		return nil
 	}
+	// p.mu first: a chunk counted off here is deleted before any later write of it
+	// (a trace of the same request buffered meanwhile) can store it again
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var ops []*storage.Operation
+	p.refMu.Lock()
 	for _, s := range seqs {
 		if p.refs[s]--; p.refs[s] <= 0 {
 			delete(p.refs, s)
@@ -151,6 +158,7 @@ func (p *persister) forget(ctx context.Context, seqs []uint64, drop ...uint64) e
 			ops = append(ops, storage.DeleteOperation(chunkKey(s)))
 		}
 	}
+	p.refMu.Unlock()
 	for _, s := range drop {
 		ops = append(ops, storage.DeleteOperation(chunkKey(s)))
 	}
