@@ -272,7 +272,9 @@ func TestNoDefaultCallerForRunsOfUnknownParents(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, errs)
 	p := tr.Plan(ops)
-	for _, s := range spansOf(p.Build()) {
+	spans := spansOf(p.Build())
+	require.Len(t, spans, 2, "the subagent's runs are emitted, not held for their parent")
+	for _, s := range spans {
 		_, has := s.Attributes().Get(genai.AttrCaller)
 		assert.False(t, has, "%s: the face cannot know the caller yet", s.Name())
 	}
@@ -283,7 +285,9 @@ func TestNoDefaultCallerForRunsOfUnknownParents(t *testing.T) {
  {"id":"` + toolID + `","trace_id":"` + traceID + `","parent_run_id":"` + traceID + `","name":"task","run_type":"tool","start_time":"2026-01-01T00:00:01Z","end_time":"2026-01-01T00:00:04Z","inputs":{"tool_call":{"id":"call_1"}}}]}`
 	ops, _, err = DecodeBatch([]byte(lead))
 	require.NoError(t, err)
-	for _, s := range spansOf(tr.Plan(ops).Build()) {
+	spans = spansOf(tr.Plan(ops).Build())
+	require.Len(t, spans, 2)
+	for _, s := range spans {
 		_, has := s.Attributes().Get(genai.AttrCaller)
 		assert.False(t, has, "%s: the lead's runs carry no default caller", s.Name())
 	}

@@ -63,7 +63,7 @@ func Prepare(ops []Op) *Prepared {
 		p.md = indexedMetadata(r, &pb.arena)
 		p.runType = strings.ToLower(r.RunType)
 		p.parentID = parentIDOf(r)
-		ownRecord(&p.rec, r, p.md, p.runType, pb.ids) // preps come zeroed
+		ownRecord(&p.rec, r, p.md, p.runType, p.parentID, pb.ids) // preps come zeroed
 		r.prep = p
 	}
 	return pb

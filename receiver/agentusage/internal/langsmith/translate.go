@@ -236,29 +236,31 @@ func (t *Translator) build(runs, also []Run) ptrace.Traces {
 		r := &also[i]
 		local[r.ID] = t.info(r, metadata(r), lookup)
 	}
-	var own record.Record // the record of an unprepared run
+	var own prepared // what Prepare would have read from an unprepared run
 	for i := range runs {
 		r := &runs[i]
-		var rec *record.Record
-		var md view
-		if r.prep != nil {
-			// placed in place: the prepared record belongs to this request alone
-			md, rec = r.prep.md, &r.prep.rec
-		} else {
+		if r.prep == nil {
+			// prepared here for this iteration only, so that info and place read it
+			// as they read Prepare's (tool call id, run type, parent) instead of
+			// working it out again
 			if arena == nil {
 				arena = make([]idxField, 0, 8*len(runs))
 				spids = make(spanIDs, len(runs)+1)
 			}
-			md = indexedMetadata(r, &arena)
-			own = record.Record{}
-			ownRecord(&own, r, md, strings.ToLower(r.RunType), spids)
-			rec = &own
+			own = prepared{md: indexedMetadata(r, &arena), runType: strings.ToLower(r.RunType), parentID: parentIDOf(r)}
+			ownRecord(&own.rec, r, own.md, own.runType, own.parentID, spids)
+			r.prep = &own
 		}
-		ri := t.info(r, md, lookup)
+		// placed in place: the prepared record belongs to this request alone
+		rec := &r.prep.rec
+		ri := t.info(r, r.prep.md, lookup)
 		local[r.ID] = ri
 		t.emitted.Put(r.ID, true)
 		t.place(rec, r, ri, lookup)
 		b.Add(rec)
+		if r.prep == &own {
+			r.prep = nil
+		}
 	}
 	for id, ri := range local {
 		t.recent.Put(id, ri)
@@ -410,15 +412,15 @@ func indexedMetadata(r *Run, arena *[]idxField) view {
 // computes it outside the translator's lock): its kind and the facts of a model call or a tool
 // call, its ids, times, user and error. Its place in the tree of runs (trace, thread,
 // run, caller, agent) is filled by place.
-func ownRecord(rec *record.Record, r *Run, md view, runType string, spids spanIDs) {
+func ownRecord(rec *record.Record, r *Run, md view, runType, parentID string, spids spanIDs) {
 	// field by field into a zero record: a Record is big, and this runs for every run
 	rec.Service = r.SessionName
 	if rec.Service == "" {
 		rec.Service = DefaultService
 	}
 	rec.SpanID = spids.of(r.ID)
-	if pid := parentIDOf(r); pid != "" {
-		rec.ParentSpanID = spids.of(pid)
+	if parentID != "" {
+		rec.ParentSpanID = spids.of(parentID)
 	}
 	rec.Start, rec.End = r.Start, r.End
 	rec.UserID = md.firstString("user_id", "langfuse_user_id")

@@ -119,39 +119,22 @@ func rawView(raw []byte) view {
 	return view{raw: raw, noEscU: !bytes.Contains(raw, []byte(`\u`))}
 }
 
-// mayHold reports whether raw can contain one of the quoted keys (see noEscU). One
-// pass over the quotes of raw, whatever the number of keys.
+// mayHold reports whether raw can contain one of the quoted keys (see noEscU): it is
+// answered from probe, which knows every key the mapping searches for; any other
+// key may be there.
 func (v view) mayHold(quoted ...string) bool {
 	if !v.noEscU {
 		return true
 	}
-	if v.probed {
-		all := true
-		for _, q := range quoted {
-			bit := probeBit(q)
-			if v.present&bit != 0 {
-				return true
-			}
-			all = all && bit != 0
+	var bits uint16
+	for _, q := range quoted {
+		bit := probeBit(q)
+		if bit == 0 {
+			return true
 		}
-		if all {
-			return false
-		}
+		bits |= bit
 	}
-	b := v.raw
-	for {
-		i := bytes.IndexByte(b, '"')
-		if i < 0 {
-			return false
-		}
-		b = b[i:]
-		for _, q := range quoted {
-			if len(b) >= len(q) && string(b[:len(q)]) == q {
-				return true
-			}
-		}
-		b = b[1:]
-	}
+	return v.probe().present&bits != 0
 }
 
 // indexed returns a raw view with its members indexed, the index appended to
