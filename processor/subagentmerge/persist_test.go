@@ -3,8 +3,6 @@ package subagentmerge
 import (
 	"context"
 	"errors"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,73 +10,11 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
-	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/storagetest"
 )
-
-// memStorage is a storage extension kept in memory, shared by the processors of one
-// test the way a file_storage directory outlives a killed process.
-type memStorage struct {
-	mu   sync.Mutex
-	data map[string][]byte
-	fail error // every write fails with it when set
-}
-
-func (*memStorage) Start(context.Context, component.Host) error { return nil }
-func (*memStorage) Shutdown(context.Context) error              { return nil }
-func (m *memStorage) GetClient(context.Context, component.Kind, component.ID, string) (storage.Client, error) {
-	return m, nil
-}
-
-func (m *memStorage) Get(_ context.Context, k string) ([]byte, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.data[k], nil
-}
-
-func (m *memStorage) Set(ctx context.Context, k string, v []byte) error {
-	return m.Batch(ctx, storage.SetOperation(k, v))
-}
-
-func (m *memStorage) Delete(ctx context.Context, k string) error {
-	return m.Batch(ctx, storage.DeleteOperation(k))
-}
-func (*memStorage) Close(context.Context) error { return nil }
-
-func (m *memStorage) Batch(_ context.Context, ops ...*storage.Operation) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, op := range ops {
-		if op.Type != storage.Get && m.fail != nil {
-			return m.fail
-		}
-	}
-	for _, op := range ops {
-		switch op.Type {
-		case storage.Get:
-			op.Value = m.data[op.Key]
-		case storage.Set:
-			m.data[op.Key] = append([]byte(nil), op.Value...)
-		case storage.Delete:
-			delete(m.data, op.Key)
-		}
-	}
-	return nil
-}
-
-func (m *memStorage) chunks() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	n := 0
-	for k := range m.data {
-		if strings.HasPrefix(k, "chunk/") {
-			n++
-		}
-	}
-	return n
-}
 
 type storageHost struct {
 	component.Host
@@ -89,13 +25,13 @@ func (h storageHost) GetExtensions() map[component.ID]component.Component { retu
 
 var storageID = component.MustNewID("file_storage")
 
-func startWithStorage(t *testing.T, st *memStorage, cfg *Config) (*subagentMerge, *consumertest.TracesSink) {
+func startWithStorage(t *testing.T, st *storagetest.Storage, cfg *Config) (*subagentMerge, *consumertest.TracesSink) {
 	t.Helper()
 	cfg.Storage = &storageID
 	sink := new(consumertest.TracesSink)
 	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, sink)
 	require.NoError(t, err)
-	require.NoError(t, p.Start(context.Background(), storageHost{ext: map[component.ID]component.Component{storageID: st}}))
+	require.NoError(t, p.Start(context.Background(), st.Host(storageID)))
 	return p, sink
 }
 
@@ -111,12 +47,12 @@ func kill(p *subagentMerge) {
 // are read back from storage, and the root that comes after the restart completes the
 // trace, merged exactly as without the crash.
 func TestStorageRestartPicksUpTheBuffer(t *testing.T) {
-	st := &memStorage{data: map[string][]byte{}}
+	st := storagetest.New()
 	full := buildParallel()
 	p1, sink1 := startWithStorage(t, st, defaultTestConfig())
 	require.NoError(t, p1.ConsumeTraces(context.Background(), withoutRoot(full)))
 	require.Zero(t, sink1.SpanCount())
-	require.Positive(t, st.chunks(), "held spans are on disk before the request is acknowledged")
+	require.Positive(t, st.Count("chunk/"), "held spans are on disk before the request is acknowledged")
 	kill(p1)
 
 	p2, sink2 := startWithStorage(t, st, defaultTestConfig())
@@ -124,27 +60,26 @@ func TestStorageRestartPicksUpTheBuffer(t *testing.T) {
 	require.NoError(t, p2.ConsumeTraces(context.Background(), only(full, isLocalRoot)))
 	require.Equal(t, full.SpanCount(), sink2.SpanCount())
 	assertSubagent(t, spanByCalls(t, canonical(sink2.AllTraces()...), "call_a", "call_b"), genai.Usage{Input: 30, Output: 12}, 2, "call_a", "call_b")
-	assert.Zero(t, st.chunks(), "a passed-on trace leaves nothing on disk")
+	assert.Zero(t, st.Count("chunk/"), "a passed-on trace leaves nothing on disk")
 	require.NoError(t, p2.Shutdown(context.Background()))
 }
 
 // A failing disk: the request is refused with a retryable error (never a silent drop),
 // and its spans, still held in memory, go on when their trace is released.
 func TestStorageFailureRefusesRetryably(t *testing.T) {
-	st := &memStorage{data: map[string][]byte{}, fail: errors.New("no space left on device")}
+	st := storagetest.New()
+	st.Fail(errors.New("no space left on device"))
 	p, sink := startWithStorage(t, st, defaultTestConfig())
 	in := withoutRoot(buildOneTask())
 	n := in.SpanCount()
 	err := p.ConsumeTraces(context.Background(), in)
 	require.ErrorContains(t, err, "no space left on device")
 	assert.False(t, consumererror.IsPermanent(err), "the OTLP receiver answers retryable")
-	assert.Zero(t, st.chunks())
+	assert.Zero(t, st.Count("chunk/"))
 	// the disk works again: the next write stores what the failed one could not
-	st.mu.Lock()
-	st.fail = nil
-	st.mu.Unlock()
+	st.Fail(nil)
 	require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(buildParallel())))
-	assert.Equal(t, 2, st.chunks(), "the failed chunk is written with the next one")
+	assert.Equal(t, 2, st.Count("chunk/"), "the failed chunk is written with the next one")
 	require.NoError(t, p.Shutdown(context.Background()))
 	assert.Equal(t, n+buildParallel().SpanCount()-1, sink.SpanCount(), "nothing accepted in memory is lost")
 }
@@ -152,42 +87,42 @@ func TestStorageFailureRefusesRetryably(t *testing.T) {
 // When the next consumer refuses a released trace, its chunks stay on disk for the next
 // start, and the low mark does not pass them.
 func TestStorageKeepsRefusedTraces(t *testing.T) {
-	st := &memStorage{data: map[string][]byte{}}
+	st := storagetest.New()
 	cfg := defaultTestConfig()
 	cfg.Storage = &storageID
 	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, consumertest.NewErr(errors.New("queue full")))
 	require.NoError(t, err)
-	require.NoError(t, p.Start(context.Background(), storageHost{ext: map[component.ID]component.Component{storageID: st}}))
+	require.NoError(t, p.Start(context.Background(), st.Host(storageID)))
 	full := buildOneTask()
 	require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(full)))
 	require.Error(t, p.ConsumeTraces(context.Background(), only(full, isLocalRoot)))
-	assert.Positive(t, st.chunks(), "kept for the next start")
+	assert.Positive(t, st.Count("chunk/"), "kept for the next start")
 	kill(p)
 
 	p2, sink2 := startWithStorage(t, st, defaultTestConfig())
 	require.NoError(t, p2.Shutdown(context.Background()))
 	assert.Equal(t, full.SpanCount()-1, sink2.SpanCount(), "the next start sends them")
-	assert.Zero(t, st.chunks())
+	assert.Zero(t, st.Count("chunk/"))
 }
 
 // One request's buffered spans of several traces are one chunk; it stays on disk until
 // the last of those traces went on, across a restart too.
 func TestStorageChunkOutlivesItsLastTrace(t *testing.T) {
-	st := &memStorage{data: map[string][]byte{}}
+	st := storagetest.New()
 	a, b := buildParallel(), buildNested()
 	req := withoutRoot(a)
 	withoutRoot(b).ResourceSpans().MoveAndAppendTo(req.ResourceSpans())
 	p1, _ := startWithStorage(t, st, defaultTestConfig())
 	require.NoError(t, p1.ConsumeTraces(context.Background(), req))
-	require.Equal(t, 1, st.chunks(), "one write for the request")
+	require.Equal(t, 1, st.Count("chunk/"), "one write for the request")
 	kill(p1)
 
 	p2, sink := startWithStorage(t, st, defaultTestConfig())
 	require.NoError(t, p2.ConsumeTraces(context.Background(), only(a, isLocalRoot)))
 	assert.Equal(t, a.SpanCount(), sink.SpanCount())
-	assert.Equal(t, 1, st.chunks(), "the other trace still holds the chunk")
+	assert.Equal(t, 1, st.Count("chunk/"), "the other trace still holds the chunk")
 	require.NoError(t, p2.ConsumeTraces(context.Background(), only(b, isLocalRoot)))
 	assert.Equal(t, a.SpanCount()+b.SpanCount(), sink.SpanCount())
-	assert.Zero(t, st.chunks())
+	assert.Zero(t, st.Count("chunk/"))
 	require.NoError(t, p2.Shutdown(context.Background()))
 }

@@ -4,100 +4,21 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumertest"
-	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/storagetest"
 )
-
-// walkStorage is a storage extension in memory that can list its entries, like
-// file_storage; it outlives the receivers of one test as a directory outlives a process.
-type walkStorage struct {
-	mu   sync.Mutex
-	data map[string][]byte
-}
-
-func (*walkStorage) Start(context.Context, component.Host) error { return nil }
-func (*walkStorage) Shutdown(context.Context) error              { return nil }
-func (s *walkStorage) GetClient(context.Context, component.Kind, component.ID, string) (storage.Client, error) {
-	return s, nil
-}
-func (s *walkStorage) Get(_ context.Context, k string) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.data[k], nil
-}
-func (s *walkStorage) Set(ctx context.Context, k string, v []byte) error {
-	return s.Batch(ctx, storage.SetOperation(k, v))
-}
-func (s *walkStorage) Delete(ctx context.Context, k string) error {
-	return s.Batch(ctx, storage.DeleteOperation(k))
-}
-func (*walkStorage) Close(context.Context) error { return nil }
-func (s *walkStorage) Batch(_ context.Context, ops ...*storage.Operation) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, op := range ops {
-		switch op.Type {
-		case storage.Get:
-			op.Value = s.data[op.Key]
-		case storage.Set:
-			s.data[op.Key] = append([]byte(nil), op.Value...)
-		case storage.Delete:
-			delete(s.data, op.Key)
-		}
-	}
-	return nil
-}
-func (s *walkStorage) Walk(_ context.Context, fn storage.WalkFunc) error {
-	s.mu.Lock()
-	keys := make([]string, 0, len(s.data))
-	for k := range s.data {
-		keys = append(keys, k)
-	}
-	s.mu.Unlock()
-	for _, k := range keys {
-		v, _ := s.Get(context.Background(), k)
-		ops, err := fn(k, v)
-		if err != nil {
-			return err
-		}
-		if err := s.Batch(context.Background(), ops...); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *walkStorage) count(prefix string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for k := range s.data {
-		if strings.HasPrefix(k, prefix) {
-			n++
-		}
-	}
-	return n
-}
-
-type hostWith struct {
-	component.Host
-	ext map[component.ID]component.Component
-}
-
-func (h hostWith) GetExtensions() map[component.ID]component.Component { return h.ext }
 
 // startStored starts a receiver whose held runs live in st; kill ends it the way
 // kill -9 does as far as held runs go (the server goes, nothing is drained).
-func startStored(t *testing.T, st *walkStorage, sink *consumertest.TracesSink) (string, *usageReceiver) {
+func startStored(t *testing.T, st *storagetest.Storage, sink *consumertest.TracesSink) (string, *usageReceiver) {
 	t.Helper()
 	id := component.MustNewID("file_storage")
 	cfg := createDefaultConfig().(*Config)
@@ -105,7 +26,7 @@ func startStored(t *testing.T, st *walkStorage, sink *consumertest.TracesSink) (
 	cfg.Storage = &id
 	rcv, err := NewFactory().CreateTraces(context.Background(), receivertest.NewNopSettings(Type), cfg, sink)
 	require.NoError(t, err)
-	require.NoError(t, rcv.Start(context.Background(), hostWith{ext: map[component.ID]component.Component{id: st}}))
+	require.NoError(t, rcv.Start(context.Background(), st.Host(id)))
 	return "http://" + cfg.ServerConfig.NetAddr.Endpoint, rcv.(*usageReceiver)
 }
 
@@ -120,13 +41,13 @@ func kill(t *testing.T, r *usageReceiver) {
 // collector must not lose it: with storage, the restarted receiver holds it again and
 // the PATCH that comes after the restart completes it into one span.
 func TestStoredPendingRunSurvivesRestart(t *testing.T) {
-	st := &walkStorage{data: map[string][]byte{}}
+	st := storagetest.New()
 	sink1 := new(consumertest.TracesSink)
 	url1, r1 := startStored(t, st, sink1)
 	runID := "01a22a31-cdeb-7000-8000-037a8c6bd3b1"
 	code, _, resp := do(t, http.MethodPost, url1+"/runs", "application/json", []byte(lsRun(runID, "", "llm", false)), nil)
 	require.Equal(t, http.StatusAccepted, code, resp)
-	assert.Equal(t, 1, st.count(prefixRun), "held run on disk before the answer")
+	assert.Equal(t, 1, st.Count(prefixRun), "held run on disk before the answer")
 	kill(t, r1)
 	assert.Zero(t, sink1.SpanCount())
 
@@ -141,14 +62,14 @@ func TestStoredPendingRunSurvivesRestart(t *testing.T) {
 	require.Len(t, chats, 1, "POST (before the crash) and PATCH (after) make one span")
 	u, _ := genai.UsageFromMap(chats[0].Attributes())
 	assert.Equal(t, genai.Usage{Input: 7, Output: 3}, u)
-	assert.Zero(t, st.count(prefixRun), "an emitted run leaves nothing on disk")
+	assert.Zero(t, st.Count(prefixRun), "an emitted run leaves nothing on disk")
 }
 
 // The same for Langfuse: a generation created without endTime (and its trace-create,
 // held until the trace is quiet) survive the crash; the update after the restart
 // completes the generation with the usage of its create.
 func TestStoredLangfuseObservationSurvivesRestart(t *testing.T) {
-	st := &walkStorage{data: map[string][]byte{}}
+	st := storagetest.New()
 	// lfBatch's create events, then its update after the restart
 	lines := strings.Split(lfBatch, "\n")
 	createOnly := `{"batch":[` + lines[1] + strings.TrimSuffix(lines[2], ",") + `]}`
@@ -157,7 +78,7 @@ func TestStoredLangfuseObservationSurvivesRestart(t *testing.T) {
 	url1, r1 := startStored(t, st, sink1)
 	code, _, resp := do(t, http.MethodPost, url1+"/api/public/ingestion", "application/json", []byte(createOnly), nil)
 	require.Equal(t, http.StatusMultiStatus, code, resp)
-	require.Equal(t, 2, st.count(prefixObs), "the generation and its trace root are on disk")
+	require.Equal(t, 2, st.Count(prefixObs), "the generation and its trace root are on disk")
 	kill(t, r1)
 	assert.Empty(t, spansNamed(sink1, "chat gpt-4o"))
 

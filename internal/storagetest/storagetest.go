@@ -1,0 +1,127 @@
+// Package storagetest is a storage extension in memory for tests of components that
+// keep state through one (file_storage): it outlives the components of one test the way
+// a file_storage directory outlives a killed process, and lists its entries as
+// file_storage does.
+package storagetest
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+)
+
+// Storage is the extension and its one client. The zero value is not usable; call New.
+type Storage struct {
+	mu   sync.Mutex
+	data map[string][]byte
+	fail error
+}
+
+var (
+	_ storage.Extension = (*Storage)(nil)
+	_ storage.Walker    = (*Storage)(nil)
+)
+
+// New returns an empty storage.
+func New() *Storage { return &Storage{data: map[string][]byte{}} }
+
+// Fail makes every write fail with err (a full disk); nil makes writes work again.
+func (s *Storage) Fail(err error) {
+	s.mu.Lock()
+	s.fail = err
+	s.mu.Unlock()
+}
+
+// Count is the number of keys stored under prefix.
+func (s *Storage) Count(prefix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k := range s.data {
+		if strings.HasPrefix(k, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// Host returns a host whose extensions are s under id.
+func (s *Storage) Host(id component.ID) component.Host { return host{id: id, s: s} }
+
+type host struct {
+	id component.ID
+	s  *Storage
+}
+
+func (h host) GetExtensions() map[component.ID]component.Component {
+	return map[component.ID]component.Component{h.id: h.s}
+}
+
+func (*Storage) Start(context.Context, component.Host) error { return nil }
+func (*Storage) Shutdown(context.Context) error              { return nil }
+
+func (s *Storage) GetClient(context.Context, component.Kind, component.ID, string) (storage.Client, error) {
+	return s, nil
+}
+
+func (s *Storage) Get(_ context.Context, k string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.data[k], nil
+}
+
+func (s *Storage) Set(ctx context.Context, k string, v []byte) error {
+	return s.Batch(ctx, storage.SetOperation(k, v))
+}
+
+func (s *Storage) Delete(ctx context.Context, k string) error {
+	return s.Batch(ctx, storage.DeleteOperation(k))
+}
+
+func (*Storage) Close(context.Context) error { return nil }
+
+// Batch applies ops in one step; with Fail set, a batch that writes fails whole.
+func (s *Storage) Batch(_ context.Context, ops ...*storage.Operation) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, op := range ops {
+		if op.Type != storage.Get && s.fail != nil {
+			return s.fail
+		}
+	}
+	for _, op := range ops {
+		switch op.Type {
+		case storage.Get:
+			op.Value = s.data[op.Key]
+		case storage.Set:
+			s.data[op.Key] = append([]byte(nil), op.Value...)
+		case storage.Delete:
+			delete(s.data, op.Key)
+		}
+	}
+	return nil
+}
+
+// Walk calls fn on every entry and applies the operations it returns.
+func (s *Storage) Walk(ctx context.Context, fn storage.WalkFunc) error {
+	s.mu.Lock()
+	keys := make([]string, 0, len(s.data))
+	for k := range s.data {
+		keys = append(keys, k)
+	}
+	s.mu.Unlock()
+	for _, k := range keys {
+		v, _ := s.Get(ctx, k)
+		ops, err := fn(k, v)
+		if err != nil {
+			return err
+		}
+		if err := s.Batch(ctx, ops...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
