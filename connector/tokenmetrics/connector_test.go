@@ -3,6 +3,8 @@ package tokenmetrics
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -63,12 +65,12 @@ func TestCountsModelCallsOnly(t *testing.T) {
 	h.send(b.traces())
 
 	pts := latest(t, h.sink)
-	assert.Equal(t, float64(1501), total(pts, mTokens, map[string]any{"token_type": "input"}))
-	assert.Equal(t, float64(152), total(pts, mTokens, map[string]any{"token_type": "output"}))
-	assert.Equal(t, float64(1501), total(pts, mInput, nil))
-	assert.Equal(t, float64(152), total(pts, mOutput, nil))
-	assert.Equal(t, uint64(6), countWhere(pts, mOpInput, nil), "one observation per model call")
-	assert.Equal(t, uint64(6), countWhere(pts, mLegacy, map[string]any{"gen_ai.token.type": "input"}))
+	assert.Equal(t, float64(1501), total(t, pts, mTokens, map[string]any{"token_type": "input"}))
+	assert.Equal(t, float64(152), total(t, pts, mTokens, map[string]any{"token_type": "output"}))
+	assert.Equal(t, float64(1501), total(t, pts, mInput, nil))
+	assert.Equal(t, float64(152), total(t, pts, mOutput, nil))
+	assert.Equal(t, uint64(6), countWhere(t, pts, mOpInput, nil), "one observation per model call")
+	assert.Equal(t, uint64(6), countWhere(t, pts, mLegacy, map[string]any{"gen_ai.token.type": "input"}))
 	assert.Equal(t, int64(6), h.modelCalls("counted"))
 }
 
@@ -89,10 +91,10 @@ func TestEachUsageKind(t *testing.T) {
 	want := map[string]float64{"input": 3020, "output": 510, "cache_read": 1000, "cache_creation": 2058, "reasoning": 64}
 	assert.Equal(t, want, by(pts, mTokens, "token_type"))
 	for m, v := range map[string]float64{mInput: 3020, mOutput: 510, mCacheR: 1000, mCacheW: 2058, mReason: 64} {
-		assert.Equal(t, v, total(pts, m, nil), m)
+		assert.Equal(t, v, total(t, pts, m, nil), m)
 	}
-	assert.Equal(t, float64(3020), total(pts, mOpInput, nil))
-	assert.Equal(t, float64(510), total(pts, mOpOutput, nil))
+	assert.Equal(t, float64(3020), total(t, pts, mOpInput, nil))
+	assert.Equal(t, float64(510), total(t, pts, mOpOutput, nil))
 	assert.Equal(t, map[string]float64{"input": 3020, "output": 510}, by(pts, mLegacy, "gen_ai.token.type"))
 	for _, p := range seriesOf(pts, mInput) {
 		assert.Equal(t, "unknown", p.attrs["gen_ai.token.modality"], "no span breaks usage down by modality")
@@ -247,13 +249,13 @@ func TestCorrectedSpansSkipped(t *testing.T) {
 		genai.AttrMergeStatus: genai.MergeCorrected, genai.AttrSubagentInput: int64(50)})
 	h.send(again.traces())
 	pts := latest(t, h.sink)
-	assert.Equal(t, float64(110), total(pts, mTokens, nil))
-	assert.Equal(t, float64(100), total(pts, mInput, nil))
-	assert.Equal(t, uint64(1), countWhere(pts, mOpInput, nil))
+	assert.Equal(t, float64(110), total(t, pts, mTokens, nil))
+	assert.Equal(t, float64(100), total(t, pts, mInput, nil))
+	assert.Equal(t, uint64(1), countWhere(t, pts, mOpInput, nil))
 	assert.Equal(t, int64(1), h.modelCalls("corrected"))
 	// a late span (counted: it was never counted before) is not a correction
 	h.send(newTrace("agent").chat("gpt-4o", genai.Usage{Input: 1, Output: 1}, map[string]any{genai.AttrMergeStatus: genai.MergeLate}).traces())
-	assert.Equal(t, float64(112), total(latest(t, h.sink), mTokens, nil))
+	assert.Equal(t, float64(112), total(t, latest(t, h.sink), mTokens, nil))
 }
 
 // Past max_series label sets, new ones go to one overflow series per metric set: totals
@@ -272,7 +274,7 @@ func TestCardinalityOverflow(t *testing.T) {
 		h.send(b.traces())
 	}
 	pts := latest(t, h.sink)
-	assert.Equal(t, float64(want), total(pts, mTokens, nil), "overflow keeps the total")
+	assert.Equal(t, float64(want), total(t, pts, mTokens, nil), "overflow keeps the total")
 	byOverflow := map[bool]int{}
 	for _, p := range seriesOf(pts, mTokens) {
 		byOverflow[p.attrs["otel.metric.overflow"] == true]++
@@ -282,9 +284,9 @@ func TestCardinalityOverflow(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[bool]int{false: 3 * 3, true: 3}, byOverflow, "3 label sets x 3 token types, and the overflow's 3")
-	assert.Equal(t, float64(15*100+3*10), total(pts, mInput, nil))
-	assert.Equal(t, uint64(15), countWhere(pts, mOpInput, nil))
-	assert.Equal(t, uint64(15), countWhere(pts, mLegacy, map[string]any{"gen_ai.token.type": "input"}))
+	assert.Equal(t, float64(15*100+3*10), total(t, pts, mInput, nil))
+	assert.Equal(t, uint64(15), countWhere(t, pts, mOpInput, nil))
+	assert.Equal(t, uint64(15), countWhere(t, pts, mLegacy, map[string]any{"gen_ai.token.type": "input"}))
 
 	m, err := h.tel.GetMetric("otelcol_connector_tokenmetrics_overflow_calls")
 	require.NoError(t, err)
@@ -315,7 +317,7 @@ func TestCumulativeAcrossBatchesAndIdle(t *testing.T) {
 		assert.Equal(t, h.clock.timestamp(), p.time)
 	}
 	assert.Equal(t, map[string]float64{"input": 151, "output": 16}, by(pts, mTokens, "token_type"))
-	assert.Equal(t, uint64(3), countWhere(pts, mOpInput, nil))
+	assert.Equal(t, uint64(3), countWhere(t, pts, mOpInput, nil))
 	// an idle series is not re-sent: the last batch carried only what it touched
 	h.send(newTrace("other").chat("o3", genai.Usage{Input: 1, Output: 1}, nil).traces())
 	last := h.sink.AllMetrics()[3]
@@ -338,11 +340,17 @@ func TestRestartResetsWithNewStartTime(t *testing.T) {
 	before := run()
 	clock.advance(time.Minute)
 	after := run()
+	// The same series come back, and the ones this test is about are among them.
+	require.ElementsMatch(t, slices.Collect(maps.Keys(before)), slices.Collect(maps.Keys(after)))
+	for _, m := range []string{mTokens, mInput, mOpInput} {
+		require.NotEmpty(t, seriesOf(after, m), m)
+	}
+	require.Equal(t, float64(100), total(t, after, mTokens, map[string]any{"token_type": "input"}))
 	for key, p := range after {
-		prev, ok := before[key]
-		require.True(t, ok, key)
+		prev := before[key]
 		assert.Greater(t, p.start, prev.start, "new start time after restart: %s", key)
 		assert.Equal(t, prev.value, p.value, "counted from zero again: %s", key)
+		assert.Equal(t, prev.count, p.count, "counted from zero again: %s", key)
 	}
 }
 
@@ -363,16 +371,16 @@ func TestMetricSetsAgree(t *testing.T) {
 	pts := latest(t, h.sink)
 	kinds := map[string]int64{"input": sum.Input, "output": sum.Output, "cache_read": sum.CacheRead, "cache_creation": sum.CacheCreation, "reasoning": sum.Reasoning}
 	for typ, v := range kinds {
-		assert.Equal(t, float64(v), total(pts, mTokens, map[string]any{"token_type": typ}), typ)
+		assert.Equal(t, float64(v), total(t, pts, mTokens, map[string]any{"token_type": typ}), typ)
 	}
 	for m, v := range map[string]int64{mInput: sum.Input, mOutput: sum.Output, mCacheR: sum.CacheRead, mCacheW: sum.CacheCreation, mReason: sum.Reasoning,
 		mOpInput: sum.Input, mOpOutput: sum.Output} {
-		assert.Equal(t, float64(v), total(pts, m, nil), m)
+		assert.Equal(t, float64(v), total(t, pts, m, nil), m)
 	}
-	assert.Equal(t, float64(sum.Input), total(pts, mLegacy, map[string]any{"gen_ai.token.type": "input"}))
-	assert.Equal(t, float64(sum.Output), total(pts, mLegacy, map[string]any{"gen_ai.token.type": "output"}))
-	assert.Equal(t, uint64(28), countWhere(pts, mOpOutput, nil))
-	assert.Equal(t, uint64(28), countWhere(pts, mLegacy, map[string]any{"gen_ai.token.type": "output"}))
+	assert.Equal(t, float64(sum.Input), total(t, pts, mLegacy, map[string]any{"gen_ai.token.type": "input"}))
+	assert.Equal(t, float64(sum.Output), total(t, pts, mLegacy, map[string]any{"gen_ai.token.type": "output"}))
+	assert.Equal(t, uint64(28), countWhere(t, pts, mOpOutput, nil))
+	assert.Equal(t, uint64(28), countWhere(t, pts, mLegacy, map[string]any{"gen_ai.token.type": "output"}))
 }
 
 // Histogram buckets are semconv's, upper bound inclusive.
@@ -449,15 +457,15 @@ func TestCostCounter(t *testing.T) {
 
 	pts := latest(t, h.sink)
 	const mCost = genai.MetricCost
-	assert.InDelta(t, 0.0315, total(pts, mCost, nil), 1e-12)
+	assert.InDelta(t, 0.0315, total(t, pts, mCost, nil), 1e-12)
 	got := by(pts, mCost, "cost_type")
 	for typ, v := range map[string]float64{"input": 0.005, "cache_read": 0.0005, "output": 0.003, "reasoning": 0.003, "unsplit": 0.02} {
 		assert.InDelta(t, v, got[typ], 1e-12, typ)
 	}
 	assert.NotContains(t, got, "cache_creation", "no series for a cost type that was always 0")
-	assert.InDelta(t, 0.008, total(pts, mCost, map[string]any{"agent": "researcher", "caller": "subagent"}), 1e-12)
-	assert.InDelta(t, 0.02, total(pts, mCost, map[string]any{"model": "sonar", "provider": "openai"}), 1e-12)
-	assert.Equal(t, float64(4*110+2), total(pts, mTokens, nil), "the broken-cost call's tokens still count; the correction's do not")
+	assert.InDelta(t, 0.008, total(t, pts, mCost, map[string]any{"agent": "researcher", "caller": "subagent"}), 1e-12)
+	assert.InDelta(t, 0.02, total(t, pts, mCost, map[string]any{"model": "sonar", "provider": "openai"}), 1e-12)
+	assert.Equal(t, float64(4*110+2), total(t, pts, mTokens, nil), "the broken-cost call's tokens still count; the correction's do not")
 	for _, md := range h.sink.AllMetrics() {
 		ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
 		for i := 0; i < ms.Len(); i++ {
@@ -507,7 +515,7 @@ func TestFlushInterval(t *testing.T) {
 	require.Eventually(t, func() bool { return len(h.sink.AllMetrics()) > 0 }, 5*time.Second, 5*time.Millisecond)
 	assert.Less(t, len(h.sink.AllMetrics()), 10, "batches were flushed together")
 	require.Eventually(t, func() bool {
-		return total(latest(t, h.sink), mTokens, nil) == 110
+		return total(t, latest(t, h.sink), mTokens, nil) == 110
 	}, 5*time.Second, 5*time.Millisecond)
 
 	// shutdown emits what the last interval did not
@@ -520,7 +528,7 @@ func TestFlushInterval(t *testing.T) {
 	require.NoError(t, c.ConsumeTraces(context.Background(), newTrace("agent").chat("o3", genai.Usage{Input: 7, Output: 2}, nil).traces()))
 	assert.Empty(t, sink.AllMetrics(), "not before the interval")
 	require.NoError(t, c.Shutdown(context.Background()))
-	assert.Equal(t, float64(9), total(latest(t, sink), mTokens, nil))
+	assert.Equal(t, float64(9), total(t, latest(t, sink), mTokens, nil))
 }
 
 // Traces arriving from many goroutines at once (the merge releases from each request's
@@ -550,5 +558,5 @@ func TestConcurrentBatchesAndFlushes(t *testing.T) {
 	pts := latest(t, h.sink)
 	calls := float64(workers * perWorker)
 	assert.Equal(t, map[string]float64{"input": 3 * calls, "output": calls, "cache_read": calls}, by(pts, mTokens, "token_type"))
-	assert.Equal(t, uint64(workers*perWorker), countWhere(pts, mOpInput, nil))
+	assert.Equal(t, uint64(workers*perWorker), countWhere(t, pts, mOpInput, nil))
 }

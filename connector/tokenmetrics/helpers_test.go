@@ -199,27 +199,39 @@ func seriesName(metric string, res, attrs map[string]any) string {
 }
 
 // total adds up the values (sums) or sums (histograms) of metric's series whose
-// attributes include every pair in where.
-func total(pts map[string]point, metric string, where map[string]any) float64 {
+// attributes include every pair in where. No such series fails the test: a missing
+// metric is not a zero.
+func total(t *testing.T, pts map[string]point, metric string, where map[string]any) float64 {
+	t.Helper()
 	var n float64
-	for key, p := range pts {
-		if !strings.HasPrefix(key, metric+"{") || !matches(p.attrs, where) {
-			continue
-		}
+	for _, p := range matching(t, pts, metric, where) {
 		n += float64(p.value) + p.sum
 	}
 	return n
 }
 
-// countWhere adds up histogram observation counts.
-func countWhere(pts map[string]point, metric string, where map[string]any) uint64 {
+// countWhere adds up histogram observation counts; no such series fails the test.
+func countWhere(t *testing.T, pts map[string]point, metric string, where map[string]any) uint64 {
+	t.Helper()
 	var n uint64
-	for key, p := range pts {
-		if strings.HasPrefix(key, metric+"{") && matches(p.attrs, where) {
-			n += p.count
-		}
+	for _, p := range matching(t, pts, metric, where) {
+		n += p.count
 	}
 	return n
+}
+
+// matching returns metric's series whose attributes include every pair in where, and
+// fails the test when there is none.
+func matching(t *testing.T, pts map[string]point, metric string, where map[string]any) []point {
+	t.Helper()
+	var out []point
+	for _, p := range seriesOf(pts, metric) {
+		if matches(p.attrs, where) {
+			out = append(out, p)
+		}
+	}
+	require.NotEmpty(t, out, "no series of %s with %v", metric, where)
+	return out
 }
 
 // by groups metric's totals by one attribute.
@@ -242,7 +254,7 @@ func matches(attrs, where map[string]any) bool {
 	return true
 }
 
-// series lists metric's series keys.
+// seriesOf returns metric's series (the latest point of each).
 func seriesOf(pts map[string]point, metric string) []point {
 	var out []point
 	for key, p := range pts {

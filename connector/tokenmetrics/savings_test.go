@@ -26,6 +26,6 @@ func TestCacheSavingsCounter(t *testing.T) {
 	h.send(b.traces())
 
 	pts := latest(t, h.sink)
-	assert.InDelta(t, 0.75, total(pts, genai.MetricCacheSavings, nil), 1e-12)
-	assert.InDelta(t, 0.5, total(pts, genai.MetricCacheSavings, map[string]any{"agent": "researcher", "caller": "subagent"}), 1e-12)
+	assert.InDelta(t, 0.75, total(t, pts, genai.MetricCacheSavings, nil), 1e-12)
+	assert.InDelta(t, 0.5, total(t, pts, genai.MetricCacheSavings, map[string]any{"agent": "researcher", "caller": "subagent"}), 1e-12)
 }
