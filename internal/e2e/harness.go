@@ -1,3 +1,5 @@
+//go:build e2e
+
 // Package e2e runs the ocb-built agentmeter collector as a real process for end-to-end
 // tests: it builds the distribution once per test run (or takes the one `make test`
 // built), starts it on free loopback ports with a generated config, sends OTLP and reads
