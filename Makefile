@@ -7,8 +7,11 @@ OCB := $(BIN)/ocb
 COLLECTOR := $(BIN)/agentmeter-collector
 # the race detector on everything: the runtime and the collector components are concurrent
 TEST_FLAGS ?= -race -count=1 -timeout 25m
+# End-to-end tests (the ocb-built collector, Prometheus, PostgreSQL, node) carry this build
+# tag; plain `go test ./...` is the unit suite (docs/testing.md).
+E2E_TAGS := -tags e2e
 
-.PHONY: all build collector test test-deps vet fmt-check bench bench-compare clean ocb generate check-generated
+.PHONY: all build collector test test-unit test-deps vet lint fmt-check bench bench-compare clean ocb generate check-generated release-compat
 
 all: build collector
 
@@ -52,7 +55,11 @@ build:
 	$(GO) build -o $(BIN)/agentmeter ./cmd/agentmeter
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet $(E2E_TAGS) ./...
+
+# staticcheck, pinned in internal/tools/go.mod like mdatagen; over the e2e files too.
+lint:
+	$(GO) tool -modfile=internal/tools/go.mod staticcheck $(E2E_TAGS) ./...
 
 fmt-check:
 	@files=$$(git ls-files --cached --others --exclude-standard '*.go'); \
@@ -65,10 +72,19 @@ test-deps:
 
 # End-to-end tests use bin/agentmeter-collector, so it is built first.
 test: test-deps collector build fmt-check vet
-	AGENTMETER_COLLECTOR=$(COLLECTOR) AGENTMETER_BIN=$(BIN)/agentmeter $(GO) test $(TEST_FLAGS) ./...
+	AGENTMETER_COLLECTOR=$(COLLECTOR) AGENTMETER_BIN=$(BIN)/agentmeter $(GO) test $(E2E_TAGS) $(TEST_FLAGS) ./...
+
+# The fast inner loop: unit tests only, nothing to install or build first.
+test-unit:
+	$(GO) test -race -count=1 ./...
+
+# Our components built and unit-tested at a newer collector release than the
+# distribution's (docs/toolchain.md); the work tree is not changed.
+release-compat:
+	scripts/release-compat.sh
 
 bench: collector build
-	AGENTMETER_COLLECTOR=$(COLLECTOR) AGENTMETER_BIN=$(BIN)/agentmeter $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+	AGENTMETER_COLLECTOR=$(COLLECTOR) AGENTMETER_BIN=$(BIN)/agentmeter $(GO) test $(E2E_TAGS) -run '^$$' -bench . -benchmem -count=1 ./...
 
 # docs/performance.md, measured on this machine: each of our components against what a user
 # would pick instead, in one run (bench/compare.sh; about 10 minutes, loopback only).

@@ -1,12 +1,17 @@
 // Build tools, in their own module so the root module's collector versions stay pinned.
-// `go generate ./...` runs mdatagen from here: see the //go:generate line of each component.
+// `go generate ./...` runs mdatagen from here (see the //go:generate line of each component);
+// `make lint` runs staticcheck from here.
 module github.com/agentmeter/agentmeter/internal/tools
 
 go 1.26.0
 
-tool go.opentelemetry.io/collector/cmd/mdatagen
+tool (
+	go.opentelemetry.io/collector/cmd/mdatagen
+	honnef.co/go/tools/cmd/staticcheck
+)
 
 require (
+	github.com/BurntSushi/toml v1.4.1-0.20240526193622-a339e1f7089c // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-viper/mapstructure/v2 v2.5.0 // indirect
 	github.com/gobwas/glob v0.2.3 // indirect
@@ -38,10 +43,12 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/exp/typeparams v0.0.0-20231108232855-2478ac86f678 // indirect
 	golang.org/x/mod v0.41.0 // indirect
-	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-	golang.org/x/tools v0.49.0 // indirect
+	golang.org/x/tools v0.51.0 // indirect
+	honnef.co/go/tools v0.8.2 // indirect
 )
 
 // mdatagen v0.161.0 needs internal/schemagen v0.161.0, which the module proxy does not serve;
