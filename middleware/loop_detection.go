@@ -3,7 +3,7 @@ package middleware
 import (
 	"container/list"
 	"context"
-	"crypto/md5" //nolint:gosec // a fingerprint, as DeerFlow's (not a security use)
+	"crypto/md5" // a fingerprint, as DeerFlow's (not a security use)
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -131,7 +131,7 @@ func HashToolCalls(calls []message.ToolCall) string {
 		keys = append(keys, c.Name+"\x00"+stableKey(c.Name, c.Args))
 	}
 	sort.Strings(keys)
-	sum := md5.Sum([]byte(strings.Join(keys, "\x01"))) //nolint:gosec
+	sum := md5.Sum([]byte(strings.Join(keys, "\x01")))
 	return hex.EncodeToString(sum[:])[:12]
 }
 

@@ -15,7 +15,9 @@ import (
 )
 
 // ErrThreadIDRequired is DeerFlow's error when no thread id is known (DeerFlow's ThreadDataMiddleware).
-var ErrThreadIDRequired = errors.New("Thread ID is required in runtime context or config.configurable") //nolint:staticcheck // DeerFlow's exact message
+//
+//lint:ignore ST1005 DeerFlow's exact message, capital letter included
+var ErrThreadIDRequired = errors.New("Thread ID is required in runtime context or config.configurable")
 
 // DefaultUserID is the user bucket when the run has no user.
 const DefaultUserID = "default"

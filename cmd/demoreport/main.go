@@ -150,7 +150,7 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			return errors.New("collector did not stop within 20s of SIGTERM; killed")
 		}
 	}
-	defer stop() //nolint:errcheck // stopped explicitly on the success path
+	defer stop() // stopped explicitly on the success path
 	collectorLog := func() string { b, _ := os.ReadFile(logPath); return tail(string(b), 40) }
 	if err := waitHealthy(ctx, "http://"+health+"/", exited, func() error { return waitErr }); err != nil {
 		return fmt.Errorf("collector not healthy: %w\ncollector log:\n%s", err, collectorLog())

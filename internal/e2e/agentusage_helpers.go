@@ -41,7 +41,7 @@ func EnsureSDKs(t testing.TB) {
 		}
 		defer lock.Close()
 		_ = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX)
-		defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
+		defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
 		cmd.Dir = SDKDir()
 		out, cerr := cmd.CombinedOutput()

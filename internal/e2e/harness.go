@@ -70,7 +70,7 @@ func buildCollector() (string, error) {
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return "", fmt.Errorf("take build lock: %w", err)
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 	cmd := exec.Command("make", "--no-print-directory", "collector")
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()

@@ -46,7 +46,7 @@ func EnsureInterop(t testing.TB) {
 		}
 		defer lock.Close()
 		_ = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX)
-		defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
+		defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 		if _, statErr := os.Stat(marker); statErr == nil {
 			return // another test process installed it while we waited
 		}

@@ -47,11 +47,11 @@ func runInterop(t *testing.T, c interopCase) (*FakeModel, []ptrace.Span, []ptrac
 	out := RunInterop(t, c.script, append(col.Env(model), c.env...)...)
 	t.Logf("node %s: %s", c.script, out)
 
-	raw := WaitForSpans(t, col.Raw, c.rawSpans, 30*time.Second)
+	WaitForSpans(t, col.Raw, c.rawSpans, 30*time.Second)
 	time.Sleep(300 * time.Millisecond) // a late batch of the same run
 	tds, err := ReadTraces(col.Raw)
 	require.NoError(t, err)
-	raw = Spans(tds)
+	raw := Spans(tds)
 	if *updateInterop {
 		WriteFixture(t, filepath.Join(InteropDir(), "testdata", c.fixture+".otlp.json"), tds)
 	}

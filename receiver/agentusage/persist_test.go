@@ -86,6 +86,7 @@ func TestStoredLangfuseObservationSurvivesRestart(t *testing.T) {
 	url2, r2 := startStored(t, st, sink2)
 	defer func() { require.NoError(t, r2.Shutdown(context.Background())) }()
 	code, _, resp = do(t, http.MethodPost, url2+"/api/public/ingestion", "application/json", []byte(update), nil)
+	require.Equal(t, http.StatusMultiStatus, code, resp)
 	chats := spansNamed(sink2, "chat gpt-4o")
 	require.Len(t, chats, 1)
 	u, _ := genai.UsageFromMap(chats[0].Attributes())
