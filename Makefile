@@ -1,7 +1,17 @@
 # agentmeter — every target sets up what it needs on a fresh machine.
 SHELL := /bin/bash
 GO ?= go
-OCB_VERSION := v0.161.0
+# The collector release of the distribution (docs/toolchain.md): core beta modules and ocb,
+# core stable modules, contrib. scripts/set-release.sh moves go.mod, builder-config.yaml,
+# these lines and mdatagen's pin together.
+COLLECTOR_CORE := v0.161.0
+COLLECTOR_STABLE := v1.67.0
+COLLECTOR_CONTRIB := v0.161.0
+# The newer release our components are also built and unit-tested at (make release-compat).
+COMPAT_CORE := v0.165.0
+COMPAT_STABLE := v1.71.0
+COMPAT_CONTRIB := v0.165.1
+OCB_VERSION := $(COLLECTOR_CORE)
 BIN := $(CURDIR)/bin
 OCB := $(BIN)/ocb
 COLLECTOR := $(BIN)/agentmeter-collector
@@ -31,7 +41,7 @@ collector: $(OCB)
 
 # docs/toolchain.md: our root module must never raise a collector module.
 check-collector-versions:
-	@cd _build && bad=$$($(GO) list -m all | grep -E '^go.opentelemetry.io/collector' | grep -vE ' (v1\.67\.0|v0\.161\.0)$$' || true); \
+	@cd _build && bad=$$($(GO) list -m all | grep -E '^go.opentelemetry.io/collector' | grep -vE ' ($(subst .,\.,$(COLLECTOR_STABLE))|$(subst .,\.,$(COLLECTOR_CORE)))$$' || true); \
 	if [ -n "$$bad" ]; then echo "collector modules off the pinned release:"; echo "$$bad"; exit 1; fi
 
 # Generated component code (internal/metadata, lifecycle tests, documentation.md) comes
