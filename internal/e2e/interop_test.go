@@ -20,7 +20,7 @@ import (
 // -interop.update rewrites test/interop/testdata/<library>.otlp.json from the spans the
 // receivers produced in this run (the library's own OTLP, or the agentusage face's
 // output for the LangSmith and Langfuse SDKs): the golden inputs of the normalisation
-// tests. Usage: go test ./internal/e2e -run TestInterop -args -interop.update
+// tests. Usage: go test -tags e2e ./internal/e2e -run TestInterop -args -interop.update
 var updateInterop = flag.Bool("interop.update", false, "rewrite test/interop/testdata fixtures from this run")
 
 // interopCase is one library driving the two-agent app of test/interop/common.mjs.

@@ -28,7 +28,7 @@ import (
 // one OTLP/HTTP request of 10 demo-shaped runs (14 spans each, 8 with usage), sent by 4
 // workers; the clock stops when the file exporter has written every span.
 //
-//	AGENTMETER_COLLECTOR=$PWD/bin/agentmeter-collector go test ./internal/e2e -run '^$' -bench SidecarPipeline -benchtime 200x
+//	AGENTMETER_COLLECTOR=$PWD/bin/agentmeter-collector go test -tags e2e ./internal/e2e -run '^$' -bench SidecarPipeline -benchtime 200x
 func BenchmarkSidecarPipeline(b *testing.B) {
 	for _, v := range []struct {
 		name    string
