@@ -94,8 +94,13 @@ func TestServeRunsTheDemoAndShutsDown(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if !strings.Contains(logs.String(), "serving one local user on loopback only") {
-		t.Errorf("local mode not announced:\n%s", logs.String())
+	// The gateway announces local mode from its serving goroutine, after the address line.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), "serving one local user on loopback only"); {
+		if time.Now().After(deadline) {
+			t.Errorf("local mode not announced:\n%s", logs.String())
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	resp, err := http.Post(base+"/api/threads/demo/runs?wait=true", "application/json", strings.NewReader(`{"input":"Compare Paris and Tokyo"}`))
 	if err != nil {
