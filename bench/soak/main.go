@@ -149,14 +149,15 @@ func run(bin string, duration, every time.Duration, rate, perReq, limitMiB int, 
 		peak = max(peak, rss)
 		m, _ := faulty.Scrape(metricsURL)
 		s, a, b := load.Stats(), lf.Stats(), ls.Stats()
+		heap, _ := m.Sum("otelcol_process_runtime_heap_alloc_bytes")
+		qLF, qLS := queues(m)
 		var refused int
 		for _, n := range s.Refusals {
 			refused += n
 		}
 		fmt.Printf("%8s %8.1f %8.1f %8.1f %9d %9d %9d %6.0f %6.0f %6d %6d %7d\n",
 			time.Since(start).Round(time.Second), float64(rss)/(1<<20), float64(peak)/(1<<20),
-			m.Sum("otelcol_process_runtime_heap_alloc_bytes")/(1<<20), s.Spans, a.Accepted, b.Accepted,
-			m.Sum("otelcol_exporter_queue_size", `exporter="langfuse"`), m.Sum("otelcol_exporter_queue_size", `exporter="langsmith"`),
+			heap/(1<<20), s.Spans, a.Accepted, b.Accepted, qLF, qLS,
 			a.Duplicates, b.Duplicates, refused)
 	}
 	tick := time.NewTicker(every)
@@ -187,11 +188,11 @@ loop:
 				// the backlog the outage left, and how long the queues take to empty
 				ended := time.Now()
 				m, _ := faulty.Scrape(metricsURL)
-				fmt.Printf("%8s outage of %s ended: queues langfuse %.0f, langsmith %.0f requests\n", time.Since(start).Round(time.Second), faultFor,
-					m.Sum("otelcol_exporter_queue_size", `exporter="langfuse"`), m.Sum("otelcol_exporter_queue_size", `exporter="langsmith"`))
+				qLF, qLS := queues(m)
+				fmt.Printf("%8s outage of %s ended: queues langfuse %.0f, langsmith %.0f requests\n", time.Since(start).Round(time.Second), faultFor, qLF, qLS)
 				for time.Since(ended) < every {
 					m, err := faulty.Scrape(metricsURL)
-					if err == nil && m.Sum("otelcol_exporter_queue_size") == 0 {
+					if q, found := m.Sum("otelcol_exporter_queue_size"); err == nil && found && q == 0 {
 						fmt.Printf("%8s queues empty %s after the outage\n", time.Since(start).Round(time.Second), time.Since(ended).Round(100*time.Millisecond))
 						return
 					}
@@ -257,4 +258,12 @@ func waitTCP(addr string, timeout time.Duration, exited <-chan error) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("collector not listening on %s after %s", addr, timeout)
+}
+
+// queues reads the two exporters' queue sizes from one scrape (0 when a scrape failed:
+// the table is a progress report, the drain check above needs the series).
+func queues(m faulty.Metrics) (langfuse, langsmith float64) {
+	langfuse, _ = m.Sum("otelcol_exporter_queue_size", `exporter="langfuse"`)
+	langsmith, _ = m.Sum("otelcol_exporter_queue_size", `exporter="langsmith"`)
+	return langfuse, langsmith
 }

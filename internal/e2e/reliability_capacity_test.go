@@ -18,10 +18,23 @@ import (
 	"github.com/agentmeter/agentmeter/internal/fakevendor/faulty"
 )
 
-// counter reads a counter from the collector's own metrics under either exposition name
-// (with or without the _total suffix).
-func counter(m faulty.Metrics, name string, labels ...string) float64 {
-	return m.Sum(name, labels...) + m.Sum(name+"_total", labels...)
+// counterOK reads a metric from the collector's own metrics under either exposition name
+// (with or without the _total suffix); found is false when neither has a matching series.
+func counterOK(m faulty.Metrics, name string, labels ...string) (v float64, found bool) {
+	a, okA := m.Sum(name, labels...)
+	b, okB := m.Sum(name+"_total", labels...)
+	return a + b, okA || okB
+}
+
+// counter is counterOK for a series that must be there: a missing one fails the test
+// instead of reading as zero.
+func counter(t testing.TB, m faulty.Metrics, name string, labels ...string) float64 {
+	t.Helper()
+	v, found := counterOK(m, name, labels...)
+	if !found {
+		t.Fatalf("the collector exports no %s %v", name, labels)
+	}
+	return v
 }
 
 // kill -9 mid-stream with file_storage persistent queues: the first crash while the
@@ -41,7 +54,7 @@ func TestReliabilityKill9PersistentQueue(t *testing.T) {
 	r.LS.Set(faulty.Fault{Kind: faulty.Status, Status: 503})
 	time.Sleep(d / 2)
 	queued := r.Metrics(t)
-	backlog := counter(queued, "otelcol_exporter_queue_size", `exporter="langfuse"`)
+	backlog := counter(t, queued, "otelcol_exporter_queue_size", `exporter="langfuse"`)
 	r.Collector.Kill()
 	killed1 := time.Now()
 	backlogSpans, backlogRuns := l.SpanIDs(), l.RunIDs()
@@ -153,7 +166,7 @@ func TestReliabilityOverloadMemoryLimiter(t *testing.T) {
 		assert.Zero(t, l.Stats().Permanent, "no request refused for good")
 	}
 	m := r.Metrics(t)
-	limiterRefused := counter(m, "otelcol_receiver_refused_spans", `receiver="otlp"`)
+	limiterRefused := counter(t, m, "otelcol_receiver_refused_spans", `receiver="otlp"`)
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("overload: peak RSS %.1f MiB (limit %d MiB, process limit %d MiB), %d refusals, receiver refused %.0f spans, %d spans sent",
@@ -197,7 +210,7 @@ func TestReliabilitySubagentMergeAtCapacity(t *testing.T) {
 	maxHeld := 0.0
 	for _, td := range early {
 		require.True(t, l.SendRetrying(context.Background(), td))
-		maxHeld = max(maxHeld, counter(r.Metrics(t), "otelcol_processor_subagentmerge_traces_buffered"))
+		maxHeld = max(maxHeld, counter(t, r.Metrics(t), "otelcol_processor_subagentmerge_traces_buffered"))
 	}
 	assert.Equal(t, 4.0, maxHeld, "num_traces is an exact bound (not one per shard)")
 	for _, td := range roots {
@@ -229,9 +242,9 @@ func TestReliabilitySubagentMergeAtCapacity(t *testing.T) {
 	}
 	assert.Equal(t, in, outU, "own usage unchanged")
 	m := r.Metrics(t)
-	capacity := counter(m, "otelcol_processor_subagentmerge_traces_released", `reason="capacity"`)
-	complete := counter(m, "otelcol_processor_subagentmerge_traces_released", `reason="complete"`)
-	late := counter(m, "otelcol_processor_subagentmerge_late_spans")
+	capacity := counter(t, m, "otelcol_processor_subagentmerge_traces_released", `reason="capacity"`)
+	complete := counter(t, m, "otelcol_processor_subagentmerge_traces_released", `reason="complete"`)
+	late := counter(t, m, "otelcol_processor_subagentmerge_late_spans")
 	t.Logf("released: capacity %.0f, complete %.0f; late spans %.0f", capacity, complete, late)
 	assert.Equal(t, float64(runs-4), capacity, "traces pushed out early by capacity")
 	assert.Equal(t, float64(4), complete, "traces completed in the buffer")
@@ -271,13 +284,15 @@ func TestReliabilityKill9KeepsSubagentMergeHeldSpans(t *testing.T) {
 				roots = append(roots, root)
 			}
 			require.Eventually(t, func() bool {
-				return counter(r.Metrics(t), "otelcol_processor_subagentmerge_spans_buffered") == float64(held)
+				v, found := counterOK(r.Metrics(t), "otelcol_processor_subagentmerge_spans_buffered")
+				return found && v == float64(held)
 			}, 30*time.Second, 50*time.Millisecond, "the early spans are held, waiting for their roots")
 			tc.stop(r.Collector)
 			r.Restart(t, nil)
 			if tc.name == "sigkill" {
 				require.Eventually(t, func() bool {
-					return counter(r.Metrics(t), "otelcol_processor_subagentmerge_spans_buffered") == float64(held)
+					v, found := counterOK(r.Metrics(t), "otelcol_processor_subagentmerge_spans_buffered")
+					return found && v == float64(held)
 				}, 30*time.Second, 50*time.Millisecond, "the restarted process holds what the killed one held")
 			}
 			for _, root := range roots {
@@ -323,7 +338,7 @@ func TestReliabilityKill9TwiceThroughTheMerge(t *testing.T) {
 	heldAtCrash := make([]float64, 0, 2)
 	for range 2 {
 		time.Sleep(d / 2)
-		heldAtCrash = append(heldAtCrash, counter(r.Metrics(t), "otelcol_processor_subagentmerge_spans_buffered"))
+		heldAtCrash = append(heldAtCrash, counter(t, r.Metrics(t), "otelcol_processor_subagentmerge_spans_buffered"))
 		r.Collector.Kill()
 		time.Sleep(300 * time.Millisecond) // the sender meets a closed port and retries
 		r.Restart(t, nil)

@@ -115,9 +115,11 @@ func TestReliabilityKeyRotation(t *testing.T) {
 	require.Eventually(t, func() bool {
 		m := r.Metrics(t)
 		d := r.delivery(l, l.SpanIDs(), l.RunIDs())
-		failedLF = counter(m, "otelcol_exporter_send_failed_spans", `exporter="langfuse"`)
-		failedLS = counter(m, "otelcol_exporter_send_failed_spans", `exporter="langsmith"`)
-		return m.Sum("otelcol_exporter_queue_size") == 0 && failedLF == float64(d.LFLost) && failedLS == float64(d.LSLost)
+		var okLF, okLS bool
+		failedLF, okLF = counterOK(m, "otelcol_exporter_send_failed_spans", `exporter="langfuse"`)
+		failedLS, okLS = counterOK(m, "otelcol_exporter_send_failed_spans", `exporter="langsmith"`)
+		queued, okQ := m.Sum("otelcol_exporter_queue_size")
+		return okLF && okLS && okQ && queued == 0 && failedLF == float64(d.LFLost) && failedLS == float64(d.LSLost)
 	}, 60*time.Second, 100*time.Millisecond, "every span delivered or counted as failed")
 	logs := r.Collector.Logs()
 	assert.Contains(t, logs, "langfuse rejected the credentials (HTTP 401)")
@@ -181,9 +183,11 @@ func TestReliabilityRetryAfterPastMaxElapsed(t *testing.T) {
 	require.Eventually(t, func() bool {
 		got = r.delivery(l, l.SpanIDs(), l.RunIDs())
 		m := r.Metrics(t)
-		failedLF = counter(m, "otelcol_exporter_send_failed_spans", `exporter="langfuse"`)
-		failedLS = counter(m, "otelcol_exporter_send_failed_spans", `exporter="langsmith"`)
-		return m.Sum("otelcol_exporter_queue_size") == 0 &&
+		var okLF, okLS bool
+		failedLF, okLF = counterOK(m, "otelcol_exporter_send_failed_spans", `exporter="langfuse"`)
+		failedLS, okLS = counterOK(m, "otelcol_exporter_send_failed_spans", `exporter="langsmith"`)
+		queued, okQ := m.Sum("otelcol_exporter_queue_size")
+		return okLF && okLS && okQ && queued == 0 &&
 			float64(got.LFAccepted)+failedLF == float64(got.Sent) && float64(got.LSAccepted)+failedLS == float64(got.Sent)
 	}, time.Minute, 100*time.Millisecond, "every span delivered or counted as failed")
 	t.Logf("Retry-After past max_elapsed_time: %+v; failed: langfuse %.0f, langsmith %.0f", got, failedLF, failedLS)

@@ -61,9 +61,9 @@ func ParseMetrics(text string) Metrics {
 }
 
 // Sum adds the samples of metric name whose label set contains every one of labels
-// (each written as key="value").
-func (m Metrics) Sum(name string, labels ...string) float64 {
-	var sum float64
+// (each written as key="value"). found is false when no sample matches: a metric the
+// endpoint does not export is not a zero.
+func (m Metrics) Sum(name string, labels ...string) (sum float64, found bool) {
 	for k, v := range m.Samples {
 		series, rest, _ := strings.Cut(k, "{")
 		if series != name {
@@ -78,9 +78,10 @@ func (m Metrics) Sum(name string, labels ...string) float64 {
 		}
 		if ok {
 			sum += v
+			found = true
 		}
 	}
-	return sum
+	return sum, found
 }
 
 // RSS is a process's resident set size in bytes (Linux /proc).

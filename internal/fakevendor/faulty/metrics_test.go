@@ -22,12 +22,16 @@ otelcol_x{a="b"} notanumber
 
 func TestParseAndSum(t *testing.T) {
 	m := ParseMetrics(exposition)
-	assert.Equal(t, 10.0, m.Sum("otelcol_exporter_queue_size"))
-	assert.Equal(t, 7.0, m.Sum("otelcol_exporter_queue_size", `exporter="langfuse"`))
-	assert.Equal(t, 0.0, m.Sum("otelcol_exporter_queue_size", `exporter="other"`))
-	assert.Equal(t, 1800.0, m.Sum("otelcol_exporter_send_failed_spans_total"))
-	assert.Equal(t, 0.0, m.Sum("otelcol_exporter_send_failed_spans"), "names match whole")
-	assert.Equal(t, float64(1<<20), m.Sum("otelcol_process_runtime_heap_alloc_bytes"))
+	sum := func(name string, labels ...string) []any {
+		v, found := m.Sum(name, labels...)
+		return []any{v, found}
+	}
+	assert.Equal(t, []any{10.0, true}, sum("otelcol_exporter_queue_size"))
+	assert.Equal(t, []any{7.0, true}, sum("otelcol_exporter_queue_size", `exporter="langfuse"`))
+	assert.Equal(t, []any{0.0, false}, sum("otelcol_exporter_queue_size", `exporter="other"`), "no such series")
+	assert.Equal(t, []any{1800.0, true}, sum("otelcol_exporter_send_failed_spans_total"))
+	assert.Equal(t, []any{0.0, false}, sum("otelcol_exporter_send_failed_spans"), "names match whole")
+	assert.Equal(t, []any{float64(1 << 20), true}, sum("otelcol_process_runtime_heap_alloc_bytes"))
 	assert.Len(t, m.Samples, 4, "comments and malformed lines skipped")
 }
 
@@ -42,7 +46,9 @@ func TestScrape(t *testing.T) {
 	defer srv.Close()
 	m, err := Scrape(srv.URL + "/metrics")
 	require.NoError(t, err)
-	assert.Equal(t, 10.0, m.Sum("otelcol_exporter_queue_size"))
+	q, found := m.Sum("otelcol_exporter_queue_size")
+	assert.True(t, found)
+	assert.Equal(t, 10.0, q)
 	_, err = Scrape(srv.URL + "/nope")
 	assert.ErrorContains(t, err, "404")
 }
