@@ -355,10 +355,14 @@ func (s *Server) execute(ar *activeRun, run store.Run, lead Lead, human message.
 			s.log.Error("gateway: mark run running", "run_id", run.RunID, "error", err)
 		}
 	}
-	var prior *state.State
+	var (
+		prior   *state.State
+		version int64
+	)
 	if s.cfg.history() {
 		c, cancel := bg()
-		st, err := s.store.LoadThreadState(c, run.ThreadID)
+		st, v, err := s.store.LoadThreadState(c, run.ThreadID)
+		version = v
 		cancel()
 		if err != nil {
 			s.log.Error("gateway: load thread state", "thread_id", run.ThreadID, "error", err)
@@ -427,7 +431,7 @@ func (s *Server) execute(ar *activeRun, run store.Run, lead Lead, human message.
 			// Whatever the outcome, the thread keeps what the run did (DeerFlow's
 			// checkpoints); the next run's DanglingToolCall patches an interrupted turn.
 			cctx, cancel := bg()
-			err := s.store.SaveThreadState(cctx, run.ThreadID, res.State)
+			_, err := s.store.SaveThreadState(cctx, run.ThreadID, res.State, version)
 			cancel()
 			if err != nil {
 				s.log.Error("gateway: save thread state", "thread_id", run.ThreadID, "run_id", run.RunID, "error", err)
@@ -703,7 +707,7 @@ func (s *Server) threadState(w http.ResponseWriter, r *http.Request, p Principal
 		writeError(w, http.StatusNotFound, "Thread %s not found", id)
 		return
 	}
-	st, err := s.store.LoadThreadState(r.Context(), id)
+	st, _, err := s.store.LoadThreadState(r.Context(), id)
 	if err != nil {
 		s.internalError(w, "load thread state", err)
 		return

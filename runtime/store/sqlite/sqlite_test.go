@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -145,10 +146,39 @@ func TestUpgradeFromVersion3(t *testing.T) {
 	if err != nil || th.UserID != "alice" {
 		t.Fatalf("thread after the upgrade = %+v, %v", th, err)
 	}
-	if err := s.SaveThreadState(ctx, "t", state.State{Title: "T"}); err != nil {
+	if _, err := s.SaveThreadState(ctx, "t", state.State{Title: "T"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if th, _ := s.GetThread(ctx, "t"); th.Title != "T" {
 		t.Fatalf("title after the upgrade = %q", th.Title)
 	}
+}
+
+// TestSecondProcessRefused: a second open of one database file (as a second gateway
+// process would) is refused with a message saying why and what to use instead; once the
+// first closes, the file opens again.
+func TestSecondProcessRefused(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "one.db")
+	first, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sqlite.Open(ctx, path)
+	if err == nil {
+		t.Fatal("a second open of the same file succeeded")
+	}
+	for _, want := range []string{"already open in another process (pid ", "store.driver: postgres"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not say %q", err, want)
+		}
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("reopen after close: %v", err)
+	}
+	again.Close()
 }

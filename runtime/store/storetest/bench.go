@@ -70,17 +70,17 @@ func BenchThreadState(b *testing.B, s store.RunStore, turns int) {
 		a.ResponseMetadata = map[string]any{"model_name": "m", "finish_reason": "stop"}
 		st.Messages = append(st.Messages, h, a)
 	}
-	if err := s.SaveThreadState(ctx, "bench-thread", st); err != nil {
+	if _, err := s.SaveThreadState(ctx, "bench-thread", st, 0); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		got, err := s.LoadThreadState(ctx, "bench-thread")
+		got, version, err := s.LoadThreadState(ctx, "bench-thread")
 		if err != nil || len(got.Messages) != 2*turns {
 			b.Fatal(len(got.Messages), err)
 		}
-		if err := s.SaveThreadState(ctx, "bench-thread", got); err != nil {
+		if _, err := s.SaveThreadState(ctx, "bench-thread", got, version); err != nil {
 			b.Fatal(err)
 		}
 	}
