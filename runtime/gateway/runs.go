@@ -238,7 +238,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, p Principal) 
 			writeError(w, http.StatusConflict, "Run %s already finished with status %s", run.RunID, latest.Status)
 			return
 		case store.CancelledPending:
-			s.signal()
+			s.notify(run.RunID)
 		case store.CancelRequested:
 			s.cancelHere(run.RunID) // claimed here since the first look
 		}

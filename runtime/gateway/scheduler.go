@@ -69,19 +69,66 @@ func (s *Server) kick() {
 	}
 }
 
-// changes returns a channel closed at the next local claim or finish, or poll tick:
-// whoever waits for a run's final row looks again then.
-func (s *Server) changes() <-chan struct{} {
+// watch registers a wait for the run: the channel is closed when the run is claimed
+// here, cancelled here while pending, or found final in the store at a poll.
+func (s *Server) watch(runID string) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.changed
+	s.waiters[runID] = append(s.waiters[runID], ch)
+	s.mu.Unlock()
+	return ch, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		list := s.waiters[runID]
+		for i, c := range list {
+			if c == ch {
+				list = append(list[:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(s.waiters, runID)
+		} else {
+			s.waiters[runID] = list
+		}
+	}
 }
 
-func (s *Server) signal() {
+// notify wakes the run's waiters.
+func (s *Server) notify(runID string) {
 	s.mu.Lock()
-	close(s.changed)
-	s.changed = make(chan struct{})
+	list := s.waiters[runID]
+	delete(s.waiters, runID)
 	s.mu.Unlock()
+	for _, ch := range list {
+		close(ch)
+	}
+}
+
+// pollWaited wakes the waiters of runs that ended elsewhere: one store query for every
+// run waited for here and not executing here.
+func (s *Server) pollWaited() {
+	s.mu.Lock()
+	var ids []string
+	for id := range s.waiters {
+		if s.active[id] == nil {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	c, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	done, err := s.store.FinishedRuns(c, ids)
+	cancel()
+	if err != nil {
+		s.log.Warn("gateway: read the runs waited for", "error", err)
+		return
+	}
+	for _, id := range done {
+		s.notify(id)
+	}
 }
 
 // schedule runs until Shutdown stops it: it starts runs admitted anywhere, renews the
@@ -99,7 +146,7 @@ func (s *Server) schedule() {
 			return
 		case <-s.wake:
 		case <-poll.C:
-			s.signal()
+			s.pollWaited()
 		case <-beat.C:
 			s.renewLeases()
 		}
@@ -160,7 +207,7 @@ func (s *Server) register(run store.Run) (*activeRun, bool) {
 	s.runsWG.Add(1) // under mu with the closing check: Shutdown's Wait never races an Add
 	s.mu.Unlock()
 	s.metrics.active.Inc()
-	s.signal()
+	s.notify(run.RunID)
 	return ar, true
 }
 
@@ -172,7 +219,6 @@ func (s *Server) release(ar *activeRun) {
 	s.metrics.active.Dec()
 	s.runsWG.Done()
 	close(ar.done)
-	s.signal()
 	s.kick()
 }
 
@@ -211,9 +257,7 @@ func (s *Server) renewLeases() {
 	}
 	for _, id := range ids {
 		s.log.Warn("gateway: run ended: its gateway stopped renewing the lease", "run_id", id, "lease_timeout", s.cfg.LeaseTimeout)
-	}
-	if len(ids) > 0 {
-		s.signal()
+		s.notify(id)
 	}
 }
 
@@ -236,12 +280,13 @@ func (s *Server) lookup(runID string) *activeRun {
 }
 
 // awaitFinal waits until the run's row is final, wherever it executes, and returns it.
-// A run executing here is awaited directly; otherwise the store is read at every change
-// or poll.
+// A run executing here is awaited directly; otherwise the wait is woken when the run is
+// claimed here or found final at a poll.
 func (s *Server) awaitFinal(ctx context.Context, runID string) (store.Run, error) {
 	for {
-		changed := s.changes()
+		woken, unwatch := s.watch(runID)
 		if ar := s.activeRun(runID); ar != nil {
+			unwatch()
 			select {
 			case <-ar.done:
 			case <-ctx.Done():
@@ -250,11 +295,13 @@ func (s *Server) awaitFinal(ctx context.Context, runID string) (store.Run, error
 		}
 		run, err := s.store.GetRun(ctx, runID)
 		if err != nil || run.Status.Final() {
+			unwatch()
 			return run, err
 		}
 		select {
-		case <-changed:
+		case <-woken:
 		case <-ctx.Done():
+			unwatch()
 			return store.Run{}, ctx.Err()
 		}
 	}

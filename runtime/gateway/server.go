@@ -91,10 +91,10 @@ type Server struct {
 	schedDone chan struct{}
 
 	mu      sync.Mutex
-	active  map[string]*activeRun // executing in this process
-	recent  map[string]*activeRun // finished, kept for stream replay
-	order   []string              // recent, oldest first
-	changed chan struct{}         // closed and replaced at every local claim, finish and poll
+	active  map[string]*activeRun      // executing in this process
+	recent  map[string]*activeRun      // finished, kept for stream replay
+	order   []string                   // recent, oldest first
+	waiters map[string][]chan struct{} // run → the waits for it (awaitFinal)
 	context map[string]contextTokens
 }
 
@@ -136,7 +136,7 @@ func New(o Options) (*Server, error) {
 		ctxWindow: o.ContextWindow, defaultModel: o.DefaultModel, uploads: o.Uploads, fallbackTitle: o.FallbackTitle, pricer: o.Pricer,
 		runCtx: runCtx, cancelAll: cancel,
 		owner: ownerName(), wake: make(chan struct{}, 1), stopSched: make(chan struct{}), schedDone: make(chan struct{}),
-		active: map[string]*activeRun{}, recent: map[string]*activeRun{}, changed: make(chan struct{}), context: map[string]contextTokens{},
+		active: map[string]*activeRun{}, recent: map[string]*activeRun{}, waiters: map[string][]chan struct{}{}, context: map[string]contextTokens{},
 	}
 	if s.ctxWindow == nil {
 		s.ctxWindow = func(string) int { return 0 }

@@ -44,6 +44,9 @@ type RunQueue interface {
 	// a running one gets its cancel flag, which the executing process reads at its
 	// next RenewLeases. The outcome says which, or that the run had already ended.
 	RequestCancel(ctx context.Context, runID, reason string) (CancelOutcome, error)
+	// FinishedRuns returns the ids among runIDs whose run is final (or gone): one query
+	// for every run a process waits for.
+	FinishedRuns(ctx context.Context, runIDs []string) ([]string, error)
 }
 
 // Lease is one run a process holds, as RenewLeases found it.

@@ -207,3 +207,43 @@ func (s *Store) RequestCancel(ctx context.Context, runID, reason string) (store.
 	}
 	return store.CancelTooLate, nil
 }
+
+// finishedBatch bounds the ids of one FinishedRuns query.
+const finishedBatch = 500
+
+// FinishedRuns implements store.RunQueue.
+func (s *Store) FinishedRuns(ctx context.Context, runIDs []string) ([]string, error) {
+	var out []string
+	for len(runIDs) > 0 {
+		batch := runIDs[:min(len(runIDs), finishedBatch)]
+		runIDs = runIDs[len(batch):]
+		args := make([]any, len(batch))
+		for i, id := range batch {
+			args[i] = id
+		}
+		rows, err := s.db.QueryContext(ctx, s.q(`SELECT run_id FROM runs WHERE status IN ('pending', 'running') AND run_id IN (`+placeholders(len(batch))+`)`), args...)
+		if err != nil {
+			return nil, fmt.Errorf("finished runs: %w", err)
+		}
+		open := map[string]bool{}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("finished runs: %w", err)
+			}
+			open[id] = true
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("finished runs: %w", err)
+		}
+		for _, id := range batch {
+			if !open[id] {
+				out = append(out, id)
+			}
+		}
+	}
+	return out, nil
+}

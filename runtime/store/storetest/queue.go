@@ -194,4 +194,7 @@ func testRequestCancel(t *testing.T, s store.RunStore) {
 		t.Fatalf("cancel of a finished run = %v, want CancelTooLate", got)
 	}
 	wantClaim(t, s, "B", t0.Add(time.Minute), "r3") // the cancelled run was skipped
+	done, err := s.FinishedRuns(ctx, []string{"r1", "r2", "r3", "missing"})
+	must(t, err)
+	wantJSON(t, "finished runs", canonical(t, done), `["r1","r2","missing"]`)
 }
