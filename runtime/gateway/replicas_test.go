@@ -75,7 +75,7 @@ func TestDeadGatewaysRunEndsAndTheNextStarts(t *testing.T) {
 	if err := e.store.AdmitRun(ctx, store.Run{RunID: "run-dead", ThreadID: "t1", Input: `{"type":"human","content":"remember 1"}`}, false, "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := e.store.ClaimRun(ctx, "dead-gateway", time.Now().Add(time.Second)); !ok || err != nil {
+	if _, ok, err := e.store.ClaimRun(ctx, "dead-gateway", time.Now().Add(time.Second), store.ClaimFilter{}); !ok || err != nil {
 		t.Fatalf("claim as the dead gateway: %v %v", ok, err)
 	}
 	next := decodeRun(t, e.expect(t, "POST", "/api/threads/t1/runs?wait=true", "alice-key", `{"input":"remember 2"}`, 200, ""))

@@ -148,7 +148,7 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) 
 	if len(parts) > 0 && !s.readyWithFiles(w, r, run, human, refs, parts) {
 		return
 	}
-	s.claimRuns()
+	s.claimRuns(store.ClaimFilter{RunID: run.RunID})
 	if !wait {
 		writeJSON(w, http.StatusAccepted, run)
 		return

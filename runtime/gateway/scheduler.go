@@ -17,8 +17,8 @@ import (
 // The line of runs per thread lives in the store (store.RunQueue), so gateways sharing
 // one database behave as one: this file is the process's side of it. A run is admitted
 // pending by the request that posts it; any gateway claims the next run of a free
-// thread (the posting request tries at once, the scheduler on every poll and whenever a
-// local run ends), executes it under a lease it renews, and frees the thread by writing
+// thread (the posting request tries its run at once, a gateway whose run ends the
+// thread's next run, the scheduler any run on every poll), executes it under a lease it renews, and frees the thread by writing
 // the run's final row. A gateway that dies stops renewing: its runs end as error after
 // gateway.lease_timeout and the threads' next runs go to whichever gateway is free.
 
@@ -150,15 +150,16 @@ func (s *Server) schedule() {
 		case <-beat.C:
 			s.renewLeases()
 		}
-		s.claimRuns()
+		s.claimRuns(store.ClaimFilter{})
 	}
 }
 
-// claimRuns starts every run this process can claim now (none while shutting down).
-func (s *Server) claimRuns() {
+// claimRuns starts the runs the filter selects that this process can claim now (none
+// while shutting down): with the zero filter every claimable run, else at most one.
+func (s *Server) claimRuns(only store.ClaimFilter) {
 	for !s.closing.Load() {
 		c, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		run, ok, err := s.store.ClaimRun(c, s.owner, time.Now().Add(s.cfg.LeaseTimeout))
+		run, ok, err := s.store.ClaimRun(c, s.owner, time.Now().Add(s.cfg.LeaseTimeout), only)
 		cancel()
 		if err != nil {
 			s.log.Warn("gateway: claim the next run", "error", err)
@@ -179,6 +180,9 @@ func (s *Server) claimRuns() {
 			return
 		}
 		go s.execute(ar, run)
+		if only != (store.ClaimFilter{}) {
+			return
+		}
 	}
 }
 
@@ -211,7 +215,8 @@ func (s *Server) register(run store.Run) (*activeRun, bool) {
 	return ar, true
 }
 
-// release takes a finished run off the active set and lets the thread's next run start.
+// release takes a finished run off the active set and starts the thread's next run
+// here (a narrow claim: the other threads' runs are the scheduler's).
 func (s *Server) release(ar *activeRun) {
 	s.mu.Lock()
 	delete(s.active, ar.runID)
@@ -219,7 +224,7 @@ func (s *Server) release(ar *activeRun) {
 	s.metrics.active.Dec()
 	s.runsWG.Done()
 	close(ar.done)
-	s.kick()
+	s.claimRuns(store.ClaimFilter{ThreadID: ar.threadID})
 }
 
 // renewLeases extends the leases of the runs this process executes, stops those whose

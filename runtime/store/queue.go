@@ -30,9 +30,9 @@ type RunQueue interface {
 	// lease released. False when the run is no longer pending.
 	SetRunInput(ctx context.Context, runID, input string) (bool, error)
 	// ClaimRun moves the oldest ready pending run whose thread has no running run (and
-	// no earlier pending run) to running, held by owner until leaseUntil. ok is false
-	// when there is none.
-	ClaimRun(ctx context.Context, owner string, leaseUntil time.Time) (r Run, ok bool, err error)
+	// no earlier pending run) to running, held by owner until leaseUntil; only a run
+	// the filter selects. ok is false when there is none.
+	ClaimRun(ctx context.Context, owner string, leaseUntil time.Time, only ClaimFilter) (r Run, ok bool, err error)
 	// RenewLeases extends owner's running runs to leaseUntil and returns them: a run
 	// owner executes that is missing lost its lease (it was expired or finished
 	// elsewhere) and must stop.
@@ -47,6 +47,14 @@ type RunQueue interface {
 	// FinishedRuns returns the ids among runIDs whose run is final (or gone): one query
 	// for every run a process waits for.
 	FinishedRuns(ctx context.Context, runIDs []string) ([]string, error)
+}
+
+// ClaimFilter narrows a claim: the zero filter takes any thread's next run; RunID takes
+// only that run (if it is its thread's next); ThreadID only that thread's next run. A
+// narrow claim reads a few rows where the open one scans the pending runs.
+type ClaimFilter struct {
+	RunID    string
+	ThreadID string
 }
 
 // Lease is one run a process holds, as RenewLeases found it.

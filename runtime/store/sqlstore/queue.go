@@ -85,12 +85,12 @@ const claimable = `r.status = 'pending' AND r.input IS NOT NULL
 // ClaimRun implements store.RunQueue. The candidate is found with its row locked (other
 // processes skip it), then the thread's lock is taken and the condition checked again
 // in the update, so two processes never start two runs of one thread.
-func (s *Store) ClaimRun(ctx context.Context, owner string, leaseUntil time.Time) (store.Run, bool, error) {
+func (s *Store) ClaimRun(ctx context.Context, owner string, leaseUntil time.Time, only store.ClaimFilter) (store.Run, bool, error) {
 	if owner == "" {
 		return store.Run{}, false, errors.New("claim run: owner is required")
 	}
 	for range claimAttempts {
-		r, ok, retry, err := s.claimOnce(ctx, owner, leaseUntil)
+		r, ok, retry, err := s.claimOnce(ctx, owner, leaseUntil, only)
 		if err != nil || ok || !retry {
 			return r, ok, err
 		}
@@ -98,15 +98,22 @@ func (s *Store) ClaimRun(ctx context.Context, owner string, leaseUntil time.Time
 	return store.Run{}, false, nil
 }
 
-func (s *Store) claimOnce(ctx context.Context, owner string, leaseUntil time.Time) (r store.Run, ok, retry bool, err error) {
+func (s *Store) claimOnce(ctx context.Context, owner string, leaseUntil time.Time, only store.ClaimFilter) (r store.Run, ok, retry bool, err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return store.Run{}, false, false, fmt.Errorf("claim run: begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	where, args := claimable, []any{}
+	if only.RunID != "" {
+		where, args = "r.run_id = ? AND "+where, append(args, only.RunID)
+	}
+	if only.ThreadID != "" {
+		where, args = "r.thread_id = ? AND "+where, append(args, only.ThreadID)
+	}
 	var runID, threadID string
-	err = tx.QueryRowContext(ctx, `SELECT r.run_id, r.thread_id FROM runs r WHERE `+claimable+`
-		ORDER BY r.queue_seq LIMIT 1 `+s.d.SkipLocked).Scan(&runID, &threadID)
+	err = tx.QueryRowContext(ctx, s.q(`SELECT r.run_id, r.thread_id FROM runs r WHERE `+where+`
+		ORDER BY r.queue_seq LIMIT 1 `+s.d.SkipLocked), args...).Scan(&runID, &threadID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Run{}, false, false, nil
 	}

@@ -18,7 +18,7 @@ func admit(t *testing.T, s store.RunStore, thread, runID string, enqueue bool) e
 
 func claim(t *testing.T, s store.RunStore, owner string, until time.Time) (store.Run, bool) {
 	t.Helper()
-	r, ok, err := s.ClaimRun(ctx, owner, until)
+	r, ok, err := s.ClaimRun(ctx, owner, until, store.ClaimFilter{})
 	must(t, err)
 	return r, ok
 }
@@ -84,15 +84,43 @@ func testClaimOrder(t *testing.T, s store.RunStore) {
 		must(t, admit(t, s, "a", id, true))
 	}
 	must(t, admit(t, s, "b", "b1", true))
-	wantClaim(t, s, "A", lease, "a1")
-	wantClaim(t, s, "B", lease, "b1") // a is busy: the next free thread's run
-	wantClaim(t, s, "B", lease, "")
-	complete(t, s, "a1")
-	wantClaim(t, s, "B", lease, "a2") // any process takes the thread's next run
-	wantClaim(t, s, "A", lease, "")
-	complete(t, s, "a2")
+	// Narrow claims: a run that is not its thread's next is not taken.
+	for _, f := range []store.ClaimFilter{{RunID: "a2"}, {RunID: "missing"}, {ThreadID: "none"}} {
+		if r, ok, err := s.ClaimRun(ctx, "A", lease, f); err != nil || ok {
+			t.Fatalf("claim %+v = %s, %v, %v; want nothing", f, r.RunID, ok, err)
+		}
+	}
+	if r, ok, err := s.ClaimRun(ctx, "A", lease, store.ClaimFilter{ThreadID: "b"}); err != nil || !ok || r.RunID != "b1" {
+		t.Fatalf("claim of thread b = %s, %v, %v", r.RunID, ok, err)
+	}
 	complete(t, s, "b1")
-	wantClaim(t, s, "A", lease, "a3")
+	must(t, admit(t, s, "b", "b1-next", true))
+	if r, ok, err := s.ClaimRun(ctx, "A", lease, store.ClaimFilter{RunID: "a1"}); err != nil || !ok || r.RunID != "a1" {
+		t.Fatalf("claim of run a1 = %s, %v, %v", r.RunID, ok, err)
+	}
+	complete(t, s, "a1")
+	must(t, admit(t, s, "a", "a4", true))           // a's line: a2 a3 a4
+	for _, id := range []string{"a2", "a3", "a4"} { // b1-next is older but not a's
+		r, ok, err := s.ClaimRun(ctx, "A", lease, store.ClaimFilter{ThreadID: "a"})
+		if err != nil || !ok || r.RunID != id {
+			t.Fatalf("claim of thread a = %s, %v, %v; want %s", r.RunID, ok, err, id)
+		}
+		complete(t, s, id)
+	}
+	must(t, admit(t, s, "b", "b2", true)) // b's line: b1-next b2
+	for _, id := range []string{"a1", "a2", "a3"} {
+		must(t, admit(t, s, "a", id+"-2", true))
+	}
+	wantClaim(t, s, "A", lease, "b1-next")
+	wantClaim(t, s, "B", lease, "a1-2") // b is busy: the next free thread's run
+	wantClaim(t, s, "B", lease, "")
+	complete(t, s, "a1-2")
+	wantClaim(t, s, "B", lease, "a2-2") // any process takes the thread's next run
+	wantClaim(t, s, "A", lease, "")
+	complete(t, s, "a2-2")
+	complete(t, s, "b1-next")
+	wantClaim(t, s, "A", lease, "b2") // admitted before a3-2
+	wantClaim(t, s, "A", lease, "a3-2")
 	wantClaim(t, s, "A", lease, "")
 }
 

@@ -85,7 +85,7 @@ func testQueueProperty(t *testing.T, s store.RunStore) {
 	}
 	runN := 0
 	claimBy := func(i int) bool {
-		r, ok, err := s.ClaimRun(ctx, names[i], now.Add(lease))
+		r, ok, err := s.ClaimRun(ctx, names[i], now.Add(lease), store.ClaimFilter{})
 		if err != nil {
 			t.Fatalf("seed %d: claim: %v", seed, err)
 		}
@@ -292,7 +292,7 @@ func testQueueConcurrent(t *testing.T, s store.RunStore) {
 			defer wg.Done()
 			owner := fmt.Sprintf("replica-%d", i)
 			for {
-				r, ok, err := s.ClaimRun(ctx, owner, lease)
+				r, ok, err := s.ClaimRun(ctx, owner, lease, store.ClaimFilter{})
 				if err != nil {
 					mu.Lock()
 					failures = append(failures, err.Error())
