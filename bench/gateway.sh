@@ -124,7 +124,9 @@ gateway:
   thread_history: $history
   api_keys:
     - key_env: AGENTMETER_BENCH_KEY
-      user_id: bench
+      # a user of its own per pass: a run's budget baseline sums its user's earlier
+      # runs, so a pass on a shared database would pay for the passes before it
+      user_id: bench-$n-$mode-$(date +%s)
       scopes: [threads:read, threads:write]
 $store_yaml
 YAML

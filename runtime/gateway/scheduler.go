@@ -61,14 +61,6 @@ func (s *Server) heartbeat() time.Duration {
 	return min(s.cfg.LeaseTimeout/3, time.Second)
 }
 
-// kick makes the scheduler look for runs to start now.
-func (s *Server) kick() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
 // watch registers a wait for the run: the channel is closed when the run is claimed
 // here, cancelled here while pending, or found final in the store at a poll.
 func (s *Server) watch(runID string) (<-chan struct{}, func()) {
@@ -144,7 +136,6 @@ func (s *Server) schedule() {
 		select {
 		case <-s.stopSched:
 			return
-		case <-s.wake:
 		case <-poll.C:
 			s.pollWaited()
 		case <-beat.C:

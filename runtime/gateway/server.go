@@ -85,7 +85,6 @@ type Server struct {
 
 	// owner names this process in the store's run leases.
 	owner     string
-	wake      chan struct{} // kick: look for runs to start now
 	stopSched chan struct{}
 	stopOnce  sync.Once
 	schedDone chan struct{}
@@ -135,7 +134,7 @@ func New(o Options) (*Server, error) {
 		cfg: cfg, store: o.Store, agents: o.Agents, log: log, auth: auth, metrics: newMetrics(),
 		ctxWindow: o.ContextWindow, defaultModel: o.DefaultModel, uploads: o.Uploads, fallbackTitle: o.FallbackTitle, pricer: o.Pricer,
 		runCtx: runCtx, cancelAll: cancel,
-		owner: ownerName(), wake: make(chan struct{}, 1), stopSched: make(chan struct{}), schedDone: make(chan struct{}),
+		owner: ownerName(), stopSched: make(chan struct{}), schedDone: make(chan struct{}),
 		active: map[string]*activeRun{}, recent: map[string]*activeRun{}, waiters: map[string][]chan struct{}{}, context: map[string]contextTokens{},
 	}
 	if s.ctxWindow == nil {
