@@ -10,6 +10,10 @@ ALTER TABLE runs ADD COLUMN lease_owner TEXT;
 ALTER TABLE runs ADD COLUMN lease_until INTEGER;
 ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
 UPDATE runs SET queue_seq = rowid;
+-- Runs left pending or running by a binary without leases (a crash, a lost backstop)
+-- would hold their threads forever: their lease has already ended, so the first
+-- gateway's renewal ends them as error and frees the threads.
+UPDATE runs SET lease_until = 0 WHERE status IN ('pending', 'running');
 CREATE INDEX runs_queue ON runs (status, queue_seq);
 CREATE INDEX runs_thread_status ON runs (thread_id, status);
 -- A run saves its thread's state only if nobody saved it since the run loaded it.
