@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -160,6 +161,43 @@ func TestGatewayReplicasBehaveAsOne(t *testing.T) {
 			}
 			assert.Equal(t, want, turns)
 		}
+	})
+
+	t.Run("enqueue: five posted at once over both replicas run one after another", func(t *testing.T) {
+		ids := make([]string, 5)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range 5 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				req, _ := http.NewRequest("POST", rs.gws[i%2].URL+"/api/threads/qa/runs", strings.NewReader(`{"input":"queue at once","multitask_strategy":"enqueue"}`))
+				req.Header.Set("Authorization", "Bearer "+rs.key)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return
+				}
+				defer resp.Body.Close()
+				var r replicaRun
+				if resp.StatusCode == 202 && json.NewDecoder(resp.Body).Decode(&r) == nil {
+					ids[i] = r.RunID
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		// Each run answers the turn its thread's state had reached: five different
+		// answers 1..5 mean no two of them ran on the same state, i.e. at once.
+		var answers []string
+		for i, id := range ids {
+			require.NotEmpty(t, id, "post %d was not accepted", i)
+			r := rs.waitStatus(t, rs.gws[(i+1)%2], "qa", id, 30*time.Second, "success", "error", "interrupted", "timeout")
+			require.Equal(t, "success", r.Status, "%+v", r)
+			answers = append(answers, r.Usage.LastAIMessage)
+		}
+		sort.Strings(answers)
+		assert.Equal(t, []string{"answer 1", "answer 2", "answer 3", "answer 4", "answer 5"}, answers)
 	})
 
 	t.Run("wait and cancel answer on the replica not executing the run", func(t *testing.T) {
