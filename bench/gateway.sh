@@ -11,8 +11,8 @@
 # state. HISTORY=both measures the same load twice in one invocation, history off then on.
 #
 # REPLICAS=2 (PostgreSQL only) starts two `agentmeter serve` processes on the one
-# database and posts the runs to them in turn, as a load balancer without sticky routing
-# would; REPLICAS=both measures one replica, then two, in one invocation.
+# database and posts each thread's successive runs to successive replicas, as a load
+# balancer without sticky routing would; REPLICAS=both measures one replica, then two, in one invocation.
 #
 #   bench/gateway.sh                      # SQLite (the default store), thread history on
 #   HISTORY=both bench/gateway.sh         # off, then on (or HISTORY=off)

@@ -1,6 +1,7 @@
 // Command gateway_load is the load driver of bench/gateway.sh: it starts N runs across
 // T threads concurrently against running `agentmeter serve` replicas (scripted model;
-// -url takes one URL per replica, the runs are posted to them in turn), reports runs/s
+// -url takes one URL per replica; a thread's successive runs are posted to successive
+// replicas, as a load balancer without sticky routing spreads them), reports runs/s
 // and latency percentiles, then checks the store: every run row complete, no run lost
 // or duplicated, and each thread's token-usage totals equal the sum of its runs'
 // journals (the end event of each run's stream, as the replica that executed the run
@@ -180,7 +181,8 @@ func main() {
 			<-gate // start all at once: 500 runs in flight together
 			th := threads[i%len(threads)]
 			t0 := time.Now()
-			code, body, err := doAt(bases[i%len(bases)], "POST", "/api/threads/"+th+"/runs?wait=true", fmt.Sprintf(`{"input":%q}`, fmt.Sprintf("%s %d", *prompt, i)))
+			// A thread's successive runs go to successive replicas (no sticky routing).
+			code, body, err := doAt(bases[(i/len(threads))%len(bases)], "POST", "/api/threads/"+th+"/runs?wait=true", fmt.Sprintf(`{"input":%q}`, fmt.Sprintf("%s %d", *prompt, i)))
 			results[i].latency = time.Since(t0)
 			if err == nil && code != 200 {
 				err = fmt.Errorf("POST run: %d %s", code, body)
