@@ -90,8 +90,8 @@ func doAt(base, method, path, body string) (int, []byte, error) {
 }
 
 // journalTotals returns the token_usage of a finished run's end event as the replica
-// that executed it streams it (its in-memory journal, starting with a metadata event);
-// the other replicas answer from the stored row, which would prove nothing.
+// that executed it streams it (its in-memory journal); the other replicas rebuild the
+// stream from the store ("source": "store"), which would prove nothing.
 func journalTotals(threadID, runID string) (totals, string, error) {
 	for _, b := range bases {
 		t, status, executed, err := streamEnd(b, threadID, runID)
@@ -103,7 +103,7 @@ func journalTotals(threadID, runID string) (totals, string, error) {
 }
 
 // streamEnd reads a run's stream from base: the end event's totals and status, and
-// whether base executed the run (its stream starts with the metadata event).
+// whether base executed the run (its end event is not rebuilt from the store).
 func streamEnd(base, threadID, runID string) (totals, string, bool, error) {
 	req, _ := http.NewRequest("GET", base+"/api/threads/"+threadID+"/runs/"+runID+"/stream", nil)
 	if *key != "" {
@@ -116,16 +116,16 @@ func streamEnd(base, threadID, runID string) (totals, string, bool, error) {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	ev, executed := "", false
+	ev := ""
 	for sc.Scan() {
 		line := sc.Text()
 		if strings.HasPrefix(line, "event: ") {
 			ev = strings.TrimPrefix(line, "event: ")
-			executed = executed || ev == "metadata"
 		}
 		if ev == "end" && strings.HasPrefix(line, "data: ") {
 			var end struct {
 				Status     string `json:"status"`
+				Source     string `json:"source"`
 				TokenUsage struct {
 					TotalTokens       int64 `json:"total_tokens"`
 					TotalInputTokens  int64 `json:"total_input_tokens"`
@@ -135,7 +135,7 @@ func streamEnd(base, threadID, runID string) (totals, string, bool, error) {
 			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &end); err != nil {
 				return totals{}, "", false, err
 			}
-			return totals{end.TokenUsage.TotalTokens, end.TokenUsage.TotalInputTokens, end.TokenUsage.TotalOutputTokens}, end.Status, executed, nil
+			return totals{end.TokenUsage.TotalTokens, end.TokenUsage.TotalInputTokens, end.TokenUsage.TotalOutputTokens}, end.Status, end.Source != "store", nil
 		}
 	}
 	return totals{}, "", false, errors.New("stream ended without an end event")

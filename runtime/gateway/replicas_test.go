@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -127,4 +128,46 @@ func waitStatus(t *testing.T, st store.RunStore, runID string, want store.Status
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestStreamOnTheOtherReplica: the stream of a run another gateway executed is rebuilt
+// from the store with the same messages and usage as the executing gateway's.
+func TestStreamOnTheOtherReplica(t *testing.T) {
+	a, b := twoReplicas(t, Config{PollInterval: 20 * time.Millisecond})
+	run := decodeRun(t, a.expect(t, "POST", "/api/threads/t1/runs?wait=true", "alice-key", `{"input":"uploaded nothing"}`, 200, ""))
+	if run.Status != store.StatusSuccess {
+		t.Fatalf("run = %+v", run)
+	}
+	path := "/api/threads/t1/runs/" + run.RunID + "/stream"
+	here, there := readSSE(t, a.env, path), readSSE(t, b.env, path)
+	names := func(evs []event) (out []string) {
+		for _, e := range evs {
+			out = append(out, e.name)
+		}
+		return out
+	}
+	if got, want := strings.Join(names(there), ","), strings.Join(names(here), ","); got != want || !strings.HasPrefix(got, "metadata,messages") {
+		t.Fatalf("other replica's events %s, executing replica's %s", got, want)
+	}
+	for i := range here {
+		h, o := here[i].data, there[i].data
+		if here[i].name == "end" {
+			if o["source"] != "store" || h["source"] != nil {
+				t.Fatalf("end sources: executing %v, other %v", h["source"], o["source"])
+			}
+			delete(o, "source")
+		}
+		if hb, ob := mustJSON(t, h), mustJSON(t, o); hb != ob {
+			t.Errorf("event %d (%s):\nexecuting %s\nother     %s", i, here[i].name, hb, ob)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/runtime/message"
 	"github.com/agentmeter/agentmeter/runtime/state"
 	"github.com/agentmeter/agentmeter/runtime/store"
@@ -14,7 +17,7 @@ import (
 // messages with usage_metadata as they complete, tool messages at the end), the task_*
 // events of subagents with their usage, and end (status, cumulative usage). A run this
 // process does not execute (another gateway does, or it finished before a restart) gets
-// its end event once its row is final.
+// its stream rebuilt from the store once its row is final (storedLog).
 func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, p Principal) {
 	run, ok := s.findRun(w, r, p)
 	if !ok {
@@ -53,11 +56,7 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, p Principal) 
 		}
 	}
 	if ar == nil {
-		log := newEventLog()
-		log.publish("end", map[string]any{"run_id": run.RunID, "status": run.Status, "error": run.Error,
-			"token_usage": map[string]int64{"total_tokens": run.Usage.TotalTokens, "total_input_tokens": run.Usage.TotalInputTokens, "total_output_tokens": run.Usage.TotalOutputTokens}})
-		log.close()
-		ar = &activeRun{events: log}
+		ar = &activeRun{events: s.storedLog(r.Context(), run)}
 	}
 	keepalive := time.NewTicker(15 * time.Second)
 	defer keepalive.Stop()
@@ -139,4 +138,57 @@ func (s *Server) threadState(w http.ResponseWriter, r *http.Request, p Principal
 		st.Messages = []message.Message{}
 	}
 	writeJSON(w, http.StatusOK, threadStateResponse{ThreadID: id, Values: st})
+}
+
+// storedLog rebuilds the stream of a finished run this process did not execute from
+// the store: metadata, the lead agent's AI messages and then the tool messages from the
+// run's journal events, and end (its usage summed from those AI messages, its
+// token_usage from the row, "source": "store"). The subagents' task_* events are not
+// stored; a run with no stored events (finished before its events were written) gets
+// only its end event.
+func (s *Server) storedLog(ctx context.Context, run store.Run) *eventLog {
+	log := newEventLog()
+	defer log.close()
+	evs, err := s.store.ListRunEvents(ctx, run.RunID)
+	if err != nil {
+		s.log.Warn("gateway: stream: read run events", "run_id", run.RunID, "error", err)
+	}
+	cum := &usageSum{}
+	var tools []json.RawMessage
+	for i, e := range evs {
+		if i == 0 {
+			log.publish("metadata", map[string]string{"run_id": run.RunID, "thread_id": run.ThreadID})
+		}
+		switch e.EventType {
+		case "llm.ai.response":
+			var meta struct {
+				Caller string `json:"caller"`
+			}
+			var msg message.Message
+			if json.Unmarshal(e.Metadata, &meta) != nil || genai.CallerBucket(meta.Caller) != genai.BucketLeadAgent || json.Unmarshal(e.Content, &msg) != nil {
+				continue
+			}
+			if u := msg.UsageMetadata; u != nil {
+				cum.InputTokens += u.InputTokens
+				cum.OutputTokens += u.OutputTokens
+				cum.TotalTokens += u.TotalTokens
+			}
+			log.publish("messages", e.Content)
+		case "llm.tool.result":
+			tools = append(tools, e.Content)
+		}
+	}
+	for _, m := range tools {
+		log.publish("messages", m)
+	}
+	end := map[string]any{"run_id": run.RunID, "status": run.Status, "usage": cum, "source": "store",
+		"token_usage": map[string]int64{"total_tokens": run.Usage.TotalTokens, "total_input_tokens": run.Usage.TotalInputTokens, "total_output_tokens": run.Usage.TotalOutputTokens}}
+	if run.Error != "" {
+		end["error"] = run.Error
+	}
+	if run.TraceID != "" {
+		end["trace_id"] = run.TraceID
+	}
+	log.publish("end", end)
+	return log
 }
