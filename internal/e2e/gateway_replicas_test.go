@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -271,4 +273,26 @@ func TestGatewayReplicasBehaveAsOne(t *testing.T) {
 		assert.Equal(t, "taken over", done.Usage.LastAIMessage)
 		assert.Equal(t, 0, rs.activeRuns(t, survivor))
 	})
+}
+
+// TestGatewaySQLiteRefusesASecondProcess: a second `agentmeter serve` on the SQLite file
+// another one serves exits at start saying why and what to use instead.
+func TestGatewaySQLiteRefusesASecondProcess(t *testing.T) {
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`
+models:
+  - {name: main, provider: scripted, model: scripted-replicas, script: %s}
+telemetry: {enabled: false}
+store: {driver: sqlite, dsn: %s}
+`, filepath.Join(dir, "script.yaml"), filepath.Join(dir, "data", "agentmeter.db"))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(replicasScript), 0o600))
+	first := startGateway(t, dir, cfg)
+	second := startProcess(t, dir, nil, AgentmeterBinary(t), "serve", "--config", filepath.Join(dir, "config.yaml"), "--listen", FreeAddr(t))
+	err := second.Wait(30 * time.Second)
+	require.Error(t, err, "the second serve kept running:\n%s", second.Logs())
+	logs := second.Logs()
+	assert.Contains(t, logs, fmt.Sprintf("agentmeter.db is already open in another process (pid %d)", first.Pid()))
+	assert.Contains(t, logs, "to run several gateways on one store use store.driver: postgres")
+	code, _ := first.request(t, "GET", "/healthz", "", "")
+	assert.Equal(t, 200, code, "the first gateway is unaffected")
 }
