@@ -10,9 +10,14 @@
 # request carries the thread's earlier runs; the check then also reads every thread's
 # state. HISTORY=both measures the same load twice in one invocation, history off then on.
 #
+# REPLICAS=2 (PostgreSQL only) starts two `agentmeter serve` processes on the one
+# database and posts each thread's successive runs to successive replicas, as a load
+# balancer without sticky routing would; REPLICAS=both measures one replica, then two, in one invocation.
+#
 #   bench/gateway.sh                      # SQLite (the default store), thread history on
 #   HISTORY=both bench/gateway.sh         # off, then on (or HISTORY=off)
 #   STORE=postgres bench/gateway.sh       # PostgreSQL: PG_DSN or AGENTMETER_POSTGRES_DSN
+#   STORE=postgres REPLICAS=both bench/gateway.sh   # one replica, then two
 #   RUNS=1000 THREADS=100 bench/gateway.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,10 +26,17 @@ THREADS=${THREADS:-50}
 STORE=${STORE:-sqlite}
 DELAY=${DELAY:-50ms}
 HISTORY=${HISTORY:-on}
+REPLICAS=${REPLICAS:-1}
 tmp=$(mktemp -d)
-pid=""
+pids=""
+stop_replicas() {
+  for p in $pids; do
+    if kill -0 "$p" 2>/dev/null; then kill -TERM "$p"; wait "$p" || true; fi
+  done
+  pids=""
+}
 cleanup() {
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid"; wait "$pid" || true; fi
+  stop_replicas
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -69,8 +81,17 @@ case "$HISTORY" in
   on|off) modes=$HISTORY ;;
   *) echo "HISTORY must be on, off or both"; exit 2 ;;
 esac
+case "$REPLICAS" in
+  both) counts="1 2" ;;
+  [1-9]) counts=$REPLICAS ;;
+  *) echo "REPLICAS must be a number of replicas (1-9) or both"; exit 2 ;;
+esac
+if [ "$counts" != 1 ] && [ "$STORE" != postgres ]; then
+  echo "REPLICAS above 1 needs STORE=postgres: a SQLite store serves one process"; exit 2
+fi
 
 rc=0
+for n in $counts; do
 for mode in $modes; do
   history=false
   [ "$mode" = on ] && history=true
@@ -103,29 +124,41 @@ gateway:
   thread_history: $history
   api_keys:
     - key_env: AGENTMETER_BENCH_KEY
-      user_id: bench
+      # a user of its own per pass: a run's budget baseline sums its user's earlier
+      # runs, so a pass on a shared database would pay for the passes before it
+      user_id: bench-$n-$mode-$(date +%s)
       scopes: [threads:read, threads:write]
 $store_yaml
 YAML
-  : > "$tmp/serve.log"
-  "$tmp/agentmeter" serve --config "$tmp/config.yaml" 2> "$tmp/serve.log" &
-  pid=$!
-  url=""
-  for _ in $(seq 1 100); do
-    url=$(grep -o 'listening on http://[0-9.:]*' "$tmp/serve.log" | head -1 | sed 's/listening on //' || true)
-    [ -n "$url" ] && break
-    kill -0 "$pid" 2>/dev/null || { cat "$tmp/serve.log"; exit 1; }
-    sleep 0.1
+  urls=""
+  for i in $(seq 1 "$n"); do
+    log="$tmp/serve-$i.log"
+    : > "$log"
+    "$tmp/agentmeter" serve --config "$tmp/config.yaml" 2> "$log" &
+    p=$!
+    pids="$pids $p"
+    url=""
+    for _ in $(seq 1 100); do
+      url=$(grep -o 'listening on http://[0-9.:]*' "$log" | head -1 | sed 's/listening on //' || true)
+      [ -n "$url" ] && break
+      kill -0 "$p" 2>/dev/null || { cat "$log"; exit 1; }
+      sleep 0.1
+    done
+    [ -n "$url" ] || { echo "serve did not start"; cat "$log"; exit 1; }
+    urls="${urls:+$urls,}$url"
   done
-  [ -n "$url" ] || { echo "serve did not start"; cat "$tmp/serve.log"; exit 1; }
-  echo "== thread history $mode: $RUNS runs, $THREADS threads, store $STORE, model delay $DELAY, $(nproc) cores"
+  echo "== thread history $mode, $n replica(s): $RUNS runs, $THREADS threads, store $STORE, model delay $DELAY, $(nproc) cores"
   set +e
-  "$tmp/load" -url "$url" -key-env AGENTMETER_BENCH_KEY -runs "$RUNS" -threads "$THREADS" -history="$history"
+  "$tmp/load" -url "$urls" -key-env AGENTMETER_BENCH_KEY -runs "$RUNS" -threads "$THREADS" -history="$history"
   r=$?
   set -e
-  curl -s "$url/metrics" | grep -E '^agentmeter_gateway_(runs_total|caller_tokens_total)' || true
-  if [ $r -ne 0 ]; then tail -20 "$tmp/serve.log"; rc=$r; fi
-  kill -TERM "$pid"; wait "$pid" || true
-  pid=""
+  # Metrics are per replica: the runs each one executed (sum them for the whole).
+  for u in ${urls//,/ }; do
+    echo "-- $u"
+    curl -s "$u/metrics" | grep -E '^agentmeter_gateway_runs_total' || true
+  done
+  if [ $r -ne 0 ]; then tail -20 "$tmp"/serve-*.log; rc=$r; fi
+  stop_replicas
+done
 done
 exit $rc

@@ -1,9 +1,12 @@
 // Command gateway_load is the load driver of bench/gateway.sh: it starts N runs across
-// T threads concurrently against a running `agentmeter serve` (scripted model), reports
-// runs/s and latency percentiles, then checks the store: every run row complete, no run
-// lost or duplicated, and each thread's token-usage totals equal the sum of its runs'
-// journals (the end event of each run's stream carries the journal's totals, computed in
-// memory, independently of the database).
+// T threads concurrently against running `agentmeter serve` replicas (scripted model;
+// -url takes one URL per replica; a thread's successive runs are posted to successive
+// replicas, as a load balancer without sticky routing spreads them), reports runs/s
+// and latency percentiles, then checks the store: every run row complete, no run lost
+// or duplicated, and each thread's token-usage totals equal the sum of its runs'
+// journals (the end event of each run's stream, as the replica that executed the run
+// serves it, carries the journal's totals, computed in memory, independently of the
+// database).
 package main
 
 import (
@@ -52,7 +55,8 @@ type tokenUsage struct {
 }
 
 var (
-	base    = flag.String("url", "http://127.0.0.1:8001", "gateway base URL")
+	urls    = flag.String("url", "http://127.0.0.1:8001", "gateway base URLs, comma-separated (one per replica sharing the store)")
+	bases   []string
 	key     = flag.String("key-env", "", "environment variable holding the API key (empty: local mode)")
 	nRuns   = flag.Int("runs", 500, "runs to start")
 	nThr    = flag.Int("threads", 50, "threads the runs are spread over")
@@ -61,12 +65,15 @@ var (
 	client  = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1000, MaxConnsPerHost: 0}, Timeout: 10 * time.Minute}
 )
 
-func do(method, path, body string) (int, []byte, error) {
+// do sends a request to the first replica.
+func do(method, path, body string) (int, []byte, error) { return doAt(bases[0], method, path, body) }
+
+func doAt(base, method, path, body string) (int, []byte, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequest(method, *base+path, rd)
+	req, err := http.NewRequest(method, base+path, rd)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -82,15 +89,29 @@ func do(method, path, body string) (int, []byte, error) {
 	return resp.StatusCode, b, err
 }
 
-// journalTotals reads a finished run's stream and returns the end event's token_usage.
+// journalTotals returns the token_usage of a finished run's end event as the replica
+// that executed it streams it (its in-memory journal); the other replicas rebuild the
+// stream from the store ("source": "store"), which would prove nothing.
 func journalTotals(threadID, runID string) (totals, string, error) {
-	req, _ := http.NewRequest("GET", *base+"/api/threads/"+threadID+"/runs/"+runID+"/stream", nil)
+	for _, b := range bases {
+		t, status, executed, err := streamEnd(b, threadID, runID)
+		if err != nil || executed {
+			return t, status, err
+		}
+	}
+	return totals{}, "", errors.New("no replica streams the run's journal")
+}
+
+// streamEnd reads a run's stream from base: the end event's totals and status, and
+// whether base executed the run (its end event is not rebuilt from the store).
+func streamEnd(base, threadID, runID string) (totals, string, bool, error) {
+	req, _ := http.NewRequest("GET", base+"/api/threads/"+threadID+"/runs/"+runID+"/stream", nil)
 	if *key != "" {
 		req.Header.Set("Authorization", "Bearer "+os.Getenv(*key))
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return totals{}, "", err
+		return totals{}, "", false, err
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -104,6 +125,7 @@ func journalTotals(threadID, runID string) (totals, string, error) {
 		if ev == "end" && strings.HasPrefix(line, "data: ") {
 			var end struct {
 				Status     string `json:"status"`
+				Source     string `json:"source"`
 				TokenUsage struct {
 					TotalTokens       int64 `json:"total_tokens"`
 					TotalInputTokens  int64 `json:"total_input_tokens"`
@@ -111,12 +133,12 @@ func journalTotals(threadID, runID string) (totals, string, error) {
 				} `json:"token_usage"`
 			}
 			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &end); err != nil {
-				return totals{}, "", err
+				return totals{}, "", false, err
 			}
-			return totals{end.TokenUsage.TotalTokens, end.TokenUsage.TotalInputTokens, end.TokenUsage.TotalOutputTokens}, end.Status, nil
+			return totals{end.TokenUsage.TotalTokens, end.TokenUsage.TotalInputTokens, end.TokenUsage.TotalOutputTokens}, end.Status, end.Source != "store", nil
 		}
 	}
-	return totals{}, "", errors.New("stream ended without an end event")
+	return totals{}, "", false, errors.New("stream ended without an end event")
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {
@@ -129,6 +151,15 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 
 func main() {
 	flag.Parse()
+	for _, u := range strings.Split(*urls, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			bases = append(bases, u)
+		}
+	}
+	if len(bases) == 0 {
+		fmt.Fprintln(os.Stderr, "-url: at least one gateway URL is required")
+		os.Exit(2)
+	}
 	threads := make([]string, *nThr)
 	stamp := time.Now().UnixNano()
 	for i := range threads {
@@ -150,7 +181,8 @@ func main() {
 			<-gate // start all at once: 500 runs in flight together
 			th := threads[i%len(threads)]
 			t0 := time.Now()
-			code, body, err := do("POST", "/api/threads/"+th+"/runs?wait=true", fmt.Sprintf(`{"input":%q}`, fmt.Sprintf("%s %d", *prompt, i)))
+			// A thread's successive runs go to successive replicas (no sticky routing).
+			code, body, err := doAt(bases[(i/len(threads))%len(bases)], "POST", "/api/threads/"+th+"/runs?wait=true", fmt.Sprintf(`{"input":%q}`, fmt.Sprintf("%s %d", *prompt, i)))
 			results[i].latency = time.Since(t0)
 			if err == nil && code != 200 {
 				err = fmt.Errorf("POST run: %d %s", code, body)
@@ -183,7 +215,7 @@ func main() {
 		byThread[r.run.ThreadID] = append(byThread[r.run.ThreadID], r.run)
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	fmt.Printf("runs: %d ok of %d across %d threads in %s\n", len(lat), *nRuns, *nThr, elapsed.Round(time.Millisecond))
+	fmt.Printf("runs: %d ok of %d across %d threads over %d replicas in %s\n", len(lat), *nRuns, *nThr, len(bases), elapsed.Round(time.Millisecond))
 	fmt.Printf("throughput: %.1f runs/s\n", float64(len(lat))/elapsed.Seconds())
 	fmt.Printf("latency (POST ?wait=true): p50 %s  p90 %s  p99 %s  max %s\n",
 		percentile(lat, 0.50).Round(time.Millisecond), percentile(lat, 0.90).Round(time.Millisecond),

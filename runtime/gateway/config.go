@@ -26,6 +26,11 @@ const (
 	DefaultShutdownTimeout  = 30 * time.Second
 	DefaultProgressInterval = 5 * time.Second
 	DefaultMaxUploadBytes   = 10 << 20
+	DefaultLeaseTimeout     = 30 * time.Second
+	DefaultPollInterval     = 250 * time.Millisecond
+	// MinLeaseTimeout keeps the renewal (a third of the lease) well above a store
+	// round trip.
+	MinLeaseTimeout = time.Second
 )
 
 // Multitask strategies: what a run posted on a thread that already has one does
@@ -69,6 +74,13 @@ type Config struct {
 	// previous run left (messages, title, todos, summary, ...) is loaded from the store
 	// before the run and saved after it. false: every run starts a fresh conversation.
 	ThreadHistory *bool `yaml:"thread_history"`
+	// LeaseTimeout (default 30s) is how long a run stays running without its gateway
+	// renewing its lease (every third of it); past it the run ends as error and its
+	// thread takes its next run, on whichever gateway sharing the store is free.
+	LeaseTimeout time.Duration `yaml:"lease_timeout"`
+	// PollInterval (default 250ms) is how often a gateway looks in the store for runs
+	// to start that another gateway admitted, and for runs others finished.
+	PollInterval time.Duration `yaml:"poll_interval"`
 }
 
 // history reports whether runs continue their thread's state.
@@ -86,7 +98,7 @@ type APIKey struct {
 func NewConfig() *Config {
 	return &Config{Listen: DefaultListen, MaxBodyBytes: DefaultMaxBodyBytes, MaxPromptChars: DefaultMaxPromptChars,
 		ShutdownTimeout: DefaultShutdownTimeout, ProgressInterval: DefaultProgressInterval, MultitaskStrategy: MultitaskReject,
-		MaxUploadBytes: DefaultMaxUploadBytes}
+		MaxUploadBytes: DefaultMaxUploadBytes, LeaseTimeout: DefaultLeaseTimeout, PollInterval: DefaultPollInterval}
 }
 
 // applyDefaults fills zero fields (a Config built in code rather than loaded).
@@ -112,6 +124,12 @@ func (c *Config) applyDefaults() {
 	}
 	if c.MaxUploadBytes == 0 {
 		c.MaxUploadBytes = d.MaxUploadBytes
+	}
+	if c.LeaseTimeout == 0 {
+		c.LeaseTimeout = d.LeaseTimeout
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = d.PollInterval
 	}
 }
 
@@ -143,6 +161,14 @@ func (c *Config) Validate() error {
 	}
 	if c.ProgressInterval < 0 {
 		errs = append(errs, errors.New("progress_interval must not be negative"))
+	}
+	if c.LeaseTimeout < 0 {
+		errs = append(errs, errors.New("lease_timeout must not be negative"))
+	} else if c.LeaseTimeout > 0 && c.LeaseTimeout < MinLeaseTimeout {
+		errs = append(errs, fmt.Errorf("lease_timeout %s is below the minimum %s (a lease is renewed every third of it)", c.LeaseTimeout, MinLeaseTimeout))
+	}
+	if c.PollInterval < 0 {
+		errs = append(errs, errors.New("poll_interval must not be negative"))
 	}
 	if c.MultitaskStrategy != "" && !validStrategy(c.MultitaskStrategy) {
 		errs = append(errs, fmt.Errorf("multitask_strategy %q must be reject or enqueue", c.MultitaskStrategy))

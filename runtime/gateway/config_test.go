@@ -3,6 +3,7 @@ package gateway
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -32,6 +33,9 @@ func TestConfigValidate(t *testing.T) {
 		}},
 		{"negative limits", Config{Listen: "localhost:1", MaxBodyBytes: -1, MaxPromptChars: -1, RunTimeout: -1, ShutdownTimeout: -1, ProgressInterval: -1},
 			[]string{"max_body_bytes must not be negative", "max_prompt_chars must not be negative", "run_timeout must not be negative", "shutdown_timeout must not be negative", "progress_interval must not be negative"}},
+		{"lease and poll", Config{Listen: "localhost:1", LeaseTimeout: 500 * time.Millisecond, PollInterval: -1},
+			[]string{"lease_timeout 500ms is below the minimum 1s (a lease is renewed every third of it)", "poll_interval must not be negative"}},
+		{"negative lease", Config{Listen: "localhost:1", LeaseTimeout: -1}, []string{"lease_timeout must not be negative"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.cfg.Validate()

@@ -1,6 +1,11 @@
 // Package gateway is `agentmeter serve`: runs of the lead agent over HTTP, persisted in a
 // store.RunStore, with DeerFlow's token-usage endpoint (docs/gateway.md), Server-Sent Events, API-key auth with scopes and Prometheus metrics.
 //
+// The line of runs per thread lives in the store (store.RunQueue, scheduler.go), so
+// replicas sharing one PostgreSQL database behave as one gateway: a run is admitted in
+// the store, executed by whichever replica claims it under a renewed lease, and waited
+// for or cancelled from any replica.
+//
 // The gateway never builds agents itself: it gets them from an injected AgentFactory
 // (cmd/agentmeter wires the runtime, the middleware chain and the model providers).
 //

@@ -83,11 +83,17 @@ type Server struct {
 	closing   atomic.Bool
 	runsWG    sync.WaitGroup
 
+	// owner names this process in the store's run leases.
+	owner     string
+	stopSched chan struct{}
+	stopOnce  sync.Once
+	schedDone chan struct{}
+
 	mu      sync.Mutex
-	active  map[string]*activeRun  // pending or running in this process
-	lines   map[string]*threadLine // per thread: its admitted, unfinished runs
-	recent  map[string]*activeRun  // finished, kept for stream replay
-	order   []string               // recent, oldest first
+	active  map[string]*activeRun      // executing in this process
+	recent  map[string]*activeRun      // finished, kept for stream replay
+	order   []string                   // recent, oldest first
+	waiters map[string][]chan struct{} // run → the waits for it (awaitFinal)
 	context map[string]contextTokens
 }
 
@@ -100,7 +106,8 @@ var errShutdown = errors.New("gateway shut down before the run finished")
 // errCancelled is the cause of a user's cancel request.
 var errCancelled = errors.New("run cancelled by request")
 
-// New validates the config, resolves the API keys and builds the routes.
+// New validates the config, resolves the API keys, builds the routes and starts the
+// scheduler that executes the runs of the store's line (stopped by Shutdown).
 func New(o Options) (*Server, error) {
 	cfg := o.Config
 	cfg.applyDefaults()
@@ -127,12 +134,14 @@ func New(o Options) (*Server, error) {
 		cfg: cfg, store: o.Store, agents: o.Agents, log: log, auth: auth, metrics: newMetrics(),
 		ctxWindow: o.ContextWindow, defaultModel: o.DefaultModel, uploads: o.Uploads, fallbackTitle: o.FallbackTitle, pricer: o.Pricer,
 		runCtx: runCtx, cancelAll: cancel,
-		active: map[string]*activeRun{}, lines: map[string]*threadLine{}, recent: map[string]*activeRun{}, context: map[string]contextTokens{},
+		owner: ownerName(), stopSched: make(chan struct{}), schedDone: make(chan struct{}),
+		active: map[string]*activeRun{}, recent: map[string]*activeRun{}, waiters: map[string][]chan struct{}{}, context: map[string]contextTokens{},
 	}
 	if s.ctxWindow == nil {
 		s.ctxWindow = func(string) int { return 0 }
 	}
 	s.handler = s.routes()
+	go s.schedule()
 	return s, nil
 }
 

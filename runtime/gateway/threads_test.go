@@ -208,12 +208,24 @@ func TestFiveRunsAtOnceOnOneThreadReject(t *testing.T) {
 	e.expect(t, "POST", "/api/threads/t1/runs", "alice-key", `{"input":"x","multitask_strategy":"interrupt"}`, 400, detail(`multitask_strategy "interrupt" must be reject or enqueue`))
 }
 
+// waitIdle waits until the thread has no run pending or running in the store and none
+// executing in s.
 func waitIdle(t *testing.T, s *Server, threadID string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
+		busy := false
+		runs, err := s.store.ListRuns(context.Background(), threadID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range runs {
+			busy = busy || !r.Status.Final()
+		}
 		s.mu.Lock()
-		busy := s.lines[threadID] != nil
+		for _, ar := range s.active {
+			busy = busy || ar.threadID == threadID
+		}
 		s.mu.Unlock()
 		if !busy {
 			return

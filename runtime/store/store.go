@@ -73,10 +73,18 @@ type Run struct {
 	// TraceID is the OpenTelemetry trace id the run exported (hex), "" until known.
 	TraceID string `json:"trace_id,omitempty"`
 	// Usage holds the token counters, per-model usage and message summary.
-	Usage      journal.CompletionData `json:"usage"`
-	CreatedAt  time.Time              `json:"created_at"`
-	UpdatedAt  time.Time              `json:"updated_at"`
-	FinishedAt *time.Time             `json:"finished_at,omitempty"`
+	Usage journal.CompletionData `json:"usage"`
+	// Input is the run's human message as JSON, what the executing process runs ("":
+	// not set, or not ready yet).
+	Input string `json:"-"`
+	// TraceCarrier holds the caller's trace headers (traceparent, tracestate, baggage)
+	// for the executing process.
+	TraceCarrier map[string]string `json:"-"`
+	// LeaseOwner is the process executing (or admitting) the run, "" when none.
+	LeaseOwner string     `json:"-"`
+	CreatedAt  time.Time  `json:"created_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }
 
 // Completion is what update_run_completion writes at the end of a run.
@@ -91,6 +99,7 @@ type Completion struct {
 // RunStore persists threads and runs. Implementations are safe for concurrent use.
 type RunStore interface {
 	ThreadStore
+	RunQueue
 	// CreateThread inserts a thread; ErrExists when the id is taken.
 	CreateThread(ctx context.Context, t Thread) error
 	// GetThread returns a thread; ErrNotFound when absent.

@@ -14,10 +14,13 @@ import (
 // journal events of every run.
 type ThreadStore interface {
 	// LoadThreadState returns the state the thread's last run left (messages, title,
-	// todos and the other channels); the zero State when the thread has none yet.
-	LoadThreadState(ctx context.Context, threadID string) (state.State, error)
-	// SaveThreadState replaces the thread's state (one statement: never half-written).
-	SaveThreadState(ctx context.Context, threadID string, st state.State) error
+	// todos and the other channels) and its version; the zero State and version 0 when
+	// the thread has none yet.
+	LoadThreadState(ctx context.Context, threadID string) (state.State, int64, error)
+	// SaveThreadState replaces the thread's state if its version is still version (the
+	// one loaded; 0: none saved yet) and returns the new version; ErrStateConflict when
+	// another save came first. One statement: never half-written.
+	SaveThreadState(ctx context.Context, threadID string, st state.State, version int64) (int64, error)
 	// LoadMemory returns the memory of (user, agent); "" when there is none.
 	LoadMemory(ctx context.Context, userID, agentName string) (string, error)
 	// SaveMemory replaces the memory of (user, agent).

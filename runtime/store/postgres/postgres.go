@@ -33,6 +33,11 @@ func Dialect() sqlstore.Dialect {
 		Numbered:      true,
 		Migrations:    sub,
 		MigrationLock: fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", int64(migrationLockKey)),
+		// A thread's lock: the 32-bit hash of its id, which never equals the 64-bit
+		// migration key.
+		ThreadLock: "SELECT pg_advisory_xact_lock(hashtext(?))",
+		SkipLocked: "FOR UPDATE OF r SKIP LOCKED",
+		NextSeq:    "nextval('runs_queue_seq_seq')",
 		IsUniqueViolation: func(err error) bool {
 			var pe *pgconn.PgError
 			return errors.As(err, &pe) && pe.Code == "23505"

@@ -91,7 +91,7 @@ func TestThreadStateSameOnBothBackends(t *testing.T) {
 	var bodies []string
 	for _, s := range []store.RunStore{pg, lite} {
 		storetest.SeedThreadState(t, s, "t")
-		st, err := s.LoadThreadState(ctx, "t")
+		st, _, err := s.LoadThreadState(ctx, "t")
 		if err != nil {
 			t.Fatal(err)
 		}

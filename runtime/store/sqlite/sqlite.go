@@ -32,6 +32,8 @@ func Dialect() sqlstore.Dialect {
 	return sqlstore.Dialect{
 		Name:       "sqlite",
 		Migrations: sub,
+		// One connection: every transaction holds the whole database.
+		NextSeq: "(SELECT COALESCE(MAX(queue_seq), 0) + 1 FROM runs)",
 		IsUniqueViolation: func(err error) bool {
 			var se *sqlite3.Error
 			if errors.As(err, &se) {
@@ -53,6 +55,7 @@ func Open(ctx context.Context, path string) (*sqlstore.Store, error) {
 		return nil, errors.New("sqlite: store.dsn (the database file) is required")
 	}
 	dsn := path
+	unlock := func() error { return nil }
 	if path != ":memory:" {
 		p := strings.TrimPrefix(path, "file:")
 		if i := strings.IndexByte(p, '?'); i >= 0 {
@@ -62,6 +65,10 @@ func Open(ctx context.Context, path string) (*sqlstore.Store, error) {
 			if err := os.MkdirAll(dir, 0o750); err != nil {
 				return nil, fmt.Errorf("sqlite: create data folder: %w", err)
 			}
+		}
+		var err error
+		if unlock, err = lockFile(p); err != nil {
+			return nil, err
 		}
 	}
 	q := url.Values{}
@@ -77,6 +84,7 @@ func Open(ctx context.Context, path string) (*sqlstore.Store, error) {
 	}
 	db, err := sql.Open("sqlite", dsn+sep+q.Encode())
 	if err != nil {
+		_ = unlock()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
@@ -84,12 +92,16 @@ func Open(ctx context.Context, path string) (*sqlstore.Store, error) {
 	db.SetConnMaxLifetime(0)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
+		_ = unlock()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	d := Dialect()
 	if _, err := sqlstore.Migrate(ctx, db, d); err != nil {
 		db.Close()
+		_ = unlock()
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}
-	return sqlstore.New(db, d), nil
+	s := sqlstore.New(db, d)
+	s.OnClose(unlock)
+	return s, nil
 }

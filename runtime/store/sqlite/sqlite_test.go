@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/agentmeter/agentmeter/runtime/state"
 	"github.com/agentmeter/agentmeter/runtime/store"
@@ -111,27 +113,44 @@ func BenchmarkAggregate100Runs(b *testing.B) { storetest.BenchAggregate(b, openB
 
 func BenchmarkThreadState10Turns(b *testing.B) { storetest.BenchThreadState(b, openBench(b), 10) }
 
+// migratedTo opens path with only the first n migrations applied (a database an earlier
+// binary wrote).
+func migratedTo(t *testing.T, path string, n int) (*sql.DB, sqlstore.Dialect) {
+	t.Helper()
+	old := sqlite.Dialect()
+	all, err := sqlstore.LoadMigrations(old.Migrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs := fstest.MapFS{}
+	entries, err := fs.ReadDir(old.Migrations, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range entries[:n] {
+		b, err := fs.ReadFile(old.Migrations, e.Name())
+		if err != nil || all[i].Version != i+1 {
+			t.Fatalf("migration %s: %v", e.Name(), err)
+		}
+		mfs[e.Name()] = &fstest.MapFile{Data: b}
+	}
+	old.Migrations = mfs
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlstore.Migrate(context.Background(), db, old); err != nil {
+		t.Fatal(err)
+	}
+	return db, old
+}
+
 // TestUpgradeFromVersion3 opens a database written before thread state existed: the
 // migration adds the tables and the old rows are untouched.
 func TestUpgradeFromVersion3(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "old.db")
-	old := sqlite.Dialect()
-	old.Migrations = fstest.MapFS{}
-	for _, name := range []string{"0001_threads_runs.sql", "0002_runs_token_usage.sql", "0003_runs_trace_id.sql"} {
-		b, err := fs.ReadFile(sqlite.Dialect().Migrations, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		old.Migrations.(fstest.MapFS)[name] = &fstest.MapFile{Data: b}
-	}
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sqlstore.Migrate(ctx, db, old); err != nil {
-		t.Fatal(err)
-	}
+	db, old := migratedTo(t, path, 3)
 	if err := sqlstore.New(db, old).CreateThread(ctx, store.Thread{ID: "t", UserID: "alice"}); err != nil {
 		t.Fatal(err)
 	}
@@ -145,10 +164,68 @@ func TestUpgradeFromVersion3(t *testing.T) {
 	if err != nil || th.UserID != "alice" {
 		t.Fatalf("thread after the upgrade = %+v, %v", th, err)
 	}
-	if err := s.SaveThreadState(ctx, "t", state.State{Title: "T"}); err != nil {
+	if _, err := s.SaveThreadState(ctx, "t", state.State{Title: "T"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if th, _ := s.GetThread(ctx, "t"); th.Title != "T" {
 		t.Fatalf("title after the upgrade = %q", th.Title)
 	}
+}
+
+// TestUpgradeEndsRunsLeftWithoutLeases: runs an earlier binary left pending or running
+// end as error at the first renewal after the upgrade, and their threads take runs.
+func TestUpgradeEndsRunsLeftWithoutLeases(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, _ := migratedTo(t, path, 5)
+	for _, r := range [][3]string{{"left-running", "t", "running"}, {"left-pending", "u", "pending"}} {
+		if _, err := db.ExecContext(ctx, `INSERT INTO runs (run_id, thread_id, status, created_at, updated_at) VALUES (?, ?, ?, 1, 1)`,
+			r[0], r[1], r[2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ids, err := s.ExpireLeases(ctx, time.Now(), "lease expired")
+	if err != nil || len(ids) != 2 {
+		t.Fatalf("expired %v, %v; want both runs left behind", ids, err)
+	}
+	for _, th := range []string{"t", "u"} {
+		if err := s.AdmitRun(ctx, store.Run{RunID: "new-" + th, ThreadID: th, Input: "{}"}, false, "", time.Time{}); err != nil {
+			t.Fatalf("thread %s after the upgrade: %v", th, err)
+		}
+	}
+}
+
+// TestSecondProcessRefused: a second open of one database file (as a second gateway
+// process would) is refused with a message saying why and what to use instead; once the
+// first closes, the file opens again.
+func TestSecondProcessRefused(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "one.db")
+	first, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sqlite.Open(ctx, path)
+	if err == nil {
+		t.Fatal("a second open of the same file succeeded")
+	}
+	for _, want := range []string{"already open in another process (pid ", "store.driver: postgres"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not say %q", err, want)
+		}
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("reopen after close: %v", err)
+	}
+	again.Close()
 }

@@ -17,6 +17,15 @@ type Dialect struct {
 	// MigrationLock, when set, runs first in the migration transaction so concurrent
 	// starts of several gateways on one database apply each migration once.
 	MigrationLock string
+	// ThreadLock, when set, is a statement with one parameter (a thread id) that locks
+	// the thread until the end of the transaction, so admitting and claiming a thread's
+	// runs is serialised across processes. Unset, the backend has one writer anyway.
+	ThreadLock string
+	// SkipLocked is the row-lock clause of the claim's candidate query ("" when the
+	// backend has no row locks).
+	SkipLocked string
+	// NextSeq is the expression giving a new run its queue_seq.
+	NextSeq string
 	// IsUniqueViolation recognises a primary-key conflict.
 	IsUniqueViolation func(error) bool
 }

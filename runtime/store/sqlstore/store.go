@@ -19,6 +19,8 @@ type Store struct {
 	d  Dialect
 	// now is the clock (tests pin it).
 	now func() time.Time
+	// onClose runs after the database is closed (a backend's file lock).
+	onClose []func() error
 }
 
 var _ store.RunStore = (*Store)(nil)
@@ -31,8 +33,18 @@ func New(db *sql.DB, d Dialect) *Store {
 // DB returns the underlying database (tests write legacy rows directly).
 func (s *Store) DB() *sql.DB { return s.db }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// OnClose registers f to run after Close closes the database.
+func (s *Store) OnClose(f func() error) { s.onClose = append(s.onClose, f) }
+
+// Close closes the database, then runs the OnClose functions.
+func (s *Store) Close() error {
+	errs := []error{s.db.Close()}
+	for _, f := range s.onClose {
+		errs = append(errs, f())
+	}
+	s.onClose = nil
+	return errors.Join(errs...)
+}
 
 func (s *Store) q(query string) string { return s.d.rebind(query) }
 
@@ -147,6 +159,17 @@ func truncate(s string, n int) string {
 
 // CreateRun implements store.RunStore.
 func (s *Store) CreateRun(ctx context.Context, r store.Run) error {
+	return s.insertRun(ctx, s.db, r, "", 0)
+}
+
+// execer is a *sql.DB or a *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// insertRun inserts r at the end of the queue (queue_seq), leased to owner until
+// leaseUntil (micros) when owner is set.
+func (s *Store) insertRun(ctx context.Context, db execer, r store.Run, owner string, leaseUntil int64) error {
 	if err := store.ValidateRun(r); err != nil {
 		return fmt.Errorf("create run: %w", err)
 	}
@@ -169,18 +192,32 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run) error {
 	if err != nil {
 		return fmt.Errorf("create run %q: %w", r.RunID, err)
 	}
-	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO runs (run_id, thread_id, user_id, status, operation_kind, model_name,
+	var carrier any
+	if len(r.TraceCarrier) > 0 {
+		b, err := json.Marshal(r.TraceCarrier)
+		if err != nil {
+			return fmt.Errorf("create run %q: encode trace_carrier: %w", r.RunID, err)
+		}
+		carrier = string(b)
+	}
+	var lease any
+	if owner != "" {
+		lease = leaseUntil
+	}
+	_, err = db.ExecContext(ctx, s.q(`INSERT INTO runs (run_id, thread_id, user_id, status, operation_kind, model_name,
 		error, stop_reason, trace_id,
 		total_input_tokens, total_output_tokens, total_tokens, llm_call_count,
 		lead_agent_tokens, subagent_tokens, middleware_tokens, token_usage_by_model, cost_usd,
-		message_count, first_human_message, last_ai_message, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		message_count, first_human_message, last_ai_message, created_at, updated_at,
+		input, trace_carrier, lease_owner, lease_until, queue_seq)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+s.d.NextSeq+`)`),
 		r.RunID, r.ThreadID, nullable(r.UserID), string(r.Status), r.OperationKind, nullable(r.ModelName),
 		nullable(r.Error), nullable(r.StopReason), nullable(r.TraceID),
 		u.TotalInputTokens, u.TotalOutputTokens, u.TotalTokens, u.LLMCallCount,
 		u.LeadAgentTokens, u.SubagentTokens, u.MiddlewareTokens, byModel, cost,
 		u.MessageCount, nullable(u.FirstHumanMessage), nullable(truncate(u.LastAIMessage, journal.MaxLastAIMessage)),
-		micros(r.CreatedAt), micros(r.CreatedAt))
+		micros(r.CreatedAt), micros(r.CreatedAt),
+		nullable(r.Input), carrier, nullable(owner), lease)
 	if err != nil {
 		if s.d.IsUniqueViolation(err) {
 			return fmt.Errorf("create run %q: %w", r.RunID, store.ErrExists)
@@ -193,7 +230,8 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run) error {
 const runColumns = `run_id, thread_id, user_id, status, operation_kind, model_name, error, stop_reason, trace_id,
 	total_input_tokens, total_output_tokens, total_tokens, llm_call_count,
 	lead_agent_tokens, subagent_tokens, middleware_tokens, token_usage_by_model, cost_usd,
-	message_count, first_human_message, last_ai_message, created_at, updated_at, finished_at`
+	message_count, first_human_message, last_ai_message, created_at, updated_at, finished_at,
+	input, trace_carrier, lease_owner`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -201,8 +239,9 @@ func scanRun(sc scanner) (store.Run, error) {
 	var (
 		r                                                     store.Run
 		user, model, errText, stop, trace, firstHuman, lastAI sql.NullString
+		input, owner                                          sql.NullString
 		status                                                string
-		byModel, cost                                         []byte
+		byModel, cost, carrier                                []byte
 		created, updated                                      int64
 		finished                                              sql.NullInt64
 	)
@@ -210,9 +249,16 @@ func scanRun(sc scanner) (store.Run, error) {
 	if err := sc.Scan(&r.RunID, &r.ThreadID, &user, &status, &r.OperationKind, &model, &errText, &stop, &trace,
 		&u.TotalInputTokens, &u.TotalOutputTokens, &u.TotalTokens, &u.LLMCallCount,
 		&u.LeadAgentTokens, &u.SubagentTokens, &u.MiddlewareTokens, &byModel, &cost,
-		&u.MessageCount, &firstHuman, &lastAI, &created, &updated, &finished); err != nil {
+		&u.MessageCount, &firstHuman, &lastAI, &created, &updated, &finished,
+		&input, &carrier, &owner); err != nil {
 		return store.Run{}, err
 	}
+	if len(carrier) > 0 {
+		if err := json.Unmarshal(carrier, &r.TraceCarrier); err != nil {
+			return store.Run{}, fmt.Errorf("run %q: decode trace_carrier: %w", r.RunID, err)
+		}
+	}
+	r.Input, r.LeaseOwner = input.String, owner.String
 	if err := decodeCost(cost, u); err != nil {
 		return store.Run{}, fmt.Errorf("run %q: %w", r.RunID, err)
 	}

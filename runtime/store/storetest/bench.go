@@ -4,26 +4,29 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmeter/agentmeter/runtime/journal"
 	"github.com/agentmeter/agentmeter/runtime/message"
 	"github.com/agentmeter/agentmeter/runtime/store"
 )
 
-// BenchRunLifecycle measures one run's writes: create, mark running, one progress
-// snapshot and the completion.
+// BenchRunLifecycle measures one run's writes as the gateway makes them: admit (the
+// thread's lock and busy check), claim under a lease, one progress snapshot and the
+// completion.
 func BenchRunLifecycle(b *testing.B, s store.RunStore) {
 	u := journal.CompletionData{TotalTokens: 1436, TotalInputTokens: 1350, TotalOutputTokens: 86, LeadAgentTokens: 1280, MiddlewareTokens: 156,
 		TokenUsageByModel: map[string]journal.ModelUsage{"m": {InputTokens: 1350, OutputTokens: 86, TotalTokens: 1436, CacheReadTokens: 1024}}}
+	lease := time.Now().Add(time.Hour)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
 		id := fmt.Sprintf("bench-run-%d", i)
-		if err := s.CreateRun(ctx, store.Run{RunID: id, ThreadID: fmt.Sprintf("bench-t%d", i%50), ModelName: "m"}); err != nil {
+		if err := s.AdmitRun(ctx, store.Run{RunID: id, ThreadID: fmt.Sprintf("bench-t%d", i%50), ModelName: "m", Input: `{"type":"human","content":"x"}`}, false, "", time.Time{}); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.MarkRunning(ctx, id); err != nil {
-			b.Fatal(err)
+		if _, ok, err := s.ClaimRun(ctx, "bench", lease, store.ClaimFilter{RunID: id}); err != nil || !ok {
+			b.Fatal(ok, err)
 		}
 		if _, err := s.UpdateRunProgress(ctx, id, u); err != nil {
 			b.Fatal(err)
@@ -70,17 +73,17 @@ func BenchThreadState(b *testing.B, s store.RunStore, turns int) {
 		a.ResponseMetadata = map[string]any{"model_name": "m", "finish_reason": "stop"}
 		st.Messages = append(st.Messages, h, a)
 	}
-	if err := s.SaveThreadState(ctx, "bench-thread", st); err != nil {
+	if _, err := s.SaveThreadState(ctx, "bench-thread", st, 0); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		got, err := s.LoadThreadState(ctx, "bench-thread")
+		got, version, err := s.LoadThreadState(ctx, "bench-thread")
 		if err != nil || len(got.Messages) != 2*turns {
 			b.Fatal(len(got.Messages), err)
 		}
-		if err := s.SaveThreadState(ctx, "bench-thread", got); err != nil {
+		if _, err := s.SaveThreadState(ctx, "bench-thread", got, version); err != nil {
 			b.Fatal(err)
 		}
 	}

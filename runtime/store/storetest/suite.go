@@ -45,6 +45,13 @@ func Run(t *testing.T, open Opener) {
 		{"Memory", testMemory},
 		{"RunEvents", testRunEvents},
 		{"Cost", testCost},
+		{"AdmitRejectAndEnqueue", testAdmitRejectAndEnqueue},
+		{"ClaimOrder", testClaimOrder},
+		{"NotReadyRunHoldsItsPlace", testNotReadyRunHoldsItsPlace},
+		{"Leases", testLeases},
+		{"RequestCancel", testRequestCancel},
+		{"QueueProperty", testQueueProperty},
+		{"QueueConcurrentReplicas", testQueueConcurrent},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -44,16 +45,20 @@ func canonical(t *testing.T, v any) string {
 }
 
 func testThreadState(t *testing.T, s store.RunStore) {
-	empty, err := s.LoadThreadState(ctx, "none")
+	empty, v0, err := s.LoadThreadState(ctx, "none")
 	must(t, err)
-	if len(empty.Messages) != 0 || empty.Title != "" || empty.Extra != nil {
-		t.Fatalf("state of an unknown thread = %+v, want zero", empty)
+	if len(empty.Messages) != 0 || empty.Title != "" || empty.Extra != nil || v0 != 0 {
+		t.Fatalf("state of an unknown thread = %+v version %d, want zero", empty, v0)
 	}
 	must(t, s.CreateThread(ctx, store.Thread{ID: "t", UserID: "alice"}))
 	want := threadState()
-	must(t, s.SaveThreadState(ctx, "t", want))
-	got, err := s.LoadThreadState(ctx, "t")
+	v1, err := s.SaveThreadState(ctx, "t", want, 0)
 	must(t, err)
+	got, loaded, err := s.LoadThreadState(ctx, "t")
+	must(t, err)
+	if v1 != 1 || loaded != 1 {
+		t.Fatalf("first save: version %d, loaded %d; want 1", v1, loaded)
+	}
 	wantJSON(t, "state round trip", canonical(t, got), canonical(t, want))
 	th, err := s.GetThread(ctx, "t")
 	must(t, err)
@@ -65,20 +70,36 @@ func testThreadState(t *testing.T, s store.RunStore) {
 	next.Messages = append(append([]message.Message(nil), want.Messages...), message.Message{ID: "h-2", Role: message.RoleHuman, Content: "again"})
 	next.Todos = []state.Todo{}
 	next.Extra = map[string]any{"summary_text": "newer"}
-	must(t, s.SaveThreadState(ctx, "t", next))
-	got, err = s.LoadThreadState(ctx, "t")
+	v2, err := s.SaveThreadState(ctx, "t", next, loaded)
 	must(t, err)
+	got, loaded, err = s.LoadThreadState(ctx, "t")
+	must(t, err)
+	if v2 != 2 || loaded != 2 {
+		t.Fatalf("second save: version %d, loaded %d; want 2", v2, loaded)
+	}
 	if len(got.Messages) != 5 || got.Messages[4].Content != "again" || len(got.Todos) != 0 || got.Extra["summary_text"] != "newer" || got.Extra["delegations"] != nil {
 		t.Fatalf("state after the second save = %s", canonical(t, got))
 	}
+	// A save from a state loaded before the last save is refused, changing nothing: no
+	// lost update.
+	for _, stale := range []int64{0, 1, 3} {
+		_, err := s.SaveThreadState(ctx, "t", want, stale)
+		if !errors.Is(err, store.ErrStateConflict) {
+			t.Fatalf("save with stale version %d = %v, want ErrStateConflict", stale, err)
+		}
+	}
+	if got, v, _ := s.LoadThreadState(ctx, "t"); v != 2 || len(got.Messages) != 5 {
+		t.Fatalf("after refused saves: version %d, %d messages; want 2 and 5", v, len(got.Messages))
+	}
 	// A thread row is not needed (legacy threads), and a state without a title clears it.
-	must(t, s.SaveThreadState(ctx, "untracked", state.State{}))
-	got, err = s.LoadThreadState(ctx, "untracked")
+	_, err = s.SaveThreadState(ctx, "untracked", state.State{}, 0)
+	must(t, err)
+	got, _, err = s.LoadThreadState(ctx, "untracked")
 	must(t, err)
 	if len(got.Messages) != 0 || got.Title != "" {
 		t.Fatalf("empty state round trip = %s", canonical(t, got))
 	}
-	if err := s.SaveThreadState(ctx, "", want); err == nil {
+	if _, err := s.SaveThreadState(ctx, "", want, 0); err == nil {
 		t.Fatal("SaveThreadState without a thread id succeeded")
 	}
 }
@@ -151,5 +172,6 @@ func testRunEvents(t *testing.T, s store.RunStore) {
 // SeedThreadState saves the suite's full thread state (every channel filled) under thread.
 func SeedThreadState(t *testing.T, s store.RunStore, thread string) {
 	t.Helper()
-	must(t, s.SaveThreadState(ctx, thread, threadState()))
+	_, err := s.SaveThreadState(ctx, thread, threadState(), 0)
+	must(t, err)
 }
