@@ -316,6 +316,9 @@ func parseEvent(doc *rawjson.Doc, item []byte, i int) (Event, error) {
 		}
 		return true
 	})
+	if err := checkLabels(o, prefix()+".body."); err != nil {
+		return ev, err
+	}
 	if !rawjson.IsNull(body.output) {
 		// kept raw (and copied off the request body) until a span needs the tool
 		// call ids in it: most observations' output is never read
@@ -329,6 +332,35 @@ func parseEvent(doc *rawjson.Doc, item []byte, i int) (Event, error) {
 	}
 	ev.Obs = o
 	return ev, nil
+}
+
+// checkLabels refuses an observation whose fields that can become metric labels (its
+// model, a tool's or an agent's name, the caller and provider in its metadata, a caller
+// tag) are longer than genai.MaxLabelBytes; the error names the field under prefix.
+func checkLabels(o Observation, prefix string) error {
+	if err := fielderr.Label(prefix+"model", o.Model); err != nil {
+		return err
+	}
+	if o.Kind != "generation" && o.Kind != "event" { // else the name is only a span's
+		if err := fielderr.Label(prefix+"name", o.Name); err != nil {
+			return err
+		}
+	}
+	for _, k := range []string{"caller", "provider"} {
+		if s, ok := o.Metadata[k].(string); ok {
+			if err := fielderr.Label(prefix+"metadata."+k, s); err != nil {
+				return err
+			}
+		}
+	}
+	for i, t := range o.Tags {
+		if genai.CallerFromTags([]string{t}) != "" {
+			if err := fielderr.Label(prefix+"tags["+strconv.Itoa(i)+"]", t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // usageFromLegacy reads the deprecated usage object: {input, output, unit} (counts as

@@ -288,7 +288,7 @@ func TestLangChainSubagentExportedBeforeItsTask(t *testing.T) {
 	require.NoError(t, req.UnmarshalJSON(body))
 	sub, rest := splitSubtree(req.Traces(), "researcher")
 	require.Equal(t, 4, sub.SpanCount(), "researcher, __start__, model_request, its chat")
-	MapOTLP(sub)
+	require.NoError(t, mapOTLP(sub))
 	for _, s := range spansOf(sub) {
 		_, has := s.Attributes().Get(genai.AttrCaller)
 		assert.False(t, has, "%s: the request does not say who called it", s.Name())
@@ -306,7 +306,7 @@ func TestLangChainSubagentExportedBeforeItsTask(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"invoke_agent researcher"}, agents, "named after its lc_agent_name")
-	MapOTLP(rest)
+	require.NoError(t, mapOTLP(rest))
 	for _, s := range spansOf(rest) {
 		if s.Name() == "execute_tool task" {
 			v, _ := s.Attributes().Get(genai.AttrToolCallID)
@@ -408,7 +408,7 @@ func TestOTLPEmitterContractKeysWin(t *testing.T) {
 	b.PutStr(genai.AttrToolCallID, "call_own")
 	b.PutStr(genai.AttrToolType, "extension")
 
-	MapOTLP(td)
+	require.NoError(t, mapOTLP(td))
 	str := func(m ptrace.Span, k string) string {
 		v, _ := m.Attributes().Get(k)
 		return v.AsString()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"mime"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/build"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/fielderr"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/rawjson"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 )
@@ -43,11 +45,13 @@ func DecodeOTLP(contentType string, body []byte) (ptrace.Traces, error) {
 		return ptrace.Traces{}, fmt.Errorf("%w: Content-Type must be application/x-protobuf or application/json, got %q", ErrBody, contentType)
 	}
 	td := req.Traces()
-	MapOTLP(td)
+	if err := mapOTLP(td); err != nil {
+		return ptrace.Traces{}, fmt.Errorf("%w: %w", ErrBody, err)
+	}
 	return td, nil
 }
 
-// Langfuse attribute keys read by MapOTLP (Langfuse's own names; see
+// Langfuse attribute keys read by mapOTLP (Langfuse's own names; see
 // docs/langfuse.md#mapping).
 const (
 	lfObsType       = "langfuse.observation.type"
@@ -67,7 +71,7 @@ const (
 	otelUserID      = "user.id"
 )
 
-// MapOTLP rewrites Langfuse-SDK spans into contract spans:
+// mapOTLP rewrites Langfuse-SDK spans into contract spans:
 //   - observation type generation → chat (name "chat <model>", CLIENT), agent →
 //     invoke_agent, tool → execute_tool, a LangChain/LangGraph agent's own run →
 //     invoke_agent; spans that already carry gen_ai.operation.name keep it;
@@ -85,7 +89,14 @@ const (
 // wins) and internal/build writes the record back onto the span. Span and trace ids
 // and the emitter's other attributes are kept: they are the client's own, so a resend
 // is the same span.
-func MapOTLP(td ptrace.Traces) {
+//
+// A request with a label-bound value (a model, provider, caller, tool or agent name, or
+// a resource's service.name) longer than genai.MaxLabelBytes is refused whole, the
+// error naming the span and the key, before anything is rewritten.
+func mapOTLP(td ptrace.Traces) error {
+	if err := checkServiceNames(td); err != nil {
+		return err
+	}
 	session := map[pcommon.TraceID]string{}
 	user := map[pcommon.TraceID]string{}
 	// tool observations of the request: a LangChain run directly under one is a subagent
@@ -112,6 +123,14 @@ func MapOTLP(td ptrace.Traces) {
 		recs = append(recs, decideSpan(s, session[s.TraceID()], user[s.TraceID()], tools[s.ParentSpanID()]))
 	})
 	inheritCallers(spans, recs)
+	for i := range recs {
+		if err := recs[i].CheckLabels(); err != nil {
+			clear(recs)
+			*pooled = recs[:0]
+			recordsPool.Put(pooled)
+			return fmt.Errorf("%s: %w", spanPath(td, i), err)
+		}
+	}
 	for i, s := range spans {
 		build.Write(s, &recs[i])
 		a := s.Attributes()
@@ -122,11 +141,44 @@ func MapOTLP(td ptrace.Traces) {
 	clear(recs) // keep no request's strings alive in the pool
 	*pooled = recs[:0]
 	recordsPool.Put(pooled)
+	return nil
 }
 
-// recordsPool recycles MapOTLP's records: a request's records only live until they are
-// written back onto its spans, and allocating them anew was a tenth of the face's
-// memory.
+// checkServiceNames refuses a resource whose service.name (a metric label through the
+// tokenmetrics connector's resource attributes) is longer than genai.MaxLabelBytes.
+func checkServiceNames(td ptrace.Traces) error {
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		if v, ok := rss.At(i).Resource().Attributes().Get(genai.AttrServiceName); ok {
+			field := "resourceSpans[" + strconv.Itoa(i) + "].resource." + genai.AttrServiceName
+			if err := fielderr.Label(field, v.AsString()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// spanPath names the n-th span of td (in forEachSpan's order) as the OTLP JSON
+// encoding does.
+func spanPath(td ptrace.Traces, n int) string {
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			if k := sss.At(j).Spans().Len(); n >= k {
+				n -= k
+				continue
+			}
+			return "resourceSpans[" + strconv.Itoa(i) + "].scopeSpans[" + strconv.Itoa(j) + "].spans[" + strconv.Itoa(n) + "]"
+		}
+	}
+	return "spans"
+}
+
+// recordsPool recycles mapOTLP's records: a request's records only live until they are
+// written back onto its spans, and allocating them for every request would be about a
+// tenth of the face's memory.
 var recordsPool = sync.Pool{New: func() any { return new([]record.Record) }}
 
 // inheritCallers gives every record a run id (its own, else the trace's in the
@@ -205,7 +257,7 @@ func firstStr(m pcommon.Map, keys ...string) string {
 	return ""
 }
 
-// metaKey is a metadata key read by MapOTLP: its name in the JSON object of
+// metaKey is a metadata key read by mapOTLP: its name in the JSON object of
 // langfuse.observation.metadata and its flattened attribute key
 // (langfuse.observation.metadata.<name>), built once so a lookup allocates nothing.
 type metaKey struct{ name, attr string }
@@ -223,7 +275,7 @@ var (
 	mkLSProviderName = newMetaKey("ls_provider")
 )
 
-// otlpMetaKeys are the names of the metadata keys MapOTLP reads: only these are decoded
+// otlpMetaKeys are the names of the metadata keys mapOTLP reads: only these are decoded
 // from the JSON object (LangChain's metadata is large and mostly of no interest).
 var otlpMetaKeys = func() map[string]bool {
 	m := map[string]bool{}
@@ -242,7 +294,7 @@ func decodeJSON(s string) (any, bool) {
 	return rawjson.Value(d.Root()), true
 }
 
-// decodeMeta reads the keys MapOTLP uses from the JSON object in
+// decodeMeta reads the keys mapOTLP uses from the JSON object in
 // langfuse.observation.metadata; nil when it is not one.
 func decodeMeta(s string) map[string]any {
 	d, ok := rawjson.Parse([]byte(s))
