@@ -271,7 +271,7 @@ func parseEvent(doc *rawjson.Doc, item []byte, i int) (Event, error) {
 		}
 		return true
 	})
-	if err := checkLabels(o, prefix()+".body."); err != nil {
+	if err := checkLabels(o, prefix); err != nil {
 		return ev, err
 	}
 	if !rawjson.IsNull(body.output) {
@@ -291,26 +291,34 @@ func parseEvent(doc *rawjson.Doc, item []byte, i int) (Event, error) {
 
 // checkLabels refuses an observation whose fields that can become metric labels (its
 // model, a tool's or an agent's name, the caller and provider in its metadata, a caller
-// tag) are longer than genai.MaxLabelBytes; the error names the field under prefix.
-func checkLabels(o Observation, prefix string) error {
-	if err := fielderr.Label(prefix+"model", o.Model); err != nil {
+// tag) are longer than genai.MaxLabelBytes; the error names the field in the event's
+// body (prefix is the event's path, built only for an error).
+func checkLabels(o Observation, prefix func() string) error {
+	check := func(key func() string, v string) error {
+		if len(v) <= genai.MaxLabelBytes {
+			return nil
+		}
+		return fielderr.Label(prefix()+".body."+key(), v)
+	}
+	is := func(key string) func() string { return func() string { return key } }
+	if err := check(is("model"), o.Model); err != nil {
 		return err
 	}
 	if o.Kind != "generation" && o.Kind != "event" { // else the name is only a span's
-		if err := fielderr.Label(prefix+"name", o.Name); err != nil {
+		if err := check(is("name"), o.Name); err != nil {
 			return err
 		}
 	}
-	for _, k := range []string{"caller", "provider"} {
-		if s, ok := o.Metadata[k].(string); ok {
-			if err := fielderr.Label(prefix+"metadata."+k, s); err != nil {
+	for _, k := range [...]struct{ name, field string }{{"caller", "metadata.caller"}, {"provider", "metadata.provider"}} {
+		if s, ok := o.Metadata[k.name].(string); ok {
+			if err := check(is(k.field), s); err != nil {
 				return err
 			}
 		}
 	}
 	for i, t := range o.Tags {
 		if genai.CallerFromTags([]string{t}) != "" {
-			if err := fielderr.Label(prefix+"tags["+strconv.Itoa(i)+"]", t); err != nil {
+			if err := check(func() string { return "tags[" + strconv.Itoa(i) + "]" }, t); err != nil {
 				return err
 			}
 		}
