@@ -253,40 +253,45 @@ var labelMetadata = []string{"ls_model_name", "ls_provider", "caller", genai.Att
 // longer than the bound can hold such a value, so the common small extra is not read.
 func (d *runDecoder) checkLabels() {
 	r := d.r
-	// sub is the path of the value inside field k ("" for the field itself)
-	label := func(k runKey, sub, v string) {
-		if d.has(k) {
+	// sub is the path of the value inside field k (nil for the field itself), built
+	// only for an error
+	label := func(k runKey, v string, sub func() string) {
+		if len(v) <= genai.MaxLabelBytes || d.has(k) {
 			return
 		}
+		path := ""
+		if sub != nil {
+			path = sub()
+		}
 		var fe *fielderr.Error
-		if errors.As(fielderr.Label(sub, v), &fe) {
+		if errors.As(fielderr.Label(path, v), &fe) {
 			msg := fe.Err.Error()
-			if sub != "" {
+			if sub != nil {
 				msg = fe.Error()
 			}
 			d.fail(k, msg)
 		}
 	}
-	label(keyName, "", r.Name)
-	label(keySessionName, "", r.SessionName)
+	label(keyName, r.Name, nil)
+	label(keySessionName, r.SessionName, nil)
 	for i, t := range r.Tags {
 		if genai.CallerFromTags([]string{t}) != "" {
-			label(keyTags, "["+strconv.Itoa(i)+"]", t)
+			label(keyTags, t, func() string { return "[" + strconv.Itoa(i) + "]" })
 		}
 	}
 	if len(r.extra) > genai.MaxLabelBytes {
 		ex := r.extraView()
 		md, _ := ex.child("metadata")
 		for _, k := range labelMetadata {
-			label(keyExtra, "metadata."+k, md.firstString(k))
+			label(keyExtra, md.firstString(k), func() string { return "metadata." + k })
 		}
 		inv, _ := ex.child("invocation_params")
-		for _, k := range []string{"model", "model_name"} {
-			label(keyExtra, "invocation_params."+k, inv.firstString(k))
+		for _, k := range [...]string{"model", "model_name"} {
+			label(keyExtra, inv.firstString(k), func() string { return "invocation_params." + k })
 		}
 	}
 	if len(r.outputs) > genai.MaxLabelBytes {
-		label(keyOutputs, "model_name", r.outputView().findString("model_name"))
+		label(keyOutputs, r.outputView().findString("model_name"), func() string { return "model_name" })
 	}
 }
 
