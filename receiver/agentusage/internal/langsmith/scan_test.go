@@ -111,7 +111,8 @@ func badRun(m map[string]any, patch bool) (bool, []string) {
 	}
 	for _, k := range []string{"start_time", "end_time"} {
 		if v, has := m[k]; has && v != nil {
-			if _, err := timestamps.ParseTime(v); err != nil {
+			raw, _ := json.Marshal(v)
+			if _, err := timestamps.ParseRawTime(raw); err != nil {
 				bad = true
 			}
 		}
@@ -189,7 +190,8 @@ func checkBatchDecoder(t *testing.T, body []byte) bool {
 		for k, got := range map[string]time.Time{"start_time": r.Start, "end_time": r.End} {
 			var want time.Time
 			if v := m[k]; v != nil {
-				want, _ = timestamps.ParseTime(v)
+				raw, _ := json.Marshal(v)
+				want, _ = timestamps.ParseRawTime(raw)
 			}
 			require.True(t, want.Equal(got), "%s: %v != %v", k, want, got)
 		}
