@@ -48,8 +48,8 @@ type Event struct {
 // JSON, or not such an object, is refused as a whole.
 //
 // The body is validated once and then read in place (internal/rawjson): only the values
-// the face keeps are decoded, where decoding every event into generic maps was most of
-// this face's cost. rawjson accepts exactly what encoding/json accepts.
+// the face keeps are decoded (decoding every event into generic maps would be most of
+// this face's cost). rawjson accepts exactly what encoding/json accepts.
 func DecodeIngestion(body []byte) ([]Event, []EventError, error) {
 	doc, ok := rawjson.Parse(body)
 	if !ok || !rawjson.IsObject(doc.Root()) {

@@ -2,10 +2,11 @@
 // a face validates the body once (Parse), then walks the members it needs (Doc.Fields,
 // Doc.Elems, Doc.Get) as slices of the body and decodes only the values it keeps
 // (String, Value); or it reads the body while checking it (Walk), when it wants one
-// pass and the byte where a body breaks (SyntaxError). Decoding every vendor payload
-// into map[string]any was most of a JSON face's cost; a face built on this package
-// needs no second decoder, because Parse and Walk run the package's one scanner, which
-// accepts exactly the documents encoding/json accepts.
+// pass and the byte where a body breaks (SyntaxError); or, for a flat object of counts,
+// Counts. Decoding every vendor payload into map[string]any would be most of a JSON
+// face's cost; a face built on this package needs no second decoder, because Parse,
+// Walk and Counts run the package's one reading of the grammar, which accepts exactly
+// the documents encoding/json accepts.
 package rawjson
 
 import (
