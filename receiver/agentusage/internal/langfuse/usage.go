@@ -53,26 +53,27 @@ type bucketAcc struct {
 	found bool
 }
 
-// addCount folds the count c of key k into b. It reads k without converting it, so the
-// flat walk passes its keys as the bytes of the body.
+// addCount folds the count c of key k into b. It compares k without converting it (a
+// []byte key compared as string(k) is not copied), so the flat walk passes its keys as
+// the bytes of the body.
 func addCount[T string | []byte](b *bucketAcc, k T, c int64) {
 	b.found = true
 	u := &b.u
-	switch key := string(k); {
-	case key == "total":
+	switch {
+	case string(k) == "total":
 		// derived: the contract has no total attribute
-	case key == "input_cached_tokens" || key == "input_cache_read" || key == "cache_read_input_tokens" || key == "input_cached":
+	case string(k) == "input_cached_tokens" || string(k) == "input_cache_read" || string(k) == "cache_read_input_tokens" || string(k) == "input_cached":
 		u.CacheRead += c
 		u.Input += c
-	case hasPrefix(k, "input_cache_creation") || key == "cache_creation_input_tokens" || key == "input_cache_write":
+	case hasPrefix(k, "input_cache_creation") || string(k) == "cache_creation_input_tokens" || string(k) == "input_cache_write":
 		u.CacheCreation += c
 		u.Input += c
-	case key == "output_reasoning_tokens" || key == "output_reasoning":
+	case string(k) == "output_reasoning_tokens" || string(k) == "output_reasoning":
 		u.Reasoning += c
 		u.Output += c
-	case key == "input" || hasPrefix(k, "input_"):
+	case string(k) == "input" || hasPrefix(k, "input_"):
 		u.Input += c
-	case key == "output" || hasPrefix(k, "output_"):
+	case string(k) == "output" || hasPrefix(k, "output_"):
 		u.Output += c
 	}
 }
