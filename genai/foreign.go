@@ -18,7 +18,6 @@ const (
 
 // OpenLLMetry (Traceloop) names that never were semantic conventions.
 const (
-	AttrLLMUsageTotal          = "llm.usage.total_tokens"
 	AttrLLMUsagePrompt         = "llm.usage.prompt_tokens"
 	AttrLLMUsageCompletion     = "llm.usage.completion_tokens"
 	AttrUsageCacheReadFlat     = "gen_ai.usage.cache_read_input_tokens"
@@ -39,7 +38,6 @@ const (
 const (
 	AttrOIPromptTokens       = "llm.token_count.prompt"
 	AttrOICompletionTokens   = "llm.token_count.completion"
-	AttrOITotalTokens        = "llm.token_count.total"
 	AttrOICacheRead          = "llm.token_count.prompt_details.cache_read"
 	AttrOICacheWrite         = "llm.token_count.prompt_details.cache_write"
 	AttrOIReasoning          = "llm.token_count.completion_details.reasoning"
@@ -69,7 +67,6 @@ const (
 	AttrAIOutputTokens      = "ai.usage.outputTokens"
 	AttrAIPromptTokens      = "ai.usage.promptTokens"
 	AttrAICompletionTokens  = "ai.usage.completionTokens"
-	AttrAITotalTokens       = "ai.usage.totalTokens"
 	AttrAICachedInputTokens = "ai.usage.cachedInputTokens"
 	AttrAICacheReadTokens   = "ai.usage.inputTokenDetails.cacheReadTokens"
 	AttrAICacheWriteTokens  = "ai.usage.inputTokenDetails.cacheWriteTokens"

@@ -170,9 +170,7 @@ func DefaultGuardrailsConfig() GuardrailsConfig { return GuardrailsConfig{FailCl
 // Validate implements the config section contract.
 func (c *GuardrailsConfig) Validate() error {
 	if c.Enabled && strings.TrimSpace(c.Provider) != "" {
-		if _, ok := lookupGuardrailProvider(c.Provider); !ok {
-			return fmt.Errorf("provider %q is not registered (registered: %s)", c.Provider, strings.Join(guardrailProviderNames(), ", "))
-		}
+		return checkGuardrailProvider(c.Provider)
 	}
 	return nil
 }

@@ -114,7 +114,7 @@ func TestConfigUnknownKeysAndBadValuesNameTheKey(t *testing.T) {
 		"circuit_breaker:\n  failure_threshold: 0\n":         "circuit_breaker: failure_threshold must be at least 1",
 		"circuit_breaker:\n  cap_delay_ms: 10\n":             "cap_delay_ms must be at least base_delay_ms",
 		"loop_detection:\n  hard_limit: 1\n":                 "loop_detection: hard_limit must be at least warn_threshold",
-		"guardrails:\n  enabled: true\n  provider: nope\n":   `guardrails: provider "nope" is not registered`,
+		"guardrails:\n  enabled: true\n  provider: nope\n":   `guardrails: provider "nope" is not a built-in provider (built in: tool_policy)`,
 		"summarization:\n  summary_prompt: no placeholder\n": "summary_prompt must contain {messages}",
 		"token_budget:\n  warn_ratio: 2\n":                   "warn_ratio must be positive and at most hard_ratio",
 		"settings:\n  sandbox: {provider: docker}\n":         `sandbox.provider "docker" is not supported`,

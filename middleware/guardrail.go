@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
-	"sync"
 
 	"github.com/agentmeter/agentmeter/runtime/agent"
 	"github.com/agentmeter/agentmeter/runtime/message"
@@ -33,53 +31,24 @@ type GuardrailProvider interface {
 	Evaluate(ctx context.Context, req GuardrailRequest) (GuardrailDecision, error)
 }
 
-// GuardrailProviderFactory builds a provider from the guardrails section.
-type GuardrailProviderFactory func(cfg GuardrailsConfig) (GuardrailProvider, error)
-
-var (
-	guardMu        sync.RWMutex
-	guardProviders = map[string]GuardrailProviderFactory{
-		"tool_policy": func(cfg GuardrailsConfig) (GuardrailProvider, error) {
-			return ToolPolicyProvider{Deny: cfg.DenyTools, Allow: cfg.AllowTools}, nil
-		},
-	}
-)
-
-// RegisterGuardrailProvider makes a provider available to guardrails.provider.
-func RegisterGuardrailProvider(name string, f GuardrailProviderFactory) {
-	guardMu.Lock()
-	defer guardMu.Unlock()
-	if _, dup := guardProviders[name]; dup {
-		panic(fmt.Sprintf("middleware: guardrail provider %q registered twice", name))
-	}
-	guardProviders[name] = f
-}
-
-func lookupGuardrailProvider(name string) (GuardrailProviderFactory, bool) {
-	guardMu.RLock()
-	defer guardMu.RUnlock()
-	f, ok := guardProviders[name]
-	return f, ok
-}
-
-func guardrailProviderNames() []string {
-	guardMu.RLock()
-	defer guardMu.RUnlock()
-	out := make([]string, 0, len(guardProviders))
-	for n := range guardProviders {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
+// guardrailToolPolicy is the built-in guardrail provider; another
+// provider is passed in code (Options.GuardrailProvider).
+const guardrailToolPolicy = "tool_policy"
 
 // NewGuardrailProvider builds the provider named by cfg.Provider.
 func NewGuardrailProvider(cfg GuardrailsConfig) (GuardrailProvider, error) {
-	f, ok := lookupGuardrailProvider(cfg.Provider)
-	if !ok {
-		return nil, fmt.Errorf("provider %q is not registered", cfg.Provider)
+	if err := checkGuardrailProvider(cfg.Provider); err != nil {
+		return nil, err
 	}
-	return f(cfg)
+	return ToolPolicyProvider{Deny: cfg.DenyTools, Allow: cfg.AllowTools}, nil
+}
+
+// checkGuardrailProvider refuses a provider name the configuration cannot build.
+func checkGuardrailProvider(name string) error {
+	if name != guardrailToolPolicy {
+		return fmt.Errorf("provider %q is not a built-in provider (built in: %s)", name, guardrailToolPolicy)
+	}
+	return nil
 }
 
 // ToolPolicyProvider is the built-in provider: a deny list, and an allow list that, when

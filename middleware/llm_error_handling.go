@@ -41,10 +41,6 @@ const (
 	ReasonGeneric   = "generic"
 )
 
-// ErrStreamChunkTimeout marks a streamed response that stalled between chunks
-// (DeerFlow's StreamChunkTimeoutError); providers wrap it (model.ErrStreamChunkTimeout).
-var ErrStreamChunkTimeout = model.ErrStreamChunkTimeout
-
 // ErrEmptyGeneration marks a response with no generations (DeerFlow's IndexError case).
 var ErrEmptyGeneration = errors.New("model returned no generations")
 
@@ -106,7 +102,7 @@ func ClassifyError(err error) (bool, string) {
 // isTransientError covers DeerFlow's transient exception classes: timeouts, connection
 // errors, read errors, protocol errors, stream-chunk timeouts and empty generations.
 func isTransientError(err error) bool {
-	if errors.Is(err, ErrStreamChunkTimeout) || errors.Is(err, ErrEmptyGeneration) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, model.ErrStreamChunkTimeout) || errors.Is(err, ErrEmptyGeneration) || errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
 	var ne net.Error
@@ -120,7 +116,7 @@ func isTransientError(err error) bool {
 // errorTypeName is error_type: the Go type of the innermost error that is not a wrapper.
 func errorTypeName(err error) string {
 	switch {
-	case errors.Is(err, ErrStreamChunkTimeout):
+	case errors.Is(err, model.ErrStreamChunkTimeout):
 		return "StreamChunkTimeoutError"
 	case errors.Is(err, ErrEmptyGeneration):
 		return "IndexError"
@@ -241,7 +237,7 @@ func (m *LLMErrorHandlingMiddleware) Breaker() *CircuitBreaker { return m.breake
 // throttling, never above retry_max_attempts.
 func (m *LLMErrorHandlingMiddleware) maxAttemptsFor(err error, reason string) int {
 	n := m.cfg.RetryMaxAttempts
-	if errors.Is(err, ErrStreamChunkTimeout) || reason == ReasonBurstRate {
+	if errors.Is(err, model.ErrStreamChunkTimeout) || reason == ReasonBurstRate {
 		n = min(n, 2)
 	}
 	return n
@@ -368,7 +364,7 @@ func userMessage(err error, reason string) string {
 	case ReasonBurstRate:
 		return BurstRateMessage
 	case ReasonBusy, ReasonTransient:
-		if errors.Is(err, ErrStreamChunkTimeout) {
+		if errors.Is(err, model.ErrStreamChunkTimeout) {
 			return StreamTimeoutMessage
 		}
 		return TransientMessage

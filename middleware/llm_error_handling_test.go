@@ -217,7 +217,7 @@ func TestClassifyError(t *testing.T) {
 		retriable bool
 		reason    string
 	}{
-		{ErrStreamChunkTimeout, true, ReasonTransient},
+		{model.ErrStreamChunkTimeout, true, ReasonTransient},
 		{ErrEmptyGeneration, true, ReasonTransient},
 		{&model.StatusError{StatusCode: 429, Message: "Too Many Requests"}, true, ReasonTransient},
 		{codedErr{"throttled", "limit_burst_rate"}, true, ReasonBurstRate},
@@ -237,15 +237,15 @@ func TestStreamChunkTimeoutRetriesOnce(t *testing.T) {
 	clock := newFakeClock()
 	m := llmMW(t, clock, nil)
 	calls := 0
-	resp, err := m.WrapModelCall(context.Background(), modelReq(testRuntime()), failingHandler(&calls, ErrStreamChunkTimeout, ErrStreamChunkTimeout))
+	resp, err := m.WrapModelCall(context.Background(), modelReq(testRuntime()), failingHandler(&calls, model.ErrStreamChunkTimeout, model.ErrStreamChunkTimeout))
 	require.NoError(t, err)
 	assert.Equal(t, 2, calls)
 	assert.Len(t, clock.Sleeps(), 1)
 	assert.Contains(t, resp.Message.Content, "streaming response was interrupted")
-	assert.Equal(t, 2, m.maxAttemptsFor(ErrStreamChunkTimeout, ReasonTransient))
+	assert.Equal(t, 2, m.maxAttemptsFor(model.ErrStreamChunkTimeout, ReasonTransient))
 	assert.Equal(t, 3, m.maxAttemptsFor(errors.New("x"), ReasonTransient))
 	one := llmMW(t, clock, func(c *CircuitBreakerConfig) { c.RetryMaxAttempts = 1 })
-	assert.Equal(t, 1, one.maxAttemptsFor(ErrStreamChunkTimeout, ReasonTransient), "override never exceeds the user cap")
+	assert.Equal(t, 1, one.maxAttemptsFor(model.ErrStreamChunkTimeout, ReasonTransient), "override never exceeds the user cap")
 }
 
 func TestRetryDelayDecorrelatedJitter(t *testing.T) {

@@ -24,6 +24,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agentmeter/agentmeter/genai"
 )
 
 // overlayYAML adds the demo's file exporter to the traces pipeline; the collector merges it
@@ -34,7 +36,7 @@ import (
 var overlayYAML []byte
 
 // tokensMetric is the counter the demo prints and checks (docs/contract.md#metrics).
-const tokensMetric = "agentmeter_tokens_total"
+const tokensMetric = genai.MetricTokensProm
 
 type options struct {
 	collector, agentmeter, config string
@@ -204,9 +206,9 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "\n== totals (input+output; cache_read/cache_creation are parts of input, reasoning of output)\njournal:    total_tokens %d (lead_agent %d, subagent %d, middleware %d)\n",
 		journal.TotalTokens, journal.LeadAgentTokens, journal.SubagentTokens, journal.MiddlewareTokens)
 	fmt.Fprintf(stdout, "spans:      input+output %d (lead_agent %d, subagent %d, middleware %d), %d calls; all five token kinds %d\n",
-		spans.Usage.Total(), spans.ByCaller["lead_agent"], spans.ByCaller["subagent"], spans.ByCaller["middleware"], spans.Calls, AllKinds(spans.Usage))
+		spans.Usage.Total(), spans.ByCaller[genai.BucketLeadAgent], spans.ByCaller[genai.BucketSubagent], spans.ByCaller[genai.BucketMiddleware], spans.Calls, AllKinds(spans.Usage))
 	fmt.Fprintf(stdout, "prometheus: input+output %.0f (lead_agent %.0f, subagent %.0f, middleware %.0f); sum(%s) %.0f\n",
-		prom.InputOutput, prom.ByCaller["lead_agent"], prom.ByCaller["subagent"], prom.ByCaller["middleware"], tokensMetric, prom.All)
+		prom.InputOutput, prom.ByCaller[genai.BucketLeadAgent], prom.ByCaller[genai.BucketSubagent], prom.ByCaller[genai.BucketMiddleware], tokensMetric, prom.All)
 
 	if err := stop(); err != nil {
 		fmt.Fprintf(stderr, "demoreport: collector stop: %v\n", err)

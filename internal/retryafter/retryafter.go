@@ -11,7 +11,7 @@ import (
 
 // Max caps the wait a Retry-After header can ask for. A server that asks for more than an
 // hour is misconfigured (or the header was mangled on the way); honouring it would park a
-// queue consumer for that long, and an unbounded value used to overflow time.Duration
+// queue consumer for that long, and an unbounded value would overflow time.Duration
 // into a negative delay. One hour is far above any rate-limit window either vendor
 // documents; below it the hint is obeyed as sent. exporterhelper still drops a batch whose
 // next attempt would fall after retry_on_failure.max_elapsed_time (docs/reliability.md),

@@ -158,8 +158,8 @@ func (p *Provider) Params(req *model.Request) (an.MessageNewParams, error) {
 	default:
 		params.ToolChoice = an.ToolChoiceUnionParam{OfTool: &an.ToolChoiceToolParam{Name: req.ToolChoice}}
 	}
-	// The SDK at v2.15.0 no longer offers temperature on MessageNewParams; the setting is
-	// ignored for this provider.
+	// The SDK (v2.15.0) offers no temperature on MessageNewParams; the setting is ignored
+	// for this provider.
 	if req.Thinking && p.cfg.SupportsThinking {
 		budget := int64(maxTokens) / 2
 		if budget < 1024 {

@@ -111,7 +111,8 @@ func badRun(m map[string]any, patch bool) (bool, []string) {
 	}
 	for _, k := range []string{"start_time", "end_time"} {
 		if v, has := m[k]; has && v != nil {
-			if _, err := timestamps.ParseTime(v); err != nil {
+			raw, _ := json.Marshal(v)
+			if _, err := timestamps.ParseRawTime(raw); err != nil {
 				bad = true
 			}
 		}
@@ -136,7 +137,34 @@ func badRun(m map[string]any, patch bool) (bool, []string) {
 			}
 		}
 	}
-	return bad, tags
+	return bad || labelTooLong(m, tags), tags
+}
+
+// labelTooLong says whether encoding/json's reading of a run has a label-bound value
+// past genai.MaxLabelBytes (docs/agentusage.md#limits).
+func labelTooLong(m map[string]any, tags []string) bool {
+	long := func(v any) bool { s, _ := v.(string); return len(s) > genai.MaxLabelBytes }
+	if long(m["name"]) || long(m["session_name"]) {
+		return true
+	}
+	for _, t := range tags {
+		if genai.CallerFromTags([]string{t}) != "" && long(t) {
+			return true
+		}
+	}
+	extra, _ := m["extra"].(map[string]any)
+	md, _ := extra["metadata"].(map[string]any)
+	for _, k := range labelMetadata {
+		if long(md[k]) {
+			return true
+		}
+	}
+	inv, _ := extra["invocation_params"].(map[string]any)
+	if long(inv["model"]) || long(inv["model_name"]) {
+		return true
+	}
+	outputs, _ := m["outputs"].(map[string]any)
+	return outputs != nil && long(genai.FindString(outputs, "model_name"))
 }
 
 func idOK(s string) bool {
@@ -189,7 +217,8 @@ func checkBatchDecoder(t *testing.T, body []byte) bool {
 		for k, got := range map[string]time.Time{"start_time": r.Start, "end_time": r.End} {
 			var want time.Time
 			if v := m[k]; v != nil {
-				want, _ = timestamps.ParseTime(v)
+				raw, _ := json.Marshal(v)
+				want, _ = timestamps.ParseRawTime(raw)
 			}
 			require.True(t, want.Equal(got), "%s: %v != %v", k, want, got)
 		}
@@ -253,9 +282,13 @@ var scanBodies = []string{
 	  "patch":[{"id":"` + scanLLM + `","end_time":"2026-01-01T00:00:01Z","extra":{"metadata":{"run_id":"r1"},"runtime":{"sdk":"js"}},"outputs":{"usage_metadata":{"input_tokens":2,"output_tokens":1}}}]}`,
 	// patch group first: posts still come first
 	`{"patch":[{"id":"` + scanLLM + `","end_time":"2026-01-01T00:00:01Z"}],"other":[1,{"a":null}],"post":[{"id":"` + scanLLM + `","run_type":"llm","start_time":"2026-01-01T00:00:00Z"}]}`,
-	// bodies that once went to other decoders: duplicate and case-variant keys, a
-	// non-string error, a null tag, a number float64 cannot hold, trailing data, bad
-	// ids, bad shapes
+	// label-bound values past the bound: the run is refused, its neighbour taken
+	`{"post":[{"id":"` + scanLLM + `","run_type":"llm","outputs":{"llm_output":{"model_name":"` + strings.Repeat("m", 257) + `"}}},
+	  {"id":"` + scanTool + `","name":"` + strings.Repeat("n", 256) + `","tags":["subagent:` + strings.Repeat("s", 200) + `"]},
+	  {"id":"` + scanRoot + `","extra":{"metadata":{"ls_provider":"` + strings.Repeat("p", 257) + `"}}}]}`,
+	// what a decoder reading JSON its own way could get wrong: duplicate and
+	// case-variant keys, a non-string error, a null tag, a number float64 cannot hold,
+	// trailing data, bad ids, bad shapes
 	`{"post":[{"id":"` + scanLLM + `"}],"post":[]}`,
 	`{"Post":[{"id":"` + scanLLM + `"}]}`,
 	`{"post":[{"ID":"` + scanLLM + `"}]}`,

@@ -26,11 +26,6 @@ type runState struct {
 	Error       string          `json:"error,omitempty"`
 	Tags        []string        `json:"tags,omitempty"`
 	Posted      bool            `json:"posted,omitempty"`
-	// Inputs, Outputs and Extra are how an earlier version stored objects it had
-	// decoded; read so that runs it left on disk are held again after an upgrade.
-	Inputs  map[string]any `json:"inputs,omitempty"`
-	Outputs map[string]any `json:"outputs,omitempty"`
-	Extra   map[string]any `json:"extra,omitempty"`
 }
 
 // EncodeRun serialises a parked run for storage.
@@ -57,22 +52,16 @@ func DecodeStoredRun(b []byte) (Run, error) {
 	r := Run{
 		ID: s.ID, TraceID: s.TraceID, DottedOrder: s.DottedOrder, ParentRunID: s.ParentRunID,
 		Name: s.Name, RunType: s.RunType, SessionName: s.SessionName, Start: s.Start, End: s.End,
-		inputs: rawOrEncoded(s.RawInputs, s.Inputs), outputs: rawOrEncoded(s.RawOutputs, s.Outputs),
-		extra: rawOrEncoded(s.RawExtra, s.Extra), Error: s.Error, Tags: s.Tags, Posted: s.Posted,
+		inputs: storedObject(s.RawInputs), outputs: storedObject(s.RawOutputs),
+		extra: storedObject(s.RawExtra), Error: s.Error, Tags: s.Tags, Posted: s.Posted,
 	}
 	return r, nil
 }
 
-// rawOrEncoded is the stored object's bytes: raw when stored raw (an object), else
-// the older decoded form encoded again.
-func rawOrEncoded(raw json.RawMessage, m map[string]any) []byte {
-	if rawjson.IsObject(rawjson.TrimSpace(raw)) {
-		return rawjson.TrimSpace(raw)
-	}
-	if m != nil {
-		if b, err := json.Marshal(m); err == nil {
-			return b
-		}
+// storedObject is a stored object's bytes; nil when none was stored.
+func storedObject(raw json.RawMessage) []byte {
+	if b := rawjson.TrimSpace(raw); rawjson.IsObject(b) {
+		return b
 	}
 	return nil
 }

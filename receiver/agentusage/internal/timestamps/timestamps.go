@@ -14,11 +14,11 @@ import (
 // ErrBadTime is returned for a value that is neither a timestamp string nor a number.
 var ErrBadTime = errors.New("not an RFC 3339 / ISO-8601 timestamp or a Unix epoch number")
 
-// ParseTime reads the timestamp shapes the SDKs send: RFC 3339 strings (with or
+// parseTime reads the timestamp shapes the SDKs send: RFC 3339 strings (with or
 // without an offset; Python's isoformat omits it and means UTC) and epoch numbers,
 // whose unit is guessed from the magnitude (s, ms, µs, ns). The JS LangSmith SDK sends
 // end_time as epoch milliseconds.
-func ParseTime(v any) (time.Time, error) {
+func parseTime(v any) (time.Time, error) {
 	switch t := v.(type) {
 	case string:
 		return parseTimeString(t)
@@ -42,15 +42,15 @@ func ParseRawTime(raw json.RawMessage) (time.Time, error) {
 	}
 	if raw[0] == '"' {
 		if len(raw) >= 2 && bytes.IndexByte(raw, '\\') < 0 {
-			return ParseTime(string(raw[1 : len(raw)-1]))
+			return parseTime(string(raw[1 : len(raw)-1]))
 		}
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return time.Time{}, ErrBadTime
 		}
-		return ParseTime(s)
+		return parseTime(s)
 	}
-	return ParseTime(json.Number(raw))
+	return parseTime(json.Number(raw))
 }
 
 var timeLayouts = []string{

@@ -17,18 +17,18 @@ func TestParseTime(t *testing.T) {
 		"2026-11-30T02:03:56.742001", // Python isoformat, no offset
 		json.Number("1796004236742001"),
 	} {
-		got, err := ParseTime(v)
+		got, err := parseTime(v)
 		require.NoError(t, err, v)
 		assert.True(t, want.Equal(got), "%v → %v", v, got)
 	}
-	ms, err := ParseTime(float64(1796004236742))
+	ms, err := parseTime(float64(1796004236742))
 	require.NoError(t, err)
 	assert.Equal(t, want.Truncate(time.Millisecond), ms)
-	s, err := ParseTime(json.Number("1796004236"))
+	s, err := parseTime(json.Number("1796004236"))
 	require.NoError(t, err)
 	assert.Equal(t, want.Truncate(time.Second), s)
 	for _, bad := range []any{"noon", true, nil, float64(-1), map[string]any{}} {
-		_, err := ParseTime(bad)
+		_, err := parseTime(bad)
 		assert.ErrorIs(t, err, ErrBadTime, "%v", bad)
 	}
 }
