@@ -4,24 +4,29 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 )
 
-// Layer is one source of rows: the default table, a loaded file, the config's own rows.
-// Name prefixes validation errors ("prices[2].input ...").
+// Layer is one source of rows: the dataset, the overrides, a loaded file, the config's own
+// rows. Name prefixes validation errors ("prices[2].input ..."). Providers, set for a
+// genai-prices dataset, route provider names and unnamed providers' model ids to the
+// dataset's providers.
 type Layer struct {
-	Name string
-	Rows []Row
+	Name      string
+	Rows      []Row
+	Providers []ProviderInfo
 }
 
 // Table finds the price of a model call. It is safe for concurrent use.
 type Table struct {
-	families map[string]*index // provider family → its models
-	all      *index            // every model, for providers the table does not know
-	rows     int
+	families  map[string]*index // provider family → its models
+	all       *index            // every model, for providers the table does not know
+	providers []ProviderInfo    // the datasets' providers, in dataset order
+	rows      int
 
 	memoMu   sync.RWMutex
 	memo     map[string]map[string]*history // provider → model → history (nil: unknown)
@@ -32,17 +37,20 @@ type Table struct {
 // without end; lookups past it are still answered, only not remembered.
 const memoLimit = 10_000
 
-// history is one model's prices over time (one provider, one canonical id), ascending by
-// effective date.
+// history is one model's prices over time (one provider, one canonical id): dated rows
+// ascending by effective date, then rows limited to a time of day.
 type history struct {
 	provider, model string
 	rows            []*ResolvedRow
-	patternLen      int
+	expr            *matchExpr // the dataset's match expression, kept by an override
+	order           int
 }
 
 type index struct {
-	exact map[string]*history
-	globs []glob // most specific first
+	exact    map[string]*history
+	globs    []glob     // most specific first
+	exprs    []*history // dataset models, in dataset order
+	fallback []string   // providers whose models this one also serves
 }
 
 type glob struct {
@@ -53,14 +61,20 @@ type glob struct {
 
 // New builds a table from layers, later layers winning: a layer that has rows for a
 // (provider, model) replaces every row of that model from the layers before it, so an
-// override is never mixed with the dates of the price it replaces. Every invalid row is
+// override is never mixed with the dates of the price it replaces; the replaced model's
+// dataset match expression stays, so its ids still find the override. Every invalid row is
 // reported, naming its layer, index and field.
 func New(layers ...Layer) (*Table, error) {
 	type key struct{ provider, model string }
 	merged := map[key]*history{}
 	var order []key
 	var errs []error
+	t := &Table{families: map[string]*index{}, all: &index{exact: map[string]*history{}}, memo: map[string]map[string]*history{}}
 	for _, l := range layers {
+		for _, p := range l.Providers {
+			t.providers = slices.DeleteFunc(t.providers, func(q ProviderInfo) bool { return q.ID == p.ID })
+			t.providers = append(t.providers, p)
+		}
 		seen := map[key]*history{}
 		dates := map[string]bool{}
 		for i, r := range l.Rows {
@@ -76,6 +90,9 @@ func New(layers ...Layer) (*Table, error) {
 			}
 			k := key{rr.Provider, rr.Model}
 			dk := k.provider + "\x00" + k.model + "\x00" + r.Effective
+			if r.TimeOfDay != nil {
+				dk += "\x00" + r.TimeOfDay.Start + "\x00" + r.TimeOfDay.End
+			}
 			if dates[dk] {
 				errs = append(errs, fmt.Errorf("%s: a second row for %s/%s effective %q in the same %s", path, rr.Provider, rr.Model, r.Effective, l.Name))
 				continue
@@ -85,10 +102,15 @@ func New(layers ...Layer) (*Table, error) {
 			if h == nil {
 				h = &history{provider: k.provider, model: k.model}
 				seen[k] = h
-				if merged[k] == nil {
+				if old := merged[k]; old == nil {
 					order = append(order, k)
+				} else {
+					h.expr, h.order = old.expr, old.order
 				}
 				merged[k] = h
+			}
+			if rr.expr != nil {
+				h.expr, h.order = rr.expr, rr.order
 			}
 			h.rows = append(h.rows, &rr)
 		}
@@ -96,16 +118,21 @@ func New(layers ...Layer) (*Table, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	t := &Table{families: map[string]*index{}, all: &index{exact: map[string]*history{}}, memo: map[string]map[string]*history{}}
+	for _, p := range t.providers {
+		t.family(p.ID).fallback = p.Fallback
+	}
+	var withExpr []*history
 	for _, k := range order {
 		h := merged[k]
-		sort.SliceStable(h.rows, func(i, j int) bool { return h.rows[i].Effective.Before(h.rows[j].Effective) })
+		sort.SliceStable(h.rows, func(i, j int) bool {
+			a, b := h.rows[i], h.rows[j]
+			if (a.window == nil) != (b.window == nil) {
+				return a.window == nil
+			}
+			return a.Effective.Before(b.Effective)
+		})
 		t.rows += len(h.rows)
-		fam := t.families[h.provider]
-		if fam == nil {
-			fam = &index{exact: map[string]*history{}}
-			t.families[h.provider] = fam
-		}
+		fam := t.family(h.provider)
 		// Every row's patterns count: a model renamed between dates keeps its old ids.
 		for _, r := range h.rows {
 			for _, p := range r.patterns {
@@ -113,11 +140,45 @@ func New(layers ...Layer) (*Table, error) {
 				t.all.add(p, h)
 			}
 		}
+		if h.expr != nil {
+			withExpr = append(withExpr, h)
+		}
+	}
+	// Dataset models are tried in the dataset's order, as its calculator tries them; across
+	// providers (a call naming none) in the order the providers are listed.
+	rank := map[string]int{}
+	for i, p := range t.providers {
+		rank[Family(p.ID)] = i + 1
+	}
+	for _, k := range order { // providers no dataset lists: in the order their rows came
+		if _, ok := rank[k.provider]; !ok {
+			rank[k.provider] = len(rank) + 1
+		}
+	}
+	sort.SliceStable(withExpr, func(i, j int) bool {
+		a, b := withExpr[i], withExpr[j]
+		if rank[a.provider] != rank[b.provider] {
+			return rank[a.provider] < rank[b.provider]
+		}
+		return a.order < b.order
+	})
+	for _, h := range withExpr {
+		t.families[h.provider].exprs = append(t.families[h.provider].exprs, h)
+		t.all.exprs = append(t.all.exprs, h)
 	}
 	for _, ix := range append([]*index{t.all}, values(t.families)...) {
 		sort.SliceStable(ix.globs, func(i, j int) bool { return ix.globs[i].lits > ix.globs[j].lits })
 	}
 	return t, nil
+}
+
+func (t *Table) family(id string) *index {
+	fam := t.families[id]
+	if fam == nil {
+		fam = &index{exact: map[string]*history{}}
+		t.families[id] = fam
+	}
+	return fam
 }
 
 func values(m map[string]*index) []*index {
@@ -139,13 +200,29 @@ func (ix *index) add(pattern string, h *history) {
 	ix.globs = append(ix.globs, glob{parts: parts, h: h, lits: len(pattern) - (len(parts) - 1)})
 }
 
-func (ix *index) find(id string) *history {
-	if h, ok := ix.exact[id]; ok {
+// findOwn looks id up in the rows of models the dataset lacks: exact ids, then patterns.
+func (ix *index) findOwn(id string) *history { return ix.findRows(id, false) }
+
+// findOverride looks id up in the ids and patterns of overrides of dataset models.
+func (ix *index) findOverride(id string) *history { return ix.findRows(id, true) }
+
+func (ix *index) findRows(id string, dataset bool) *history {
+	if h, ok := ix.exact[id]; ok && (h.expr != nil) == dataset {
 		return h
 	}
 	for _, g := range ix.globs {
-		if globMatch(g.parts, id) {
+		if (g.h.expr != nil) == dataset && globMatch(g.parts, id) {
 			return g.h
+		}
+	}
+	return nil
+}
+
+// findDataset looks id up in the dataset's models, first match in dataset order.
+func (ix *index) findDataset(id string) *history {
+	for _, h := range ix.exprs {
+		if h.expr.matches(id) {
+			return h
 		}
 	}
 	return nil
@@ -172,26 +249,34 @@ func globMatch(parts []string, s string) bool {
 func (t *Table) Rows() int { return t.rows }
 
 // Lookup finds the row pricing a call to model from provider (a gen_ai.provider.name
-// value) made at time at: the model's price whose effective date is the latest on or
-// before at's UTC day. A call dated before a model's first price gets that first price
-// (the model did not exist earlier; the span's clock is off). ok is false for a model the
-// table does not know.
+// value) made at time at, choosing among the model's prices as the dataset's calculator
+// does: from the last row back, a time-of-day row whose window holds at, else the dated
+// row whose effective date is the latest on or before at (UTC). A call dated before a
+// model's first price gets that first price (the model did not exist earlier; the span's
+// clock is off). ok is false for a model the table does not know.
 //
-// The provider narrows the search to its family; a provider the table has no rows for
-// (a reseller such as OpenRouter or Bedrock, or none at all) is matched on the model id
-// alone, since a model id names the same model wherever it is served — a reseller with
-// its own prices gets config rows under its provider name, which are then found first.
+// The provider's own price wins: the provider (by its id, an alias of Family, or the
+// dataset's provider_match) is searched first, with the providers it falls back to;
+// then the vendor the id names ("anthropic/…", "anthropic.…") or whose model_match claims
+// it; then every model.
 func (t *Table) Lookup(provider, model string, at time.Time) (*ResolvedRow, bool) {
 	h := t.history(provider, model)
 	if h == nil {
 		return nil, false
 	}
-	day := at.UTC()
-	i := sort.Search(len(h.rows), func(i int) bool { return h.rows[i].Effective.After(day) })
-	if i == 0 {
-		return h.rows[0], true
+	for i := len(h.rows) - 1; i >= 0; i-- {
+		r := h.rows[i]
+		if r.window != nil {
+			if r.inWindow(at) {
+				return r, true
+			}
+			continue
+		}
+		if !at.Before(r.Effective) {
+			return r, true
+		}
 	}
-	return h.rows[i-1], true
+	return h.rows[0], true
 }
 
 // history memoises resolve: spans repeat a handful of (provider, model) pairs, and a
@@ -230,45 +315,140 @@ func (t *Table) resolve(provider, model string) *history {
 	if id == "" {
 		return nil
 	}
-	fam := Family(provider)
-	id = strings.TrimPrefix(id, "models/") // Gemini API resource names
-	if i := strings.LastIndexByte(id, '/'); i >= 0 {
-		// "anthropic/claude-sonnet-4" (OpenRouter, LiteLLM): the prefix names the vendor.
-		vendor := id[:i]
-		if j := strings.LastIndexByte(vendor, '/'); j >= 0 {
-			vendor = vendor[j+1:]
-		}
-		if _, known := t.families[fam]; !known {
-			fam = Family(vendor)
-		}
-		id = id[i+1:]
+	cands := candidates(id)
+	fam := t.providerFamily(provider)
+	if h := t.findIn(fam, cands); h != nil {
+		return h
 	}
-	if m := bedrockID.FindStringSubmatch(id); m != nil {
-		if _, known := t.families[fam]; !known {
-			fam = Family(m[1])
-		}
-		id = m[2]
-	}
-	cands := []string{id}
-	if d := datedID.ReplaceAllString(id, ""); d != id {
-		cands = append(cands, d)
-	}
-	if l := strings.TrimSuffix(cands[len(cands)-1], "-latest"); l != cands[len(cands)-1] {
-		cands = append(cands, l)
-	}
-	if ix := t.families[fam]; ix != nil {
-		for _, c := range cands {
-			if h := ix.find(c); h != nil {
+	for _, v := range t.vendors(cands) {
+		if v != fam {
+			if h := t.findIn(v, cands); h != nil {
 				return h
 			}
 		}
 	}
-	for _, c := range cands {
-		if h := t.all.find(c); h != nil {
-			return h
+	return t.search(t.all, cands)
+}
+
+// search tries every candidate in three passes: rows of models the dataset lacks (a
+// config's or a file's, which may name ids the dataset also claims: the later layer wins);
+// the dataset's models by its match rules (an override of one is found there, in the
+// model's place); then the overrides' own ids and patterns.
+func (t *Table) search(ix *index, cands []string) *history {
+	for _, find := range [...]func(*index, string) *history{(*index).findOwn, (*index).findDataset, (*index).findOverride} {
+		for _, c := range cands {
+			if h := find(ix, c); h != nil {
+				return h
+			}
+			for _, fb := range ix.fallback {
+				if f := t.families[Family(fb)]; f != nil {
+					if h := find(f, c); h != nil {
+						return h
+					}
+				}
+			}
 		}
 	}
 	return nil
+}
+
+// candidates are the forms of a model id tried in turn: the id as sent; with a compact
+// date written as the dataset writes it (-20250514 → -2025-05-14); then without what
+// resellers and SDKs add: "models/" (Gemini resource names), a vendor path
+// ("anthropic/…"), a Bedrock id's vendor and version, a date suffix, "-latest".
+func candidates(id string) []string {
+	cands := []string{id}
+	addc := func(c string) {
+		if c != "" && !slices.Contains(cands, c) {
+			cands = append(cands, c)
+		}
+	}
+	addc(datasetDate(id))
+	bare := strings.TrimPrefix(id, "models/")
+	if i := strings.LastIndexByte(bare, '/'); i >= 0 {
+		bare = bare[i+1:]
+	}
+	addc(bare)
+	if m := bedrockID.FindStringSubmatch(bare); m != nil {
+		bare = m[2]
+		addc(bare)
+	}
+	addc(datasetDate(bare))
+	if d := datedID.ReplaceAllString(bare, ""); d != bare {
+		bare = d
+		addc(bare)
+	}
+	addc(strings.TrimSuffix(bare, "-latest"))
+	return cands
+}
+
+// compactDate is a -YYYYMMDD date inside an id, as genai-prices rewrites it.
+var compactDate = regexp.MustCompile(`-(20\d{2})(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(-|:|$)`)
+
+// datasetDate writes -YYYYMMDD dates of id as -YYYY-MM-DD (real dates only).
+func datasetDate(id string) string {
+	return compactDate.ReplaceAllStringFunc(id, func(m string) string {
+		p := compactDate.FindStringSubmatch(m)
+		if _, err := time.Parse("20060102", p[1]+p[2]+p[3]); err != nil {
+			return m
+		}
+		return "-" + p[1] + "-" + p[2] + "-" + p[3] + p[4]
+	})
+}
+
+// providerFamily is the family a provider name files prices under: an alias Family knows
+// or a provider the table has rows for, else the first dataset provider whose
+// provider_match claims the name; "" when none does.
+func (t *Table) providerFamily(provider string) string {
+	fam := Family(provider)
+	if fam == "" {
+		return ""
+	}
+	if _, ok := t.families[fam]; ok {
+		return fam
+	}
+	p := strings.ToLower(strings.TrimSpace(provider))
+	for _, info := range t.providers {
+		if info.providerMatch != nil && info.providerMatch.matches(p) {
+			return Family(info.ID)
+		}
+	}
+	return ""
+}
+
+// vendors are the families an id names: a vendor path's last part, a Bedrock id's vendor,
+// and the dataset providers whose model_match claims one of its forms.
+func (t *Table) vendors(cands []string) []string {
+	var out []string
+	id := strings.TrimPrefix(cands[0], "models/")
+	if i := strings.LastIndexByte(id, '/'); i >= 0 {
+		vendor := id[:i]
+		if j := strings.LastIndexByte(vendor, '/'); j >= 0 {
+			vendor = vendor[j+1:]
+		}
+		out = append(out, Family(vendor))
+		id = id[i+1:]
+	}
+	if m := bedrockID.FindStringSubmatch(id); m != nil {
+		out = append(out, Family(m[1]))
+	}
+	for _, c := range cands {
+		for _, info := range t.providers {
+			if info.modelMatch != nil && info.modelMatch.matches(c) && !slices.Contains(out, Family(info.ID)) {
+				out = append(out, Family(info.ID))
+			}
+		}
+	}
+	return out
+}
+
+// findIn looks the candidates up in one family and the families it falls back to.
+func (t *Table) findIn(fam string, cands []string) *history {
+	ix := t.families[fam]
+	if ix == nil {
+		return nil
+	}
+	return t.search(ix, cands)
 }
 
 // Family maps a gen_ai.provider.name value (or a vendor prefix) to the provider family
@@ -286,6 +466,12 @@ func Family(provider string) string {
 		return "openai"
 	case "deepseek":
 		return "deepseek"
+	case "aws.bedrock", "bedrock", "aws":
+		return "aws"
+	case "azure.ai.openai", "azure.ai.inference", "az.ai.openai", "az.ai.inference", "azure", "azure_openai":
+		return "azure"
+	case "x_ai", "xai", "x-ai":
+		return "x-ai"
 	}
 	return p
 }

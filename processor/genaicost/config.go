@@ -55,7 +55,7 @@ func (c *Config) buildTable() (*pricing.Table, error) {
 	var errs []error
 	var layers []pricing.Layer
 	if c.DefaultPrices {
-		layers = append(layers, pricing.Layer{Name: "default table", Rows: pricing.DefaultRows()})
+		layers = append(layers, pricing.DefaultLayers()...)
 	}
 	for i, f := range c.PriceFiles {
 		key := fmt.Sprintf("price_files[%d]", i)

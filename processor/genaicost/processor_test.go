@@ -76,7 +76,7 @@ func TestPricesModelCalls(t *testing.T) {
 			},
 			// 20k fresh × 3 + 60k × 0.3 + 15k × 3.75 + 5k × 6 + 1.5k × 15 + 0.5k × 15, per million
 			wantCost:   &genai.Cost{Input: 0.06, CacheRead: 0.018, CacheCreation: 0.08625, Output: 0.0225, Reasoning: 0.0075, Total: 0.19425},
-			wantSource: genai.CostSourceTable, wantPrice: "anthropic/claude-sonnet-4-5@2025-09-29",
+			wantSource: genai.CostSourceTable, wantPrice: "anthropic/claude-sonnet-4-5",
 		},
 		{
 			name: "provider-reported cost wins and keeps its figure", spanName: "chat anthropic/claude-sonnet-4.5",

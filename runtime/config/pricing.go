@@ -23,7 +23,7 @@ func (c *Config) PriceTable() (*pricing.Table, error) {
 		}
 		rows = append(rows, r)
 	}
-	t, err := pricing.New(pricing.Layer{Name: "default table", Rows: pricing.DefaultRows()}, pricing.Layer{Name: "models[].pricing", Rows: rows})
+	t, err := pricing.New(append(pricing.DefaultLayers(), pricing.Layer{Name: "models[].pricing", Rows: rows})...)
 	if err != nil {
 		return nil, fmt.Errorf("models[].pricing: %w", err)
 	}
