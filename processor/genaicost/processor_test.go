@@ -28,7 +28,8 @@ type testProc struct {
 	logs *observer.ObservedLogs
 }
 
-func newTestProc(t *testing.T, cfg *Config) *testProc {
+// testSettings are processor settings whose metrics and logs the test reads.
+func testSettings(t *testing.T) (processor.Settings, *componenttest.Telemetry, *observer.ObservedLogs) {
 	t.Helper()
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
@@ -36,6 +37,12 @@ func newTestProc(t *testing.T, cfg *Config) *testProc {
 	set := processortest.NewNopSettings(Type)
 	set.TelemetrySettings = tel.NewTelemetrySettings()
 	set.Logger = zap.New(core)
+	return set, tel, logs
+}
+
+func newTestProc(t *testing.T, cfg *Config) *testProc {
+	t.Helper()
+	set, tel, logs := testSettings(t)
 	sink := new(consumertest.TracesSink)
 	p, err := NewFactory().CreateTraces(context.Background(), set, cfg, sink)
 	require.NoError(t, err)
