@@ -135,11 +135,16 @@ func runOnce(ctx context.Context, o runOptions) (*runOutput, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--thread: %w", err)
 	}
-	prices, err := cfg.PriceTable()
+	pricer, stopPrices, err := cfg.Pricer(func(r pricing.RefreshResult) {
+		if r.Err != nil && o.Warnings != nil {
+			fmt.Fprintf(o.Warnings, "agentmeter: %v; pricing with dataset %s\n", r.Err, r.Active.Version)
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	j := journal.New(journal.Options{RunID: runID, ThreadID: threadID, Pricer: pricing.JournalPricer{Table: prices}})
+	defer stopPrices()
+	j := journal.New(journal.Options{RunID: runID, ThreadID: threadID, Pricer: pricer})
 	res, runErr := lead.Agent.Run(ctx, agent.Input{
 		ThreadID: threadID, RunID: runID, UserID: o.UserID, Journal: j, Sandbox: sb,
 		Messages: []message.Message{message.Human(o.Prompt)},
