@@ -25,6 +25,37 @@ const (
 	RefreshFailed      = "failed"
 )
 
+// Refresh settings: defaults and the shortest interval.
+const (
+	DefaultRefreshInterval = 24 * time.Hour
+	DefaultRefreshTimeout  = 30 * time.Second
+	MinRefreshInterval     = time.Second
+)
+
+// CheckRefreshSettings reports every problem of a refresh setting, each naming its key
+// under prefix ("price_refresh.url must be ..."); the URL is shown redacted.
+func CheckRefreshSettings(prefix, rawURL string, interval, timeout time.Duration) []error {
+	var errs []error
+	if u, err := url.Parse(rawURL); rawURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("%s.url must be an http or https URL, got %q", prefix, RedactURL(rawURL)))
+	}
+	if interval != 0 && interval < MinRefreshInterval {
+		errs = append(errs, fmt.Errorf("%s.interval must be at least %s, got %s", prefix, MinRefreshInterval, interval))
+	}
+	if timeout < 0 {
+		errs = append(errs, fmt.Errorf("%s.timeout must not be negative, got %s", prefix, timeout))
+	}
+	return errs
+}
+
+// RefreshClient is the HTTP client of a refresh with this timeout (0: the default).
+func RefreshClient(timeout time.Duration) *http.Client {
+	if timeout == 0 {
+		timeout = DefaultRefreshTimeout
+	}
+	return &http.Client{Timeout: timeout}
+}
+
 // Active is the table in use and the dataset it was built from.
 type Active struct {
 	Table *Table
@@ -86,8 +117,8 @@ type Refresher struct {
 // RefresherOptions configure a Refresher.
 type RefresherOptions struct {
 	URL      string
-	Interval time.Duration
-	Client   *http.Client // its Timeout bounds each refresh
+	Interval time.Duration // 0: DefaultRefreshInterval
+	Client   *http.Client  // its Timeout bounds each refresh; nil: RefreshClient(0)
 	// Build makes the full table from a dataset (the overrides, files and config rows on
 	// top); its error fails the refresh.
 	Build func(*Dataset) (*Table, error)
@@ -99,8 +130,11 @@ type RefresherOptions struct {
 // NewRefresher starts from initial (the snapshot's table).
 func NewRefresher(initial *Active, o RefresherOptions) *Refresher {
 	r := &Refresher{url: o.URL, interval: o.Interval, client: o.Client, build: o.Build, onResult: o.OnResult, now: o.Now}
+	if r.interval == 0 {
+		r.interval = DefaultRefreshInterval
+	}
 	if r.client == nil {
-		r.client = &http.Client{Timeout: 30 * time.Second}
+		r.client = RefreshClient(0)
 	}
 	if r.now == nil {
 		r.now = time.Now

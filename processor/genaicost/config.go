@@ -3,7 +3,6 @@ package genaicost
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"time"
 
@@ -49,42 +48,8 @@ type PriceRefresh struct {
 	Timeout time.Duration `mapstructure:"timeout"`
 }
 
-// Refresh defaults.
-const (
-	DefaultRefreshInterval = 24 * time.Hour
-	DefaultRefreshTimeout  = 30 * time.Second
-	minRefreshInterval     = time.Second
-)
-
-func (r *PriceRefresh) interval() time.Duration {
-	if r.Interval == 0 {
-		return DefaultRefreshInterval
-	}
-	return r.Interval
-}
-
-func (r *PriceRefresh) timeout() time.Duration {
-	if r.Timeout == 0 {
-		return DefaultRefreshTimeout
-	}
-	return r.Timeout
-}
-
 func (r *PriceRefresh) validate(defaultPrices bool) []error {
-	var errs []error
-	u, err := url.Parse(r.URL)
-	switch {
-	case r.URL == "":
-		errs = append(errs, errors.New("price_refresh.url must be set"))
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		errs = append(errs, fmt.Errorf("price_refresh.url must be an http or https URL, got %q", pricing.RedactURL(r.URL)))
-	}
-	if r.Interval != 0 && r.Interval < minRefreshInterval {
-		errs = append(errs, fmt.Errorf("price_refresh.interval must be at least %s, got %s", minRefreshInterval, r.Interval))
-	}
-	if r.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("price_refresh.timeout must not be negative, got %s", r.Timeout))
-	}
+	errs := pricing.CheckRefreshSettings("price_refresh", r.URL, r.Interval, r.Timeout)
 	if !defaultPrices {
 		errs = append(errs, errors.New("price_refresh refreshes the default table: it needs default_prices: true"))
 	}

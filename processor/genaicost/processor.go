@@ -3,7 +3,6 @@ package genaicost
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -84,7 +83,7 @@ func newCoster(set processor.Settings, cfg *Config) (*coster, error) {
 	c.active = func() *pricing.Active { return initial }
 	if r := cfg.PriceRefresh; r != nil {
 		c.refresher = pricing.NewRefresher(initial, pricing.RefresherOptions{
-			URL: r.URL, Interval: r.interval(), Client: &http.Client{Timeout: r.timeout()},
+			URL: r.URL, Interval: r.Interval, Client: pricing.RefreshClient(r.Timeout),
 			Build: build, OnResult: c.refreshResult,
 		})
 		c.active = c.refresher.Current

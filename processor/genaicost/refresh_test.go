@@ -269,7 +269,7 @@ func TestPriceRefreshValidate(t *testing.T) {
 		cfg  Config
 		want []string
 	}{
-		{Config{DefaultPrices: true, PriceRefresh: &PriceRefresh{}}, []string{"price_refresh.url must be set"}},
+		{Config{DefaultPrices: true, PriceRefresh: &PriceRefresh{}}, []string{`price_refresh.url must be an http or https URL, got ""`}},
 		{Config{DefaultPrices: true, PriceRefresh: &PriceRefresh{URL: "ftp://x/data.json", Interval: time.Millisecond, Timeout: -1}}, []string{
 			`price_refresh.url must be an http or https URL, got "ftp://x/data.json"`,
 			"price_refresh.interval must be at least 1s, got 1ms",

@@ -3,8 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/agentmeter/agentmeter/pricing"
@@ -27,21 +25,10 @@ func init() { RegisterSection("pricing", func() any { return &PricingSection{} }
 
 // Validate names the key of every problem.
 func (s *PricingSection) Validate() error {
-	r := s.PriceRefresh
-	if r == nil {
-		return nil
+	if r := s.PriceRefresh; r != nil {
+		return errors.Join(pricing.CheckRefreshSettings("pricing.price_refresh", r.URL, r.Interval, r.Timeout)...)
 	}
-	var errs []error
-	if u, err := url.Parse(r.URL); r.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("pricing.price_refresh.url must be an http or https URL, got %q", pricing.RedactURL(r.URL)))
-	}
-	if r.Interval != 0 && r.Interval < time.Second {
-		errs = append(errs, fmt.Errorf("pricing.price_refresh.interval must be at least 1s, got %s", r.Interval))
-	}
-	if r.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("pricing.price_refresh.timeout must not be negative, got %s", r.Timeout))
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // priceBuilder builds the journal's table from a dataset: the dataset with the overrides
@@ -89,15 +76,8 @@ func (c *Config) Pricer(onResult func(pricing.RefreshResult)) (p pricing.Journal
 		return pricing.JournalPricer{Table: initial.Table}, func() {}, nil
 	}
 	r := sec.PriceRefresh
-	interval, timeout := r.Interval, r.Timeout
-	if interval == 0 {
-		interval = 24 * time.Hour
-	}
-	if timeout == 0 {
-		timeout = 30 * time.Second
-	}
 	rf := pricing.NewRefresher(initial, pricing.RefresherOptions{
-		URL: r.URL, Interval: interval, Client: &http.Client{Timeout: timeout}, Build: build, OnResult: onResult,
+		URL: r.URL, Interval: r.Interval, Client: pricing.RefreshClient(r.Timeout), Build: build, OnResult: onResult,
 	})
 	rf.Start()
 	return pricing.JournalPricer{Live: func() *pricing.Table { return rf.Current().Table }}, rf.Stop, nil
