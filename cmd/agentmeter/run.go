@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -31,13 +32,11 @@ func init() {
 }
 
 // demoConfigYAML is the built-in configuration used without --config: the scripted model
-// with its embedded demo script, so `agentmeter run` works offline on a fresh machine.
-const demoConfigYAML = `
-models:
-  - name: main
-    provider: scripted
-    model: scripted-demo
-`
+// with its embedded demo script and demo prices, so `agentmeter run` works offline on a
+// fresh machine and shows cost.
+//
+//go:embed demo-config.yaml
+var demoConfigYAML string
 
 // runOutput is the --json object.
 type runOutput struct {
