@@ -206,37 +206,3 @@ func sumWhere(m metricdata.Metrics, key, value string) int64 {
 	}
 	return total
 }
-
-// BenchmarkCostStep is the cost step's overhead per model-call span (a typical chat span
-// with usage, a known model; the lookup is memoised after the first span).
-func BenchmarkCostStep(b *testing.B) {
-	tel := componenttest.NewTelemetry()
-	defer func() { _ = tel.Shutdown(context.Background()) }()
-	set := processortest.NewNopSettings(Type)
-	set.TelemetrySettings = tel.NewTelemetrySettings()
-	c, err := newCoster(set, createDefaultConfig())
-	require.NoError(b, err)
-	const n = 100
-	td := ptrace.NewTraces()
-	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
-	models := []string{"claude-sonnet-4-5-20250929", "gpt-4.1-mini", "gemini-2.5-pro", "deepseek-chat"}
-	for i := range n {
-		chatSpan(ss, "chat", func(m pcommon.Map) {
-			m.PutStr(genai.AttrRequestModel, models[i%len(models)])
-			m.PutStr(genai.AttrAgentName, "lead_agent")
-			m.PutStr(genai.AttrCaller, "lead_agent")
-			genai.PutUsage(m, genai.Usage{Input: 12_000, CacheRead: 8_000, Output: 700, Reasoning: 200})
-		})
-	}
-	clean := ptrace.NewTraces()
-	td.CopyTo(clean)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		b.StopTimer()
-		clean.CopyTo(td)
-		b.StartTimer()
-		c.processTraces(context.Background(), td)
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/span")
-}
