@@ -1,11 +1,13 @@
 // Package pricing holds agentmeter's price table: USD per million tokens per model,
 // matched by provider and model id, with cache-read and cache-write (5-minute and 1-hour)
-// rates, a reasoning rate, prompt-size tiers and the date each price took effect. It
-// prices one model call's usage into a genai.Cost.
+// rates, a reasoning rate, prompt-size tiers, the date each price took effect and
+// time-of-day prices. It prices one model call's usage into a genai.Cost.
 //
-// The default table (prices.yaml, embedded) covers OpenAI, Anthropic, Google, DeepSeek
-// and Mistral; a config adds or overrides rows and may load a LiteLLM
-// model_prices_and_context_window.json or a pydantic genai-prices data.json.
+// The default table is pydantic's genai-prices dataset (genai-prices.json, an embedded
+// snapshot that `make prices` regenerates) with agentmeter's overrides (overrides.yaml);
+// models are found by the dataset's own match rules. A Refresher swaps in a newer dataset
+// at runtime. A config adds or overrides rows and may load a LiteLLM
+// model_prices_and_context_window.json or a genai-prices data.json.
 package pricing
 
 import (

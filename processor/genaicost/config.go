@@ -13,7 +13,7 @@ import (
 
 // Price file formats (price_files[].format).
 const (
-	FormatAgentmeter  = "agentmeter"   // a YAML or JSON list of rows, like pricing/prices.yaml
+	FormatAgentmeter  = "agentmeter"   // a YAML or JSON list of rows, like pricing/overrides.yaml
 	FormatLiteLLM     = "litellm"      // LiteLLM's model_prices_and_context_window.json
 	FormatGenAIPrices = "genai_prices" // pydantic genai-prices' data.json
 )
