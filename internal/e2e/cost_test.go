@@ -25,15 +25,21 @@ import (
 // added to one subagent turn, so every rate of the price table is exercised end to end.
 func costDemoConfig(t *testing.T) string {
 	t.Helper()
+	return costDemoConfigAs(t, "claude-sonnet-4-5", "claude-haiku-4-5")
+}
+
+// costDemoConfigAs is costDemoConfig with the lead answering as lead and the subagents as sub.
+func costDemoConfigAs(t *testing.T, lead, sub string) string {
+	t.Helper()
 	script, err := os.ReadFile(filepath.Join(RepoRoot(), "runtime", "model", "scripted", "demo.yaml"))
 	require.NoError(t, err)
-	s := strings.ReplaceAll(string(script), "scripted-demo-mini", "claude-haiku-4-5")
+	s := strings.ReplaceAll(string(script), "scripted-demo-mini", sub)
 	s = strings.Replace(s, "usage: {input: 640, output: 52}", "usage: {input: 640, output: 52, cache_creation: 300}", 1)
 	dir := t.TempDir()
 	scriptPath := filepath.Join(dir, "script.yaml")
 	require.NoError(t, os.WriteFile(scriptPath, []byte(s), 0o600))
 	cfg := filepath.Join(dir, "config.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte("models:\n  - {name: main, provider: scripted, model: claude-sonnet-4-5, script: "+scriptPath+"}\n"), 0o600))
+	require.NoError(t, os.WriteFile(cfg, []byte("models:\n  - {name: main, provider: scripted, model: "+lead+", script: "+scriptPath+"}\n"), 0o600))
 	return cfg
 }
 
