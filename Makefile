@@ -105,6 +105,16 @@ bench-compare: collector
 clean:
 	rm -rf $(BIN) _build
 
+# The embedded price snapshot (pricing/genai-prices.json) from the @pydantic/genai-prices
+# version pinned in test/genai-prices/package-lock.json, with its version and publication
+# date (asked of the npm registry). Commit the result with the package-lock.json change.
+.PHONY: prices
+prices:
+	cd test/genai-prices && npm ci --no-audit --no-fund
+	cd test/genai-prices && node snapshot.mjs > ../../pricing/genai-prices.json.tmp
+	mv pricing/genai-prices.json.tmp pricing/genai-prices.json
+	$(GO) test -count=1 -run 'TestDefaultTableLoads|TestOverridesAreExplained' ./pricing
+
 # The README's main command: the scripted demo through the collector sidecar, offline.
 # Builds both binaries, then cmd/demoreport starts the collector (otelcol-config.yaml plus a
 # file exporter), runs `agentmeter run --json`, prints the answer, the per-call usage table

@@ -54,7 +54,7 @@ func TestGenAIPricesShapes(t *testing.T) {
 	]}]`)
 	rows, err := ParseGenAIPrices(data, "gp")
 	require.NoError(t, err)
-	require.Len(t, rows, 2, "time-of-day models and models without token prices are left out")
+	require.Len(t, rows, 4, "a model without token prices (per-call) is left out")
 	tab, err := New(Layer{Name: "gp", Rows: rows})
 	require.NoError(t, err)
 	r, ok := tab.Lookup("anthropic", "claude-z-fast", time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC))
@@ -65,6 +65,21 @@ func TestGenAIPricesShapes(t *testing.T) {
 	assert.Equal(t, 4.0, r.PriceFor(200_001).Input)
 	assert.Equal(t, 8.0, r.PriceFor(200_001).Output, "a flat price carries into the tier")
 
+	r, _ = tab.Lookup("anthropic", "tod", time.Date(2026, 6, 1, 20, 0, 0, 0, time.UTC))
+	assert.Equal(t, 0.5, r.Base.Input, "inside the window that wraps past midnight")
+	r, _ = tab.Lookup("anthropic", "tod", time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
+	assert.Equal(t, 1.0, r.Base.Input)
+
 	_, err = ParseGenAIPrices([]byte(`{}`), "gp")
-	assert.ErrorContains(t, err, "genai-prices data file")
+	assert.ErrorContains(t, err, "genai-prices data: no providers")
+	for _, bad := range []struct{ data, want string }{
+		{`[{"id":"p","models":[{"id":"m","match":{"equals":"m"},"prices":{"input_mtok":-1,"output_mtok":1}}]}]`, "p/m (models[0]): prices[0].input_mtok must be a finite non-negative number"},
+		{`[{"id":"p","models":[{"id":"m","match":{"equals":"m"},"prices":{"input_mtok":"x","output_mtok":1}}]}]`, "input_mtok must be a finite non-negative number or {base, tiers}"},
+		{`[{"id":"p","models":[{"id":"m","match":{"regex":"(?<=a)b"},"prices":{"input_mtok":1}}]}]`, "p/m (models[0]): match: regex"},
+		{`[{"id":"p","models":[{"id":"m","match":{"equals":"m"},"prices":[{"constraint":{"type":"moon"},"prices":{"input_mtok":1}}]}]}]`, `unknown type "moon"`},
+		{`[{"id":"p","models":[{"id":"m","match":{"equals":"m"},"prices":{"input_mtok":1}}]`, "genai-prices data"},
+	} {
+		_, err = ParseDataset([]byte(bad.data), "gp")
+		assert.ErrorContains(t, err, bad.want)
+	}
 }

@@ -1,16 +1,20 @@
 // Package pricing holds agentmeter's price table: USD per million tokens per model,
 // matched by provider and model id, with cache-read and cache-write (5-minute and 1-hour)
-// rates, a reasoning rate, prompt-size tiers and the date each price took effect. It
-// prices one model call's usage into a genai.Cost.
+// rates, a reasoning rate, prompt-size tiers, the date each price took effect and
+// time-of-day prices. It prices one model call's usage into a genai.Cost.
 //
-// The default table (prices.yaml, embedded) covers OpenAI, Anthropic, Google, DeepSeek
-// and Mistral; a config adds or overrides rows and may load a LiteLLM
-// model_prices_and_context_window.json or a pydantic genai-prices data.json.
+// The default table is pydantic's genai-prices dataset (genai-prices.json, an embedded
+// snapshot that `make prices` regenerates) with agentmeter's overrides (overrides.yaml);
+// models are found by the dataset's own match rules. A Refresher swaps in a newer dataset
+// at runtime. A config adds or overrides rows and may load a LiteLLM
+// model_prices_and_context_window.json or a genai-prices data.json.
 package pricing
 
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"time"
 )
 
@@ -36,6 +40,23 @@ type Row struct {
 	// Tiers are higher prices for large prompts: a tier applies to the whole call when its
 	// prompt (input tokens, cache included) is above AboveInputTokens.
 	Tiers []Tier `yaml:"tiers,omitempty" mapstructure:"tiers" json:"tiers,omitempty"`
+
+	// TimeOfDay limits the row to calls started in a daily window (peak and off-peak
+	// prices); such rows are consulted before the dated ones, as the dataset does.
+	TimeOfDay *TimeOfDay `yaml:"time_of_day,omitempty" mapstructure:"time_of_day" json:"time_of_day,omitempty"`
+
+	// Reason says why an override row replaces the dataset's price (overrides.yaml).
+	Reason string `yaml:"reason,omitempty" mapstructure:"reason" json:"reason,omitempty"`
+
+	expr  *matchExpr // the dataset's match expression; nil for agentmeter's own rows
+	order int        // the model's position in its dataset provider (1-based); 0 for own rows
+}
+
+// TimeOfDay is a daily window, "HH:MM:SS" with Z or an offset ("00:30:00Z"); End before
+// Start wraps past midnight.
+type TimeOfDay struct {
+	Start string `yaml:"start" mapstructure:"start" json:"start"`
+	End   string `yaml:"end" mapstructure:"end" json:"end"`
 }
 
 // Rates are USD per million tokens of each kind. nil means "not given".
@@ -68,6 +89,10 @@ type ResolvedRow struct {
 	Base      Price
 	Tiers     []ResolvedTier // ascending by AboveInputTokens
 	patterns  []string
+	expr      *matchExpr
+	order     int
+	// window is the time-of-day window in seconds of the UTC day; nil: all day.
+	window *[2]int
 }
 
 // ResolvedTier is a tier with every rate filled in.
@@ -122,14 +147,25 @@ func (r Row) Resolve(path string) (ResolvedRow, error) {
 			fail("match[%d] must not be empty", i)
 		}
 	}
+	if r.TimeOfDay != nil {
+		start, err1 := secondsOfDay(r.TimeOfDay.Start)
+		end, err2 := secondsOfDay(r.TimeOfDay.End)
+		if err1 != nil {
+			fail("time_of_day.start: %v", err1)
+		}
+		if err2 != nil {
+			fail("time_of_day.end: %v", err2)
+		}
+		out.window = &[2]int{start, end}
+	}
 	if len(errs) > 0 {
 		return ResolvedRow{}, errors.Join(errs...)
 	}
 	out.Base = resolveBase(r.Rates)
 	var prev int64 = -1
 	for i, t := range r.Tiers {
-		if t.AboveInputTokens <= 0 {
-			fail("tiers[%d].above_input_tokens must be positive, got %d", i, t.AboveInputTokens)
+		if t.AboveInputTokens < 0 {
+			fail("tiers[%d].above_input_tokens must not be negative, got %d", i, t.AboveInputTokens)
 		} else if t.AboveInputTokens <= prev {
 			fail("tiers[%d].above_input_tokens must be above the previous tier's (%d), got %d", i, prev, t.AboveInputTokens)
 		}
@@ -144,8 +180,55 @@ func (r Row) Resolve(path string) (ResolvedRow, error) {
 	if r.Effective != "" {
 		out.ID += "@" + r.Effective
 	}
-	out.patterns = append([]string{r.Model}, r.Match...)
+	if r.TimeOfDay != nil {
+		out.ID += "~" + r.TimeOfDay.Start + "-" + r.TimeOfDay.End
+	}
+	out.expr, out.order = r.expr, r.order
+	if r.expr == nil { // a dataset row is found by its match expression alone
+		out.patterns = append([]string{r.Model}, r.Match...)
+	} else {
+		out.patterns = r.Match
+	}
 	return out, nil
+}
+
+// secondsOfDay reads "HH:MM[:SS][.frac](Z|±HH:MM)" as seconds of the UTC day; no zone is UTC.
+func secondsOfDay(s string) (int, error) {
+	m := timeOfDayRe.FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("must be HH:MM:SS with an optional Z or offset, got %q", s)
+	}
+	h, _ := strconv.Atoi(m[1])
+	mi, _ := strconv.Atoi(m[2])
+	sec, _ := strconv.Atoi(m[3])
+	if h > 23 || mi > 59 || sec > 59 {
+		return 0, fmt.Errorf("must be a time of day, got %q", s)
+	}
+	v := h*3600 + mi*60 + sec
+	if z := m[4]; z != "" && z != "Z" {
+		oh, _ := strconv.Atoi(z[1:3])
+		om, _ := strconv.Atoi(z[4:6])
+		off := (oh*60 + om) * 60
+		if z[0] == '+' {
+			v -= off
+		} else {
+			v += off
+		}
+	}
+	return ((v % 86400) + 86400) % 86400, nil
+}
+
+var timeOfDayRe = regexp.MustCompile(`^(\d{2}):(\d{2})(?::(\d{2}))?(?:\.\d+)?(Z|[+-]\d{2}:\d{2})?$`)
+
+// inWindow reports whether at falls in the row's daily window (End before Start wraps).
+func (r *ResolvedRow) inWindow(at time.Time) bool {
+	u := at.UTC()
+	s := u.Hour()*3600 + u.Minute()*60 + u.Second()
+	start, end := r.window[0], r.window[1]
+	if end < start {
+		return s >= start || s < end
+	}
+	return s >= start && s < end
 }
 
 func checkRates(r Rates, fail func(string, ...any), prefix string) {

@@ -1,10 +1,10 @@
 package pricing
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -15,14 +15,15 @@ import (
 // negative, every token is priced exactly once (the buckets add up to input + output
 // when usage is consistent), and more tokens of any kind never cost less within a tier.
 func TestCostProperties(t *testing.T) {
-	tab, err := New(Layer{Name: "default", Rows: DefaultRows()})
-	require.NoError(t, err)
+	var rows []*ResolvedRow
+	for i, r := range DefaultRows() {
+		rr, err := r.Resolve(fmt.Sprintf("default[%d]", i))
+		require.NoError(t, err)
+		rows = append(rows, &rr)
+	}
 	r := rand.New(rand.NewPCG(17, 17))
-	at := time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
-	rows := DefaultRows()
 	for i := range 20000 {
-		row, ok := tab.Lookup(rows[i%len(rows)].Provider, rows[i%len(rows)].Model, at)
-		require.True(t, ok)
+		row := rows[i%len(rows)]
 		in := r.Int64N(400_000)
 		cr := r.Int64N(in + 1)
 		cw := r.Int64N(in - cr + 1)

@@ -143,23 +143,26 @@ func TestUnknownModelHasNoPrice(t *testing.T) {
 }
 
 func TestLookupMatching(t *testing.T) {
-	tab, err := New(Layer{Name: "default", Rows: DefaultRows()})
+	tab, err := New(DefaultLayers()...)
 	require.NoError(t, err)
-	at := time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
+	at := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
 	cases := []struct{ provider, model, wantID string }{
-		{"anthropic", "claude-sonnet-4-5", "anthropic/claude-sonnet-4-5@2025-09-29"},
-		{"anthropic", "claude-sonnet-4-5-20250929", "anthropic/claude-sonnet-4-5@2025-09-29"},
-		{"gcp.vertex_ai", "claude-sonnet-4@20250514", "anthropic/claude-sonnet-4@2025-05-22"}, // reseller, model id alone
-		{"aws.bedrock", "us.anthropic.claude-3-5-haiku-20241022-v1:0", "anthropic/claude-3-5-haiku@2024-11-04"},
-		{"openrouter", "anthropic/claude-opus-4.1", "anthropic/claude-opus-4-1@2025-08-05"},
-		{"", "claude-3-7-sonnet-latest", "anthropic/claude-3-7-sonnet@2025-02-24"},
-		{"openai", "gpt-4o-2024-11-20", "openai/gpt-4o@2024-10-02"},
-		{"openai", "gpt-4o-2024-05-13", "openai/gpt-4o-2024-05-13@2024-05-13"}, // own id beats the stripped date
-		{"openai", "GPT-4.1-mini-2025-04-14", "openai/gpt-4.1-mini@2025-04-14"},
-		{"gcp.gemini", "models/gemini-2.5-pro", "google/gemini-2.5-pro@2025-06-17"},
-		{"gcp.gemini", "gemini-2.5-pro-preview-06-05", "google/gemini-2.5-pro@2025-06-17"},
-		{"mistral_ai", "mistral-large-2411", "mistral/mistral-large-latest@2024-11-18"},
-		{"deepseek", "deepseek-chat", "deepseek/deepseek-chat@2025-09-29"},
+		{"anthropic", "claude-sonnet-4-5", "anthropic/claude-sonnet-4-5"},
+		{"anthropic", "claude-sonnet-4-5-20250929", "anthropic/claude-sonnet-4-5"},
+		{"anthropic", "claude-opus-4-8", "anthropic/claude-opus-4-8"},
+		{"gcp.vertex_ai", "claude-sonnet-4@20250514", "google/claude-4-sonnet"},                               // Vertex's own price
+		{"aws.bedrock", "global.anthropic.claude-opus-4-8-v1:0", "aws/global.anthropic.claude-opus-4-8-v1:0"}, // Bedrock's own (overridden) price
+		{"openrouter", "anthropic/claude-sonnet-4.5", "openrouter/anthropic/claude-sonnet-4.5"},               // OpenRouter's own price
+		{"", "claude-3-7-sonnet-latest", "anthropic/claude-3-7-sonnet-latest"},                                // no provider: model_match
+		{"openai", "gpt-4o-2024-11-20", "openai/gpt-4o@2024-10-02"},                                           // override, found by the dataset's match
+		{"openai", "gpt-4o-2024-05-13", "openai/gpt-4o-2024-05-13"},                                           // its own model
+		{"openai", "GPT-4.1-mini-2025-04-14", "openai/gpt-4.1-mini"},
+		{"openai", "gpt-5.5", "openai/gpt-5.5"},
+		{"gcp.gemini", "models/gemini-2.5-pro", "google/gemini-2.5-pro"},
+		{"gcp.gemini", "gemini-3.5-flash", "google/gemini-3.5-flash"},
+		{"mistral_ai", "mistral-medium-latest", "mistral/mistral-medium-latest@2026-06-16"},
+		{"deepseek", "deepseek-chat", "deepseek/deepseek-chat"}, // 20:00 UTC: off-peak
+		{"azure.ai.openai", "gpt-4.1", "openai/gpt-4.1"},        // Azure falls back to OpenAI's list
 	}
 	for _, c := range cases {
 		r, ok := tab.Lookup(c.provider, c.model, at)
@@ -167,29 +170,28 @@ func TestLookupMatching(t *testing.T) {
 			assert.Equal(t, c.wantID, r.ID, "%s %s", c.provider, c.model)
 		}
 	}
-	for _, m := range []string{"mistral-large-2512", "gpt-4o-realtime-preview", "llama-3-70b"} {
+	r, ok := tab.Lookup("deepseek", "deepseek-chat", time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC))
+	require.True(t, ok)
+	assert.Equal(t, "deepseek/deepseek-chat~00:30:00Z-16:30:00Z", r.ID, "inside the time-of-day window")
+	for _, m := range []string{"llama-3-70b", "made-up-model", "gpt"} {
 		_, ok := tab.Lookup("", m, at)
 		assert.False(t, ok, "%s must stay unknown, not take a neighbour's price", m)
 	}
 }
 
 func TestOverrideReplacesTheModelsHistory(t *testing.T) {
-	tab, err := New(
-		Layer{Name: "default", Rows: DefaultRows()},
-		Layer{Name: "prices", Rows: []Row{{Provider: "deepseek", Model: "deepseek-chat", Rates: Rates{Input: F(1), Output: F(2)}}}},
-	)
+	tab, err := New(append(DefaultLayers(),
+		Layer{Name: "prices", Rows: []Row{{Provider: "deepseek", Model: "deepseek-chat", Rates: Rates{Input: F(1), Output: F(2)}}}})...)
 	require.NoError(t, err)
-	for _, at := range []time.Time{time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC), time.Now()} {
-		r, ok := tab.Lookup("deepseek", "deepseek-chat", at)
+	for _, at := range []time.Time{time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC), time.Now()} {
+		r, ok := tab.Lookup("deepseek", "deepseek-chat-v3-0324", at) // an alias of the dataset's match
 		require.True(t, ok)
 		assert.Equal(t, "deepseek/deepseek-chat", r.ID)
-		assert.Equal(t, 1.0, r.Base.Input)
+		assert.Equal(t, 1.0, r.Base.Input, "no time-of-day row of the dataset is left")
 	}
-	// a reseller's own row is found first for its provider, the list price elsewhere
-	tab, err = New(
-		Layer{Name: "default", Rows: DefaultRows()},
-		Layer{Name: "prices", Rows: []Row{{Provider: "aws.bedrock", Model: "claude-3-5-haiku", Rates: Rates{Input: F(1), Output: F(5)}}}},
-	)
+	// a config row for a reseller is found first for its provider, the list price elsewhere
+	tab, err = New(append(DefaultLayers(),
+		Layer{Name: "prices", Rows: []Row{{Provider: "aws.bedrock", Model: "claude-3-5-haiku", Rates: Rates{Input: F(1), Output: F(5)}}}})...)
 	require.NoError(t, err)
 	r, _ := tab.Lookup("aws.bedrock", "anthropic.claude-3-5-haiku-20241022-v1:0", time.Now())
 	assert.Equal(t, "aws.bedrock/claude-3-5-haiku", r.ID)

@@ -6,7 +6,7 @@ import (
 )
 
 // inProcess runs the benchmarks that compare inside one Go process: heap per buffered
-// span, the agentusage faces against the otlp receiver, the middleware chain.
+// span, the agentusage faces against the otlp receiver, the middleware chain, the cost step.
 func (b *bench) inProcess() []row {
 	var rows []row
 	n := b.sz.repeats
@@ -91,7 +91,28 @@ func (b *bench) inProcess() []row {
 			b.progress("  chain overhead %s µs per call (wall), %s µs (CPU)", num(median(ov)), num(median(ovc)))
 		}
 	}
-	return rows
+	return append(rows, b.costStepRow())
+}
+
+// costStepRow is the genaicost cost step per span on the default table (the genai-prices
+// dataset) against the 55-row hand-typed table it replaced.
+func (b *bench) costStepRow() row {
+	g := "genaicost cost step, in process: the genai-prices dataset vs the hand-typed table it replaced (go test -bench CostStep)"
+	label := "ns per model-call span, dataset vs hand-typed table"
+	t := &target{"<=", 1.1, "≤ 1.1× hand-typed"}
+	b.progress("cost step: go test -bench CostStep ./processor/genaicost/ (count %d)", b.sz.repeats)
+	res, err := b.goBench("./processor/genaicost/", "CostStep", b.sz.costTime, b.sz.repeats, b.sz.benchHard)
+	if err != nil {
+		return withTarget(failedRow(g, label, err), t)
+	}
+	ours, err1 := res.metric("BenchmarkCostStep/table=dataset", "ns/span")
+	peer, err2 := res.metric("BenchmarkCostStep/table=handtyped", "ns/span")
+	if e := firstNonNil(err1, err2); e != nil {
+		return withTarget(failedRow(g, label, e), t)
+	}
+	o, p, r := series(ours, peer)
+	b.progress("  cost step: dataset %s ns/span, hand-typed %s ns/span", num(median(o)), num(median(p)))
+	return row{group: g, label: label, unit: "ns", ours: o, peer: p, ratio: r, oursIs: "dataset", peerIs: "hand-typed", target: t}
 }
 
 // gatewayRows runs bench/gateway.sh (the gateway on the scripted model, every run at

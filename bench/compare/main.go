@@ -34,6 +34,7 @@ type sizes struct {
 	heapTime  string        // -benchtime of the heap-per-buffered-span benchmark
 	auTime    string        // -benchtime of the agentusage benchmark
 	mwTime    string        // -benchtime of the middleware chain benchmark
+	costTime  string        // -benchtime of the cost step benchmark
 	gwRuns    int
 	gwThreads int
 	benchHard time.Duration // bound of one `go test -bench` (compiling included)
@@ -43,10 +44,10 @@ type sizes struct {
 
 var (
 	full = sizes{repeats: 3, e2eSpans: 200_000, lsLarge: 1_000_000, gbtWait: 5 * time.Second,
-		runHard: 3 * time.Minute, largeHard: 4 * time.Minute, heapTime: "1x", auTime: "1s", mwTime: "1000x",
+		runHard: 3 * time.Minute, largeHard: 4 * time.Minute, heapTime: "1x", auTime: "1s", mwTime: "1000x", costTime: "20000x",
 		gwRuns: 500, gwThreads: 500, benchHard: 5 * time.Minute, gwHard: 3 * time.Minute, budget: 16 * time.Minute}
 	smoke = sizes{repeats: 1, e2eSpans: 3_000, lsLarge: 15_000, gbtWait: time.Second,
-		runHard: time.Minute, largeHard: time.Minute, heapTime: "1x", auTime: "20x", mwTime: "3x",
+		runHard: time.Minute, largeHard: time.Minute, heapTime: "1x", auTime: "20x", mwTime: "3x", costTime: "100x",
 		gwRuns: 20, gwThreads: 20, benchHard: 5 * time.Minute, gwHard: 2 * time.Minute, budget: 8 * time.Minute}
 )
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -31,13 +32,11 @@ func init() {
 }
 
 // demoConfigYAML is the built-in configuration used without --config: the scripted model
-// with its embedded demo script, so `agentmeter run` works offline on a fresh machine.
-const demoConfigYAML = `
-models:
-  - name: main
-    provider: scripted
-    model: scripted-demo
-`
+// with its embedded demo script and demo prices, so `agentmeter run` works offline on a
+// fresh machine and shows cost.
+//
+//go:embed demo-config.yaml
+var demoConfigYAML string
 
 // runOutput is the --json object.
 type runOutput struct {
@@ -135,11 +134,16 @@ func runOnce(ctx context.Context, o runOptions) (*runOutput, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--thread: %w", err)
 	}
-	prices, err := cfg.PriceTable()
+	pricer, stopPrices, err := cfg.Pricer(func(r pricing.RefreshResult) {
+		if r.Err != nil && o.Warnings != nil {
+			fmt.Fprintf(o.Warnings, "agentmeter: %v; pricing with dataset %s\n", r.Err, r.Active.Version)
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	j := journal.New(journal.Options{RunID: runID, ThreadID: threadID, Pricer: pricing.JournalPricer{Table: prices}})
+	defer stopPrices()
+	j := journal.New(journal.Options{RunID: runID, ThreadID: threadID, Pricer: pricer})
 	res, runErr := lead.Agent.Run(ctx, agent.Input{
 		ThreadID: threadID, RunID: runID, UserID: o.UserID, Journal: j, Sandbox: sb,
 		Messages: []message.Message{message.Human(o.Prompt)},

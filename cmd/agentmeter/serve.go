@@ -91,10 +91,17 @@ func serve(ctx context.Context, cfgPath, listen string, stderr io.Writer) error 
 		return err
 	}
 
-	prices, err := cfg.PriceTable()
+	pricer, stopPrices, err := cfg.Pricer(func(r pricing.RefreshResult) {
+		if r.Err != nil {
+			log.Warn("price refresh failed; the price table in use is kept", "err", r.Err, "dataset_version", r.Active.Version)
+		} else if r.Outcome == pricing.RefreshUpdated {
+			log.Info("price table refreshed", "dataset_version", r.Active.Version, "source", r.Active.Source)
+		}
+	})
 	if err != nil {
 		return err
 	}
+	defer stopPrices()
 	mc := middleware.ConfigFrom(cfg)
 	runtimeSettings := mc.Settings.Runtime
 	var fallbackTitle func(string) string
@@ -103,7 +110,7 @@ func serve(ctx context.Context, cfgPath, listen string, stderr io.Writer) error 
 	}
 	runCtx := telemetry.WithContentCapture(context.Background(), cfg.Telemetry.CaptureContent)
 	srv, err := gateway.New(gateway.Options{
-		Config: *gwCfg, Store: st, Logger: log, RunContext: runCtx, Pricer: pricing.JournalPricer{Table: prices},
+		Config: *gwCfg, Store: st, Logger: log, RunContext: runCtx, Pricer: pricer,
 		Agents: func(_ context.Context, threadID string) (gateway.Lead, error) {
 			sb, err := lead.Sandbox(threadID)
 			if err != nil {

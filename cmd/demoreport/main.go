@@ -2,9 +2,10 @@
 // otelcol-config.yaml plus a file exporter, runs `agentmeter run --json` on the built-in
 // scripted demo with OTEL_EXPORTER_OTLP_ENDPOINT pointed at it, then prints the answer, a
 // table of every model call (own usage, and the merged subagent usage on the dispatching
-// call, read back from what the collector exported) and the agentmeter_tokens_total lines
-// scraped from the collector's Prometheus endpoint. It stops the collector and exits 1 when
-// the journal, the spans and Prometheus disagree on any number.
+// call, read back from what the collector exported, with each call's cost), the
+// agentmeter_tokens_total and agentmeter_cost_usd_total lines scraped from the collector's
+// Prometheus endpoint, and the cost in total and per caller three ways. It stops the
+// collector and exits 1 when the journal, the spans and Prometheus disagree on any number.
 package main
 
 import (
@@ -185,22 +186,23 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	spans := Totals(calls)
 	// the metrics path runs beside the file exporter: a few seconds at most
 	mctx, mcancel := context.WithTimeout(ctx, 15*time.Second)
-	samples, err := waitForMetrics(mctx, "http://"+promAddr+"/metrics", spans)
+	samples, costSamples, err := waitForMetrics(mctx, "http://"+promAddr+"/metrics", spans)
 	mcancel()
 	if err != nil {
 		return fmt.Errorf("%w\ncollector log:\n%s", err, collectorLog())
 	}
 	prom := SumTokens(samples)
+	prom.Cost = SumCost(costSamples)
 
 	for i, r := range results {
 		fmt.Fprintf(stdout, "\n== run %d: thread %s, run %s, trace %s\nanswer: %s\n", i+1, r.ThreadID, r.RunID, r.TraceID, r.Answer)
 	}
-	fmt.Fprintf(stdout, "\n== model calls (own usage from the exported chat spans; merged subagent usage on the dispatching call)\n")
+	fmt.Fprintf(stdout, "\n== model calls (own usage and cost from the exported chat spans; merged subagent usage on the dispatching call)\n")
 	if err := WriteCallTable(stdout, calls); err != nil {
 		return fmt.Errorf("print table: %w", err)
 	}
-	fmt.Fprintf(stdout, "\n== %s scraped from http://%s/metrics\n", tokensMetric, promAddr)
-	for _, s := range samples {
+	fmt.Fprintf(stdout, "\n== %s and %s scraped from http://%s/metrics\n", tokensMetric, costMetric, promAddr)
+	for _, s := range append(samples, costSamples...) {
 		fmt.Fprintln(stdout, s.Line)
 	}
 	fmt.Fprintf(stdout, "\n== totals (input+output; cache_read/cache_creation are parts of input, reasoning of output)\njournal:    total_tokens %d (lead_agent %d, subagent %d, middleware %d)\n",
@@ -209,6 +211,14 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		spans.Usage.Total(), spans.ByCaller[genai.BucketLeadAgent], spans.ByCaller[genai.BucketSubagent], spans.ByCaller[genai.BucketMiddleware], spans.Calls, AllKinds(spans.Usage))
 	fmt.Fprintf(stdout, "prometheus: input+output %.0f (lead_agent %.0f, subagent %.0f, middleware %.0f); sum(%s) %.0f\n",
 		prom.InputOutput, prom.ByCaller[genai.BucketLeadAgent], prom.ByCaller[genai.BucketSubagent], prom.ByCaller[genai.BucketMiddleware], tokensMetric, prom.All)
+	fmt.Fprintf(stdout, "\n== cost in USD (demo prices: cmd/agentmeter/demo-config.yaml)\n")
+	for _, row := range []struct {
+		name string
+		c    CostTotals
+	}{{"journal:   ", CostTotals{Total: journal.TotalCostUSD, ByCaller: journal.CostUSDByCaller}}, {"spans:     ", spans.Cost}, {"prometheus:", prom.Cost}} {
+		fmt.Fprintf(stdout, "%s total %.6f (lead_agent %.6f, subagent %.6f, middleware %.6f)\n", row.name, row.c.Total,
+			row.c.ByCaller[genai.BucketLeadAgent], row.c.ByCaller[genai.BucketSubagent], row.c.ByCaller[genai.BucketMiddleware])
+	}
 
 	if err := stop(); err != nil {
 		fmt.Fprintf(stderr, "demoreport: collector stop: %v\n", err)
@@ -217,7 +227,7 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err := Check(journal, spans, prom); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "OK: journal, spans and Prometheus agree")
+	fmt.Fprintln(stdout, "OK: journal, spans and Prometheus agree on tokens and cost")
 	return nil
 }
 
@@ -320,19 +330,25 @@ func hasMerge(calls []Call, journal Completion) bool {
 	return false
 }
 
-func waitForMetrics(ctx context.Context, url string, spans SpanTotals) ([]PromSample, error) {
-	var (
-		samples []PromSample
-		lastErr error
-	)
+// waitForMetrics scrapes until the token and cost counters add up to the spans (or ctx
+// ends: Check then reports the mismatch with all three numbers).
+func waitForMetrics(ctx context.Context, url string, spans SpanTotals) (tokens, cost []PromSample, err error) {
+	var lastErr error
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
-			samples, lastErr = ParsePromText(resp.Body, tokensMetric)
+			var body bytes.Buffer
+			_, lastErr = body.ReadFrom(resp.Body)
 			resp.Body.Close()
-			if lastErr == nil && SumTokens(samples).InputOutput == float64(spans.Usage.Total()) {
-				return samples, nil
+			if lastErr == nil {
+				tokens, lastErr = ParsePromText(bytes.NewReader(body.Bytes()), tokensMetric)
+			}
+			if lastErr == nil {
+				cost, lastErr = ParsePromText(bytes.NewReader(body.Bytes()), costMetric)
+			}
+			if lastErr == nil && SumTokens(tokens).InputOutput == float64(spans.Usage.Total()) && sameUSD(SumCost(cost).Total, spans.Cost.Total) {
+				return tokens, cost, nil
 			}
 		} else {
 			lastErr = err
@@ -340,9 +356,9 @@ func waitForMetrics(ctx context.Context, url string, spans SpanTotals) ([]PromSa
 		select {
 		case <-ctx.Done():
 			if lastErr != nil {
-				return nil, fmt.Errorf("scrape %s: %w", url, lastErr)
+				return nil, nil, fmt.Errorf("scrape %s: %w", url, lastErr)
 			}
-			return samples, nil // Check reports the mismatch with all three numbers
+			return tokens, cost, nil
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -38,6 +38,11 @@ type Completion struct {
 	MiddlewareTokens  int64 `json:"middleware_tokens"`
 	// keyed by the model that answered (DeerFlow's response model_name)
 	TokenUsageByModel map[string]ModelTotals `json:"token_usage_by_model"`
+	// the journal's cost keys (docs/cost.md#the-runtime)
+	TotalCostUSD    float64            `json:"total_cost_usd"`
+	CostUSDByCaller map[string]float64 `json:"cost_usd_by_caller"`
+	CostUSDByModel  map[string]float64 `json:"cost_usd_by_model"`
+	Unpriced        int64              `json:"unpriced_llm_call_count"`
 }
 
 // ModelTotals is one entry of token_usage_by_model.
@@ -72,6 +77,10 @@ func (c Completion) Add(o Completion) Completion {
 		cur.TotalTokens += v.TotalTokens
 		c.TokenUsageByModel[k] = cur
 	}
+	c.TotalCostUSD += o.TotalCostUSD
+	c.Unpriced += o.Unpriced
+	c.CostUSDByCaller = addCosts(c.CostUSDByCaller, o.CostUSDByCaller)
+	c.CostUSDByModel = addCosts(c.CostUSDByModel, o.CostUSDByModel)
 	return c
 }
 
@@ -96,6 +105,8 @@ type Call struct {
 	HasMerged  bool
 	Merged     genai.Usage // agentmeter.subagent.* written by subagentmerge
 	Dispatches int64
+	Cost       float64 // agentmeter.cost.usd written by genaicost
+	Priced     bool
 }
 
 // CallsFromTraces lists the spans that carry own usage, in start order, keeping only the
@@ -136,6 +147,9 @@ func CallsFromTraces(tds []ptrace.Traces, traceIDs map[string]bool) []Call {
 					if v, ok := a.Get(genai.AttrSubagentDispatches); ok {
 						c.Dispatches = v.Int()
 					}
+					if cost, _, ok := genai.CostFromMap(a); ok {
+						c.Cost, c.Priced = cost.Total, true
+					}
 					calls = append(calls, c)
 				}
 			}
@@ -157,22 +171,31 @@ func strAttr(m pcommon.Map, key string) string {
 	return ""
 }
 
-// SpanTotals sums own usage over calls: the whole of it and input+output per caller bucket.
+// SpanTotals sums own usage over calls: the whole of it and input+output per caller
+// bucket, and the same for own cost.
 type SpanTotals struct {
 	Usage    genai.Usage
 	ByCaller map[string]int64 // input+output per caller bucket
 	ByModel  map[string]int64 // input+output per model
 	Calls    int
+	Cost     CostTotals
+	Unpriced int // calls without a cost
 }
 
-// Totals adds up the calls' own usage (never the merged block).
+// Totals adds up the calls' own usage and cost (never the merged block).
 func Totals(calls []Call) SpanTotals {
-	t := SpanTotals{ByCaller: map[string]int64{}, ByModel: map[string]int64{}}
+	t := SpanTotals{ByCaller: map[string]int64{}, ByModel: map[string]int64{}, Cost: newCostTotals()}
 	for _, c := range calls {
+		bucket := genai.CallerBucket(c.Caller)
 		t.Usage = t.Usage.Add(c.Own)
-		t.ByCaller[genai.CallerBucket(c.Caller)] += c.Own.Total()
+		t.ByCaller[bucket] += c.Own.Total()
 		t.ByModel[c.Model] += c.Own.Total()
 		t.Calls++
+		if c.Priced {
+			t.Cost.add(bucket, c.Model, c.Cost)
+		} else {
+			t.Unpriced++
+		}
 	}
 	return t
 }
@@ -285,6 +308,7 @@ type PromTotals struct {
 	InputOutput float64
 	ByCaller    map[string]float64 // input+output
 	ByModel     map[string]float64 // input+output
+	Cost        CostTotals         // agentmeter_cost_usd_total, set by SumCost
 }
 
 // SumTokens adds up agentmeter_tokens_total samples.
@@ -302,7 +326,8 @@ func SumTokens(samples []PromSample) PromTotals {
 }
 
 // Check compares the three accounts of one demo: the journals (summed over runs), the
-// exported spans' own usage and the Prometheus counter. Every disagreement is returned.
+// exported spans' own usage and cost and the Prometheus counters. Every disagreement is
+// returned.
 func Check(journal Completion, spans SpanTotals, prom PromTotals) error {
 	var errs []error
 	if journal.TotalTokens != spans.Usage.Total() {
@@ -326,6 +351,7 @@ func Check(journal Completion, spans SpanTotals, prom PromTotals) error {
 			errs = append(errs, fmt.Errorf("caller %s: journal %d != prometheus %v", bucket, want, got))
 		}
 	}
+	errs = append(errs, checkCost(journal, spans, prom)...)
 	// llm_call_count is not compared: DeerFlow's journal counts the calls it observed
 	// itself (lead agent and middlewares), while subagent usage arrives as external records
 	for model, mt := range journal.TokenUsageByModel {
@@ -339,12 +365,13 @@ func Check(journal Completion, spans SpanTotals, prom PromTotals) error {
 	return errors.Join(errs...)
 }
 
-// WriteCallTable prints one row per model call: own usage, and the merged subagent usage on
-// the dispatching call ("-" on the others).
+// WriteCallTable prints one row per model call: own usage and cost, and the merged
+// subagent usage on the dispatching call ("-" on the others).
 func WriteCallTable(w io.Writer, calls []Call) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tcaller\tmodel\tstep\tinput\toutput\tcache_read\treasoning\ttotal\tsubagents: input\toutput\ttotal\tdispatches")
+	fmt.Fprintln(tw, "#\tcaller\tmodel\tstep\tinput\toutput\tcache_read\treasoning\ttotal\tcost_usd\tsubagents: input\toutput\ttotal\tdispatches")
 	var own genai.Usage
+	var cost float64
 	for i, c := range calls {
 		merged := "-\t-\t-\t-"
 		if c.HasMerged {
@@ -354,11 +381,16 @@ func WriteCallTable(w io.Writer, calls []Call) error {
 		if step == "" {
 			step = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", i+1, c.Caller, c.Model, step,
-			c.Own.Input, c.Own.Output, c.Own.CacheRead, c.Own.Reasoning, c.Own.Total(), merged)
+		usd := "unpriced"
+		if c.Priced {
+			usd = fmt.Sprintf("%.6f", c.Cost)
+			cost += c.Cost
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", i+1, c.Caller, c.Model, step,
+			c.Own.Input, c.Own.Output, c.Own.CacheRead, c.Own.Reasoning, c.Own.Total(), usd, merged)
 		own = own.Add(c.Own)
 	}
-	fmt.Fprintf(tw, "\tall calls\t\t\t%d\t%d\t%d\t%d\t%d\t\t\t\t\n", own.Input, own.Output, own.CacheRead, own.Reasoning, own.Total())
+	fmt.Fprintf(tw, "\tall calls\t\t\t%d\t%d\t%d\t%d\t%d\t%.6f\t\t\t\t\n", own.Input, own.Output, own.CacheRead, own.Reasoning, own.Total(), cost)
 	return tw.Flush()
 }
 

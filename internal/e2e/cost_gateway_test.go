@@ -19,7 +19,13 @@ import (
 // models (costDemoConfig's script), plus extra config lines.
 func costGatewayConfig(t *testing.T, dir, extra string) string {
 	t.Helper()
-	cfg, err := os.ReadFile(costDemoConfig(t))
+	return costGatewayConfigWith(t, dir, costDemoConfig(t), extra)
+}
+
+// costGatewayConfigWith is costGatewayConfig on the agent config at cfgPath.
+func costGatewayConfigWith(t *testing.T, dir, cfgPath, extra string) string {
+	t.Helper()
+	cfg, err := os.ReadFile(cfgPath)
 	require.NoError(t, err)
 	return string(cfg) + fmt.Sprintf("sandbox: {root: %s}\nstore: {driver: sqlite, dsn: %s}\n", filepath.Join(dir, "threads"), filepath.Join(dir, "agentmeter.db")) + extra
 }
@@ -37,12 +43,19 @@ type gatewayCostRun struct {
 
 // The gateway's token-usage cost for a thread equals Σ per-call cost that the shipped
 // collector's cost step wrote on the spans of the thread's runs (same price table, same
-// formulas), and each dispatching call's merged cost equals its tasks' calls.
+// formulas), and each dispatching call's merged cost equals its tasks' calls: with models
+// of 2025 and with current ones (November 2026).
 func TestGatewayThreadCostEqualsSpans(t *testing.T) {
+	for _, models := range [][2]string{{"claude-sonnet-4-5", "claude-haiku-4-5"}, {"claude-opus-4-8", "gemini-3.5-flash"}} {
+		t.Run(models[0]+"+"+models[1], func(t *testing.T) { gatewayCostEqualsSpans(t, models[0], models[1]) })
+	}
+}
+
+func gatewayCostEqualsSpans(t *testing.T, lead, sub string) {
 	ports := setSidecarEnv(t)
 	tracesFile := startShippedWithFile(t, ports)
 	dir := t.TempDir()
-	g := startGateway(t, dir, costGatewayConfig(t, dir, ""),
+	g := startGateway(t, dir, costGatewayConfigWith(t, dir, costDemoConfigAs(t, lead, sub), ""),
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+ports.OTLPHTTP, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf", "OTEL_BSP_SCHEDULE_DELAY=100")
 
 	traceIDs := map[string]bool{}

@@ -14,7 +14,7 @@ import (
 // The spend alerts of deploy/prometheus-rules.yaml load (promtool check rules) and fire
 // when they should on synthetic cost series (promtool test rules): the app's spend rate
 // above budget, one agent's sudden spike against its own day (and not a steady heavy
-// agent), and calls to an unknown model.
+// agent), calls to an unknown model, and a price table older than 90 days.
 func TestCostAlertRulesPromtool(t *testing.T) {
 	rules := rulesFile(t)
 	out, err := exec.Command(promtool(t), "check", "rules", rules).CombinedOutput()
@@ -34,7 +34,20 @@ tests:
         values: '0+0.01x1500 15+0.5x700'
       - series: 'otelcol_processor_genaicost_calls_unpriced{instance="c",reason="unknown_model",model="llama-3-70b"}'
         values: '0x100 0+2x100'
+      - series: 'otelcol_processor_genaicost_price_dataset_age{instance="c",version="0.1.8"}'
+        values: '7689600+60x2200'
     alert_rule_test:
+      - eval_time: 30m
+        alertname: AgentmeterPriceTableStale
+        exp_alerts: []
+      - eval_time: 1560m
+        alertname: AgentmeterPriceTableStale
+        exp_alerts:
+          - exp_labels: {severity: warning, instance: c, version: "0.1.8"}
+            exp_annotations:
+              summary: The price table of c is 90d 2h 0m 0s old (dataset 0.1.8)
+              description: 'The genaicost price dataset in use was published more than 90 days ago. Set price_refresh in the genaicost processor, or upgrade agentmeter for a newer snapshot (docs/cost.md). Unpriced calls: otelcol_processor_genaicost_calls_unpriced.'
+
       - eval_time: 60m
         alertname: AgentmeterSpendRateHigh
         exp_alerts:

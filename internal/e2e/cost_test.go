@@ -18,8 +18,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
-	"github.com/agentmeter/agentmeter/internal/fakevendor"
-	"github.com/agentmeter/agentmeter/internal/fakevendor/langfusefake"
 )
 
 // costDemoConfig writes an agentmeter config whose scripted model answers as real models
@@ -27,15 +25,21 @@ import (
 // added to one subagent turn, so every rate of the price table is exercised end to end.
 func costDemoConfig(t *testing.T) string {
 	t.Helper()
+	return costDemoConfigAs(t, "claude-sonnet-4-5", "claude-haiku-4-5")
+}
+
+// costDemoConfigAs is costDemoConfig with the lead answering as lead and the subagents as sub.
+func costDemoConfigAs(t *testing.T, lead, sub string) string {
+	t.Helper()
 	script, err := os.ReadFile(filepath.Join(RepoRoot(), "runtime", "model", "scripted", "demo.yaml"))
 	require.NoError(t, err)
-	s := strings.ReplaceAll(string(script), "scripted-demo-mini", "claude-haiku-4-5")
+	s := strings.ReplaceAll(string(script), "scripted-demo-mini", sub)
 	s = strings.Replace(s, "usage: {input: 640, output: 52}", "usage: {input: 640, output: 52, cache_creation: 300}", 1)
 	dir := t.TempDir()
 	scriptPath := filepath.Join(dir, "script.yaml")
 	require.NoError(t, os.WriteFile(scriptPath, []byte(s), 0o600))
 	cfg := filepath.Join(dir, "config.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte("models:\n  - {name: main, provider: scripted, model: claude-sonnet-4-5, script: "+scriptPath+"}\n"), 0o600))
+	require.NoError(t, os.WriteFile(cfg, []byte("models:\n  - {name: main, provider: scripted, model: "+lead+", script: "+scriptPath+"}\n"), 0o600))
 	return cfg
 }
 
@@ -127,17 +131,7 @@ func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs
 // the model calls under its tasks.
 func TestCostEverywhereEndToEnd(t *testing.T) {
 	ports := setSidecarEnv(t)
-	lf := langfusefake.New(t)
-	t.Setenv("LANGFUSE_TRACING", "true")
-	t.Setenv("LANGFUSE_PUBLIC_KEY", lf.PublicKey)
-	t.Setenv("LANGFUSE_SECRET_KEY", lf.SecretKey)
-	t.Setenv("LANGFUSE_BASE_URL", lf.URL)
-	ls := fakevendor.NewLangSmith("lsv2-e2e-key")
-	t.Cleanup(ls.Close)
-	t.Setenv("LANGSMITH_TRACING", "true")
-	t.Setenv("LANGSMITH_API_KEY", ls.APIKey)
-	t.Setenv("LANGSMITH_ENDPOINT", ls.URL)
-	t.Setenv("LANGSMITH_PROJECT", "agentmeter-e2e")
+	lf, ls := costVendors(t)
 	tracesFile := startShippedWithFile(t, ports)
 	prom := scrapeShipped(t, ports.Prometheus)
 
@@ -258,34 +252,15 @@ func TestCostEverywhereEndToEnd(t *testing.T) {
 	// Langfuse: Σ observation cost of our traces
 	var lfTotal float64
 	require.Eventually(t, func() bool {
-		lfTotal = 0
-		for _, o := range lf.Observations() {
-			if traceIDs[o.TraceID] && o.Cost != nil {
-				lfTotal += o.CostTotal()
-			}
-		}
+		lfTotal = langfuseCost(lf, traceIDs)
 		return near(lfTotal, sc.own)
 	}, 30*time.Second, 200*time.Millisecond, "langfuse-side cost never reached $%.9f", sc.own)
 	assert.Empty(t, lf.Problems())
 
 	// LangSmith: Σ usage_metadata.total_cost of our runs
-	roots := map[string]bool{}
-	for tid := range traceIDs {
-		roots[uuidOf(tid)] = true
-	}
 	var lsTotal float64
 	require.Eventually(t, func() bool {
-		lsTotal = 0
-		for _, run := range ls.Runs() {
-			if tid, _ := run["trace_id"].(string); !roots[tid] {
-				continue
-			}
-			outputs, _ := run["outputs"].(map[string]any)
-			um, _ := outputs["usage_metadata"].(map[string]any)
-			if c, ok := um["total_cost"].(float64); ok {
-				lsTotal += c
-			}
-		}
+		lsTotal = langsmithCost(ls, traceIDs)
 		return near(lsTotal, sc.own)
 	}, 30*time.Second, 200*time.Millisecond, "langsmith-side cost never reached $%.9f", sc.own)
 	assert.Empty(t, ls.Violations())

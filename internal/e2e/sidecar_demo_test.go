@@ -217,12 +217,17 @@ func TestMakeDemoReport(t *testing.T) {
 	require.NoError(t, err, "demoreport:\n%s", out)
 	text := string(out)
 	t.Logf("demo took %s", time.Since(start))
-	assert.Contains(t, text, "OK: journal, spans and Prometheus agree")
+	assert.Contains(t, text, "OK: journal, spans and Prometheus agree on tokens and cost")
 	assert.Equal(t, 2, strings.Count(text, "\nanswer: "), "one answer per run")
 	assert.Regexp(t, `(?m)^#\s+caller\s+model\s+step\s+input\s+output`, text)
-	// the dispatching call of each run shows the merged subagent usage and its dispatches
-	assert.Regexp(t, `(?m)^\d+\s+lead_agent\s+\S+\s+\S+(\s+\d+){5}\s+\d+\s+\d+\s+\d+\s+\d+\s*$`, text)
+	// the dispatching call of each run shows its cost, the merged subagent usage and its dispatches
+	assert.Regexp(t, `(?m)^\d+\s+lead_agent\s+\S+\s+\S+(\s+\d+){5}\s+\d+\.\d{6}\s+\d+\s+\d+\s+\d+\s+\d+\s*$`, text)
 	assert.Contains(t, text, `agentmeter_tokens_total{`)
+	assert.Contains(t, text, `agentmeter_cost_usd_total{`)
+	// the demo prices: cost per caller and in total, three ways
+	for _, who := range []string{"journal:   ", "spans:     ", "prometheus:"} {
+		assert.Regexp(t, `(?m)^`+who+` total 0\.0360\d+ \(lead_agent 0\.0289\d+, subagent 0\.0058\d+, middleware 0\.0012\d+\)$`, text)
+	}
 	assert.Contains(t, text, "collector stopped")
 }
 

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"path/filepath"
 	"testing"
@@ -46,7 +47,8 @@ func tallyOf(calls []chatSpan) genai.Usage {
 func TestTokenMetricSetsAgreeInPrometheus(t *testing.T) {
 	ports := setSidecarEnv(t)
 	tracesFile := startShippedWithFile(t, ports)
-	prom := scrapeShipped(t, ports.Prometheus)
+	// the token metrics and the collector's own (the dashboard's cost-step panels), as deploy/servicemonitor.yaml scrapes both
+	prom := scrapeShipped(t, ports.Prometheus, fmt.Sprintf("127.0.0.1:%d", ports.Telemetry))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 

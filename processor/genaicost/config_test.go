@@ -3,6 +3,7 @@ package genaicost
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,6 +29,8 @@ func TestLoadConfig(t *testing.T) {
 		}},
 		{component.NewIDWithName(Type, "unquoted_date"), &Config{DefaultPrices: true, PriceFiles: []PriceFile{},
 			Prices: []pricing.Row{{Provider: "openai", Model: "m", Effective: "2025-06-01", Rates: pricing.Rates{Input: pricing.F(1), Output: pricing.F(2)}}}}},
+		{component.NewIDWithName(Type, "refresh"), &Config{DefaultPrices: true, PriceFiles: []PriceFile{}, Prices: []pricing.Row{},
+			PriceRefresh: &PriceRefresh{URL: "https://raw.githubusercontent.com/pydantic/genai-prices/main/prices/new_data/v2/data.json", Interval: 12 * time.Hour}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id.String(), func(t *testing.T) {

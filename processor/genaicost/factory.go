@@ -36,9 +36,14 @@ func createTraces(_ context.Context, set processor.Settings, cfg component.Confi
 
 // tracesProcessor prices each batch in place and hands it on.
 type tracesProcessor struct {
-	component.StartFunc
 	*coster
 	next consumer.Traces
+}
+
+// Start begins the price refresh, when configured; it never waits for a fetch.
+func (p *tracesProcessor) Start(context.Context, component.Host) error {
+	p.start()
+	return nil
 }
 
 func (p *tracesProcessor) Capabilities() consumer.Capabilities {

@@ -3,10 +3,12 @@
 package metadata
 
 import (
+	"context"
 	"errors"
 	"sync"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/embedded"
 	"go.opentelemetry.io/otel/trace"
 
 	"go.opentelemetry.io/collector/component"
@@ -23,11 +25,13 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                           metric.Meter
-	mu                              sync.Mutex
-	registrations                   []metric.Registration
-	ProcessorGenaicostCallsPriced   metric.Int64Counter
-	ProcessorGenaicostCallsUnpriced metric.Int64Counter
+	meter                             metric.Meter
+	mu                                sync.Mutex
+	registrations                     []metric.Registration
+	ProcessorGenaicostCallsPriced     metric.Int64Counter
+	ProcessorGenaicostCallsUnpriced   metric.Int64Counter
+	ProcessorGenaicostPriceDatasetAge metric.Float64ObservableGauge
+	ProcessorGenaicostPriceRefreshes  metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -39,6 +43,31 @@ type telemetryBuilderOptionFunc func(mb *TelemetryBuilder)
 
 func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
 	tbof(mb)
+}
+
+// RegisterProcessorGenaicostPriceDatasetAgeCallback sets callback for observable ProcessorGenaicostPriceDatasetAge metric.
+func (builder *TelemetryBuilder) RegisterProcessorGenaicostPriceDatasetAgeCallback(cb metric.Float64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerFloat64{inst: builder.ProcessorGenaicostPriceDatasetAge, obs: o})
+		return nil
+	}, builder.ProcessorGenaicostPriceDatasetAge)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+type observerFloat64 struct {
+	embedded.Float64Observer
+	inst metric.Float64Observable
+	obs  metric.Observer
+}
+
+func (oi *observerFloat64) Observe(value float64, opts ...metric.ObserveOption) {
+	oi.obs.ObserveFloat64(oi.inst, value, opts...)
 }
 
 // Shutdown unregister all registered callbacks for async instruments.
@@ -67,8 +96,20 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorGenaicostCallsUnpriced, err = builder.meter.Int64Counter(
 		"otelcol_processor_genaicost_calls_unpriced",
-		metric.WithDescription("Model-call spans with usage that got no cost, by reason (unknown_model, no_model) and model. [Development]"),
+		metric.WithDescription("Model-call spans with usage that got no cost, by reason (unknown_model, no_model), model and provider. [Development]"),
 		metric.WithUnit("{call}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorGenaicostPriceDatasetAge, err = builder.meter.Float64ObservableGauge(
+		"otelcol_processor_genaicost_price_dataset_age",
+		metric.WithDescription("Age of the active price dataset (now minus its publication date), by its version. [Development]"),
+		metric.WithUnit("s"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorGenaicostPriceRefreshes, err = builder.meter.Int64Counter(
+		"otelcol_processor_genaicost_price_refreshes",
+		metric.WithDescription("Price refresh attempts (price_refresh), by outcome (updated, not_modified, failed). [Development]"),
+		metric.WithUnit("{refresh}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

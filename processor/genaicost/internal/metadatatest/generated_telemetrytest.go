@@ -40,7 +40,7 @@ func AssertEqualProcessorGenaicostCallsPriced(t *testing.T, tt *componenttest.Te
 func AssertEqualProcessorGenaicostCallsUnpriced(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_genaicost_calls_unpriced",
-		Description: "Model-call spans with usage that got no cost, by reason (unknown_model, no_model) and model. [Development]",
+		Description: "Model-call spans with usage that got no cost, by reason (unknown_model, no_model), model and provider. [Development]",
 		Unit:        "{call}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -49,6 +49,36 @@ func AssertEqualProcessorGenaicostCallsUnpriced(t *testing.T, tt *componenttest.
 		},
 	}
 	got, err := tt.GetMetric("otelcol_processor_genaicost_calls_unpriced")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorGenaicostPriceDatasetAge(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_genaicost_price_dataset_age",
+		Description: "Age of the active price dataset (now minus its publication date), by its version. [Development]",
+		Unit:        "s",
+		Data: metricdata.Gauge[float64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_genaicost_price_dataset_age")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorGenaicostPriceRefreshes(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_genaicost_price_refreshes",
+		Description: "Price refresh attempts (price_refresh), by outcome (updated, not_modified, failed). [Development]",
+		Unit:        "{refresh}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_genaicost_price_refreshes")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
