@@ -9,7 +9,7 @@ import (
 )
 
 // costMetric is the spend counter the demo prints and checks (docs/cost.md#sinks).
-const costMetric = "agentmeter_cost_usd_total"
+const costMetric = genai.MetricCostProm
 
 // CostTotals is own cost in USD: the whole, per caller bucket and per model.
 type CostTotals struct {
