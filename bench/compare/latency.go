@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -52,6 +53,16 @@ func (b *bench) latencyRows() []row {
 	}
 	p95 := row{group: g, label: labels.p95t, unit: "s", ours: sp95, oursIs: "shipped", target: p95Target}
 	un := row{group: g, label: labels.unt, unit: "s", ours: sun, oursIs: "shipped", target: unTarget}
+	// each vendor alone: which of the two exporters holds spans, when one does
+	var perVendor []string
+	for _, v := range []string{"langsmith", "langfuse"} {
+		if x, e := res.metric(ship, "p95_"+v+"_s"); e == nil {
+			perVendor = append(perVendor, fmt.Sprintf("%s %s s", v, num(median(x))))
+		}
+	}
+	if len(perVendor) > 0 {
+		p95.facts = append(p95.facts, "p95 at each vendor alone (medians): "+strings.Join(perVendor, ", "))
+	}
 	if m := median(sunseen); m > 0 {
 		note := fmt.Sprintf("%.0f spans (median of the repeats) were not at every vendor when the wait of %s after the last send ended; each counts as that wait, so the figures are lower bounds",
 			m, b.sz.latWait)

@@ -62,7 +62,7 @@ func BenchmarkSidecarLatency(b *testing.B) {
 			b.Setenv("LANGSMITH_ENDPOINT", ls.URL)
 			b.Setenv("LANGSMITH_PROJECT", "bench")
 			StartWithArgs(b, b.TempDir(), ports.OTLPHTTP, "--config", filepath.Join(RepoRoot(), "otelcol-config.yaml"))
-			res := replay(b, p, ports.OTLPHTTP, langfuseSeen(lf), langsmithSeen(ls))
+			res := replay(b, p, ports.OTLPHTTP, vendorSink{"langfuse", langfuseSeen(lf)}, vendorSink{"langsmith", langsmithSeen(ls)})
 			res.report(b)
 		}
 	})
@@ -93,7 +93,7 @@ service:
   pipelines:
     traces: {receivers: [otlp], processors: [memory_limiter, batch], exporters: [otlphttp]}
 `, otlp, lf.URL+langfusefake.TracesPath, auth, filepath.Join(dir, "storage")), otlp)
-			res := replay(b, p, otlp, langfuseSeen(lf))
+			res := replay(b, p, otlp, vendorSink{"langfuse", langfuseSeen(lf)})
 			res.report(b)
 		}
 	})
@@ -130,6 +130,12 @@ func latencyParamsFromEnv(b *testing.B) latencyParams {
 
 // seenFunc reports, for every span a vendor fake holds so far, its key (spanKey).
 type seenFunc func(yield func(key string))
+
+// vendorSink is one vendor fake the replay watches; name goes into the metric units.
+type vendorSink struct {
+	name string
+	seen seenFunc
+}
 
 func spanKey(tid pcommon.TraceID, sid pcommon.SpanID) string {
 	return tid.String() + "/" + sid.String()
@@ -187,13 +193,15 @@ type sentSpan struct {
 type latencyResult struct {
 	spans   []sentSpan
 	outAt   []time.Time // per span, when the last sink had it (zero: never)
+	sinks   []string
+	sinkAt  [][]time.Time // per sink, per span: when that sink had it (zero: never)
 	waitEnd time.Time
 	runs    int
 }
 
 // replay sends the runs in real time to the collector's OTLP/HTTP address and watches
 // every sink until each holds every span, or the wait after the last send ends.
-func replay(b *testing.B, p latencyParams, otlp string, sinks ...seenFunc) latencyResult {
+func replay(b *testing.B, p latencyParams, otlp string, sinks ...vendorSink) latencyResult {
 	b.Helper()
 	type planned struct {
 		run      agentrun.Run
@@ -232,9 +240,9 @@ func replay(b *testing.B, p latencyParams, otlp string, sinks ...seenFunc) laten
 			case <-tick.C:
 			}
 			now := time.Now()
-			for i, seen := range sinks {
+			for i, sk := range sinks {
 				var keys []string
-				seen(func(k string) { keys = append(keys, k) })
+				sk.seen(func(k string) { keys = append(keys, k) })
 				mu.Lock()
 				for _, k := range keys {
 					if _, ok := firstSeen[i][k]; !ok {
@@ -284,29 +292,36 @@ func replay(b *testing.B, p latencyParams, otlp string, sinks ...seenFunc) laten
 		require.NoError(b, err)
 	}
 
-	// out is when the last sink had span s (zero while one lacks it)
-	out := func(s sentSpan) time.Time {
-		var last time.Time
-		for i := range sinks {
-			at, ok := firstSeen[i][s.key]
-			if !ok && s.root {
-				at, ok = firstSeen[i][s.rootKey]
-			}
-			if !ok {
-				return time.Time{}
-			}
-			if at.After(last) {
-				last = at
-			}
+	// seenAt is when sink i had span s (zero: not yet)
+	seenAt := func(i int, s sentSpan) time.Time {
+		at, ok := firstSeen[i][s.key]
+		if !ok && s.root {
+			at = firstSeen[i][s.rootKey]
 		}
-		return last
+		return at
 	}
 	res := latencyResult{spans: spans, outAt: make([]time.Time, len(spans)), runs: len(plan)}
+	for _, sk := range sinks {
+		res.sinks = append(res.sinks, sk.name)
+		res.sinkAt = append(res.sinkAt, make([]time.Time, len(spans)))
+	}
 	for deadline := time.Now().Add(p.wait); ; time.Sleep(50 * time.Millisecond) {
 		mu.Lock()
 		missing := 0
-		for i, s := range spans {
-			if res.outAt[i] = out(s); res.outAt[i].IsZero() {
+		for j, s := range spans {
+			var last time.Time // when the last sink had it
+			for i := range sinks {
+				at := seenAt(i, s)
+				res.sinkAt[i][j] = at
+				if at.IsZero() {
+					last = time.Time{}
+					break
+				}
+				if at.After(last) {
+					last = at
+				}
+			}
+			if res.outAt[j] = last; last.IsZero() {
 				missing++
 			}
 		}
@@ -323,9 +338,9 @@ func replay(b *testing.B, p latencyParams, otlp string, sinks ...seenFunc) laten
 }
 
 // report puts the figures on the benchmark line: p50_s, p95_s, max_s over the spans of
-// the DeerFlow-shaped runs; untraced_out_s, the latest of the untraced-task runs' last
-// span out after its root was sent; unseen, spans not out when the wait ended (each
-// counted as that wait).
+// the DeerFlow-shaped runs, and p95_<vendor>_s at each vendor alone; untraced_out_s, the
+// latest of the untraced-task runs' last span out after its root was sent; unseen, spans
+// not out when the wait ended (each counted as that wait).
 func (r latencyResult) report(b *testing.B) {
 	var lat []float64
 	unseen := 0
@@ -360,6 +375,21 @@ func (r latencyResult) report(b *testing.B) {
 	}
 	if len(rootAt) > 0 {
 		b.ReportMetric(untraced, "untraced_out_s")
+	}
+	for i, name := range r.sinks {
+		var at []float64
+		for j, s := range r.spans {
+			if s.untraced {
+				continue
+			}
+			t := r.sinkAt[i][j]
+			if t.IsZero() {
+				t = r.waitEnd
+			}
+			at = append(at, t.Sub(s.at).Seconds())
+		}
+		slices.Sort(at)
+		b.ReportMetric(percentile(at, 0.95), "p95_"+name+"_s")
 	}
 	b.ReportMetric(float64(unseen), "unseen")
 	b.ReportMetric(float64(len(r.spans)), "spans")
