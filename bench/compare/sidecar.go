@@ -83,7 +83,7 @@ func (b *bench) sidecarRows(pair pairFunc, get getFunc, errs map[string]error) [
 	cpuMerge := pair(g, "collector CPU µs per span, shipped sidecar vs shipped without subagentmerge", "CPU µs", "shipped", "shipped_nomerge", cpu,
 		&target{"<=", 1.15, "merge ≤ 15% over the pipeline without it"})
 	if cpuStock.err == "" && cpuMerge.err == "" {
-		_, noMerge, _ := series(get("shipped_nomerge", cpu), get("stock_durable", cpu))
+		noMerge, _, _ := series(get("shipped_nomerge", cpu), get("stock_durable", cpu))
 		cpuStock.facts = append(cpuStock.facts, fmt.Sprintf(
 			"without subagentmerge the same pipeline used %s CPU µs per span (median) against the stock collector's %s; the merge adds %s µs per span (median of ours − without)",
 			num(median(noMerge)), num(median(cpuStock.peer)), num(median(diff(cpuMerge.ours, cpuMerge.peer)))))
