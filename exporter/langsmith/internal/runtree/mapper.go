@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/genai"
 )
 
@@ -281,7 +282,7 @@ func (m *Mapper) buildRun(s *spanInfo) Run {
 	if end < s.start {
 		end = s.start
 	}
-	r := Run{Source: s.ref}
+	r := Run{Source: s.ref, Version: vendorhttp.VersionOf(vendorhttp.SpanKey{Trace: s.traceID, Span: s.spanID}, attrs)}
 	r.Head = Head{
 		ID: s.entry.runID, TraceID: s.entry.traceRunID, DottedOrder: s.entry.dotted,
 		ParentRunID: s.parentRunID, Name: name, RunType: runType,

@@ -23,8 +23,9 @@ const (
 	StatusError   = "error"
 )
 
-// Run is one LangSmith run. Every OTel span is complete when exported, so each run is
-// sent once as a "post" carrying end_time, outputs and error together.
+// Run is one LangSmith run. Every OTel span is complete when exported, so a run is
+// sent as a "post" carrying end_time, outputs and error together; a re-emission of the
+// span (Version.Rev ≥ 1) is sent whole again as a "patch" of the same run.
 type Run struct {
 	Head    Head
 	Inputs  Inputs
@@ -34,6 +35,8 @@ type Run struct {
 	// Source locates the span (resource, scope, span index) so a partly sent batch can
 	// be rebuilt from the spans that still need sending.
 	Source SpanRef
+	// Version is the span's key and merge revision (0: a first emission).
+	Version vendorhttp.Version
 }
 
 // SpanRef is the position of a span inside the ptrace.Traces it was read from.
