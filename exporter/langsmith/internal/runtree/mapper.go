@@ -155,6 +155,13 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 		s.visiting = true
 		defer func() { s.visiting, s.done = false, true }()
 
+		// a span mapped before keeps its run's place: LangSmith holds the run there, and
+		// a patch that named another trace_id or dotted_order would move it
+		if e, ok := tc.spans[s.spanID]; ok {
+			s.entry, s.parentRunID, s.orphan = e, e.parentRunID, e.orphan
+			return
+		}
+
 		if s.parent.IsEmpty() && (!tc.trueRootSet || tc.trueRoot == s.spanID) {
 			tc.trueRoot, tc.trueRootSet = s.spanID, true
 			s.entry = chainEntry{runID: traceUUID, traceRunID: traceUUID, segMicros: s.start,
@@ -178,7 +185,7 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 			if !tc.rootSet {
 				s.orphan = OrphanRerooted
 				s.entry = chainEntry{runID: runID, traceRunID: runID, segMicros: s.start,
-					dotted: string(AppendSegment(nil, s.start, runID))}
+					dotted: string(AppendSegment(nil, s.start, runID)), orphan: OrphanRerooted}
 				tc.root, tc.rootSet = s.entry, true
 				m.cache.put(tc, s.spanID, s.entry)
 				return
@@ -190,7 +197,8 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 		buf = append(buf, parent.dotted...)
 		buf = append(buf, '.')
 		buf = AppendSegment(buf, seg, runID)
-		s.entry = chainEntry{runID: runID, traceRunID: parent.traceRunID, dotted: string(buf), segMicros: seg}
+		s.entry = chainEntry{runID: runID, traceRunID: parent.traceRunID, dotted: string(buf), segMicros: seg,
+			parentRunID: parent.runID, orphan: s.orphan}
 		s.parentRunID = parent.runID
 		m.cache.put(tc, s.spanID, s.entry)
 	}
