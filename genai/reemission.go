@@ -9,6 +9,12 @@ func MergeRevision(attrs pcommon.Map) int64 {
 	if !ok {
 		return 0
 	}
+	return MergeRevisionValue(v)
+}
+
+// MergeRevisionValue is MergeRevision for the attribute's value, for readers that walk
+// the attributes once.
+func MergeRevisionValue(v pcommon.Value) int64 {
 	var n int64
 	switch v.Type() {
 	case pcommon.ValueTypeInt:

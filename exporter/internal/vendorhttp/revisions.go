@@ -30,6 +30,15 @@ func VersionOf(key SpanKey, attrs pcommon.Map) Version {
 	return Version{Key: key, Rev: rev}
 }
 
+// NewVersion is VersionOf from the span's merge revision and merge status, for readers
+// that walk the attributes once.
+func NewVersion(key SpanKey, rev int64, mergeStatus string) Version {
+	if rev == 0 && mergeStatus == genai.MergeCorrected {
+		rev = 1
+	}
+	return Version{Key: key, Rev: rev}
+}
+
 // DefaultMaxRevisions bounds how many re-emitted spans an exporter remembers: a
 // re-emission is a dispatching model call or a task tool call, a few per agent run, so
 // this covers the runs of many hours at once.
@@ -48,10 +57,7 @@ const DefaultMaxRevisions = 100_000
 // what the queue hands out. Safe for concurrent use.
 type Revisions struct {
 	mu   sync.Mutex
-	max  int
-	revs map[SpanKey]int64
-	ring []SpanKey // insertion order, for eviction
-	next int
+	revs *Bounded[SpanKey, int64]
 }
 
 // NewRevisions remembers at most max spans (max ≤ 0: DefaultMaxRevisions).
@@ -59,14 +65,14 @@ func NewRevisions(max int) *Revisions {
 	if max <= 0 {
 		max = DefaultMaxRevisions
 	}
-	return &Revisions{max: max, revs: map[SpanKey]int64{}}
+	return &Revisions{revs: NewBounded[SpanKey, int64](max)}
 }
 
 // Len is the number of spans remembered.
 func (r *Revisions) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.revs)
+	return r.revs.Len()
 }
 
 // Keep decides, for the versions of one batch in batch order, which go out, and records
@@ -91,11 +97,11 @@ func (r *Revisions) Keep(vs []Version, keepFirst bool) (keep []bool) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if newest == nil && len(r.revs) == 0 {
+	if newest == nil && r.revs.Len() == 0 {
 		return nil
 	}
 	for i, v := range vs {
-		known, seen := r.revs[v.Key]
+		known, seen := r.revs.Get(v.Key)
 		ok := true
 		switch {
 		case v.Rev == 0:
@@ -104,7 +110,7 @@ func (r *Revisions) Keep(vs []Version, keepFirst bool) (keep []bool) {
 		case newest[v.Key] != i || (seen && v.Rev < known):
 			ok = false
 		default:
-			r.record(v.Key, v.Rev, seen)
+			r.revs.Put(v.Key, v.Rev)
 		}
 		if !ok {
 			if keep == nil {
@@ -120,18 +126,4 @@ func (r *Revisions) Keep(vs []Version, keepFirst bool) (keep []bool) {
 		}
 	}
 	return keep
-}
-
-func (r *Revisions) record(k SpanKey, rev int64, seen bool) {
-	r.revs[k] = rev
-	if seen {
-		return
-	}
-	if len(r.ring) < r.max {
-		r.ring = append(r.ring, k)
-		return
-	}
-	delete(r.revs, r.ring[r.next])
-	r.ring[r.next] = k
-	r.next = (r.next + 1) % r.max
 }

@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 )
 
 // Attr is one attribute a plan adds to a span: a string, an int or a string array.
@@ -31,7 +33,12 @@ type Plan struct {
 	enc   []byte  // the same attributes encoded as Span.attributes fields
 	eoff  []int32 // span i's encoded attributes are enc[eoff[i]:eoff[i+1]]
 	facts []spanFacts
+	// versions are the spans' keys and merge revisions, read in the same pass
+	versions []vendorhttp.Version
 }
+
+// Versions are the spans' keys and merge revisions, in span order.
+func (p *Plan) Versions() []vendorhttp.Version { return p.versions }
 
 // Spans is the number of spans the plan covers.
 func (p *Plan) Spans() int { return len(p.ioff) - 1 }
@@ -49,7 +56,7 @@ func (p *Plan) Release() {
 	clear(p.items) // drop string references
 	p.items, p.ioff, p.enc, p.eoff = p.items[:0], p.ioff[:0], p.enc[:0], p.eoff[:0]
 	clear(p.facts)
-	p.facts = p.facts[:0]
+	p.facts, p.versions = p.facts[:0], p.versions[:0]
 	planPool.Put(p)
 }
 

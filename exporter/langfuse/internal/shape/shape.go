@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/genai"
 )
 
@@ -35,15 +36,17 @@ type traceInfo struct {
 // It adds only what Langfuse's server would not derive by itself from the span (vendor
 // notes §1.7): every byte added is gzipped and sent for every span.
 //
-// Trace-level values are taken from the spans of the same trace in this batch; a trace
-// whose root span arrives in a later batch gets its name from that batch (subagentmerge
-// and batch upstream release whole traces, so this is the exception).
+// Trace-level values are taken from the spans of the same trace in this batch (and, with
+// a Shaper, from earlier batches too).
 //
 // The plan comes from a pool: Release it when done.
-func NewPlan(td ptrace.Traces) *Plan {
+func NewPlan(td ptrace.Traces) *Plan { return newPlan(td, nil) }
+
+func newPlan(td ptrace.Traces, mem *TraceMemory) *Plan {
 	n := td.SpanCount()
 	p := planPool.Get().(*Plan)
 	facts := slices.Grow(p.facts[:0], n)
+	versions := slices.Grow(p.versions[:0], n)
 	infos := make(map[pcommon.TraceID]*traceInfo)
 	var lastID pcommon.TraceID
 	var last *traceInfo
@@ -61,11 +64,13 @@ func NewPlan(td ptrace.Traces) *Plan {
 		f.trace = last
 		last.observe(sp, &f, env)
 		facts = append(facts, f)
+		versions = append(versions, vendorhttp.NewVersion(vendorhttp.SpanKey{Trace: sp.TraceID(), Span: sp.SpanID()}, f.revision, f.mergeStatus))
 	})
+	mem.remember(infos)
 	for _, info := range infos {
 		info.finish()
 	}
-	p.facts = facts
+	p.facts, p.versions = facts, versions
 	p.items = slices.Grow(p.items[:0], n*5)
 	p.ioff = append(slices.Grow(p.ioff[:0], n+1), 0)
 	p.enc = slices.Grow(p.enc[:0], n*256)
@@ -118,6 +123,7 @@ type spanFacts struct {
 	hasSubagentCost                    bool
 	hasMetaMerge                       bool
 	hasToolAttrs                       bool
+	revision                           int64 // agentmeter.merge.revision
 }
 
 // scan reads the attributes shaping needs in a single pass (Map.Get is a linear scan,
@@ -184,6 +190,8 @@ func scan(attrs pcommon.Map) spanFacts {
 			f.hasMetaSubagent = true
 		case MetaMergeStatus:
 			f.hasMetaMerge = true
+		case genai.AttrMergeRevision:
+			f.revision = genai.MergeRevisionValue(v)
 		}
 		return true
 	})
