@@ -62,9 +62,10 @@ type Config struct {
 	CheckCredentials bool `mapstructure:"check_credentials"`
 
 	// QueueConfig is sending_queue (exporterhelper; default on, in memory, bounded in
-	// bytes: 8 MiB of encoded spans, sizer bytes; a full queue makes the caller wait, a
-	// caller whose deadline ends gets a retryable error. Set storage to a storage
-	// extension id for a persistent queue).
+	// bytes: 8 MiB of encoded spans, sizer bytes; a queue_size written without a sizer
+	// counts requests, as for the stock exporters). A full queue makes the caller wait at
+	// most 2 s for room, then refuses it retryably. Set storage to a storage extension id
+	// for a persistent queue.
 	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
 	// RetryConfig is retry_on_failure (default on: 5s initial, 30s max interval, 5m total).
 	RetryConfig configretry.BackOffConfig `mapstructure:"retry_on_failure"`

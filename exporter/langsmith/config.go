@@ -46,10 +46,11 @@ type Config struct {
 	// self-hosted: https://<host>/api/v1). timeout defaults to 30s. compression applies to
 	// multipart bodies: zstd (default, what the SDKs send), gzip or none.
 	ClientConfig confighttp.ClientConfig `mapstructure:",squash"`
-	// QueueConfig is the sending queue (default: on, in memory, bounded in bytes: 8 MiB
-	// of encoded spans, sizer bytes; a full queue makes the caller wait, a caller whose deadline ends gets a
-	// retryable error. Set
-	// storage to a file_storage extension for a persistent queue).
+	// QueueConfig is sending_queue (exporterhelper; default on, in memory, bounded in
+	// bytes: 8 MiB of encoded spans, sizer bytes; a queue_size written without a sizer
+	// counts requests, as for the stock exporters). A full queue makes the caller wait at
+	// most 2 s for room, then refuses it retryably. Set storage to a storage extension id
+	// for a persistent queue.
 	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
 	// RetryConfig is the retry policy for retryable answers (408, 425, 429, 5xx, network).
 	RetryConfig configretry.BackOffConfig `mapstructure:"retry_on_failure"`

@@ -391,3 +391,56 @@ func TestNewTracesCutsBatchesLargerThanTheQueue(t *testing.T) {
 	assert.Greater(t, pushes.Load(), int32(4))
 	assert.False(t, exp.Capabilities().MutatesData)
 }
+
+// Through NewTraces a full blocking queue refuses a caller without a deadline after
+// MaxQueueWait, retryably, instead of holding it until room comes; a caller with a nearer
+// deadline is refused at that deadline. Nothing accepted is dropped.
+func TestFullQueueAnswersWithinTheBoundedWait(t *testing.T) {
+	q := DefaultQueueConfig()
+	q.QueueSize = 4096
+	q.NumConsumers = 1
+	release := make(chan struct{})
+	started := make(chan struct{}, 10)
+	var pushed atomic.Int32
+	push := func(ctx context.Context, _ ptrace.Traces) error {
+		started <- struct{}{}
+		<-release
+		pushed.Add(1)
+		return nil
+	}
+	set := exportertest.NewNopSettings(component.MustNewType("vendor"))
+	exp, err := NewTraces(context.Background(), set, &struct{}{}, Sender{Push: push}, configretry.NewDefaultBackOffConfig(), configoptional.Some(q))
+	require.NoError(t, err)
+	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
+	batch := func() ptrace.Traces {
+		td := ptrace.NewTraces()
+		ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
+		for i := 0; i < 30; i++ {
+			ss.Spans().AppendEmpty().SetName(strings.Repeat("s", 50))
+		}
+		return td
+	}
+	require.NoError(t, exp.ConsumeTraces(context.Background(), batch()))
+	<-started
+	require.NoError(t, exp.ConsumeTraces(context.Background(), batch()), "room for a second batch")
+
+	done := make(chan error, 1)
+	go func() { done <- exp.ConsumeTraces(context.Background(), batch()) }()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.False(t, consumererror.IsPermanent(err), "back-pressure: the sender retries")
+	case <-time.After(MaxQueueWait + 10*time.Second):
+		t.Fatal("a full queue held a caller without a deadline")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	err = exp.ConsumeTraces(ctx, batch())
+	cancel()
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "the caller's nearer deadline is kept")
+
+	close(release)
+	require.NoError(t, exp.Shutdown(context.Background()))
+	assert.EqualValues(t, 2, pushed.Load(), "what was accepted was pushed")
+}
