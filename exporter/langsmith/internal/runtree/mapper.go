@@ -192,7 +192,7 @@ func (a *batchArena) metadata(n int) Metadata {
 	}
 	lo := len(a.kvs)
 	a.kvs = a.kvs[:lo+n]
-	return Metadata(a.kvs[lo:lo:lo+n])
+	return Metadata(a.kvs[lo : lo : lo+n])
 }
 
 // tag is the one-element tag list {t}, cut from the arena.
