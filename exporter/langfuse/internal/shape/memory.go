@@ -37,32 +37,30 @@ func (s *Shaper) Traces() int {
 // remembered first is forgotten first once it holds max.
 type TraceMemory struct {
 	mu     sync.Mutex
-	traces *vendorhttp.Bounded[pcommon.TraceID, *traceInfo]
+	traces *vendorhttp.Bounded[pcommon.TraceID, traceInfo]
 }
 
 func newTraceMemory(max int) *TraceMemory {
 	if max <= 0 {
 		max = DefaultMaxTraces
 	}
-	return &TraceMemory{traces: vendorhttp.NewBounded[pcommon.TraceID, *traceInfo](max)}
+	return &TraceMemory{traces: vendorhttp.NewBounded[pcommon.TraceID, traceInfo](max)}
 }
 
 // remember fills what each batch trace lacks from what earlier batches saw of it, then
 // keeps the union for later batches. A nil memory does nothing.
-func (m *TraceMemory) remember(infos map[pcommon.TraceID]*traceInfo) {
+func (m *TraceMemory) remember(traces []traceInfo) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for id, t := range infos {
-		old, ok := m.traces.Get(id)
-		if !ok {
-			old = &traceInfo{}
-			m.traces.Put(id, old)
+	for i := range traces {
+		t := &traces[i]
+		if old, ok := m.traces.Get(t.id); ok {
+			t.fill(&old)
 		}
-		t.fill(old)
-		*old = *t
+		m.traces.Put(t.id, *t)
 	}
 }
 

@@ -35,6 +35,9 @@ type Plan struct {
 	facts []spanFacts
 	// versions are the spans' keys and merge revisions, read in the same pass
 	versions []vendorhttp.Version
+	// traces are the batch's traces, indexed by traceIdx
+	traces   []traceInfo
+	traceIdx map[pcommon.TraceID]int32
 }
 
 // Versions are the spans' keys and merge revisions, in span order.
@@ -56,7 +59,9 @@ func (p *Plan) Release() {
 	clear(p.items) // drop string references
 	p.items, p.ioff, p.enc, p.eoff = p.items[:0], p.ioff[:0], p.enc[:0], p.eoff[:0]
 	clear(p.facts)
-	p.facts, p.versions = p.facts[:0], p.versions[:0]
+	clear(p.traces)
+	clear(p.traceIdx)
+	p.facts, p.versions, p.traces = p.facts[:0], p.versions[:0], p.traces[:0]
 	planPool.Put(p)
 }
 
