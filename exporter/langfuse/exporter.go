@@ -119,8 +119,9 @@ func (e *langfuseExporter) shutdown(context.Context) error {
 //
 // A re-emitted span (genai.IsReemission) goes out whole like any other: same span id and
 // start time, so Langfuse replaces the observation's row with it. A version older than
-// one sent before, and a first emission after a re-emission, are not sent: Langfuse
-// keeps the version it received last (vendorhttp.Revisions).
+// one sent before, and a first emission after a re-emission, are not sent, and a push
+// carrying a re-emission waits for the pushes of its trace in flight: Langfuse keeps the
+// version it received last (vendorhttp.Revisions).
 //
 // On 413 the batch is split in halves, recursively, until a single span is left
 // (vendorhttp.Splitter). The result tells exporterhelper what to retry: only the parts
@@ -130,7 +131,9 @@ func (e *langfuseExporter) shutdown(context.Context) error {
 // they are there and nothing is added twice (plans are set-if-absent).
 func (e *langfuseExporter) push(ctx context.Context, td ptrace.Traces) error {
 	plan := e.shaper.Plan(td)
-	if keep := e.revisions.Keep(plan.Versions(), false); keep != nil {
+	keep, done := e.revisions.Begin(ctx, plan.Versions(), false)
+	defer done()
+	if keep != nil {
 		plan.Release()
 		var refs []vendorhttp.SpanRef
 		for i, ref := range vendorhttp.SpanRefs(td) {

@@ -120,14 +120,16 @@ const maxInflightChunks = 4
 // A first emission is posted; a re-emission (genai.IsReemission) is sent whole as a patch
 // of its run, never posted again (LangSmith answers a second post of an id with 409 and
 // keeps the first). Posts go before patches, so within one push a run's post is answered
-// before its patch is sent. An older version of a span than one already sent is not sent
+// before its patch is sent. An older version of a span than one already sent is not sent,
+// and a push carrying a patch waits for the pushes of its trace in flight
 // (vendorhttp.Revisions).
 func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 	runs, skipped := e.mapper.Map(td)
 	if skipped > 0 {
 		e.logger.Warn("dropped spans without a valid trace or span id", zap.Int("spans", skipped))
 	}
-	runs = e.newest(runs)
+	runs, done := e.newest(ctx, runs)
+	defer done()
 	bufp := e.bufs.Get().(*[]byte)
 	encoded, buf := ingest.EncodeAll(runs, *bufp)
 	defer func() {
@@ -171,7 +173,7 @@ func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 
 // newest keeps the runs that go out (every first emission, and of each re-emitted span
 // its newest version not older than one sent before), posts first, in batch order.
-func (e *lsExporter) newest(runs []runtree.Run) []runtree.Run {
+func (e *lsExporter) newest(ctx context.Context, runs []runtree.Run) ([]runtree.Run, func()) {
 	versions := make([]vendorhttp.Version, len(runs))
 	patches := 0
 	for i := range runs {
@@ -180,9 +182,9 @@ func (e *lsExporter) newest(runs []runtree.Run) []runtree.Run {
 			patches++
 		}
 	}
-	keep := e.revisions.Keep(versions, true)
+	keep, done := e.revisions.Begin(ctx, versions, true)
 	if keep == nil && patches == 0 {
-		return runs
+		return runs, done
 	}
 	out := make([]runtree.Run, 0, len(runs))
 	for _, patch := range [2]bool{false, true} {
@@ -195,7 +197,7 @@ func (e *lsExporter) newest(runs []runtree.Run) []runtree.Run {
 	if n := len(runs) - len(out); n > 0 {
 		e.logger.Debug("not sending older versions of re-emitted spans than ones sent before", zap.Int("runs", n))
 	}
-	return out
+	return out, done
 }
 
 // sendChunks sends encoded[lo:hi] in chunks within the limits, up to maxInflightChunks

@@ -1,7 +1,10 @@
 package vendorhttp
 
 import (
+	"context"
+	"slices"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
@@ -51,21 +54,110 @@ const DefaultMaxRevisions = 100_000
 // last. The same revision again is let out (a retry of the same data is idempotent at
 // both vendors).
 //
+// Deciding what goes out is not enough when several queue consumers send at once: a
+// first emission let out before a re-emission could still land after it. So a push that
+// carries a re-emission (Begin) waits until no other push of the same trace is in flight,
+// at most MaxReemissionWait, and holds its traces until it is answered (done); pushes of
+// first emissions only never wait.
+//
 // It holds at most max spans (a few dozen bytes each); past that the span remembered
 // first is forgotten first, and an older version of it arriving after that would be sent.
 // It is in memory only: after a restart the order of versions still queued on disk is
 // what the queue hands out. Safe for concurrent use.
 type Revisions struct {
-	mu   sync.Mutex
-	revs *Bounded[SpanKey, int64]
+	mu       sync.Mutex
+	revs     *Bounded[SpanKey, int64]
+	inflight map[pcommon.TraceID]int // pushes in flight per trace
+	idle     chan struct{}           // closed (and replaced) whenever a push is answered
 }
+
+// MaxReemissionWait bounds how long a push carrying a re-emission waits for the other
+// pushes of its trace: past it, it goes out anyway (a consumer is not held for longer
+// by a trace whose spans keep coming).
+const MaxReemissionWait = 5 * time.Second
 
 // NewRevisions remembers at most max spans (max ≤ 0: DefaultMaxRevisions).
 func NewRevisions(max int) *Revisions {
 	if max <= 0 {
 		max = DefaultMaxRevisions
 	}
-	return &Revisions{revs: NewBounded[SpanKey, int64](max)}
+	return &Revisions{revs: NewBounded[SpanKey, int64](max), inflight: map[pcommon.TraceID]int{}, idle: make(chan struct{})}
+}
+
+// Begin is Keep for a push that is about to be sent: a push carrying a re-emission first
+// waits (at most MaxReemissionWait, or until ctx ends) until no other push of its traces
+// is in flight. Every push then holds its traces as in flight until done is called, once
+// it was answered.
+func (r *Revisions) Begin(ctx context.Context, vs []Version, keepFirst bool) (keep []bool, done func()) {
+	traces := tracesOf(vs)
+	reemits := false
+	for i := range vs {
+		if vs[i].Rev > 0 {
+			reemits = true
+			break
+		}
+	}
+	r.mu.Lock()
+	if reemits {
+		deadline := time.NewTimer(MaxReemissionWait)
+		defer deadline.Stop()
+	wait:
+		for r.busy(traces) {
+			idle := r.idle
+			r.mu.Unlock()
+			select {
+			case <-idle:
+				r.mu.Lock()
+			case <-deadline.C:
+				r.mu.Lock()
+				break wait
+			case <-ctx.Done():
+				r.mu.Lock()
+				break wait
+			}
+		}
+	}
+	keep = r.keep(vs, keepFirst)
+	for _, t := range traces {
+		r.inflight[t]++
+	}
+	r.mu.Unlock()
+	return keep, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, t := range traces {
+			if r.inflight[t]--; r.inflight[t] <= 0 {
+				delete(r.inflight, t)
+			}
+		}
+		close(r.idle)
+		r.idle = make(chan struct{})
+	}
+}
+
+// busy reports whether a push of one of traces is in flight. r.mu is held.
+func (r *Revisions) busy(traces []pcommon.TraceID) bool {
+	for _, t := range traces {
+		if r.inflight[t] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// tracesOf lists the distinct traces of vs (spans of one trace usually sit together).
+func tracesOf(vs []Version) []pcommon.TraceID {
+	var out []pcommon.TraceID
+	for i := range vs {
+		t := vs[i].Key.Trace
+		if len(out) > 0 && out[len(out)-1] == t {
+			continue
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // Len is the number of spans remembered.
@@ -83,6 +175,13 @@ func (r *Revisions) Len() int {
 // create the run the patches update, Langfuse would replace the newer row with it.
 // keep is nil when every version goes out (the common case: no re-emission anywhere).
 func (r *Revisions) Keep(vs []Version, keepFirst bool) (keep []bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.keep(vs, keepFirst)
+}
+
+// keep is Keep with r.mu held.
+func (r *Revisions) keep(vs []Version, keepFirst bool) (keep []bool) {
 	var newest map[SpanKey]int // index of the newest re-emission of each key in the batch
 	for i, v := range vs {
 		if v.Rev == 0 {
@@ -95,8 +194,6 @@ func (r *Revisions) Keep(vs []Version, keepFirst bool) (keep []bool) {
 			newest[v.Key] = i
 		}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if newest == nil && r.revs.Len() == 0 {
 		return nil
 	}

@@ -1,8 +1,10 @@
 package vendorhttp
 
 import (
+	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -73,4 +75,56 @@ func TestRevisionsConcurrent(t *testing.T) {
 	for i := range 200 {
 		assert.Equal(t, []bool{false}, r.Keep([]Version{{key(byte(i)), 7}}, false))
 	}
+}
+
+// A push carrying a re-emission waits until the pushes of its trace in flight were
+// answered, so an earlier version cannot land after it; pushes of other traces, and
+// pushes of first emissions only, never wait.
+func TestBeginOrdersAReemissionAfterItsTrace(t *testing.T) {
+	r := NewRevisions(10)
+	ctx := context.Background()
+	other := SpanKey{Trace: pcommon.TraceID{2}, Span: pcommon.SpanID{1}}
+	keep, firstDone := r.Begin(ctx, []Version{{key(1), 0}, {key(2), 0}}, false)
+	assert.Nil(t, keep)
+	_, otherDone := r.Begin(ctx, []Version{{other, 0}}, false) // never waits
+	_, again := r.Begin(ctx, []Version{{key(3), 0}}, false)    // first emissions never wait
+	again()
+
+	started := make(chan struct{})
+	admitted := make(chan []bool)
+	go func() {
+		close(started)
+		keep, done := r.Begin(ctx, []Version{{key(1), 2}}, false)
+		done()
+		admitted <- keep
+	}()
+	<-started
+	select {
+	case <-admitted:
+		t.Fatal("the re-emission went out while its trace's first emission was in flight")
+	case <-time.After(100 * time.Millisecond):
+	}
+	otherDone() // another trace answered: still waiting
+	select {
+	case <-admitted:
+		t.Fatal("admitted by another trace's answer")
+	case <-time.After(50 * time.Millisecond):
+	}
+	firstDone()
+	select {
+	case keep := <-admitted:
+		assert.Nil(t, keep, "revision 2 goes out")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the re-emission was never admitted")
+	}
+
+	// a caller whose context ends stops waiting and goes out (the wait is bounded)
+	_, busy := r.Begin(ctx, []Version{{key(1), 0}}, true)
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	keep, done := r.Begin(wctx, []Version{{key(1), 3}}, true)
+	cancel()
+	done()
+	busy()
+	assert.Nil(t, keep)
+	assert.Zero(t, len(r.inflight), "every push released its traces")
 }
