@@ -3,9 +3,10 @@ package runtree
 import (
 	"encoding/base64"
 	"encoding/json"
-	"github.com/agentmeter/agentmeter/genai"
 	"math"
 	"strconv"
+
+	"github.com/agentmeter/agentmeter/genai"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 

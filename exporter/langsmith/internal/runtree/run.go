@@ -2,6 +2,7 @@ package runtree
 
 import (
 	"encoding/json"
+
 	"github.com/agentmeter/agentmeter/genai"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
