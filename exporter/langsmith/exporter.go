@@ -183,21 +183,46 @@ func (e *lsExporter) newest(ctx context.Context, runs []runtree.Run) ([]runtree.
 		}
 	}
 	keep, done := e.revisions.Begin(ctx, versions, true)
-	if keep == nil && patches == 0 {
+	// a batch holding one first emission twice (a sender's retry of an accepted request)
+	// posts it once: LangSmith refuses a request that posts a run id twice
+	dup := duplicatePosts(runs)
+	if keep == nil && patches == 0 && dup == nil {
 		return runs, done
 	}
 	out := make([]runtree.Run, 0, len(runs))
 	for _, patch := range [2]bool{false, true} {
 		for i := range runs {
-			if (keep == nil || keep[i]) && (runs[i].Version.Rev > 0) == patch {
+			if (keep == nil || keep[i]) && (dup == nil || !dup[i]) && (runs[i].Version.Rev > 0) == patch {
 				out = append(out, runs[i])
 			}
 		}
 	}
 	if n := len(runs) - len(out); n > 0 {
-		e.logger.Debug("not sending older versions of re-emitted spans than ones sent before", zap.Int("runs", n))
+		e.logger.Debug("not sending duplicates, or older versions of re-emitted spans than ones sent before", zap.Int("runs", n))
 	}
 	return out, done
+}
+
+// duplicatePosts marks every first emission of a run id that an earlier first emission
+// of the batch already has; nil when there is none.
+func duplicatePosts(runs []runtree.Run) []bool {
+	seen := make(map[vendorhttp.SpanKey]struct{}, len(runs))
+	var dup []bool
+	for i := range runs {
+		if runs[i].Version.Rev > 0 {
+			continue
+		}
+		k := runs[i].Version.Key
+		if _, ok := seen[k]; !ok {
+			seen[k] = struct{}{}
+			continue
+		}
+		if dup == nil {
+			dup = make([]bool, len(runs))
+		}
+		dup[i] = true
+	}
+	return dup
 }
 
 // sendChunks sends encoded[lo:hi] in chunks within the limits, up to maxInflightChunks

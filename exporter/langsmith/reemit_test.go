@@ -136,3 +136,23 @@ func TestPatchRetriedAlone(t *testing.T) {
 	assert.Empty(t, reqs[2].RunIDs)
 	noConflicts(t, fake)
 }
+
+// A batch holding the same first emission twice (a sender retried a request the
+// collector had accepted) posts each run once: LangSmith refuses a request that posts a
+// run id twice.
+func TestDuplicateFirstEmissionsPostedOnce(t *testing.T) {
+	fake := newFake(t)
+	h := mustStart(t, fake, nil)
+	td, _ := fakevendor.AgentTrace(8, base)
+	twice := ptrace.NewTraces()
+	td.CopyTo(twice)
+	again := ptrace.NewTraces()
+	td.CopyTo(again)
+	again.ResourceSpans().MoveAndAppendTo(twice.ResourceSpans())
+	require.NoError(t, h.exp.ConsumeTraces(context.Background(), twice))
+	assert.Equal(t, 8, fake.RunCount())
+	reqs := fake.Requests()
+	require.Len(t, reqs, 1)
+	assert.Len(t, reqs[0].RunIDs, 8)
+	assert.Empty(t, fake.Violations())
+}
