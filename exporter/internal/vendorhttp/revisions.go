@@ -56,9 +56,9 @@ const DefaultMaxRevisions = 100_000
 //
 // Deciding what goes out is not enough when several queue consumers send at once: a
 // first emission let out before a re-emission could still land after it. So a push that
-// carries a re-emission (Begin) waits until no other push of the same trace is in flight,
-// at most MaxReemissionWait, and holds its traces until it is answered (done); pushes of
-// first emissions only never wait.
+// carries a re-emission (Begin) waits until no other push of the re-emitted span's trace is
+// in flight, at most MaxReemissionWait, and every push holds its traces until it is
+// answered (done); pushes of first emissions only never wait.
 //
 // It holds at most max spans (a few dozen bytes each); past that the span remembered
 // first is forgotten first, and an older version of it arriving after that would be sent.
@@ -89,20 +89,16 @@ func NewRevisions(max int) *Revisions {
 // is in flight. Every push then holds its traces as in flight until done is called, once
 // it was answered.
 func (r *Revisions) Begin(ctx context.Context, vs []Version, keepFirst bool) (keep []bool, done func()) {
-	traces := tracesOf(vs)
-	reemits := false
-	for i := range vs {
-		if vs[i].Rev > 0 {
-			reemits = true
-			break
-		}
-	}
+	traces := tracesOf(vs, false)
+	// only the traces of the re-emitted spans are waited for: a first emission of one of
+	// those spans can be in flight only in a push of its trace
+	reemitted := tracesOf(vs, true)
 	r.mu.Lock()
-	if reemits {
+	if len(reemitted) > 0 {
 		deadline := time.NewTimer(MaxReemissionWait)
 		defer deadline.Stop()
 	wait:
-		for r.busy(traces) {
+		for r.busy(reemitted) {
 			idle := r.idle
 			r.mu.Unlock()
 			select {
@@ -145,10 +141,14 @@ func (r *Revisions) busy(traces []pcommon.TraceID) bool {
 	return false
 }
 
-// tracesOf lists the distinct traces of vs (spans of one trace usually sit together).
-func tracesOf(vs []Version) []pcommon.TraceID {
+// tracesOf lists the distinct traces of vs, or of its re-emissions only (spans of one
+// trace usually sit together).
+func tracesOf(vs []Version, reemissions bool) []pcommon.TraceID {
 	var out []pcommon.TraceID
 	for i := range vs {
+		if reemissions && vs[i].Rev == 0 {
+			continue
+		}
 		t := vs[i].Key.Trace
 		if len(out) > 0 && out[len(out)-1] == t {
 			continue

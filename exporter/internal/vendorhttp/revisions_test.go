@@ -118,10 +118,26 @@ func TestBeginOrdersAReemissionAfterItsTrace(t *testing.T) {
 		t.Fatal("the re-emission was never admitted")
 	}
 
+	// a push waits only for the traces of its re-emitted spans, not for the other traces
+	// it carries
+	_, busyOther := r.Begin(ctx, []Version{{other, 0}}, false)
+	quick := make(chan struct{})
+	go func() {
+		_, done := r.Begin(ctx, []Version{{key(1), 4}, {other, 0}}, false)
+		done()
+		close(quick)
+	}()
+	select {
+	case <-quick:
+	case <-time.After(MaxReemissionWait / 2):
+		t.Fatal("waited for a trace it does not re-emit")
+	}
+	busyOther()
+
 	// a caller whose context ends stops waiting and goes out (the wait is bounded)
 	_, busy := r.Begin(ctx, []Version{{key(1), 0}}, true)
 	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	keep, done := r.Begin(wctx, []Version{{key(1), 3}}, true)
+	keep, done := r.Begin(wctx, []Version{{key(1), 5}}, true)
 	cancel()
 	done()
 	busy()
