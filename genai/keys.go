@@ -57,6 +57,10 @@ const (
 	AttrStepKind            = "agentmeter.step.kind"
 	AttrSubagentStatus      = "agentmeter.subagent.status"
 	AttrMergeStatus         = "agentmeter.merge.status"
+	// AttrMergeRevision (int, ≥1) marks a re-emission: the whole span again under its
+	// own span id with corrected agentmeter.subagent.*, numbered upwards per span. First
+	// emissions carry none (IsReemission).
+	AttrMergeRevision       = "agentmeter.merge.revision"
 	AttrSubagentDispatches  = "agentmeter.subagent.dispatches"
 	AttrSubagentToolCallIDs = "agentmeter.subagent.tool_call_ids"
 	AttrSubagentInput       = "agentmeter.subagent.input_tokens"

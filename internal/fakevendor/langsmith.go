@@ -3,23 +3,15 @@ package fakevendor
 
 import (
 	"bytes"
-	"compress/gzip"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"math"
-	"mime"
-	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"strings"
 	"sync"
-	"time"
 
-	"github.com/klauspost/compress/zstd"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
 )
@@ -82,9 +74,10 @@ type LangSmithResponse struct {
 type LangSmithRequest struct {
 	Path     string
 	Encoding string
-	TenantID string // the X-Tenant-Id header
-	RawBytes int    // uncompressed body size
-	RunIDs   []string
+	TenantID string   // the X-Tenant-Id header
+	RawBytes int      // uncompressed body size
+	RunIDs   []string // the runs posted
+	PatchIDs []string // the runs patched
 	Status   int
 }
 
@@ -92,6 +85,14 @@ type LangSmithRequest struct {
 // parses every body, checks every run against the vendor rules and the derived OpenAPI
 // schema, and records the runs. Violations are collected, not answered, so a test sees
 // all of them at once.
+//
+// Posts and patches behave as the service's: a post of a run id it holds already changes
+// nothing and the request is answered 409 (the other runs of the request are taken; the
+// SDKs read 409 as "already ingested"); a patch replaces the fields it carries. The
+// service ingests asynchronously and accepts a patch before its run's post (the SDKs send
+// them from different batches): the fake holds such a patch and applies it when the post
+// arrives, so a patch always wins over the post it updates. Patches of one run apply in
+// the order they arrive; nothing orders them by content.
 type LangSmith struct {
 	*httptest.Server
 	APIKey string
@@ -102,6 +103,8 @@ type LangSmith struct {
 	script      []LangSmithResponse
 	down        int // when non-zero every ingest request gets this status
 	runs        map[string]map[string]any
+	pending     map[string][]map[string]any // patches of runs not posted yet, in arrival order
+	patches     map[string]int              // patches applied per run
 	order       []string
 	requests    []LangSmithRequest
 	violations  []string
@@ -116,7 +119,8 @@ type LangSmithInfo struct {
 
 // NewLangSmith starts a fake on a loopback port that accepts apiKey.
 func NewLangSmith(apiKey string) *LangSmith {
-	f := &LangSmith{APIKey: apiKey, runs: map[string]map[string]any{}}
+	f := &LangSmith{APIKey: apiKey, runs: map[string]map[string]any{},
+		pending: map[string][]map[string]any{}, patches: map[string]int{}}
 	f.SetInfo(&LangSmithInfo{UseMultipart: true, SizeLimit: 100, SizeLimitBytes: 20 << 20})
 	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
 	return f
@@ -160,7 +164,7 @@ func (f *LangSmith) SetDown(status int) {
 	f.down = status
 }
 
-// Runs returns the accepted runs by id (a later post of the same id replaces it).
+// Runs returns the accepted runs by id: each as first posted, with its patches applied.
 func (f *LangSmith) Runs() map[string]map[string]any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -169,6 +173,24 @@ func (f *LangSmith) Runs() map[string]map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// Patches is the number of patches applied to run id (held ones not counted).
+func (f *LangSmith) Patches(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.patches[id]
+}
+
+// PendingPatches is the number of patches held for runs that were never posted.
+func (f *LangSmith) PendingPatches() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, ps := range f.pending {
+		n += len(ps)
+	}
+	return n
 }
 
 // RunCount is the number of distinct accepted runs.
@@ -274,12 +296,12 @@ func (f *LangSmith) ingest(w http.ResponseWriter, r *http.Request) {
 
 	body, err := decodeBody(r)
 	req := LangSmithRequest{Path: r.URL.Path, Encoding: r.Header.Get("Content-Encoding"), TenantID: r.Header.Get("X-Tenant-Id"), RawBytes: len(body)}
-	var runs []map[string]any
+	var ops runOps
 	if err == nil {
 		if r.URL.Path == "/runs/multipart" {
-			runs, err = parseMultipart(r.Header.Get("Content-Type"), body)
+			ops, err = parseMultipart(r.Header.Get("Content-Type"), body)
 		} else {
-			runs, err = parseBatch(body)
+			ops, err = parseBatch(body)
 		}
 	}
 	f.mu.Lock()
@@ -291,9 +313,13 @@ func (f *LangSmith) ingest(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
 		return
 	}
-	for _, run := range runs {
+	for _, run := range ops.posts {
 		id, _ := run["id"].(string)
 		req.RunIDs = append(req.RunIDs, id)
+	}
+	for _, run := range ops.patches {
+		id, _ := run["id"].(string)
+		req.PatchIDs = append(req.PatchIDs, id)
 	}
 	if scripted != nil && scripted.Status/100 != 2 {
 		req.Status = scripted.Status
@@ -305,15 +331,47 @@ func (f *LangSmith) ingest(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, scripted.Body)
 		return
 	}
-	for _, run := range runs {
+	var conflicts []string
+	for _, run := range ops.posts {
+		id, _ := run["id"].(string)
+		if _, seen := f.runs[id]; seen {
+			conflicts = append(conflicts, id)
+			continue
+		}
+		for _, patch := range f.pending[id] {
+			f.applyPatch(run, patch)
+		}
+		delete(f.pending, id)
 		for _, v := range CheckLangSmithRun(run) {
 			f.violate("run %v: %s", run["id"], v)
 		}
-		id, _ := run["id"].(string)
-		if _, seen := f.runs[id]; !seen {
-			f.order = append(f.order, id)
-		}
+		f.order = append(f.order, id)
 		f.runs[id] = run
+	}
+	for _, patch := range ops.patches {
+		id, _ := patch["id"].(string)
+		for _, k := range []string{"trace_id", "dotted_order"} {
+			if s, _ := patch[k].(string); s == "" {
+				f.violate("patch of run %s: missing %s (the batch and multipart endpoints require it)", id, k)
+			}
+		}
+		run, ok := f.runs[id]
+		if !ok {
+			f.pending[id] = append(f.pending[id], patch)
+			continue
+		}
+		f.applyPatch(run, patch)
+		for _, v := range CheckLangSmithRun(run) {
+			f.violate("run %v after a patch: %s", id, v)
+		}
+	}
+	if len(conflicts) > 0 {
+		req.Status = http.StatusConflict
+		f.requests = append(f.requests, req)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusConflict)
+		_, _ = fmt.Fprintf(w, `{"detail":"run(s) already exist: %s"}`, strings.Join(conflicts, ", "))
+		return
 	}
 	req.Status = http.StatusAccepted
 	f.requests = append(f.requests, req)
@@ -321,286 +379,22 @@ func (f *LangSmith) ingest(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, `{}`)
 }
 
-func decodeBody(r *http.Request) ([]byte, error) {
-	raw, err := io.ReadAll(r.Body)
-	if err != nil {
-		return nil, fmt.Errorf("read body: %w", err)
-	}
-	switch r.Header.Get("Content-Encoding") {
-	case "":
-		return raw, nil
-	case "gzip":
-		zr, err := gzip.NewReader(bytes.NewReader(raw))
-		if err != nil {
-			return nil, fmt.Errorf("gzip: %w", err)
-		}
-		return io.ReadAll(zr)
-	case "zstd":
-		d, err := zstd.NewReader(nil)
-		if err != nil {
-			return nil, err
-		}
-		defer d.Close()
-		return d.DecodeAll(raw, nil)
-	default:
-		return nil, fmt.Errorf("unsupported Content-Encoding %q", r.Header.Get("Content-Encoding"))
-	}
-}
-
-// multipart part suffixes that carry a split-out run field
-var splitFields = map[string]bool{"inputs": true, "outputs": true, "events": true, "extra": true, "error": true, "serialized": true}
-
-var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
-func parseMultipart(ctype string, body []byte) ([]map[string]any, error) {
-	mt, params, err := mime.ParseMediaType(ctype)
-	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
-		return nil, fmt.Errorf("content type %q is not multipart/form-data with a boundary", ctype)
-	}
-	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
-	runs := map[string]map[string]any{}
-	var order []string
-	fields := map[string]map[string]any{}
-	for {
-		p, err := mr.NextPart()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("multipart: %w", err)
-		}
-		name := p.FormName()
-		if ct := p.Header.Get("Content-Type"); ct != "application/json" {
-			return nil, fmt.Errorf("part %s: Content-Type %q, want application/json", name, ct)
-		}
-		data, err := io.ReadAll(p)
-		if err != nil {
-			return nil, fmt.Errorf("part %s: %w", name, err)
-		}
-		if cl := p.Header.Get("Content-Length"); cl != "" && cl != fmt.Sprint(len(data)) {
-			return nil, fmt.Errorf("part %s: Content-Length %s but %d bytes", name, cl, len(data))
-		}
-		segs := strings.Split(name, ".")
-		if segs[0] != "post" && segs[0] != "patch" {
-			return nil, fmt.Errorf("part %s: unknown operation", name)
-		}
-		if len(segs) < 2 || !uuidRE.MatchString(segs[1]) {
-			return nil, fmt.Errorf("part %s: run id is not a UUID", name)
-		}
-		var v any
-		if err := json.Unmarshal(data, &v); err != nil {
-			return nil, fmt.Errorf("part %s: invalid JSON: %w", name, err)
-		}
-		id := segs[1]
-		switch len(segs) {
-		case 2:
-			obj, ok := v.(map[string]any)
-			if !ok {
-				return nil, fmt.Errorf("part %s: run is not an object", name)
-			}
-			for k := range obj {
-				if splitFields[k] {
-					return nil, fmt.Errorf("part %s: field %s must be its own part", name, k)
-				}
-			}
-			if _, dup := runs[id]; dup {
-				return nil, fmt.Errorf("part %s: run sent twice in one request", name)
-			}
-			if obj["id"] != id {
-				return nil, fmt.Errorf("part %s: id %v differs from the part name", name, obj["id"])
-			}
-			runs[id] = obj
-			order = append(order, id)
-		case 3:
-			if !splitFields[segs[2]] {
-				return nil, fmt.Errorf("part %s: unknown field part", name)
-			}
-			if fields[id] == nil {
-				fields[id] = map[string]any{}
-			}
-			fields[id][segs[2]] = v
-		default:
-			return nil, fmt.Errorf("part %s: malformed name", name)
-		}
-	}
-	for id, fs := range fields {
-		run, ok := runs[id]
-		if !ok {
-			return nil, fmt.Errorf("field parts for run %s without its post part", id)
-		}
-		for k, v := range fs {
-			run[k] = v
-		}
-	}
-	out := make([]map[string]any, 0, len(order))
-	for _, id := range order {
-		out = append(out, runs[id])
-	}
-	return out, nil
-}
-
-func parseBatch(body []byte) ([]map[string]any, error) {
-	var b struct {
-		Post  []map[string]any `json:"post"`
-		Patch []map[string]any `json:"patch"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil {
-		return nil, fmt.Errorf("batch body: %w", err)
-	}
-	if len(b.Patch) > 0 {
-		return nil, errors.New("batch body: unexpected patch operations (spans are complete)")
-	}
-	return b.Post, nil
-}
-
-var (
-	segmentRE = regexp.MustCompile(`^([0-9]{8}T[0-9]{6})([0-9]{6})Z([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$`)
-	runTypes  = map[string]bool{"tool": true, "chain": true, "llm": true, "retriever": true, "embedding": true, "prompt": true, "parser": true}
-)
-
-// CheckLangSmithRun checks one run against the derived OpenAPI schema and the server-side
-// rules no schema expresses (docs/langsmith.md): required fields, dotted_order format,
-// its first/last/penultimate UUIDs, root id == trace_id, non-decreasing segment times,
-// timestamps, and usage_metadata's allowed keys and inclusive arithmetic.
-func CheckLangSmithRun(run map[string]any) []string {
-	var v []string
-	runSchema, usageSchema, err := langSmithSchemas()
-	if err != nil {
-		return []string{"schema: " + err.Error()}
-	}
-	inst, err := toInstance(run)
-	if err != nil {
-		return []string{err.Error()}
-	}
-	if err := runSchema.Validate(inst); err != nil {
-		v = append(v, "schema RunIngest: "+err.Error())
-	}
-	for _, k := range []string{"id", "trace_id", "dotted_order", "name", "run_type", "start_time", "end_time", "session_name"} {
-		if s, _ := run[k].(string); s == "" {
-			v = append(v, "missing "+k)
-		}
-	}
-	for _, k := range []string{"inputs", "outputs", "extra"} {
-		if _, ok := run[k].(map[string]any); !ok {
-			v = append(v, k+" must be an object")
-		}
-	}
+// applyPatch replaces the fields of run that patch carries, each whole. A patch that
+// would move the run in its tree (another trace_id, dotted_order or parent) is a violation.
+func (f *LangSmith) applyPatch(run, patch map[string]any) {
 	id, _ := run["id"].(string)
-	traceID, _ := run["trace_id"].(string)
-	parent, _ := run["parent_run_id"].(string)
-	if rt, _ := run["run_type"].(string); !runTypes[rt] {
-		v = append(v, fmt.Sprintf("run_type %q", rt))
-	}
-	dotted, _ := run["dotted_order"].(string)
-	segs := strings.Split(dotted, ".")
-	var ids []string
-	prev := ""
-	for _, s := range segs {
-		m := segmentRE.FindStringSubmatch(s)
-		if m == nil {
-			v = append(v, fmt.Sprintf("dotted_order segment %q is not YYYYMMDDTHHMMSSffffffZ<uuid>", s))
-			continue
-		}
-		if _, err := time.Parse("20060102T150405", m[1]); err != nil {
-			v = append(v, fmt.Sprintf("dotted_order segment %q: bad time", s))
-		}
-		if ts := m[1] + m[2]; ts < prev {
-			v = append(v, fmt.Sprintf("dotted_order segment %q goes back in time", s))
-		} else {
-			prev = ts
-		}
-		ids = append(ids, m[3])
-	}
-	if len(ids) == len(segs) && len(ids) > 0 {
-		if ids[len(ids)-1] != id {
-			v = append(v, "dotted_order does not end with the run id")
-		}
-		if ids[0] != traceID {
-			v = append(v, "dotted_order does not start with trace_id")
-		}
-		switch {
-		case parent == "" && len(ids) != 1:
-			v = append(v, "dotted_order must contain a single part for root runs")
-		case parent != "" && (len(ids) < 2 || ids[len(ids)-2] != parent):
-			v = append(v, "penultimate dotted_order UUID is not parent_run_id")
+	for _, k := range []string{"trace_id", "dotted_order", "parent_run_id"} {
+		if v, ok := patch[k]; ok && v != run[k] {
+			f.violate("patch of run %s changes %s from %v to %v", id, k, run[k], v)
 		}
 	}
-	if parent == "" && id != traceID {
-		v = append(v, "root run id != trace_id")
+	for k, v := range patch {
+		run[k] = v
 	}
-	for _, k := range []string{"start_time", "end_time"} {
-		if s, _ := run[k].(string); s != "" {
-			if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
-				v = append(v, fmt.Sprintf("%s %q is not RFC 3339", k, s))
-			}
-		}
-	}
-	if run["status"] == "error" {
-		if e, _ := run["error"].(string); e == "" {
-			v = append(v, "status error without error text")
-		}
-	}
-	if outputs, ok := run["outputs"].(map[string]any); ok {
-		if um, ok := outputs["usage_metadata"].(map[string]any); ok {
-			if run["run_type"] != "llm" {
-				v = append(v, "usage_metadata on a non-llm run")
-			}
-			uinst, err := toInstance(um)
-			if err == nil {
-				if err := usageSchema.Validate(uinst); err != nil {
-					v = append(v, "schema UsageMetadata: "+err.Error())
-				}
-			}
-			in, out, total := num(um["input_tokens"]), num(um["output_tokens"]), num(um["total_tokens"])
-			if total != in+out {
-				v = append(v, fmt.Sprintf("total_tokens %v != input %v + output %v", total, in, out))
-			}
-			if d, ok := um["input_token_details"].(map[string]any); ok && num(d["cache_read"])+num(d["cache_creation"]) > in {
-				v = append(v, "input_token_details exceed input_tokens (usage must be inclusive)")
-			}
-			if d, ok := um["output_token_details"].(map[string]any); ok && num(d["reasoning"]) > out {
-				v = append(v, "output_token_details exceed output_tokens (usage must be inclusive)")
-			}
-			// costs are inclusive like the counts: input_cost + output_cost = total_cost
-			// when both are sent, and the details are parts of their side
-			ic, hasIC := um["input_cost"]
-			oc, hasOC := um["output_cost"]
-			tc := num(um["total_cost"])
-			if hasIC && hasOC && math.Abs(num(ic)+num(oc)-tc) > 1e-9*math.Max(1, tc) {
-				v = append(v, fmt.Sprintf("total_cost %v != input_cost %v + output_cost %v", tc, ic, oc))
-			}
-			if (hasIC || hasOC) && um["total_cost"] == nil {
-				v = append(v, "input_cost/output_cost without total_cost")
-			}
-			if d, ok := um["input_cost_details"].(map[string]any); ok && num(d["cache_read"])+num(d["cache_creation"]) > num(ic)+1e-12 {
-				v = append(v, "input_cost_details exceed input_cost (cost must be inclusive)")
-			}
-			if d, ok := um["output_cost_details"].(map[string]any); ok && num(d["reasoning"]) > num(oc)+1e-12 {
-				v = append(v, "output_cost_details exceed output_cost (cost must be inclusive)")
-			}
-		}
-	}
-	if extra, ok := run["extra"].(map[string]any); ok {
-		if md, ok := extra["metadata"].(map[string]any); ok {
-			if _, bad := md["usage_metadata"]; bad {
-				v = append(v, "extra.metadata.usage_metadata would be read as usage")
-			}
-		}
-	}
-	return v
+	f.patches[id]++
 }
 
-func num(v any) float64 {
-	f, _ := v.(float64)
-	return f
-}
-
-func toInstance(v any) (any, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("re-encode run: %w", err)
-	}
-	return jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+// runOps are the operations of one ingest request.
+type runOps struct {
+	posts, patches []map[string]any
 }

@@ -3,8 +3,9 @@
 // permanent, retryable, throttled), extract the server's message, explain rejected
 // credentials, report network errors without the endpoint, split a request the server
 // refused as too large and retry only what failed, compress bodies with pooled encoders,
-// size the default sending queue, and stand in for a disabled exporter. The rules are
-// those of docs/contract.md#exporters.
+// size the default sending queue and bound the wait for room in it, keep older versions of
+// a re-emitted span from going out over newer ones (Revisions), and stand in for a
+// disabled exporter. The rules are those of docs/contract.md#exporters.
 package vendorhttp
 
 import (

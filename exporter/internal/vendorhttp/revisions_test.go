@@ -1,0 +1,146 @@
+package vendorhttp
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+func key(n byte) SpanKey { return SpanKey{Trace: pcommon.TraceID{1}, Span: pcommon.SpanID{n}} }
+
+func TestVersionOf(t *testing.T) {
+	m := pcommon.NewMap()
+	assert.Equal(t, int64(0), VersionOf(key(1), m).Rev)
+	m.PutStr(genai.AttrMergeStatus, genai.MergeCorrected)
+	assert.Equal(t, int64(1), VersionOf(key(1), m).Rev, "corrected without a revision is a re-emission")
+	m.PutInt(genai.AttrMergeRevision, 4)
+	assert.Equal(t, Version{key(1), 4}, VersionOf(key(1), m))
+}
+
+func TestRevisionsKeep(t *testing.T) {
+	r := NewRevisions(10)
+	// nothing re-emitted anywhere: no work, everything goes
+	assert.Nil(t, r.Keep([]Version{{key(1), 0}, {key(2), 0}}, false))
+
+	// revision 2 arrives first: sent
+	assert.Nil(t, r.Keep([]Version{{key(1), 2}}, false))
+	// then revision 1 and the first emission: neither may replace revision 2 at Langfuse
+	assert.Equal(t, []bool{false, false, true}, r.Keep([]Version{{key(1), 1}, {key(1), 0}, {key(2), 0}}, false))
+	// LangSmith keeps the first emission (its post creates the run), never the old patch
+	assert.Equal(t, []bool{false, true}, r.Keep([]Version{{key(1), 1}, {key(1), 0}}, true))
+	// the same revision again (a retry) goes out again
+	assert.Nil(t, r.Keep([]Version{{key(1), 2}}, false))
+	// a newer one goes out and becomes the bar
+	assert.Nil(t, r.Keep([]Version{{key(1), 3}}, false))
+	assert.Equal(t, []bool{false}, r.Keep([]Version{{key(1), 2}}, false))
+
+	// within one batch only the newest version of a span goes out, in any order
+	assert.Equal(t, []bool{false, true, false, false}, r.Keep([]Version{{key(5), 1}, {key(5), 3}, {key(5), 2}, {key(5), 0}}, false))
+	assert.Equal(t, []bool{false, true, false, true}, r.Keep([]Version{{key(6), 1}, {key(6), 3}, {key(6), 2}, {key(6), 0}}, true))
+	assert.Equal(t, []bool{false, true}, r.Keep([]Version{{key(7), 2}, {key(7), 2}}, false), "the last of equal ones")
+}
+
+func TestRevisionsForgetTheOldestPastTheBound(t *testing.T) {
+	r := NewRevisions(3)
+	for i := byte(1); i <= 5; i++ {
+		r.Keep([]Version{{key(i), 2}}, false)
+	}
+	assert.Equal(t, 3, r.Len())
+	// 1 and 2 were forgotten: their old versions pass; 3..5 are still guarded
+	assert.Nil(t, r.Keep([]Version{{key(1), 1}}, false))
+	assert.Equal(t, []bool{false}, r.Keep([]Version{{key(5), 1}}, false))
+	assert.Equal(t, 3, r.Len())
+}
+
+func TestRevisionsConcurrent(t *testing.T) {
+	r := NewRevisions(0)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				r.Keep([]Version{{key(byte(i)), int64(g + 1)}, {key(byte(i)), 0}}, g%2 == 0)
+			}
+		}()
+	}
+	wg.Wait()
+	// whatever the interleaving, the highest revision is the bar for every span
+	for i := range 200 {
+		assert.Equal(t, []bool{false}, r.Keep([]Version{{key(byte(i)), 7}}, false))
+	}
+}
+
+// A push carrying a re-emission waits until the pushes of its trace in flight were
+// answered, so an earlier version cannot land after it; pushes of other traces, and
+// pushes of first emissions only, never wait.
+func TestBeginOrdersAReemissionAfterItsTrace(t *testing.T) {
+	r := NewRevisions(10)
+	ctx := context.Background()
+	other := SpanKey{Trace: pcommon.TraceID{2}, Span: pcommon.SpanID{1}}
+	keep, firstDone := r.Begin(ctx, []Version{{key(1), 0}, {key(2), 0}}, false)
+	assert.Nil(t, keep)
+	_, otherDone := r.Begin(ctx, []Version{{other, 0}}, false) // never waits
+	_, again := r.Begin(ctx, []Version{{key(3), 0}}, false)    // first emissions never wait
+	again()
+
+	started := make(chan struct{})
+	admitted := make(chan []bool)
+	go func() {
+		close(started)
+		keep, done := r.Begin(ctx, []Version{{key(1), 2}}, false)
+		done()
+		admitted <- keep
+	}()
+	<-started
+	select {
+	case <-admitted:
+		t.Fatal("the re-emission went out while its trace's first emission was in flight")
+	case <-time.After(100 * time.Millisecond):
+	}
+	otherDone() // another trace answered: still waiting
+	select {
+	case <-admitted:
+		t.Fatal("admitted by another trace's answer")
+	case <-time.After(50 * time.Millisecond):
+	}
+	firstDone()
+	select {
+	case keep := <-admitted:
+		assert.Nil(t, keep, "revision 2 goes out")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the re-emission was never admitted")
+	}
+
+	// a push waits only for the traces of its re-emitted spans, not for the other traces
+	// it carries
+	_, busyOther := r.Begin(ctx, []Version{{other, 0}}, false)
+	quick := make(chan struct{})
+	go func() {
+		_, done := r.Begin(ctx, []Version{{key(1), 4}, {other, 0}}, false)
+		done()
+		close(quick)
+	}()
+	select {
+	case <-quick:
+	case <-time.After(MaxReemissionWait / 2):
+		t.Fatal("waited for a trace it does not re-emit")
+	}
+	busyOther()
+
+	// a caller whose context ends stops waiting and goes out (the wait is bounded)
+	_, busy := r.Begin(ctx, []Version{{key(1), 0}}, true)
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	keep, done := r.Begin(wctx, []Version{{key(1), 5}}, true)
+	cancel()
+	done()
+	busy()
+	assert.Nil(t, keep)
+	assert.Zero(t, len(r.inflight), "every push released its traces")
+}
