@@ -57,6 +57,9 @@ const (
 	AttrStepKind            = "agentmeter.step.kind"
 	AttrSubagentStatus      = "agentmeter.subagent.status"
 	AttrMergeStatus         = "agentmeter.merge.status"
+	// AttrMergeRevision marks a span the merge passes on again, whole, under its span
+	// id (an int that grows with each re-emission of the span); first emissions have none.
+	AttrMergeRevision       = "agentmeter.merge.revision"
 	AttrSubagentDispatches  = "agentmeter.subagent.dispatches"
 	AttrSubagentToolCallIDs = "agentmeter.subagent.tool_call_ids"
 	AttrSubagentInput       = "agentmeter.subagent.input_tokens"

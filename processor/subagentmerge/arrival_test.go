@@ -86,7 +86,7 @@ func upserted(tds []ptrace.Traces) (last map[pcommon.SpanID]ptrace.Span, counted
 	for _, td := range tds {
 		for _, sp := range appendSpans(nil, td) {
 			last[sp.SpanID()] = sp
-			if st, _ := sp.Attributes().Get(genai.AttrMergeStatus); st.Str() != genai.MergeCorrected {
+			if !genai.IsReemission(sp.Attributes()) {
 				counted = append(counted, sp)
 			}
 		}
@@ -106,7 +106,7 @@ func TestPropertyEveryArrivalOrder(t *testing.T) {
 			for seed := uint64(1); seed <= 40; seed++ {
 				r := rand.New(rand.NewPCG(seed, uint64(oi)))
 				in, want := randomAgentTraceWithWant(r, seed, seed%3 != 0)
-				cfg := bufferModes[seed%2].cfg()
+				cfg := bufferModes[seed%uint64(len(bufferModes))].cfg()
 				cfg.SettleTime, cfg.WaitDuration = settle, time.Minute
 				p, sink, tel := newTestProcessor(t, cfg)
 				for _, st := range order.steps(r, clone(in), settle) {
@@ -134,6 +134,10 @@ func TestPropertyEveryArrivalOrder(t *testing.T) {
 					require.Equal(t, dispatcher, has, "%s span %s", msg, id)
 					if dispatcher {
 						require.Equal(t, w, u, "%s: dispatching span %s", msg, id)
+					}
+					if name, _ := sp.Attributes().Get(genai.AttrToolName); name.Str() == genai.TaskToolName {
+						st, _ := sp.Attributes().Get(genai.AttrMergeStatus)
+						require.Equal(t, genai.MergeMerged, st.Str(), "%s: task span %s ends merged", msg, id)
 					}
 				}
 			}

@@ -168,6 +168,8 @@ type shard struct {
 	records  *atomic.Int64 // bytes of all shards' tombstone records (correction.go)
 	relQueue []releasedAt
 	relHead  int
+	// led are the ledgers (stream mode, ledger.go)
+	led ledgers
 }
 
 func shardIndex(id pcommon.TraceID) int {

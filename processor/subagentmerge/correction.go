@@ -178,14 +178,40 @@ func (r *recorder) afterFrom(rss ptrace.ResourceSpansSlice, from int) {
 	}
 }
 
-// after records sp as it goes on (call after the merge), when it may be a dispatcher.
+// after records sp as it goes on (call after the merge), when it may be a dispatcher
+// or is a tool span that went on without being merged (its dispatcher may come late).
 func (r *recorder) after(sp ptrace.Span, res pcommon.Resource, scope pcommon.InstrumentationScope) {
-	if len(r.keep) == 0 {
-		return
-	}
-	if _, ok := r.keep[sp.SpanID()]; ok {
+	if _, ok := r.keep[sp.SpanID()]; ok || unmergedTool(sp) {
 		appendUnder(r.sent, sp, res, scope)
 	}
+}
+
+// unmergedTool reports whether sp is a tool span that is not (yet) merged: a late
+// dispatcher or subtree can still change its merge status.
+func unmergedTool(sp ptrace.Span) bool {
+	if !genai.IsToolCallSpan(sp.Name(), sp.Attributes()) {
+		return false
+	}
+	return mergeStatus(sp.Attributes()) != genai.MergeMerged
+}
+
+// mergeStatus is a span's agentmeter.merge.status, "" when it has none.
+func mergeStatus(attrs pcommon.Map) string {
+	if v, ok := attrs.Get(genai.AttrMergeStatus); ok {
+		return v.AsString()
+	}
+	return ""
+}
+
+// markReemitted gives a span passed on again its next agentmeter.merge.revision: the
+// emission time in milliseconds, or one more than the last (so it grows across
+// restarts too).
+func markReemitted(attrs pcommon.Map, now int64) {
+	rev := now / 1e6
+	if old, ok := attrs.Get(genai.AttrMergeRevision); ok && old.Type() == pcommon.ValueTypeInt && old.Int() >= rev {
+		rev = old.Int() + 1
+	}
+	attrs.PutInt(genai.AttrMergeRevision, rev)
 }
 
 // appendUnder appends a copy of sp to td under res and scope, reusing td's last
@@ -223,7 +249,7 @@ type correction struct {
 // correct merges the late spans into the released trace recorded in skel and sent:
 // it writes onto each late span what the merge now says about it, and returns the
 // re-emissions and the new records. late spans must not have been changed yet.
-func (p *subagentMerge) correct(skel, sent []byte, late []lateSpan) (correction, error) {
+func (p *subagentMerge) correct(skel, sent []byte, late []lateSpan, at int64) (correction, error) {
 	var c correction
 	var w skeletonWriter
 	for _, l := range late {
@@ -256,13 +282,24 @@ func (p *subagentMerge) correct(skel, sent []byte, late []lateSpan) (correction,
 			for k := 0; k < sc.Spans().Len(); k++ {
 				sp := sc.Spans().At(k)
 				now, ok := byID[sp.SpanID()]
-				if !ok || sameSubagentResult(sp.Attributes(), now.Attributes()) {
+				if !ok {
 					continue
 				}
-				copyMergeWritten(sp.Attributes(), now.Attributes())
-				sp.Attributes().PutStr(genai.AttrMergeStatus, genai.MergeCorrected)
+				if genai.IsModelCallSpan(sp.Name(), sp.Attributes()) {
+					if sameSubagentResult(sp.Attributes(), now.Attributes()) {
+						continue
+					}
+					copyMergeWritten(sp.Attributes(), now.Attributes())
+					sp.Attributes().PutStr(genai.AttrMergeStatus, genai.MergeCorrected)
+					c.n++
+				} else {
+					if mergeStatus(sp.Attributes()) == mergeStatus(now.Attributes()) {
+						continue
+					}
+					copyMergeWritten(sp.Attributes(), now.Attributes())
+				}
+				markReemitted(sp.Attributes(), at)
 				appendUnder(c.out, sp, rs.Resource(), sc.Scope())
-				c.n++
 			}
 		}
 	}
@@ -276,7 +313,7 @@ func (p *subagentMerge) correct(skel, sent []byte, late []lateSpan) (correction,
 				}
 			}
 		}
-		if asksForTools(l.span) {
+		if asksForTools(l.span) || unmergedTool(l.span) {
 			appendUnder(d, l.span, l.res, l.scope)
 		}
 	}

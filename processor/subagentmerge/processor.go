@@ -66,6 +66,13 @@ type scratch struct {
 	restoreAt uint64
 	adopted   bool
 	spans     []ptrace.Span
+	// stream mode: the skeleton writer, the ledgers this call touched, the span ids
+	// they refer to, and the ledger chunk being built (ledgerstore.go)
+	sw        skeletonWriter
+	touched   []touched
+	ids       []pcommon.SpanID
+	chunkSkel []byte
+	chunkSent []byte
 }
 
 type subagentMerge struct {
@@ -74,15 +81,19 @@ type subagentMerge struct {
 	logger *zap.Logger
 	tel    *telemetry
 
-	wait, window  int64 // nanoseconds
-	settle        int64 // nanoseconds
-	compactAfter  int64 // nanoseconds
-	maxTombstones int   // per shard
-	shards        [numShards]shard
-	nTraces       atomic.Int64
-	nSpans        atomic.Int64
-	records       atomic.Int64 // bytes held by the records of released traces
-	maxRecords    int64        // bound on records (maxRecordBytes; tests lower it)
+	wait, window   int64 // nanoseconds
+	settle         int64 // nanoseconds
+	compactAfter   int64 // nanoseconds
+	maxTombstones  int   // per shard
+	shards         [numShards]shard
+	nTraces        atomic.Int64
+	nSpans         atomic.Int64
+	records        atomic.Int64 // bytes held by the records of released traces
+	maxRecords     int64        // bound on records (ledger_limit_mib; tests lower it)
+	stream         bool
+	nLedgers       atomic.Int64
+	ledgerBytes    atomic.Int64
+	maxLedgerBytes int64
 
 	id    component.ID
 	store *persister // nil unless `storage` is set
@@ -105,24 +116,27 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		return nil, fmt.Errorf("subagentmerge: invalid config: %w", err)
 	}
 	p := &subagentMerge{
-		cfg:           cfg,
-		id:            set.ID,
-		next:          next,
-		logger:        set.Logger,
-		wait:          int64(cfg.WaitDuration),
-		window:        int64(cfg.LateSpanWindow),
-		settle:        int64(min(cfg.SettleTime, cfg.WaitDuration)),
-		compactAfter:  int64(cfg.CompactAfter),
-		maxTombstones: max(cfg.NumTraces/numShards, 64),
-		maxRecords:    maxRecordBytes,
-		now:           func() int64 { return time.Now().UnixNano() },
-		stop:          make(chan struct{}),
-		done:          make(chan struct{}),
+		cfg:            cfg,
+		id:             set.ID,
+		next:           next,
+		logger:         set.Logger,
+		wait:           int64(cfg.WaitDuration),
+		window:         int64(cfg.LateSpanWindow),
+		settle:         int64(min(cfg.SettleTime, cfg.WaitDuration)),
+		compactAfter:   int64(cfg.CompactAfter),
+		maxTombstones:  max(cfg.NumTraces/numShards, 64),
+		maxRecords:     int64(cfg.LedgerLimitMiB) << 20,
+		maxLedgerBytes: int64(cfg.LedgerLimitMiB) << 20,
+		stream:         cfg.Mode == ModeStream,
+		now:            func() int64 { return time.Now().UnixNano() },
+		stop:           make(chan struct{}),
+		done:           make(chan struct{}),
 	}
 	for i := range p.shards {
 		p.shards[i].traces = map[pcommon.TraceID]*entry{}
 		p.shards[i].released = map[pcommon.TraceID]*tombstone{}
 		p.shards[i].records = &p.records
+		p.shards[i].led.byID = map[pcommon.TraceID]*ledger{}
 	}
 	p.pool.New = func() any { return &scratch{byTrace: map[pcommon.TraceID]int32{}} }
 	tel, err := newTelemetry(set.TelemetrySettings, func() (int64, int64) { return p.nTraces.Load(), p.nSpans.Load() })
@@ -140,12 +154,7 @@ func (*subagentMerge) Capabilities() consumer.Capabilities {
 // Start launches the one sweeper goroutine that releases idle traces.
 func (p *subagentMerge) Start(ctx context.Context, host component.Host) error {
 	if p.cfg.Storage != nil && p.store == nil {
-		st, err := startPersister(ctx, host, *p.cfg.Storage, p.id)
-		if err != nil {
-			return fmt.Errorf("subagentmerge: %w", err)
-		}
-		p.store = st
-		if err := p.restore(ctx); err != nil {
+		if err := p.startStorage(ctx, host); err != nil {
 			return fmt.Errorf("subagentmerge: %w", err)
 		}
 	}
@@ -174,7 +183,12 @@ func (p *subagentMerge) Shutdown(ctx context.Context) error {
 			close(p.stop)
 			<-p.done
 		}
-		err = errors.Join(p.releaseAll(ctx), p.tel.shutdown())
+		if p.stream {
+			err = p.flushAll(ctx)
+		} else {
+			err = p.releaseAll(ctx)
+		}
+		err = errors.Join(err, p.tel.shutdown())
 		if p.store != nil {
 			err = errors.Join(err, p.store.close(ctx))
 		}
@@ -193,10 +207,14 @@ func (p *subagentMerge) sweepLoop(every time.Duration) {
 			return
 		case <-t.C:
 			now := p.now()
-			if err := p.releaseDue(context.Background(), now); err != nil {
+			if p.stream {
+				if err := p.sweepStream(context.Background(), now); err != nil {
+					p.logger.Error("re-emitting corrected spans or ending idle ledgers failed", zap.Error(err))
+				}
+			} else if err := p.releaseDue(context.Background(), now); err != nil {
 				p.logger.Error("releasing idle or settled traces failed", zap.Error(err))
 			}
-			if p.compactAfter > 0 && p.store == nil {
+			if p.compactAfter > 0 && p.store == nil && !p.stream {
 				p.compact(now - p.compactAfter)
 			}
 			if p.store != nil && now-lastLow >= int64(time.Second) {
@@ -205,6 +223,9 @@ func (p *subagentMerge) sweepLoop(every time.Duration) {
 					p.logger.Error("storage: writing buffered spans still fails", zap.Error(err))
 				}
 				lowest, any := p.minLiveSeq()
+				if p.stream {
+					lowest, any = p.minLiveLedgerSeq()
+				}
 				if err := p.store.advanceLow(context.Background(), lowest, any); err != nil {
 					p.logger.Error("storage: recording the buffer's low mark failed", zap.Error(err))
 				}
@@ -372,6 +393,9 @@ func appendSpans(dst []ptrace.Span, td ptrace.Traces) []ptrace.Span {
 // every trace this batch completes (merged), every trace it pushes out by capacity,
 // late spans of already released traces, and spans without a trace id.
 func (p *subagentMerge) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	if p.stream {
+		return p.consumeStream(ctx, td)
+	}
 	return p.consume(ctx, td, -1)
 }
 
@@ -445,6 +469,9 @@ func (p *subagentMerge) putScratch(sc *scratch) {
 	sc.restoring, sc.adopted = false, false
 	clear(sc.spans)
 	sc.spans = sc.spans[:0]
+	clear(sc.touched)
+	sc.touched, sc.ids = sc.touched[:0], sc.ids[:0]
+	sc.chunkSkel, sc.chunkSent = sc.chunkSkel[:0], sc.chunkSent[:0]
 	p.pool.Put(sc)
 }
 
@@ -581,7 +608,7 @@ func (p *subagentMerge) correctLate(td ptrace.Traces, sc *scratch, g *group, c *
 	if tomb := s.released[g.id]; tomb != nil && tomb.skel != nil {
 		// under the shard lock: two late batches of one trace are corrected one after
 		// the other, each on the record the other left
-		if cr, err = p.correct(tomb.skel, tomb.sent, late); err == nil {
+		if cr, err = p.correct(tomb.skel, tomb.sent, late, p.now()); err == nil {
 			p.records.Add(int64(len(cr.skel) + len(cr.sent) - len(tomb.skel) - len(tomb.sent)))
 			tomb.skel, tomb.sent = cr.skel, cr.sent
 			done = true
@@ -620,10 +647,6 @@ func (p *subagentMerge) attach(id pcommon.TraceID, rec *recorder) {
 	}
 	s.mu.Unlock()
 }
-
-// maxRecordBytes bounds the memory of the records kept for corrections (beyond the
-// bound on remembered traces): past it, traces are released without one.
-const maxRecordBytes = 64 << 20
 
 // place decides the fate of one trace's spans in this batch.
 func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, c *counts, removed *bool) error {

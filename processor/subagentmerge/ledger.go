@@ -1,0 +1,146 @@
+package subagentmerge
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// In stream mode (the default) no span is held: each one goes on in the call that
+// brought it, carrying what the merge can say of it from everything its trace has sent
+// so far. What the processor keeps instead is a small ledger per trace:
+//
+//   - spans: every span's ids and the few facts the completeness rule reads (24 bytes
+//     a span), which also drop exact duplicates;
+//   - skel: every span as it arrived, trimmed to what the merge reads (skeleton.go),
+//     so the merge can be run again over the whole trace when more of it arrives;
+//   - sent: the last version passed on, whole, of every span that may need to go out
+//     again: model calls that asked for tool calls (possible dispatchers) and tool
+//     spans that went out without their final merge status;
+//   - out: for each span in sent, a fingerprint of what the merge wrote on it then.
+//
+// When a batch changes what the merge writes on a span in sent, the ledger is dirty.
+// A dirty ledger re-emits each changed span, whole, under its span id, at most once per
+// settle_time (a trace that becomes complete re-emits at once: its subtree has closed),
+// with agentmeter.merge.revision and, on model calls, agentmeter.merge.status
+// "corrected" (reemit.go). A ledger lives wait_duration after its last new span; the
+// least recently extended ledgers end first when ledger_limit_mib or num_traces is
+// reached. A ledger that ends while dirty sends its last re-emissions first.
+type ledger struct {
+	id        pcommon.TraceID
+	spans     spanSet
+	skel      []byte
+	sent      []byte
+	out       map[pcommon.SpanID]uint64
+	lastSeen  int64 // unix nanos of the last new span
+	lastEmit  int64 // unix nanos of the last re-emission
+	dueAt     int64 // unix nanos when a dirty ledger re-emits; 0: not dirty
+	size      int64 // bytes counted against ledger_limit_mib
+	complete  bool  // the completeness rule says nothing the trace names is missing
+	seqs      []uint64
+	prev      *ledger // shard's ledgers by lastSeen, oldest first
+	next      *ledger
+	dprev     *ledger // shard's dirty ledgers by dueAt, earliest first
+	dnext     *ledger
+	onDueList bool
+}
+
+// ledgerCost is what a ledger costs beyond its encoded bytes: its span keys and the
+// fingerprints of the spans it may re-emit (with map overhead).
+func (l *ledger) cost() int64 {
+	return int64(len(l.skel)+len(l.sent)) + int64(cap(l.spans.keys))*24 + int64(len(l.spans.asks))*4 +
+		int64(len(l.out))*48 + 256
+}
+
+// ledgers is one shard's ledgers and their two orders.
+type ledgers struct {
+	byID       map[pcommon.TraceID]*ledger
+	head, tail *ledger // by lastSeen
+	dHead      *ledger // dirty, by dueAt
+	dTail      *ledger
+}
+
+func (ls *ledgers) pushBack(l *ledger) {
+	l.prev, l.next = ls.tail, nil
+	if ls.tail != nil {
+		ls.tail.next = l
+	} else {
+		ls.head = l
+	}
+	ls.tail = l
+}
+
+func (ls *ledgers) unlink(l *ledger) {
+	if l.prev != nil {
+		l.prev.next = l.next
+	} else if ls.head == l {
+		ls.head = l.next
+	}
+	if l.next != nil {
+		l.next.prev = l.prev
+	} else if ls.tail == l {
+		ls.tail = l.prev
+	}
+	l.prev, l.next = nil, nil
+}
+
+// touch moves l to the back of the lastSeen order.
+func (ls *ledgers) touch(l *ledger, now int64) {
+	l.lastSeen = now
+	if ls.tail == l {
+		return
+	}
+	ls.unlink(l)
+	ls.pushBack(l)
+}
+
+// schedule puts l on the dirty list at at, keeping the list ordered by dueAt (due
+// times mostly grow, so the walk from the tail is short).
+func (ls *ledgers) schedule(l *ledger, at int64) {
+	if l.onDueList {
+		if l.dueAt <= at {
+			return // already due no later
+		}
+		ls.unschedule(l)
+	}
+	l.dueAt, l.onDueList = at, true
+	after := ls.dTail
+	for after != nil && after.dueAt > at {
+		after = after.dprev
+	}
+	l.dprev = after
+	if after == nil {
+		l.dnext = ls.dHead
+		ls.dHead = l
+	} else {
+		l.dnext = after.dnext
+		after.dnext = l
+	}
+	if l.dnext != nil {
+		l.dnext.dprev = l
+	} else {
+		ls.dTail = l
+	}
+}
+
+func (ls *ledgers) unschedule(l *ledger) {
+	if !l.onDueList {
+		return
+	}
+	if l.dprev != nil {
+		l.dprev.dnext = l.dnext
+	} else {
+		ls.dHead = l.dnext
+	}
+	if l.dnext != nil {
+		l.dnext.dprev = l.dprev
+	} else {
+		ls.dTail = l.dprev
+	}
+	l.dprev, l.dnext, l.dueAt, l.onDueList = nil, nil, 0, false
+}
+
+// remove takes l out of the shard.
+func (ls *ledgers) remove(l *ledger) {
+	delete(ls.byID, l.id)
+	ls.unlink(l)
+	ls.unschedule(l)
+}

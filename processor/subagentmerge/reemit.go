@@ -1,0 +1,210 @@
+package subagentmerge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+// fingerprint hashes what the merge wrote on a span (its merge status, merged results
+// and the caller the trace's shape gave it): two versions of a span with the same
+// fingerprint read the same at every sink.
+func fingerprint(attrs pcommon.Map) uint64 {
+	h := fnv.New64a()
+	attrs.Range(func(k string, v pcommon.Value) bool {
+		if isMergeWritten(k) || k == genai.AttrCaller {
+			_, _ = h.Write([]byte(k))
+			_, _ = h.Write([]byte{0})
+			_, _ = h.Write([]byte(v.AsString()))
+			_, _ = h.Write([]byte{0})
+		}
+		return true
+	})
+	if s := h.Sum64(); s != 0 {
+		return s
+	}
+	return 1 // 0 is "must go out again"
+}
+
+// reemit appends to out, whole and under their span ids, the spans of l.sent whose
+// merge results in view differ from what last went out, and keeps those versions as
+// the last sent. Each re-emission carries agentmeter.merge.revision, growing with each
+// one (it is the emission time in milliseconds, or one more than the last, so it still
+// grows across a restart); model calls also carry agentmeter.merge.status "corrected",
+// which the token metrics skip. It appends the re-emitted span ids to ids.
+func (p *subagentMerge) reemit(l *ledger, view mergedView, out ptrace.Traces, c *counts, now int64, ids []pcommon.SpanID) ([]pcommon.SpanID, error) {
+	if len(l.sent) == 0 {
+		return ids, nil
+	}
+	d, err := p.unmarshaler.UnmarshalTraces(l.sent)
+	if err != nil {
+		return ids, err
+	}
+	n := 0
+	rss := d.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		for j := 0; j < rs.ScopeSpans().Len(); j++ {
+			ss := rs.ScopeSpans().At(j)
+			for k := 0; k < ss.Spans().Len(); k++ {
+				sp := ss.Spans().At(k)
+				v, ok := view.byID[sp.SpanID()]
+				if !ok {
+					continue
+				}
+				fp := fingerprint(v.Attributes())
+				if fp == l.out[sp.SpanID()] {
+					continue
+				}
+				attrs := sp.Attributes()
+				writeMerged(attrs, v.Attributes())
+				if genai.IsModelCallSpan(sp.Name(), attrs) {
+					attrs.PutStr(genai.AttrMergeStatus, genai.MergeCorrected)
+					c.corrected++
+				} else {
+					countStatus(attrs, c)
+				}
+				markReemitted(attrs, now)
+				appendUnder(out, sp, rs.Resource(), ss.Scope())
+				l.out[sp.SpanID()] = fp
+				ids = append(ids, sp.SpanID())
+				n++
+			}
+		}
+	}
+	l.lastEmit = now
+	if n == 0 {
+		return ids, nil
+	}
+	b, err := p.marshaler.MarshalTraces(d)
+	if err != nil {
+		return ids, err
+	}
+	l.sent = b
+	return ids, nil
+}
+
+// flushLedger re-emits what changed in l (called under its shard's lock).
+func (p *subagentMerge) flushLedger(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64) error {
+	s.led.unschedule(l)
+	view, err := p.mergeLedger(l)
+	if err != nil {
+		return err
+	}
+	oldCost := l.cost()
+	_, err = p.reemit(l, view, out, c, now, nil)
+	p.ledgerBytes.Add(l.cost() - oldCost)
+	l.size = l.cost()
+	return err
+}
+
+// endLedger takes l out of its shard (whose lock the caller holds), re-emitting first
+// what changed since it last went out, and returns its stored chunks.
+func (p *subagentMerge) endLedger(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64) []uint64 {
+	if l.onDueList {
+		if err := p.flushLedger(s, l, out, c, now); err != nil {
+			p.logger.Error("re-emitting the last corrections of an ending ledger failed", zap.Error(err))
+		}
+	}
+	s.led.remove(l)
+	p.nLedgers.Add(-1)
+	p.ledgerBytes.Add(-l.size)
+	seqs := l.seqs
+	l.seqs = nil
+	return seqs
+}
+
+// endOverCapacity ends the least recently extended ledgers of all shards until they
+// fit ledger_limit_mib and num_traces; their last re-emissions go into out. It returns
+// the stored chunks of the ended ledgers.
+func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces) []uint64 {
+	var seqs []uint64
+	for p.ledgerBytes.Load() > p.maxLedgerBytes || p.nLedgers.Load() > int64(p.cfg.NumTraces) {
+		best, bestSeen := -1, int64(0)
+		for i := range p.shards {
+			s := &p.shards[i]
+			s.mu.Lock()
+			if h := s.led.head; h != nil && (best < 0 || h.lastSeen < bestSeen) {
+				best, bestSeen = i, h.lastSeen
+			}
+			s.mu.Unlock()
+		}
+		if best < 0 {
+			break
+		}
+		s := &p.shards[best]
+		s.mu.Lock()
+		if l := s.led.head; l != nil {
+			seqs = append(seqs, p.endLedger(s, l, out, c, now)...)
+			c.released[relCapacity]++
+		}
+		s.mu.Unlock()
+	}
+	return seqs
+}
+
+// sweepStream re-emits what is due and ends the ledgers idle for wait_duration.
+func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
+	out := ptrace.NewTraces()
+	var c counts
+	var seqs []uint64
+	var errs []error
+	cutoff := now - p.wait
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		for l := s.led.head; l != nil && l.lastSeen <= cutoff; l = s.led.head {
+			seqs = append(seqs, p.endLedger(s, l, out, &c, now)...)
+			c.released[relIdle]++
+		}
+		for l := s.led.dHead; l != nil && l.dueAt <= now; l = s.led.dHead {
+			if err := p.flushLedger(s, l, out, &c, now); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		s.mu.Unlock()
+	}
+	p.tel.record(ctx, &c)
+	if out.ResourceSpans().Len() > 0 {
+		if err := p.next.ConsumeTraces(ctx, out); err != nil {
+			// the spans themselves went on long ago; only these corrections are lost,
+			// and the next change of their traces re-emits them again
+			errs = append(errs, fmt.Errorf("subagentmerge: passing on %d re-emitted spans: %w", out.SpanCount(), err))
+		}
+	}
+	p.forgetLedgers(ctx, seqs)
+	return errors.Join(errs...)
+}
+
+// flushAll re-emits every dirty ledger's changes (shutdown). The ledgers stay, on disk
+// with storage, so a restart goes on from them.
+func (p *subagentMerge) flushAll(ctx context.Context) error {
+	out := ptrace.NewTraces()
+	var c counts
+	var errs []error
+	now := p.now()
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		for l := s.led.dHead; l != nil; l = s.led.dHead {
+			if err := p.flushLedger(s, l, out, &c, now); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		s.mu.Unlock()
+	}
+	p.tel.record(ctx, &c)
+	if out.ResourceSpans().Len() > 0 {
+		if err := p.next.ConsumeTraces(ctx, out); err != nil {
+			errs = append(errs, fmt.Errorf("subagentmerge: passing on %d re-emitted spans at shutdown: %w", out.SpanCount(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
