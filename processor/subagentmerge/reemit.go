@@ -98,9 +98,8 @@ func (p *subagentMerge) flushLedger(s *shard, l *ledger, out ptrace.Traces, c *c
 	if err != nil {
 		return err
 	}
-	oldCost := l.cost()
 	_, err = p.reemit(l, view, out, c, now, nil)
-	p.ledgerBytes.Add(l.cost() - oldCost)
+	p.ledgerBytes.Add(l.cost() - l.size)
 	l.size = l.cost()
 	return err
 }

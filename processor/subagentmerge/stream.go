@@ -120,7 +120,7 @@ func (p *subagentMerge) streamTrace(td ptrace.Traces, sc *scratch, gi int, now i
 		t.l, t.created = l, true
 	}
 	t.prevLastEmit = l.lastEmit
-	oldCost := l.cost()
+	oldCost := l.size // 0 for a new ledger
 	removed := false
 	sc.sw.reset()
 	t.ids[0] = int32(len(sc.ids))
@@ -148,6 +148,8 @@ func (p *subagentMerge) streamTrace(td ptrace.Traces, sc *scratch, gi int, now i
 
 	view, err := p.mergeLedger(l)
 	if err != nil {
+		p.ledgerBytes.Add(l.cost() - oldCost)
+		l.size = l.cost()
 		t.re = [2]int32{t.ids[1], t.ids[1]}
 		sc.touched = append(sc.touched, t)
 		return removed, fmt.Errorf("subagentmerge: merging a trace's ledger: %w", err)
@@ -306,7 +308,7 @@ func (p *subagentMerge) rollback(sc *scratch) {
 		l := t.l
 		s := &p.shards[shardIndex(l.id)]
 		s.mu.Lock()
-		oldCost := l.cost()
+		oldCost := l.size
 		var drop map[pcommon.SpanID]struct{}
 		for _, id := range sc.ids[t.ids[0]:t.ids[1]] {
 			if drop == nil {
@@ -334,9 +336,16 @@ func (p *subagentMerge) rollback(sc *scratch) {
 			l.lastEmit = t.prevLastEmit
 			s.led.schedule(l, p.now())
 		}
-		if t.created && len(l.spans.keys) == 0 && s.led.byID[l.id] == l {
+		if s.led.byID[l.id] != l {
+			s.mu.Unlock()
+			continue // ended meanwhile: its bytes are counted off already
+		}
+		if t.created && len(l.spans.keys) == 0 {
 			s.led.remove(l)
 			p.nLedgers.Add(-1)
+			p.ledgerBytes.Add(-oldCost)
+			s.mu.Unlock()
+			continue
 		}
 		p.ledgerBytes.Add(l.cost() - oldCost)
 		l.size = l.cost()
