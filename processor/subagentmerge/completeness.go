@@ -51,6 +51,8 @@ type spanFacts struct {
 	op, toolName, callID, status string
 	ids, outMsgs                 pcommon.Value
 	hasIDs, hasOut, hasFinish    bool
+	// mergeWritten: the span already carries merge results (another subagentmerge's)
+	mergeWritten bool
 }
 
 func (f *spanFacts) see(k string, v pcommon.Value) {
@@ -69,6 +71,10 @@ func (f *spanFacts) see(k string, v pcommon.Value) {
 		f.outMsgs, f.hasOut = v, true
 	case genai.AttrFinishReasons:
 		f.hasFinish = true
+	default:
+		if isMergeWritten(k) {
+			f.mergeWritten = true
+		}
 	}
 }
 

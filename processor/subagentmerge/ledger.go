@@ -2,6 +2,7 @@ package subagentmerge
 
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
 // In stream mode (the default) no span is held: each one goes on in the call that
@@ -25,16 +26,21 @@ import (
 // least recently extended ledgers end first when ledger_limit_mib or num_traces is
 // reached. A ledger that ends while dirty sends its last re-emissions first.
 type ledger struct {
-	id        pcommon.TraceID
-	spans     spanSet
-	skel      []byte
-	sent      []byte
-	out       map[pcommon.SpanID]uint64
-	lastSeen  int64 // unix nanos of the last new span
-	lastEmit  int64 // unix nanos of the last re-emission
-	dueAt     int64 // unix nanos when a dirty ledger re-emits; 0: not dirty
-	size      int64 // bytes counted against ledger_limit_mib
-	complete  bool  // the completeness rule says nothing the trace names is missing
+	id       pcommon.TraceID
+	spans    spanSet
+	skel     []byte
+	kept     map[pcommon.SpanID]*keptSpan
+	keptLen  int64 // bytes of the kept spans' encodings
+	lastSeen int64 // unix nanos of the last new span
+	lastEmit int64 // unix nanos of the last re-emission
+	dueAt    int64 // unix nanos when a dirty ledger re-emits; 0: not dirty
+	size     int64 // bytes counted against ledger_limit_mib
+	complete bool  // the completeness rule says nothing the trace names is missing
+	// upstream: some span came with merge results written by another subagentmerge,
+	// which a cached view could not tell from this one's (the merge runs on a fresh
+	// decode of skel each time)
+	upstream  bool
+	view      *ledgerView // skel decoded, while the trace is being extended
 	seqs      []uint64
 	prev      *ledger // shard's ledgers by lastSeen, oldest first
 	next      *ledger
@@ -43,11 +49,31 @@ type ledger struct {
 	onDueList bool
 }
 
-// ledgerCost is what a ledger costs beyond its encoded bytes: its span keys and the
-// fingerprints of the spans it may re-emit (with map overhead).
+// keptSpan is a span that may go out again: the last version passed on, encoded alone
+// (a TracesData message with its resource and scope), and the fingerprint of what the
+// merge had written on it then.
+type keptSpan struct {
+	fp  uint64
+	enc []byte
+}
+
+// ledgerView is a ledger's skeleton decoded, kept while the trace is being extended
+// (for compact_after, or a second when that is 0) so the merge does not decode the
+// whole skeleton again for each batch. named says which spans came with their own
+// agentmeter.caller: the merge's attribution is taken off the others before each run.
+type ledgerView struct {
+	td    ptrace.Traces
+	spans []ptrace.Span
+	named []bool
+	idx   map[pcommon.SpanID]int32
+}
+
+// cost is what a ledger counts against ledger_limit_mib: its skeleton, its kept spans,
+// its span keys and the map entries for what it may re-emit (its view, which lives
+// only while the trace is extended, is not counted).
 func (l *ledger) cost() int64 {
-	return int64(len(l.skel)+len(l.sent)) + int64(cap(l.spans.keys))*24 + int64(len(l.spans.asks))*4 +
-		int64(len(l.out))*48 + 256
+	return int64(len(l.skel)) + l.keptLen + int64(cap(l.spans.keys))*24 + int64(len(l.spans.asks))*4 +
+		int64(len(l.kept))*64 + 256
 }
 
 // ledgers is one shard's ledgers and their two orders.
@@ -56,6 +82,7 @@ type ledgers struct {
 	head, tail *ledger // by lastSeen
 	dHead      *ledger // dirty, by dueAt
 	dTail      *ledger
+	viewed     []*ledger // ledgers holding a decoded view
 }
 
 func (ls *ledgers) pushBack(l *ledger) {

@@ -113,12 +113,9 @@ func (p *subagentMerge) restoreStream(ctx context.Context) error {
 	for l := range restored {
 		s := &p.shards[shardIndex(l.id)]
 		s.mu.Lock()
-		if view, err := p.mergeLedger(l); err == nil {
-			for id, fp := range l.out {
-				if v, ok := view.byID[id]; ok && fingerprint(v.Attributes()) != fp {
-					s.led.schedule(l, now)
-					break
-				}
+		if view, err := p.mergeLedger(s, l); err == nil {
+			if p.dirty(l, view) {
+				s.led.schedule(l, now)
 			}
 			st := l.spans.state()
 			l.complete = st == stComplete
@@ -182,7 +179,7 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 		s.mu.Lock()
 		l := s.led.byID[id]
 		if l == nil {
-			l = &ledger{id: id, lastSeen: now, out: map[pcommon.SpanID]uint64{}}
+			l = &ledger{id: id, lastSeen: now, kept: map[pcommon.SpanID]*keptSpan{}}
 			s.led.byID[id] = l
 			s.led.pushBack(l)
 			p.nLedgers.Add(1)
@@ -195,21 +192,20 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 			var key spanKey
 			key, asks = keyOf(sp, asks[:0])
 			l.spans.add(key, asks)
-			sw.add(sp)
+			if f := sw.add(sp); f.mergeWritten {
+				l.upstream = true
+			}
 			added++
 		}
 		l.skel = append(l.skel, sw.message()...)
-		if ks := sentBy[id]; len(ks) > 0 {
-			td := ptrace.NewTraces()
-			for _, k := range ks {
-				if _, dup := l.out[k.sp.SpanID()]; dup {
-					continue
-				}
-				appendUnder(td, k.sp, k.res, k.scope)
-				l.out[k.sp.SpanID()] = fingerprint(k.sp.Attributes())
+		l.view = nil
+		for _, k := range sentBy[id] {
+			if _, dup := l.kept[k.sp.SpanID()]; dup {
+				continue
 			}
-			if enc, err := p.marshaler.MarshalTraces(td); err == nil {
-				l.sent = append(l.sent, enc...)
+			if _, err := p.keep(l, k.sp, k.res, k.scope); err != nil {
+				s.mu.Unlock()
+				return added, err
 			}
 		}
 		l.seqs = append(l.seqs, seq)

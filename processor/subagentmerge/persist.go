@@ -68,7 +68,8 @@ type persister struct {
 	kept map[uint64]struct{}
 }
 
-func startPersister(ctx context.Context, host component.Host, id component.ID, self component.ID, prefix string) (*persister, error) {
+// openStorage gets this processor's client of the storage extension id.
+func openStorage(ctx context.Context, host component.Host, id component.ID, self component.ID) (storage.Client, error) {
 	ext, ok := host.GetExtensions()[id]
 	if !ok {
 		return nil, fmt.Errorf("storage: extension %q not found (add it under extensions and service.extensions)", id)
@@ -81,12 +82,17 @@ func startPersister(ctx context.Context, host component.Host, id component.ID, s
 	if err != nil {
 		return nil, fmt.Errorf("storage: getting a client of %q: %w", id, err)
 	}
+	return client, nil
+}
+
+// newPersister reads the bounds of the chunks stored under prefix.
+func newPersister(ctx context.Context, client storage.Client, prefix string) (*persister, error) {
 	p := &persister{client: client, prefix: prefix, kept: map[uint64]struct{}{}, refs: map[uint64]int{}, unwritten: map[uint64][]byte{}}
+	var err error
 	if p.low, err = p.getUint(ctx, p.prefix+keyLow); err == nil {
 		p.high, err = p.getUint(ctx, p.prefix+keyHigh)
 	}
 	if err != nil {
-		_ = client.Close(ctx)
 		return nil, fmt.Errorf("storage: reading the buffer's bounds: %w", err)
 	}
 	p.next.Store(p.high)
@@ -265,27 +271,28 @@ func (m *subagentMerge) minLiveSeq() (uint64, bool) {
 // were acknowledged and never passed on, so they go on now, through the ledgers); in
 // hold mode its buffer.
 func (m *subagentMerge) startStorage(ctx context.Context, host component.Host) error {
-	if !m.stream {
-		st, err := startPersister(ctx, host, *m.cfg.Storage, m.id, prefixHold)
-		if err != nil {
-			return err
-		}
-		m.store = st
-		return m.restore(ctx)
-	}
-	st, err := startPersister(ctx, host, *m.cfg.Storage, m.id, prefixStream)
+	client, err := openStorage(ctx, host, *m.cfg.Storage, m.id)
 	if err != nil {
 		return err
 	}
-	m.store = st
+	prefix := prefixHold
+	if m.stream {
+		prefix = prefixStream
+	}
+	if m.store, err = newPersister(ctx, client, prefix); err != nil {
+		_ = client.Close(ctx)
+		return err
+	}
+	if !m.stream {
+		return m.restore(ctx)
+	}
 	if err := m.restoreStream(ctx); err != nil {
 		return err
 	}
-	held, err := startPersister(ctx, host, *m.cfg.Storage, m.id, prefixHold)
+	held, err := newPersister(ctx, client, prefixHold)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = held.close(ctx) }()
 	var drop []uint64
 	for seq := held.low; seq < held.high; seq++ {
 		b, err := held.client.Get(ctx, held.chunkKey(seq))

@@ -94,6 +94,7 @@ type subagentMerge struct {
 	nLedgers       atomic.Int64
 	ledgerBytes    atomic.Int64
 	maxLedgerBytes int64
+	viewFor        int64 // nanoseconds a ledger's decoded view outlives its last extension
 
 	id    component.ID
 	store *persister // nil unless `storage` is set
@@ -128,6 +129,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		maxRecords:     int64(cfg.LedgerLimitMiB) << 20,
 		maxLedgerBytes: int64(cfg.LedgerLimitMiB) << 20,
 		stream:         cfg.Mode == ModeStream,
+		viewFor:        int64(max(cfg.CompactAfter, time.Second)),
 		now:            func() int64 { return time.Now().UnixNano() },
 		stop:           make(chan struct{}),
 		done:           make(chan struct{}),

@@ -33,75 +33,76 @@ func fingerprint(attrs pcommon.Map) uint64 {
 	return 1 // 0 is "must go out again"
 }
 
-// reemit appends to out, whole and under their span ids, the spans of l.sent whose
-// merge results in view differ from what last went out, and keeps those versions as
-// the last sent. Each re-emission carries agentmeter.merge.revision, growing with each
-// one (it is the emission time in milliseconds, or one more than the last, so it still
-// grows across a restart); model calls also carry agentmeter.merge.status "corrected",
-// which the token metrics skip. It appends the re-emitted span ids to ids.
+// reemit appends to out, whole and under their span ids, the kept spans whose merge
+// results in view differ from what last went out, and keeps those versions as the
+// last sent. Each re-emission carries agentmeter.merge.revision (markReemitted); model
+// calls also carry agentmeter.merge.status "corrected", which the token metrics skip.
+// It appends the re-emitted span ids to ids.
 func (p *subagentMerge) reemit(l *ledger, view mergedView, out ptrace.Traces, c *counts, now int64, ids []pcommon.SpanID) ([]pcommon.SpanID, error) {
-	if len(l.sent) == 0 {
-		return ids, nil
-	}
-	d, err := p.unmarshaler.UnmarshalTraces(l.sent)
-	if err != nil {
-		return ids, err
-	}
-	n := 0
-	rss := d.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		rs := rss.At(i)
-		for j := 0; j < rs.ScopeSpans().Len(); j++ {
-			ss := rs.ScopeSpans().At(j)
-			for k := 0; k < ss.Spans().Len(); k++ {
-				sp := ss.Spans().At(k)
-				v, ok := view.byID[sp.SpanID()]
-				if !ok {
-					continue
-				}
-				fp := fingerprint(v.Attributes())
-				if fp == l.out[sp.SpanID()] {
-					continue
-				}
-				attrs := sp.Attributes()
-				writeMerged(attrs, v.Attributes())
-				if genai.IsModelCallSpan(sp.Name(), attrs) {
-					attrs.PutStr(genai.AttrMergeStatus, genai.MergeCorrected)
-					c.corrected++
-				} else {
-					countStatus(attrs, c)
-				}
-				markReemitted(attrs, now)
-				appendUnder(out, sp, rs.Resource(), ss.Scope())
-				l.out[sp.SpanID()] = fp
-				ids = append(ids, sp.SpanID())
-				n++
-			}
-		}
-	}
 	l.lastEmit = now
-	if n == 0 {
-		return ids, nil
+	var errs []error
+	for id, k := range l.kept {
+		v, ok := view.span(id)
+		if !ok {
+			continue
+		}
+		fp := fingerprint(v.Attributes())
+		if fp == k.fp {
+			continue
+		}
+		d, err := p.unmarshaler.UnmarshalTraces(k.enc)
+		if err != nil || d.SpanCount() != 1 {
+			errs = append(errs, fmt.Errorf("a kept span does not decode: %w", err))
+			continue
+		}
+		rs := d.ResourceSpans().At(0)
+		ss := rs.ScopeSpans().At(0)
+		sp := ss.Spans().At(0)
+		attrs := sp.Attributes()
+		writeMerged(attrs, v.Attributes())
+		if genai.IsModelCallSpan(sp.Name(), attrs) {
+			attrs.PutStr(genai.AttrMergeStatus, genai.MergeCorrected)
+			c.corrected++
+		} else {
+			countStatus(attrs, c)
+		}
+		markReemitted(attrs, now)
+		enc, err := p.marshaler.MarshalTraces(d)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		appendUnder(out, sp, rs.Resource(), ss.Scope())
+		l.keptLen += int64(len(enc) - len(k.enc))
+		k.fp, k.enc = fp, enc
+		ids = append(ids, id)
 	}
-	b, err := p.marshaler.MarshalTraces(d)
-	if err != nil {
-		return ids, err
-	}
-	l.sent = b
-	return ids, nil
+	return ids, errors.Join(errs...)
 }
 
 // flushLedger re-emits what changed in l (called under its shard's lock).
 func (p *subagentMerge) flushLedger(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64) error {
+	_, err := p.flush(s, l, out, c, now, nil)
+	return err
+}
+
+// flushInto is flushLedger within a call, recording the re-emitted ids in sc.
+func (p *subagentMerge) flushInto(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64, sc *scratch) error {
+	var err error
+	sc.ids, err = p.flush(s, l, out, c, now, sc.ids)
+	return err
+}
+
+func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64, ids []pcommon.SpanID) ([]pcommon.SpanID, error) {
 	s.led.unschedule(l)
-	view, err := p.mergeLedger(l)
+	view, err := p.mergeLedger(s, l)
 	if err != nil {
-		return err
+		return ids, err
 	}
-	_, err = p.reemit(l, view, out, c, now, nil)
+	ids, err = p.reemit(l, view, out, c, now, ids)
 	p.ledgerBytes.Add(l.cost() - l.size)
 	l.size = l.cost()
-	return err
+	return ids, err
 }
 
 // endLedger takes l out of its shard (whose lock the caller holds), re-emitting first
@@ -168,6 +169,7 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 				errs = append(errs, err)
 			}
 		}
+		s.led.dropViews(now - p.viewFor)
 		s.mu.Unlock()
 	}
 	p.tel.record(ctx, &c)

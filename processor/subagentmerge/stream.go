@@ -104,7 +104,7 @@ func (p *subagentMerge) indexBatch(td ptrace.Traces, sc *scratch) {
 // streamTrace adds one trace's new spans of the batch to its ledger, writes onto them
 // what the merge now says, and re-emits into out what changed, when due. It reports
 // whether it dropped duplicates from td.
-func (p *subagentMerge) streamTrace(td ptrace.Traces, sc *scratch, gi int, now int64, c *counts, out ptrace.Traces) (bool, error) {
+func (p *subagentMerge) streamTrace(_ ptrace.Traces, sc *scratch, gi int, now int64, c *counts, out ptrace.Traces) (bool, error) {
 	g := &sc.groups[gi]
 	s := &p.shards[shardIndex(g.id)]
 	s.mu.Lock()
@@ -113,7 +113,8 @@ func (p *subagentMerge) streamTrace(td ptrace.Traces, sc *scratch, gi int, now i
 	l := s.led.byID[g.id]
 	t := touched{l: l}
 	if l == nil {
-		l = &ledger{id: g.id, lastSeen: now}
+		// lastEmit starts at creation: even the first re-emission waits for a window
+		l = &ledger{id: g.id, lastSeen: now, lastEmit: now, kept: map[pcommon.SpanID]*keptSpan{}}
 		s.led.byID[g.id] = l
 		s.led.pushBack(l)
 		p.nLedgers.Add(1)
@@ -133,84 +134,87 @@ func (p *subagentMerge) streamTrace(td ptrace.Traces, sc *scratch, gi int, now i
 			continue
 		}
 		l.spans.add(ref.key, sc.asks[ref.asks[0]:ref.asks[1]])
-		sc.sw.add(ref.span)
+		if f := sc.sw.add(ref.span); f.mergeWritten {
+			l.upstream = true
+		}
 		sc.ids = append(sc.ids, ref.key.id)
 	}
 	t.ids[1] = int32(len(sc.ids))
+	t.re = [2]int32{t.ids[1], t.ids[1]}
 	if t.ids[0] == t.ids[1] {
-		t.re = [2]int32{t.ids[1], t.ids[1]}
 		sc.touched = append(sc.touched, t)
 		return removed, nil // only duplicates
 	}
 	delta := sc.sw.message()
 	l.skel = append(l.skel, delta...)
 	s.led.touch(l, now)
+	err := p.extendView(s, l, delta)
 
-	view, err := p.mergeLedger(l)
-	if err != nil {
-		p.ledgerBytes.Add(l.cost() - oldCost)
-		l.size = l.cost()
-		t.re = [2]int32{t.ids[1], t.ids[1]}
-		sc.touched = append(sc.touched, t)
-		return removed, fmt.Errorf("subagentmerge: merging a trace's ledger: %w", err)
+	// The new spans go on carrying what the merge says of them. Most need no merge run
+	// for that (effect): nothing of theirs changes, or only a tool span's status,
+	// read off the span keys; the dispatchers they change are re-emitted later, once
+	// per settle window, from one run of the merge.
+	var view mergedView
+	eff := effectNone
+	if err == nil {
+		eff = p.effectOf(sc, g, l)
 	}
-
-	// The new spans go on carrying what the merge says of them; those that may need to
-	// go out again are kept whole.
-	var sent ptrace.Traces
-	if l.out == nil {
-		l.out = map[pcommon.SpanID]uint64{}
+	if eff == effectInline {
+		if view, err = p.mergeLedger(s, l); err != nil {
+			eff = effectNone
+		}
 	}
+	var sentDelta []byte
 	for r := g.first; r >= 0; r = sc.refs[r].next {
 		ref := &sc.refs[r]
 		if ref.fate == fateDrop {
 			continue
 		}
-		now, ok := view.byID[ref.key.id]
-		if !ok {
-			continue
+		attrs := ref.span.Attributes()
+		_, named := attrs.Get(genai.AttrCaller)
+		switch eff {
+		case effectInline:
+			if v, ok := view.span(ref.key.id); ok {
+				writeMerged(attrs, v.Attributes())
+			}
+		case effectLater:
+			if ref.key.kind&kindTool != 0 {
+				if st := l.spans.toolStatus(ref.key); st != "" {
+					if _, marked := attrs.Get(genai.AttrMergeStatus); !marked {
+						attrs.PutStr(genai.AttrMergeStatus, st)
+					}
+				}
+			}
 		}
-		_, named := ref.span.Attributes().Get(genai.AttrCaller)
-		writeMerged(ref.span.Attributes(), now.Attributes())
-		countStatus(ref.span.Attributes(), c)
+		countStatus(attrs, c)
 		if !mayChange(ref, named, &l.spans) {
 			continue
 		}
-		if sent == (ptrace.Traces{}) {
-			sent = ptrace.NewTraces()
+		enc, kerr := p.keep(l, ref.span, ref.res, ref.scope)
+		if kerr != nil {
+			err = errors.Join(err, kerr)
+			continue
 		}
-		appendUnder(sent, ref.span, ref.res, ref.scope)
-		l.out[ref.key.id] = fingerprint(now.Attributes())
-	}
-	var sentDelta []byte
-	if sent != (ptrace.Traces{}) {
-		if sentDelta, err = p.marshaler.MarshalTraces(sent); err != nil {
-			return removed, fmt.Errorf("subagentmerge: encoding spans kept for re-emission: %w", err)
-		}
-		l.sent = append(l.sent, sentDelta...)
+		sentDelta = append(sentDelta, enc...)
 	}
 
-	// What went out before and now reads differently makes the ledger dirty.
-	dirty := false
-	for id, fp := range l.out {
-		if now, ok := view.byID[id]; ok && fingerprint(now.Attributes()) != fp {
-			dirty = true
-			break
-		}
-	}
 	st := l.spans.state()
 	l.complete = st == stComplete || (st == stSettle && p.settle == 0)
 	t.re[0] = int32(len(sc.ids))
-	if dirty {
-		if l.complete || now-l.lastEmit >= p.settle {
-			sc.ids, err = p.reemit(l, view, out, c, now, sc.ids)
-			if err != nil {
-				err = fmt.Errorf("subagentmerge: re-emitting corrected spans: %w", err)
-			}
-			s.led.unschedule(l)
-		} else {
-			s.led.schedule(l, l.lastEmit+p.settle)
+	dirty := eff == effectLater || (eff == effectInline && p.dirty(l, view))
+	switch {
+	case dirty && (l.complete || now-l.lastEmit >= p.settle) && eff == effectInline:
+		s.led.unschedule(l)
+		if sc.ids, err = p.reemit(l, view, out, c, now, sc.ids); err != nil {
+			err = fmt.Errorf("subagentmerge: re-emitting corrected spans: %w", err)
 		}
+	case (dirty && l.complete) || (l.complete && l.onDueList):
+		// its last spans came: what waited for the settle window goes now
+		if ferr := p.flushInto(s, l, out, c, now, sc); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+	case dirty:
+		s.led.schedule(l, max(l.lastEmit+p.settle, now))
 	}
 	t.re[1] = int32(len(sc.ids))
 
@@ -221,6 +225,138 @@ func (p *subagentMerge) streamTrace(td ptrace.Traces, sc *scratch, gi int, now i
 	l.size = l.cost()
 	sc.touched = append(sc.touched, t)
 	return removed, err
+}
+
+// keep records sp (as it goes on now) as a span that may go out again, and returns its
+// encoding.
+func (p *subagentMerge) keep(l *ledger, sp ptrace.Span, res pcommon.Resource, scope pcommon.InstrumentationScope) ([]byte, error) {
+	td := ptrace.NewTraces()
+	appendUnder(td, sp, res, scope)
+	enc, err := p.marshaler.MarshalTraces(td)
+	if err != nil {
+		return nil, fmt.Errorf("subagentmerge: encoding a span kept for re-emission: %w", err)
+	}
+	if old := l.kept[sp.SpanID()]; old != nil {
+		l.keptLen -= int64(len(old.enc))
+	}
+	l.kept[sp.SpanID()] = &keptSpan{fp: fingerprint(sp.Attributes()), enc: enc}
+	l.keptLen += int64(len(enc))
+	return enc, nil
+}
+
+// dirty reports whether a kept span now reads differently from its last version out.
+func (p *subagentMerge) dirty(l *ledger, view mergedView) bool {
+	for id, k := range l.kept {
+		if v, ok := view.span(id); ok && fingerprint(v.Attributes()) != k.fp {
+			return true
+		}
+	}
+	return false
+}
+
+// What a group's new spans do to what the merge writes on their trace.
+const (
+	effectNone   = iota // nothing: no subtree sum, dispatcher, status or caller changes
+	effectLater         // dispatchers or kept spans change: re-emitted in the settle window
+	effectInline        // a new span's own merge results need a merge run now
+)
+
+// effectOf tells what the group's new spans change. A span changes nothing when it is
+// not a tool span, not a model call that asked for a tool call already in the trace,
+// and has no tool span above it (walking up through the spans present): then no
+// subtree sum, dispatcher or attribution above it changes, and below it everything was
+// decided by what was there already. Spans exported as they end (children before
+// parents) mostly are such: a subagent's steps come before the tool span that
+// dispatched it. A tool span (execute_tool) changes its dispatcher later; its own
+// status is read off the keys (toolStatus). A model call under a tool span, or one
+// whose asked tool spans are there with model calls under them, needs the merge now,
+// for its own caller or merged usage.
+func (p *subagentMerge) effectOf(sc *scratch, g *group, l *ledger) int {
+	eff := effectNone
+	for r := g.first; r >= 0; r = sc.refs[r].next {
+		ref := &sc.refs[r]
+		if ref.fate == fateDrop {
+			continue
+		}
+		k := ref.key
+		model := k.kind&kindModel != 0
+		switch {
+		case k.kind&kindTool != 0:
+			eff = max(eff, effectLater)
+			continue
+		case !model && genai.IsToolCallSpan(ref.span.Name(), ref.span.Attributes()):
+			return effectInline // a tool span of another convention: the merge decides
+		}
+		for _, h := range sc.asks[ref.asks[0]:ref.asks[1]] {
+			if l.spans.dispatchesUsage(h) {
+				return effectInline
+			}
+		}
+		for steps := 0; !k.root() && steps <= len(l.spans.keys); steps++ {
+			i := l.spans.find(k.parent)
+			if i < 0 {
+				break
+			}
+			k = l.spans.keys[i]
+			if k.kind&kindTool != 0 {
+				if model {
+					return effectInline
+				}
+				eff = max(eff, effectLater)
+				break
+			}
+		}
+	}
+	return eff
+}
+
+// dispatchesUsage reports whether a tool span of call h is present with a model call
+// under it: what a model call asking for h would get merged onto it.
+func (s *spanSet) dispatchesUsage(h uint32) bool {
+	for i := range s.keys {
+		if k := s.keys[i]; k.kind&kindTool != 0 && k.call == h && s.toolStatus(k) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// toolStatus is what the merge writes on execute_tool span t given the spans present:
+// "" while no model call is under it, "merged" once some model call also asked for its
+// tool call (its dispatcher), else "orphan" (internal/merge decides the same way).
+func (s *spanSet) toolStatus(t spanKey) string {
+	has := false
+	for i := range s.keys {
+		if s.keys[i].kind&kindModel == 0 {
+			continue
+		}
+		k := s.keys[i]
+		for steps := 0; !k.root() && steps <= len(s.keys); steps++ {
+			j := s.find(k.parent)
+			if j < 0 {
+				break
+			}
+			if s.keys[j].id == t.id {
+				has = true
+				break
+			}
+			k = s.keys[j]
+		}
+		if has {
+			break
+		}
+	}
+	if !has {
+		return ""
+	}
+	if t.call != 0 {
+		for _, a := range s.asks {
+			if a == t.call {
+				return genai.MergeMerged
+			}
+		}
+	}
+	return genai.MergeOrphan
 }
 
 // writeMerged replaces dst's merge-written attributes with the merge's view of the span,
@@ -278,24 +414,98 @@ func (s *spanSet) rooted(k spanKey) bool {
 }
 
 // mergedView is the merge run over a ledger's whole skeleton.
-type mergedView struct {
-	byID map[pcommon.SpanID]ptrace.Span
+type mergedView struct{ v *ledgerView }
+
+// span returns the merge's version of span id.
+func (m mergedView) span(id pcommon.SpanID) (ptrace.Span, bool) {
+	if m.v == nil {
+		return ptrace.Span{}, false
+	}
+	i, ok := m.v.idx[id]
+	if !ok {
+		return ptrace.Span{}, false
+	}
+	return m.v.spans[i], true
 }
 
-// mergeLedger decodes l's skeleton and runs the merge over it.
-func (p *subagentMerge) mergeLedger(l *ledger) (mergedView, error) {
-	s, err := p.unmarshaler.UnmarshalTraces(l.skel)
+// mergeLedger runs the merge over l's whole skeleton: on its cached view, with what
+// the last run wrote taken off first, or on a fresh decode.
+func (p *subagentMerge) mergeLedger(s *shard, l *ledger) (mergedView, error) {
+	v := l.view
+	if v == nil || l.upstream {
+		var err error
+		if v, err = p.decodeView(l.skel); err != nil {
+			// only this processor's own encoding produced these bytes
+			return mergedView{}, err
+		}
+		if !l.upstream {
+			l.view = v
+			s.led.viewed = append(s.led.viewed, l)
+		}
+	} else {
+		for i, sp := range v.spans {
+			attrs := sp.Attributes()
+			attrs.RemoveIf(func(k string, _ pcommon.Value) bool {
+				return isMergeWritten(k) || (k == genai.AttrCaller && !v.named[i])
+			})
+		}
+	}
+	merge.Apply(v.spans)
+	return mergedView{v}, nil
+}
+
+// decodeView decodes a skeleton into a view.
+func (p *subagentMerge) decodeView(skel []byte) (*ledgerView, error) {
+	td, err := p.unmarshaler.UnmarshalTraces(skel)
 	if err != nil {
-		// only this processor's own encoding produced these bytes
-		return mergedView{}, err
+		return nil, err
 	}
-	spans := appendSpans(nil, s)
-	v := mergedView{byID: make(map[pcommon.SpanID]ptrace.Span, len(spans))}
-	for _, sp := range spans {
-		v.byID[sp.SpanID()] = sp
-	}
-	merge.Apply(spans)
+	v := &ledgerView{td: td}
+	v.add(appendSpans(nil, td))
 	return v, nil
+}
+
+func (v *ledgerView) add(spans []ptrace.Span) {
+	if v.idx == nil {
+		v.idx = make(map[pcommon.SpanID]int32, len(spans))
+	}
+	for _, sp := range spans {
+		v.idx[sp.SpanID()] = int32(len(v.spans))
+		v.spans = append(v.spans, sp)
+		_, named := sp.Attributes().Get(genai.AttrCaller)
+		v.named = append(v.named, named)
+	}
+}
+
+// extendView adds a batch's skeleton to l's cached view, if it has one.
+func (p *subagentMerge) extendView(s *shard, l *ledger, delta []byte) error {
+	if l.view == nil {
+		return nil
+	}
+	td, err := p.unmarshaler.UnmarshalTraces(delta)
+	if err != nil {
+		l.view = nil
+		return err
+	}
+	spans := appendSpans(nil, td)
+	td.ResourceSpans().MoveAndAppendTo(l.view.td.ResourceSpans())
+	l.view.add(spans)
+	return nil
+}
+
+// dropViews lets go of the cached views of ledgers not extended since before cutoff
+// (called under the shard's lock).
+func (ls *ledgers) dropViews(cutoff int64) {
+	keep := ls.viewed[:0]
+	for _, l := range ls.viewed {
+		if l.view != nil && l.lastSeen > cutoff {
+			keep = append(keep, l)
+			continue
+		}
+		l.view = nil
+	}
+	clear(ls.viewed[len(keep):])
+	ls.viewed = keep
 }
 
 // rollback takes every ledger change of a call the next consumer refused back out, so
@@ -315,21 +525,22 @@ func (p *subagentMerge) rollback(sc *scratch) {
 				drop = map[pcommon.SpanID]struct{}{}
 			}
 			drop[id] = struct{}{}
-			delete(l.out, id)
+			if k := l.kept[id]; k != nil {
+				l.keptLen -= int64(len(k.enc))
+				delete(l.kept, id)
+			}
 		}
 		if drop != nil {
 			l.spans = l.spans.without(drop)
+			l.view = nil
 			var err error
-			if l.skel, err = p.filterSpans(l.skel, drop); err == nil {
-				l.sent, err = p.filterSpans(l.sent, drop)
-			}
-			if err != nil {
+			if l.skel, err = p.filterSpans(l.skel, drop); err != nil {
 				p.logger.Error("taking refused spans out of a ledger failed", zap.Error(err))
 			}
 		}
 		for _, id := range sc.ids[t.re[0]:t.re[1]] {
-			if _, ok := l.out[id]; ok {
-				l.out[id] = 0 // differs from any merge result: goes out again
+			if k := l.kept[id]; k != nil {
+				k.fp = 0 // differs from any merge result: goes out again
 			}
 		}
 		if t.re[1] > t.re[0] {
