@@ -116,8 +116,8 @@ func TestPropertyEveryArrivalOrder(t *testing.T) {
 					time.Sleep(st.pause)
 				}
 				require.NoError(t, p.Shutdown(context.Background()))
-				corrections += counterValue(t, tel, "otelcol_processor_subagentmerge_corrections")
-				released += counterValue(t, tel, "otelcol_processor_subagentmerge_traces_released")
+				corrections += countedSoFar(t, tel, "otelcol_processor_subagentmerge_corrections")
+				released += countedSoFar(t, tel, "otelcol_processor_subagentmerge_traces_released")
 				last, counted := upserted(sink.AllTraces())
 				msg := fmt.Sprintf("%s seed %d", order.name, seed)
 				require.Len(t, counted, in.SpanCount(), "%s: every span once, duplicates dropped", msg)

@@ -291,7 +291,6 @@ func (p *subagentMerge) correct(skel, sent []byte, late []lateSpan, at int64) (c
 					}
 					copyMergeWritten(sp.Attributes(), now.Attributes())
 					sp.Attributes().PutStr(genai.AttrMergeStatus, genai.MergeCorrected)
-					c.n++
 				} else {
 					if mergeStatus(sp.Attributes()) == mergeStatus(now.Attributes()) {
 						continue
@@ -300,6 +299,7 @@ func (p *subagentMerge) correct(skel, sent []byte, late []lateSpan, at int64) (c
 				}
 				markReemitted(sp.Attributes(), at)
 				appendUnder(c.out, sp, rs.Resource(), sc.Scope())
+				c.n++
 			}
 		}
 	}

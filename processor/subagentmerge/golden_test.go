@@ -205,13 +205,23 @@ func run(t *testing.T, cfg *Config, batches ...ptrace.Traces) ptrace.Traces {
 	return canonical(lastVersions(sink.AllTraces()...)...)
 }
 
+// counterValue is the total of counter name; a counter never recorded fails the test
+// (a renamed or unregistered metric must not read as zero).
 func counterValue(t *testing.T, tel *componenttest.Telemetry, name string) int64 {
 	t.Helper()
 	m, err := tel.GetMetric(name)
-	if err != nil {
+	require.NoError(t, err, "metric %s was never recorded", name)
+	return sumInt64(t, m)
+}
+
+// countedSoFar is counterValue for a counter that may rightly not have counted
+// anything yet (a sum over runs that is only logged).
+func countedSoFar(t *testing.T, tel *componenttest.Telemetry, name string) int64 {
+	t.Helper()
+	if _, err := tel.GetMetric(name); err != nil {
 		return 0
 	}
-	return sumInt64(m)
+	return counterValue(t, tel, name)
 }
 
 // shuffleIntoBatches spreads td's spans over n batches in random order, roots last,

@@ -62,10 +62,10 @@ func (p *subagentMerge) reemit(l *ledger, view mergedView, out ptrace.Traces, c 
 		writeMerged(attrs, v.Attributes())
 		if genai.IsModelCallSpan(sp.Name(), attrs) {
 			attrs.PutStr(genai.AttrMergeStatus, genai.MergeCorrected)
-			c.corrected++
 		} else {
 			countStatus(attrs, c)
 		}
+		c.corrected++
 		markReemitted(attrs, now)
 		enc, err := p.marshaler.MarshalTraces(d)
 		if err != nil {

@@ -249,3 +249,16 @@ func TestStreamDrainsWhatHoldModeLeft(t *testing.T) {
 	assert.Zero(t, st.Count("chunk/"))
 	require.NoError(t, p2.Shutdown(context.Background()))
 }
+
+// The ledgers' gauges say how many traces have one and what they hold.
+func TestStreamLedgerGauges(t *testing.T) {
+	p, _, tel := newTestProcessor(t, streamTestConfig())
+	require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(buildParallel())))
+	assertGauge(t, tel, "otelcol_processor_subagentmerge_ledger_traces", 1)
+	m, err := tel.GetMetric("otelcol_processor_subagentmerge_ledger_bytes")
+	require.NoError(t, err)
+	assert.Equal(t, p.ledgerBytes.Load(), gaugeInt64(t, m))
+	assert.Positive(t, gaugeInt64(t, m))
+	assertGauge(t, tel, "otelcol_processor_subagentmerge_spans_buffered", 0)
+	require.NoError(t, p.Shutdown(context.Background()))
+}
