@@ -5,6 +5,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
@@ -328,4 +329,63 @@ type lateSpan struct {
 	span  ptrace.Span
 	res   pcommon.Resource
 	scope pcommon.InstrumentationScope
+}
+
+// correctLate merges g's late spans into their released trace (correction.go): they go
+// on with what the merge now says about them, and every dispatching span it corrects
+// is re-emitted with this batch. Without a record of the trace (released before the
+// record was kept, or late_span_window off) late tool spans are marked late instead.
+func (p *subagentMerge) correctLate(td ptrace.Traces, sc *scratch, g *group, c *counts) {
+	var late []lateSpan
+	for r := g.first; r >= 0; r = sc.refs[r].next {
+		if ref := &sc.refs[r]; ref.fate == fateLate {
+			late = append(late, lateSpan{span: ref.span, res: ref.res, scope: ref.scope})
+		}
+	}
+	s := &p.shards[shardIndex(g.id)]
+	s.mu.Lock()
+	var cr correction
+	var err error
+	done := false
+	if tomb := s.released[g.id]; tomb != nil && tomb.skel != nil {
+		// under the shard lock: two late batches of one trace are corrected one after
+		// the other, each on the record the other left
+		if cr, err = p.correct(tomb.skel, tomb.sent, late, p.now()); err == nil {
+			p.records.Add(int64(len(cr.skel) + len(cr.sent) - len(tomb.skel) - len(tomb.sent)))
+			tomb.skel, tomb.sent = cr.skel, cr.sent
+			done = true
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		p.logger.Error("correcting a released trace failed; its late spans go on marked late", zap.Error(err))
+	}
+	if !done {
+		for _, l := range late {
+			markLate(l.span)
+		}
+		return
+	}
+	cr.out.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+	c.corrected += int64(cr.n)
+}
+
+// attach stores what rec recorded of a released trace on its tombstone.
+func (p *subagentMerge) attach(id pcommon.TraceID, rec *recorder) {
+	skel := rec.skel.message()
+	sent, err := p.marshaler.MarshalTraces(rec.sent)
+	if err != nil {
+		p.logger.Error("recording a released trace failed; spans arriving after it will not be merged", zap.Error(err))
+		return
+	}
+	if p.records.Load() > p.maxRecords {
+		return // over budget: late spans of this trace will be marked late
+	}
+	s := &p.shards[shardIndex(id)]
+	s.mu.Lock()
+	if tomb := s.released[id]; tomb != nil && tomb.skel == nil {
+		tomb.skel, tomb.sent = skel, sent
+		p.records.Add(int64(len(skel) + len(sent)))
+	}
+	s.mu.Unlock()
 }
