@@ -62,7 +62,7 @@ func readCall(sp ptrace.Span, c *call) outcome {
 	if !genai.IsModelCallSpan(name, attrs) {
 		return outNotModelCall
 	}
-	if v, ok := attrs.Get(genai.AttrMergeStatus); ok && v.Type() == pcommon.ValueTypeStr && v.Str() == genai.MergeCorrected {
+	if genai.IsReemission(attrs) {
 		return outCorrected
 	}
 	u, ok := genai.UsageFromMap(attrs)
