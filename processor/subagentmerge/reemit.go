@@ -15,20 +15,23 @@ import (
 
 // fingerprint hashes what the merge wrote on a span (its merge status, merged results
 // and the caller the trace's shape gave it): two versions of a span with the same
-// fingerprint read the same at every sink.
+// fingerprint read the same at every sink. It does not depend on the order of the
+// attributes (the merge appends what it writes; a span passed on has it after the
+// emitter's own).
 func fingerprint(attrs pcommon.Map) uint64 {
-	h := fnv.New64a()
+	var sum uint64
 	attrs.Range(func(k string, v pcommon.Value) bool {
 		if isMergeWritten(k) || k == genai.AttrCaller {
+			h := fnv.New64a()
 			_, _ = h.Write([]byte(k))
 			_, _ = h.Write([]byte{0})
 			_, _ = h.Write([]byte(v.AsString()))
-			_, _ = h.Write([]byte{0})
+			sum += h.Sum64()
 		}
 		return true
 	})
-	if s := h.Sum64(); s != 0 {
-		return s
+	if sum != 0 {
+		return sum
 	}
 	return 1 // 0 is "must go out again"
 }

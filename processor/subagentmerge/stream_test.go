@@ -262,3 +262,17 @@ func TestStreamLedgerGauges(t *testing.T) {
 	assertGauge(t, tel, "otelcol_processor_subagentmerge_spans_buffered", 0)
 	require.NoError(t, p.Shutdown(context.Background()))
 }
+
+// A fingerprint reads the same whatever order the merge's attributes come in.
+func TestFingerprintIgnoresOrder(t *testing.T) {
+	a, b := pcommon.NewMap(), pcommon.NewMap()
+	a.PutStr(genai.AttrCaller, "subagent:coder")
+	a.PutInt(genai.AttrSubagentInput, 3)
+	a.PutStr("gen_ai.request.model", "gpt-4o")
+	b.PutStr("gen_ai.request.model", "gpt-4o")
+	b.PutInt(genai.AttrSubagentInput, 3)
+	b.PutStr(genai.AttrCaller, "subagent:coder")
+	assert.Equal(t, fingerprint(a), fingerprint(b))
+	b.PutInt(genai.AttrSubagentInput, 4)
+	assert.NotEqual(t, fingerprint(a), fingerprint(b))
+}
