@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorconfig"
 	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 )
@@ -61,18 +62,16 @@ type Config struct {
 	CheckCredentials bool `mapstructure:"check_credentials"`
 
 	// QueueConfig is sending_queue (exporterhelper; default on, in memory, bounded in
-	// bytes: 8 MiB of encoded spans, sizer bytes; a full queue makes the caller wait, a
-	// caller whose deadline ends gets a retryable error. Set storage to a storage
-	// extension id for a persistent queue).
+	// bytes: 8 MiB of encoded spans, sizer bytes; a queue_size written without a sizer
+	// counts requests, as for the stock exporters). A full queue makes the caller wait at
+	// most 2 s for room, then refuses it retryably. Set storage to a storage extension id
+	// for a persistent queue.
 	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
 	// RetryConfig is retry_on_failure (default on: 5s initial, 30s max interval, 5m total).
 	RetryConfig configretry.BackOffConfig `mapstructure:"retry_on_failure"`
 
-	// tracingEnv is the raw LANGFUSE_TRACING value seen at creation ("" when unset): an
-	// explicit LANGFUSE_TRACING=false keeps the exporter off even when the YAML has keys.
-	tracingEnv string
-	// enabledReason says why Enabled has its value, for the disabled-at-start log line.
-	enabledReason string
+	// enabled settles Enabled from the YAML and LANGFUSE_TRACING
+	enabled vendorconfig.Switch
 }
 
 var (
@@ -88,39 +87,33 @@ func newConfig(env envconfig.Lookup) *Config {
 	client.Compression = configcompression.TypeGzip
 	client.WriteBufferSize = 512 * 1024
 
-	tracing := env.First(EnvTracing)
-	reason := EnvTracing + " is not set"
-	if tracing != "" {
-		reason = EnvTracing + "=" + tracing
-	}
+	sw, on := vendorconfig.NewSwitch(env, []string{EnvTracing}, []string{"public_key", "secret_key"})
 	return &Config{
-		ClientConfig:  client,
-		PublicKey:     configopaque.String(env.First(EnvPublicKey)),
-		SecretKey:     configopaque.String(env.First(EnvSecretKey)),
-		Enabled:       envconfig.Truthy(tracing),
-		QueueConfig:   configoptional.Some(vendorhttp.DefaultQueueConfig()),
-		RetryConfig:   configretry.NewDefaultBackOffConfig(),
-		tracingEnv:    tracing,
-		enabledReason: reason,
+		ClientConfig: client,
+		PublicKey:    configopaque.String(env.First(EnvPublicKey)),
+		SecretKey:    configopaque.String(env.First(EnvSecretKey)),
+		Enabled:      on,
+		QueueConfig:  configoptional.Some(vendorhttp.DefaultQueueConfig()),
+		RetryConfig:  configretry.NewDefaultBackOffConfig(),
+		enabled:      sw,
 	}
 }
 
-// Unmarshal applies the YAML over the environment defaults, then settles enabled: an
-// explicit `enabled` wins; otherwise an explicit LANGFUSE_TRACING wins; otherwise keys
-// given in the YAML enable the exporter.
+// Unmarshal applies the YAML over the environment defaults, then settles enabled
+// (vendorconfig.Switch: an explicit `enabled` wins, then an explicit LANGFUSE_TRACING,
+// then keys given in the YAML turn the exporter on) and what sending_queue's queue_size
+// counts (vendorconfig.Queue).
 func (c *Config) Unmarshal(conf *confmap.Conf) error {
 	if err := conf.Unmarshal(c); err != nil {
 		return err
 	}
-	switch {
-	case conf.IsSet("enabled"):
-		c.enabledReason = fmt.Sprintf("enabled: %t in the configuration", c.Enabled)
-	case c.tracingEnv == "" && (conf.IsSet("public_key") || conf.IsSet("secret_key")):
-		c.Enabled = true
-		c.enabledReason = "public_key/secret_key set in the configuration"
-	}
+	c.enabled.Settle(conf, &c.Enabled)
+	vendorconfig.Queue(conf, &c.QueueConfig)
 	return nil
 }
+
+// disabledReason says why a disabled exporter is off, for its one log line at start.
+func (c *Config) disabledReason() string { return c.enabled.Reason() }
 
 // Validate fails fast when the exporter is enabled but cannot send: DeerFlow's message
 // for missing keys (docs/contract.md#exporters), and a usable endpoint. A disabled exporter is never

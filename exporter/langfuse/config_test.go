@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 )
@@ -144,7 +145,8 @@ func TestYAMLOverridesEnv(t *testing.T) {
 	want.RetryConfig.InitialInterval = time.Second
 	want.RetryConfig.MaxInterval = 10 * time.Second
 	want.RetryConfig.MaxElapsedTime = 2 * time.Minute
-	want.enabledReason = "enabled: true in the configuration"
+	q.Sizer = exporterhelper.RequestSizerTypeRequests // queue_size without sizer: stock meaning
+	want.enabled.Settle(confmap.NewFromStringMap(map[string]any{"enabled": true}), &want.Enabled)
 	assert.Equal(t, want, cfg)
 	assert.NoError(t, confmap.Validate(cfg))
 	assert.Equal(t, "https://langfuse.internal.example:3000/prefix/api/public/otel/v1/traces", tracesURL(cfg.Endpoint))
@@ -162,12 +164,12 @@ func TestEnabledFromYAMLKeys(t *testing.T) {
 	cfg := loadConfig(t, nil, "keys_only")
 	assert.True(t, cfg.Enabled)
 	assert.NoError(t, confmap.Validate(cfg))
-	assert.Equal(t, "public_key/secret_key set in the configuration", cfg.enabledReason)
+	assert.Equal(t, "public_key/secret_key set in the configuration", cfg.disabledReason())
 
 	// an explicit LANGFUSE_TRACING=false still wins over keys
 	cfg = loadConfig(t, map[string]string{"LANGFUSE_TRACING": "false"}, "keys_only")
 	assert.False(t, cfg.Enabled)
-	assert.Equal(t, "LANGFUSE_TRACING=false", cfg.enabledReason)
+	assert.Equal(t, `LANGFUSE_TRACING is "false"`, cfg.disabledReason())
 
 	// enabled: true without keys anywhere fails fast with DeerFlow's message
 	cfg = loadConfig(t, nil, "enabled_no_keys")

@@ -60,6 +60,10 @@ type langfuseExporter struct {
 	userAgent   string
 	marshaler   ptrace.ProtoMarshaler
 	compressor  *vendorhttp.Compressor // nil: bodies are sent uncompressed
+	shaper      *shape.Shaper
+	// revisions keeps an older version of a re-emitted span from replacing a newer one:
+	// Langfuse keeps the version it received last
+	revisions *vendorhttp.Revisions
 }
 
 // defaultLevels: compression_params.level 0 is gzip's default level.
@@ -80,6 +84,8 @@ func newExporter(cfg *Config, set exporter.Settings) (*langfuseExporter, error) 
 		userAgent: fmt.Sprintf("agentmeter-langfuse-exporter/%s (%s/%s)",
 			set.BuildInfo.Version, runtime.GOOS, runtime.GOARCH),
 		compressor: comp,
+		shaper:     shape.NewShaper(shape.DefaultMaxTraces),
+		revisions:  vendorhttp.NewRevisions(vendorhttp.DefaultMaxRevisions),
 	}, nil
 }
 
@@ -107,9 +113,14 @@ func (e *langfuseExporter) shutdown(context.Context) error {
 	return nil
 }
 
-// push plans the Langfuse attributes of every span (shape.NewPlan) and sends the batch
+// push plans the Langfuse attributes of every span (shape.Shaper) and sends the batch
 // with them spliced into the encoded request. td itself is not changed, so a retry plans
 // the same attributes again.
+//
+// A re-emitted span (genai.IsReemission) goes out whole like any other: same span id and
+// start time, so Langfuse replaces the observation's row with it. A version older than
+// one sent before, and a first emission after a re-emission, are not sent: Langfuse
+// keeps the version it received last (vendorhttp.Revisions).
 //
 // On 413 the batch is split in halves, recursively, until a single span is left
 // (vendorhttp.Splitter). The result tells exporterhelper what to retry: only the parts
@@ -118,7 +129,23 @@ func (e *langfuseExporter) shutdown(context.Context) error {
 // half that lacks its trace's root span would lose the trace name and tags; applied,
 // they are there and nothing is added twice (plans are set-if-absent).
 func (e *langfuseExporter) push(ctx context.Context, td ptrace.Traces) error {
-	plan := shape.NewPlan(td)
+	plan := e.shaper.Plan(td)
+	if keep := e.revisions.Keep(plan.Versions(), false); keep != nil {
+		plan.Release()
+		var refs []vendorhttp.SpanRef
+		for i, ref := range vendorhttp.SpanRefs(td) {
+			if keep[i] {
+				refs = append(refs, ref)
+			}
+		}
+		e.logger.Debug("not sending older versions of re-emitted spans than ones sent before",
+			zap.Int("spans", td.SpanCount()-len(refs)))
+		if len(refs) == 0 {
+			return nil
+		}
+		td = vendorhttp.Subset(td, refs)
+		plan = e.shaper.Plan(td)
+	}
 	defer plan.Release()
 	n := td.SpanCount()
 	var refs []vendorhttp.SpanRef // only built once a split needs them

@@ -412,7 +412,7 @@ func TestDisabledDropsAndLogsOnce(t *testing.T) {
 	assert.Empty(t, srv.Requests())
 	entries := logs.FilterMessageSnippet("disabled").All()
 	require.Len(t, entries, 1)
-	assert.Equal(t, "LANGFUSE_TRACING=false", entries[0].ContextMap()["reason"])
+	assert.Equal(t, `LANGFUSE_TRACING is "false"`, entries[0].ContextMap()["reason"])
 	assertNoSecrets(t, logs)
 }
 

@@ -47,5 +47,5 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 
 // newDisabled is the exporter of a disabled config (docs/contract.md#exporters).
 func newDisabled(ctx context.Context, set exporter.Settings, c *Config) (exporter.Traces, error) {
-	return vendorhttp.NewDisabled(ctx, set, c, "Langfuse exporter is disabled; spans sent to it are dropped", c.enabledReason)
+	return vendorhttp.NewDisabled(ctx, set, c, "Langfuse exporter is disabled; spans sent to it are dropped", c.disabledReason())
 }

@@ -3,7 +3,6 @@ package langsmith
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -15,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorconfig"
 	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 )
@@ -46,10 +46,11 @@ type Config struct {
 	// self-hosted: https://<host>/api/v1). timeout defaults to 30s. compression applies to
 	// multipart bodies: zstd (default, what the SDKs send), gzip or none.
 	ClientConfig confighttp.ClientConfig `mapstructure:",squash"`
-	// QueueConfig is the sending queue (default: on, in memory, bounded in bytes: 8 MiB
-	// of encoded spans, sizer bytes; a full queue makes the caller wait, a caller whose deadline ends gets a
-	// retryable error. Set
-	// storage to a file_storage extension for a persistent queue).
+	// QueueConfig is sending_queue (exporterhelper; default on, in memory, bounded in
+	// bytes: 8 MiB of encoded spans, sizer bytes; a queue_size written without a sizer
+	// counts requests, as for the stock exporters). A full queue makes the caller wait at
+	// most 2 s for room, then refuses it retryably. Set storage to a storage extension id
+	// for a persistent queue.
 	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
 	// RetryConfig is the retry policy for retryable answers (408, 425, 429, 5xx, network).
 	RetryConfig configretry.BackOffConfig `mapstructure:"retry_on_failure"`
@@ -74,10 +75,8 @@ type Config struct {
 	// so late children get the right dotted_order (default 100000; 0 = none).
 	MaxCachedSpans int `mapstructure:"max_cached_spans"`
 
-	// tracingEnv is the first non-empty of the enabling variables at creation ("" when
-	// none is set): an explicit LANGSMITH_TRACING=false keeps the exporter off even when
-	// the YAML has a key.
-	tracingEnv string
+	// enabled settles Enabled from the YAML and DeerFlow's variables
+	enabled vendorconfig.Switch
 }
 
 var (
@@ -90,41 +89,34 @@ func newDefaultConfig(env envconfig.Lookup) *Config {
 	client.Endpoint = env.FirstOr(DefaultEndpoint, envEndpoint...)
 	client.Timeout = DefaultTimeout
 	client.Compression = configcompression.TypeZstd
+	sw, on := vendorconfig.NewSwitch(env, envEnabled, []string{"api_key"})
 	return &Config{
 		ClientConfig:   client,
 		QueueConfig:    configoptional.Some(vendorhttp.DefaultQueueConfig()),
 		RetryConfig:    configretry.NewDefaultBackOffConfig(),
 		APIKey:         configopaque.String(env.First(envAPIKey...)),
 		Project:        env.FirstOr(DefaultProject, envProject...),
-		Enabled:        env.Enabled(envEnabled...),
+		Enabled:        on,
 		MaxCachedSpans: DefaultMaxCachedSpans,
-		tracingEnv:     env.First(envEnabled...),
+		enabled:        sw,
 	}
 }
 
-// Unmarshal applies the YAML over the environment defaults, then settles enabled: an
-// explicit `enabled` wins; otherwise an explicit LANGSMITH_TRACING (or its fallbacks)
-// wins; otherwise an api_key given in the YAML enables the exporter, as for Langfuse.
+// Unmarshal applies the YAML over the environment defaults, then settles enabled
+// (vendorconfig.Switch: an explicit `enabled` wins, then an explicit LANGSMITH_TRACING or
+// its fallbacks, then an api_key given in the YAML turns the exporter on, as for
+// Langfuse) and what sending_queue's queue_size counts (vendorconfig.Queue).
 func (cfg *Config) Unmarshal(conf *confmap.Conf) error {
 	if err := conf.Unmarshal(cfg); err != nil {
 		return err
 	}
-	if !conf.IsSet("enabled") && cfg.tracingEnv == "" && conf.IsSet("api_key") {
-		cfg.Enabled = true
-	}
+	cfg.enabled.Settle(conf, &cfg.Enabled)
+	vendorconfig.Queue(conf, &cfg.QueueConfig)
 	return nil
 }
 
 // disabledReason says why a disabled exporter is off, for its one log line at start.
-func (cfg *Config) disabledReason() string {
-	switch {
-	case envconfig.Truthy(cfg.tracingEnv):
-		return "enabled: false in the configuration"
-	case cfg.tracingEnv != "":
-		return "LANGSMITH_TRACING (or LANGCHAIN_TRACING_V2, LANGCHAIN_TRACING) is " + strconv.Quote(cfg.tracingEnv)
-	}
-	return "no enabled: true, no api_key in the configuration, and none of LANGSMITH_TRACING, LANGCHAIN_TRACING_V2, LANGCHAIN_TRACING is set"
-}
+func (cfg *Config) disabledReason() string { return cfg.enabled.Reason() }
 
 // Validate collects every problem. A disabled exporter is not validated beyond its
 // numbers, as DeerFlow never validates a disabled provider.

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 )
@@ -155,6 +156,8 @@ func TestLoadConfig(t *testing.T) {
 	q := want.QueueConfig.Get()
 	q.NumConsumers = 2
 	q.QueueSize = 50
+	q.Sizer = exporterhelper.RequestSizerTypeRequests // queue_size without sizer: stock meaning
+	want.enabled.Settle(confmap.NewFromStringMap(map[string]any{"enabled": true}), &want.Enabled)
 	want.RetryConfig.InitialInterval = time.Second
 	want.RetryConfig.MaxElapsedTime = time.Minute
 	assert.Equal(t, want, full)
@@ -203,7 +206,11 @@ func TestKeyInYAMLEnables(t *testing.T) {
 
 	cfg = load(t, nil, "disabled")
 	assert.False(t, cfg.Enabled)
-	assert.Contains(t, cfg.disabledReason(), "no api_key in the configuration")
+	assert.Equal(t, "enabled: false in the configuration", cfg.disabledReason())
+
+	cfg = load(t, nil, "empty")
+	assert.False(t, cfg.Enabled)
+	assert.Equal(t, "no enabled: true, no api_key in the configuration, and LANGSMITH_TRACING (or LANGCHAIN_TRACING_V2, LANGCHAIN_TRACING) is not set", cfg.disabledReason())
 }
 
 func TestSecretNeverPrinted(t *testing.T) {

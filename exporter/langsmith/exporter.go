@@ -30,8 +30,11 @@ type lsExporter struct {
 	set    exporter.Settings
 	logger *zap.Logger
 	mapper *runtree.Mapper
-	client *ingest.Client
-	limits ingest.Limits // from /info; MaxBytes is only the starting value of maxBytes
+	// revisions keeps an older version of a re-emitted span from being patched over a
+	// newer one (LangSmith applies a run's patches in the order it receives them)
+	revisions *vendorhttp.Revisions
+	client    *ingest.Client
+	limits    ingest.Limits // from /info; MaxBytes is only the starting value of maxBytes
 	// maxBytes is the request byte limit in use: /info's size_limit_bytes, lowered when
 	// the server answers 413 to a request below it (lowerByteLimit).
 	maxBytes atomic.Int64
@@ -40,8 +43,9 @@ type lsExporter struct {
 func newExporter(cfg *Config, set exporter.Settings) *lsExporter {
 	return &lsExporter{
 		cfg: cfg, set: set, logger: set.Logger,
-		mapper: runtree.NewMapper(cfg.Project, cfg.MaxCachedSpans),
-		bufs:   sync.Pool{New: func() any { return new([]byte) }},
+		mapper:    runtree.NewMapper(cfg.Project, cfg.MaxCachedSpans),
+		revisions: vendorhttp.NewRevisions(vendorhttp.DefaultMaxRevisions),
+		bufs:      sync.Pool{New: func() any { return new([]byte) }},
 	}
 }
 
@@ -112,11 +116,18 @@ const maxInflightChunks = 4
 // failures it returns only the spans of the requests that were not delivered, so a retry
 // never sends delivered runs again; a permanent failure of one request does not stop the
 // others. A request refused with 413 is split in halves and resent (vendorhttp.Splitter).
+//
+// A first emission is posted; a re-emission (genai.IsReemission) is sent whole as a patch
+// of its run, never posted again (LangSmith answers a second post of an id with 409 and
+// keeps the first). Posts go before patches, so within one push a run's post is answered
+// before its patch is sent. An older version of a span than one already sent is not sent
+// (vendorhttp.Revisions).
 func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 	runs, skipped := e.mapper.Map(td)
 	if skipped > 0 {
 		e.logger.Warn("dropped spans without a valid trace or span id", zap.Int("spans", skipped))
 	}
+	runs = e.newest(runs)
 	bufp := e.bufs.Get().(*[]byte)
 	encoded, buf := ingest.EncodeAll(runs, *bufp)
 	defer func() {
@@ -137,30 +148,12 @@ func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 				encoded[i].ID, encoded[i].Size(), err)
 		},
 	}
-	chunks := ingest.Split(encoded, e.currentLimits())
-	results := make([][]vendorhttp.Part, len(chunks))
-	lo := 0
-	if len(chunks) == 1 {
-		results[0] = split.Run(ctx, 0, len(encoded), nil)
-	} else {
-		sem := make(chan struct{}, maxInflightChunks)
-		var wg sync.WaitGroup
-		for i, c := range chunks {
-			start, end := lo, lo+len(c)
-			lo = end
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				results[i] = split.Run(ctx, start, end, nil)
-			}()
-		}
-		wg.Wait()
+	posts := 0
+	for posts < len(encoded) && !encoded[posts].Patch {
+		posts++
 	}
-	var parts []vendorhttp.Part
-	for _, r := range results {
-		parts = append(parts, r...)
-	}
+	parts := e.sendChunks(ctx, split, encoded, 0, posts, nil)
+	parts = e.sendChunks(ctx, split, encoded, posts, len(encoded), parts)
 	retryData := func(retry []vendorhttp.Part) ptrace.Traces {
 		var refs []runtree.SpanRef
 		for _, p := range retry {
@@ -174,6 +167,65 @@ func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 		e.logger.Error("LangSmith refused a batch of runs; dropping them", zap.Int("runs", p.Hi-p.Lo), zap.Error(p.Err))
 	}
 	return vendorhttp.Fold(parts, len(encoded), retryData, dropped)
+}
+
+// newest keeps the runs that go out (every first emission, and of each re-emitted span
+// its newest version not older than one sent before), posts first, in batch order.
+func (e *lsExporter) newest(runs []runtree.Run) []runtree.Run {
+	versions := make([]vendorhttp.Version, len(runs))
+	patches := 0
+	for i := range runs {
+		versions[i] = runs[i].Version
+		if runs[i].Version.Rev > 0 {
+			patches++
+		}
+	}
+	keep := e.revisions.Keep(versions, true)
+	if keep == nil && patches == 0 {
+		return runs
+	}
+	out := make([]runtree.Run, 0, len(runs))
+	for _, patch := range [2]bool{false, true} {
+		for i := range runs {
+			if (keep == nil || keep[i]) && (runs[i].Version.Rev > 0) == patch {
+				out = append(out, runs[i])
+			}
+		}
+	}
+	if n := len(runs) - len(out); n > 0 {
+		e.logger.Debug("not sending older versions of re-emitted spans than ones sent before", zap.Int("runs", n))
+	}
+	return out
+}
+
+// sendChunks sends encoded[lo:hi] in chunks within the limits, up to maxInflightChunks
+// side by side, and appends every request's outcome to out.
+func (e *lsExporter) sendChunks(ctx context.Context, split vendorhttp.Splitter, encoded []ingest.Encoded, lo, hi int, out []vendorhttp.Part) []vendorhttp.Part {
+	if lo == hi {
+		return out
+	}
+	chunks := ingest.Split(encoded[lo:hi], e.currentLimits())
+	if len(chunks) == 1 {
+		return split.Run(ctx, lo, hi, out)
+	}
+	results := make([][]vendorhttp.Part, len(chunks))
+	sem := make(chan struct{}, maxInflightChunks)
+	var wg sync.WaitGroup
+	for i, c := range chunks {
+		start, end := lo, lo+len(c)
+		lo = end
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			results[i] = split.Run(ctx, start, end, nil)
+		}()
+	}
+	wg.Wait()
+	for _, r := range results {
+		out = append(out, r...)
+	}
+	return out
 }
 
 // currentLimits are the limits the next batch is cut by.

@@ -82,9 +82,10 @@ type LangSmithResponse struct {
 type LangSmithRequest struct {
 	Path     string
 	Encoding string
-	TenantID string // the X-Tenant-Id header
-	RawBytes int    // uncompressed body size
-	RunIDs   []string
+	TenantID string   // the X-Tenant-Id header
+	RawBytes int      // uncompressed body size
+	RunIDs   []string // the runs posted
+	PatchIDs []string // the runs patched
 	Status   int
 }
 
@@ -92,6 +93,14 @@ type LangSmithRequest struct {
 // parses every body, checks every run against the vendor rules and the derived OpenAPI
 // schema, and records the runs. Violations are collected, not answered, so a test sees
 // all of them at once.
+//
+// Posts and patches behave as the service's: a post of a run id it holds already changes
+// nothing and the request is answered 409 (the other runs of the request are taken; the
+// SDKs read 409 as "already ingested"); a patch replaces the fields it carries. The
+// service ingests asynchronously and accepts a patch before its run's post (the SDKs send
+// them from different batches): the fake holds such a patch and applies it when the post
+// arrives, so a patch always wins over the post it updates. Patches of one run apply in
+// the order they arrive; nothing orders them by content.
 type LangSmith struct {
 	*httptest.Server
 	APIKey string
@@ -102,6 +111,8 @@ type LangSmith struct {
 	script      []LangSmithResponse
 	down        int // when non-zero every ingest request gets this status
 	runs        map[string]map[string]any
+	pending     map[string][]map[string]any // patches of runs not posted yet, in arrival order
+	patches     map[string]int              // patches applied per run
 	order       []string
 	requests    []LangSmithRequest
 	violations  []string
@@ -116,7 +127,8 @@ type LangSmithInfo struct {
 
 // NewLangSmith starts a fake on a loopback port that accepts apiKey.
 func NewLangSmith(apiKey string) *LangSmith {
-	f := &LangSmith{APIKey: apiKey, runs: map[string]map[string]any{}}
+	f := &LangSmith{APIKey: apiKey, runs: map[string]map[string]any{},
+		pending: map[string][]map[string]any{}, patches: map[string]int{}}
 	f.SetInfo(&LangSmithInfo{UseMultipart: true, SizeLimit: 100, SizeLimitBytes: 20 << 20})
 	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
 	return f
@@ -160,7 +172,7 @@ func (f *LangSmith) SetDown(status int) {
 	f.down = status
 }
 
-// Runs returns the accepted runs by id (a later post of the same id replaces it).
+// Runs returns the accepted runs by id: each as first posted, with its patches applied.
 func (f *LangSmith) Runs() map[string]map[string]any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -169,6 +181,24 @@ func (f *LangSmith) Runs() map[string]map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// Patches is the number of patches applied to run id (held ones not counted).
+func (f *LangSmith) Patches(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.patches[id]
+}
+
+// PendingPatches is the number of patches held for runs that were never posted.
+func (f *LangSmith) PendingPatches() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, ps := range f.pending {
+		n += len(ps)
+	}
+	return n
 }
 
 // RunCount is the number of distinct accepted runs.
@@ -274,12 +304,12 @@ func (f *LangSmith) ingest(w http.ResponseWriter, r *http.Request) {
 
 	body, err := decodeBody(r)
 	req := LangSmithRequest{Path: r.URL.Path, Encoding: r.Header.Get("Content-Encoding"), TenantID: r.Header.Get("X-Tenant-Id"), RawBytes: len(body)}
-	var runs []map[string]any
+	var ops runOps
 	if err == nil {
 		if r.URL.Path == "/runs/multipart" {
-			runs, err = parseMultipart(r.Header.Get("Content-Type"), body)
+			ops, err = parseMultipart(r.Header.Get("Content-Type"), body)
 		} else {
-			runs, err = parseBatch(body)
+			ops, err = parseBatch(body)
 		}
 	}
 	f.mu.Lock()
@@ -291,9 +321,13 @@ func (f *LangSmith) ingest(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
 		return
 	}
-	for _, run := range runs {
+	for _, run := range ops.posts {
 		id, _ := run["id"].(string)
 		req.RunIDs = append(req.RunIDs, id)
+	}
+	for _, run := range ops.patches {
+		id, _ := run["id"].(string)
+		req.PatchIDs = append(req.PatchIDs, id)
 	}
 	if scripted != nil && scripted.Status/100 != 2 {
 		req.Status = scripted.Status
@@ -305,20 +339,72 @@ func (f *LangSmith) ingest(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, scripted.Body)
 		return
 	}
-	for _, run := range runs {
+	var conflicts []string
+	for _, run := range ops.posts {
+		id, _ := run["id"].(string)
+		if _, seen := f.runs[id]; seen {
+			conflicts = append(conflicts, id)
+			continue
+		}
+		for _, patch := range f.pending[id] {
+			f.applyPatch(run, patch)
+		}
+		delete(f.pending, id)
 		for _, v := range CheckLangSmithRun(run) {
 			f.violate("run %v: %s", run["id"], v)
 		}
-		id, _ := run["id"].(string)
-		if _, seen := f.runs[id]; !seen {
-			f.order = append(f.order, id)
-		}
+		f.order = append(f.order, id)
 		f.runs[id] = run
+	}
+	for _, patch := range ops.patches {
+		id, _ := patch["id"].(string)
+		for _, k := range []string{"trace_id", "dotted_order"} {
+			if s, _ := patch[k].(string); s == "" {
+				f.violate("patch of run %s: missing %s (the batch and multipart endpoints require it)", id, k)
+			}
+		}
+		run, ok := f.runs[id]
+		if !ok {
+			f.pending[id] = append(f.pending[id], patch)
+			continue
+		}
+		f.applyPatch(run, patch)
+		for _, v := range CheckLangSmithRun(run) {
+			f.violate("run %v after a patch: %s", id, v)
+		}
+	}
+	if len(conflicts) > 0 {
+		req.Status = http.StatusConflict
+		f.requests = append(f.requests, req)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusConflict)
+		_, _ = fmt.Fprintf(w, `{"detail":"run(s) already exist: %s"}`, strings.Join(conflicts, ", "))
+		return
 	}
 	req.Status = http.StatusAccepted
 	f.requests = append(f.requests, req)
 	w.WriteHeader(http.StatusAccepted)
 	_, _ = io.WriteString(w, `{}`)
+}
+
+// applyPatch replaces the fields of run that patch carries, each whole. A patch that
+// would move the run in its tree (another trace_id, dotted_order or parent) is a violation.
+func (f *LangSmith) applyPatch(run, patch map[string]any) {
+	id, _ := run["id"].(string)
+	for _, k := range []string{"trace_id", "dotted_order", "parent_run_id"} {
+		if v, ok := patch[k]; ok && v != run[k] {
+			f.violate("patch of run %s changes %s from %v to %v", id, k, run[k], v)
+		}
+	}
+	for k, v := range patch {
+		run[k] = v
+	}
+	f.patches[id]++
+}
+
+// runOps are the operations of one ingest request.
+type runOps struct {
+	posts, patches []map[string]any
 }
 
 func decodeBody(r *http.Request) ([]byte, error) {
@@ -352,94 +438,99 @@ var splitFields = map[string]bool{"inputs": true, "outputs": true, "events": tru
 
 var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
-func parseMultipart(ctype string, body []byte) ([]map[string]any, error) {
+func parseMultipart(ctype string, body []byte) (runOps, error) {
 	mt, params, err := mime.ParseMediaType(ctype)
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
-		return nil, fmt.Errorf("content type %q is not multipart/form-data with a boundary", ctype)
+		return runOps{}, fmt.Errorf("content type %q is not multipart/form-data with a boundary", ctype)
 	}
 	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
-	runs := map[string]map[string]any{}
-	var order []string
-	fields := map[string]map[string]any{}
+	type opID struct{ op, id string }
+	runs := map[opID]map[string]any{}
+	var order []opID
+	fields := map[opID]map[string]any{}
 	for {
 		p, err := mr.NextPart()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("multipart: %w", err)
+			return runOps{}, fmt.Errorf("multipart: %w", err)
 		}
 		name := p.FormName()
 		if ct := p.Header.Get("Content-Type"); ct != "application/json" {
-			return nil, fmt.Errorf("part %s: Content-Type %q, want application/json", name, ct)
+			return runOps{}, fmt.Errorf("part %s: Content-Type %q, want application/json", name, ct)
 		}
 		data, err := io.ReadAll(p)
 		if err != nil {
-			return nil, fmt.Errorf("part %s: %w", name, err)
+			return runOps{}, fmt.Errorf("part %s: %w", name, err)
 		}
 		if cl := p.Header.Get("Content-Length"); cl != "" && cl != fmt.Sprint(len(data)) {
-			return nil, fmt.Errorf("part %s: Content-Length %s but %d bytes", name, cl, len(data))
+			return runOps{}, fmt.Errorf("part %s: Content-Length %s but %d bytes", name, cl, len(data))
 		}
 		segs := strings.Split(name, ".")
 		if segs[0] != "post" && segs[0] != "patch" {
-			return nil, fmt.Errorf("part %s: unknown operation", name)
+			return runOps{}, fmt.Errorf("part %s: unknown operation", name)
 		}
 		if len(segs) < 2 || !uuidRE.MatchString(segs[1]) {
-			return nil, fmt.Errorf("part %s: run id is not a UUID", name)
+			return runOps{}, fmt.Errorf("part %s: run id is not a UUID", name)
 		}
 		var v any
 		if err := json.Unmarshal(data, &v); err != nil {
-			return nil, fmt.Errorf("part %s: invalid JSON: %w", name, err)
+			return runOps{}, fmt.Errorf("part %s: invalid JSON: %w", name, err)
 		}
-		id := segs[1]
+		key := opID{segs[0], segs[1]}
 		switch len(segs) {
 		case 2:
 			obj, ok := v.(map[string]any)
 			if !ok {
-				return nil, fmt.Errorf("part %s: run is not an object", name)
+				return runOps{}, fmt.Errorf("part %s: run is not an object", name)
 			}
 			for k := range obj {
 				if splitFields[k] {
-					return nil, fmt.Errorf("part %s: field %s must be its own part", name, k)
+					return runOps{}, fmt.Errorf("part %s: field %s must be its own part", name, k)
 				}
 			}
-			if _, dup := runs[id]; dup {
-				return nil, fmt.Errorf("part %s: run sent twice in one request", name)
+			if _, dup := runs[key]; dup {
+				return runOps{}, fmt.Errorf("part %s: run sent twice in one request", name)
 			}
-			if obj["id"] != id {
-				return nil, fmt.Errorf("part %s: id %v differs from the part name", name, obj["id"])
+			if obj["id"] != key.id {
+				return runOps{}, fmt.Errorf("part %s: id %v differs from the part name", name, obj["id"])
 			}
-			runs[id] = obj
-			order = append(order, id)
+			runs[key] = obj
+			order = append(order, key)
 		case 3:
 			if !splitFields[segs[2]] {
-				return nil, fmt.Errorf("part %s: unknown field part", name)
+				return runOps{}, fmt.Errorf("part %s: unknown field part", name)
 			}
-			if fields[id] == nil {
-				fields[id] = map[string]any{}
+			if fields[key] == nil {
+				fields[key] = map[string]any{}
 			}
-			fields[id][segs[2]] = v
+			fields[key][segs[2]] = v
 		default:
-			return nil, fmt.Errorf("part %s: malformed name", name)
+			return runOps{}, fmt.Errorf("part %s: malformed name", name)
 		}
 	}
-	for id, fs := range fields {
-		run, ok := runs[id]
+	for key, fs := range fields {
+		run, ok := runs[key]
 		if !ok {
-			return nil, fmt.Errorf("field parts for run %s without its post part", id)
+			return runOps{}, fmt.Errorf("field parts for run %s without its %s part", key.id, key.op)
 		}
 		for k, v := range fs {
 			run[k] = v
 		}
 	}
-	out := make([]map[string]any, 0, len(order))
-	for _, id := range order {
-		out = append(out, runs[id])
+	var out runOps
+	for _, key := range order {
+		if key.op == "post" {
+			out.posts = append(out.posts, runs[key])
+		} else {
+			out.patches = append(out.patches, runs[key])
+		}
 	}
 	return out, nil
 }
 
-func parseBatch(body []byte) ([]map[string]any, error) {
+func parseBatch(body []byte) (runOps, error) {
 	var b struct {
 		Post  []map[string]any `json:"post"`
 		Patch []map[string]any `json:"patch"`
@@ -447,12 +538,12 @@ func parseBatch(body []byte) ([]map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
-		return nil, fmt.Errorf("batch body: %w", err)
+		return runOps{}, fmt.Errorf("batch body: %w", err)
 	}
-	if len(b.Patch) > 0 {
-		return nil, errors.New("batch body: unexpected patch operations (spans are complete)")
+	if len(b.Post)+len(b.Patch) == 0 {
+		return runOps{}, errors.New("batch body: neither post nor patch runs")
 	}
-	return b.Post, nil
+	return runOps{posts: b.Post, patches: b.Patch}, nil
 }
 
 var (

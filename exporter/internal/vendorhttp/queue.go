@@ -16,10 +16,11 @@ const DefaultQueueBytes = 8 << 20
 // DefaultQueueConfig is both exporters' default sending queue: exporterhelper's default
 // (in memory, 10 consumers) sized in bytes instead of 1000 requests of any size, so memory
 // stays flat whatever the backlog. A full queue is back-pressure, never a drop: the caller
-// waits for room (block_on_overflow), and when its deadline ends first (an OTLP request's)
-// it gets a retryable error, which the receiver answers as 503 / Unavailable so the sender
-// retries. Refusing at once instead would make a batch processor in front drop the batch
-// (it logs "Sender failed" and discards it).
+// waits for room (block_on_overflow), at most MaxQueueWait or until its own deadline,
+// then gets a retryable error, which the receiver answers as 503 / Unavailable so the
+// sender retries. The short wait absorbs a burst without refusing it, and unlike an
+// immediate refusal does not make a batch processor in front drop every batch of a
+// burst (it logs "Sender failed" and discards it).
 func DefaultQueueConfig() exporterhelper.QueueBatchConfig {
 	q := exporterhelper.NewDefaultQueueConfig()
 	q.Sizer = exporterhelper.RequestSizerTypeBytes

@@ -296,27 +296,13 @@ func TestDefaultQueueIsBackPressure(t *testing.T) {
 
 	q.QueueSize = 4096 // room for one batch below
 	q.NumConsumers = 1
-	release := make(chan struct{})
-	started := make(chan struct{}, 10)
-	var pushed atomic.Int32
-	push := func(ctx context.Context, _ ptrace.Traces) error {
-		started <- struct{}{}
-		<-release
-		pushed.Add(1)
-		return nil
-	}
+	b := newBlockedPush()
 	set := exportertest.NewNopSettings(component.MustNewType("vendor"))
-	exp, err := exporterhelper.NewTraces(context.Background(), set, &struct{}{}, push, exporterhelper.WithQueue(configoptional.Some(q)))
+	exp, err := exporterhelper.NewTraces(context.Background(), set, &struct{}{}, b.push, exporterhelper.WithQueue(configoptional.Some(q)))
 	require.NoError(t, err)
 	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
-	batch := func() ptrace.Traces {
-		td := ptrace.NewTraces()
-		ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
-		for i := 0; i < 40; i++ {
-			ss.Spans().AppendEmpty().SetName(strings.Repeat("s", 50))
-		}
-		return td
-	}
+	batch := func() ptrace.Traces { return spansNamed(40, 50) }
+	release, started, pushed := b.release, b.started, &b.pushed
 	require.NoError(t, exp.ConsumeTraces(context.Background(), batch()))
 	<-started // the one consumer holds the first batch, which still counts against the queue
 
@@ -390,4 +376,71 @@ func TestNewTracesCutsBatchesLargerThanTheQueue(t *testing.T) {
 	assert.EqualValues(t, 300, spans.Load())
 	assert.Greater(t, pushes.Load(), int32(4))
 	assert.False(t, exp.Capabilities().MutatesData)
+}
+
+// Through NewTraces a full blocking queue refuses a caller without a deadline after
+// MaxQueueWait, retryably, instead of holding it until room comes; a caller with a nearer
+// deadline is refused at that deadline. Nothing accepted is dropped.
+func TestFullQueueAnswersWithinTheBoundedWait(t *testing.T) {
+	q := DefaultQueueConfig()
+	q.QueueSize = 4096
+	q.NumConsumers = 1
+	b := newBlockedPush()
+	set := exportertest.NewNopSettings(component.MustNewType("vendor"))
+	exp, err := NewTraces(context.Background(), set, &struct{}{}, Sender{Push: b.push}, configretry.NewDefaultBackOffConfig(), configoptional.Some(q))
+	require.NoError(t, err)
+	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
+	batch := func() ptrace.Traces { return spansNamed(30, 50) }
+	release, started, pushed := b.release, b.started, &b.pushed
+	require.NoError(t, exp.ConsumeTraces(context.Background(), batch()))
+	<-started
+	require.NoError(t, exp.ConsumeTraces(context.Background(), batch()), "room for a second batch")
+
+	done := make(chan error, 1)
+	go func() { done <- exp.ConsumeTraces(context.Background(), batch()) }()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.False(t, consumererror.IsPermanent(err), "back-pressure: the sender retries")
+	case <-time.After(MaxQueueWait + 10*time.Second):
+		t.Fatal("a full queue held a caller without a deadline")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	err = exp.ConsumeTraces(ctx, batch())
+	cancel()
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "the caller's nearer deadline is kept")
+
+	close(release)
+	require.NoError(t, exp.Shutdown(context.Background()))
+	assert.EqualValues(t, 2, pushed.Load(), "what was accepted was pushed")
+}
+
+// blockedPush is a vendor that holds every push until release is closed.
+type blockedPush struct {
+	release chan struct{}
+	started chan struct{}
+	pushed  atomic.Int32
+}
+
+func newBlockedPush() *blockedPush {
+	return &blockedPush{release: make(chan struct{}), started: make(chan struct{}, 10)}
+}
+
+func (b *blockedPush) push(context.Context, ptrace.Traces) error {
+	b.started <- struct{}{}
+	<-b.release
+	b.pushed.Add(1)
+	return nil
+}
+
+// spansNamed is one batch of n spans with names of size bytes.
+func spansNamed(n, size int) ptrace.Traces {
+	td := ptrace.NewTraces()
+	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
+	for i := 0; i < n; i++ {
+		ss.Spans().AppendEmpty().SetName(strings.Repeat("s", size))
+	}
+	return td
 }

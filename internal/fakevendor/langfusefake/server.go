@@ -1,7 +1,9 @@
 // Package langfusefake is a local stand-in for Langfuse's public API, for tests: the OTLP
 // traces endpoint and the projects endpoint, with the server's request checks, its
 // attribute→observation mapping (view.go) and the JSON shapes of its OpenAPI document
-// (spec.go). It records every request and every problem it finds, and can be scripted
+// (spec.go). It keeps observations as Langfuse's events table does: one row per span id
+// and start time, replaced whole by the newest event of that key (Rows). It records
+// every request and every problem it finds, and can be scripted
 // to answer with errors (429 with Retry-After, 5xx bursts, 400) or a body-size limit
 // (413).
 package langfusefake
@@ -20,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 )
@@ -68,6 +71,8 @@ type Server struct {
 	noProject    bool
 	requests     []Request
 	observations []Observation
+	rows         []Observation
+	rowIndex     map[rowKey]int
 	problems     []string
 	projectCalls int
 	spec         *Spec
@@ -80,7 +85,7 @@ func New(t testing.TB) *Server {
 	if err != nil {
 		t.Fatalf("langfusefake: %v", err)
 	}
-	s := &Server{PublicKey: DefaultPublicKey, SecretKey: DefaultSecretKey, spec: spec}
+	s := &Server{PublicKey: DefaultPublicKey, SecretKey: DefaultSecretKey, spec: spec, rowIndex: map[rowKey]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc(TracesPath, s.traces)
 	mux.HandleFunc(ProjectsPath, s.projects)
@@ -130,7 +135,23 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.requests...)
 }
 
-// Observations returns every ingested observation, in arrival order.
+// rowKey is what Langfuse's events table replaces a row by: the span id and its start
+// time (a span sent again with another start time is another row).
+type rowKey struct {
+	id    string
+	start pcommon.Timestamp
+}
+
+// Rows returns the events table: one observation per span id and start time, each the
+// newest event of its key whole (nothing of an older version survives), in the order the
+// keys first arrived.
+func (s *Server) Rows() []Observation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Observation(nil), s.rows...)
+}
+
+// Observations returns every ingested event, in arrival order (re-emissions included).
 func (s *Server) Observations() []Observation {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -289,6 +310,15 @@ func (s *Server) traces(w http.ResponseWriter, r *http.Request) {
 	obs := observe(td)
 	s.mu.Lock()
 	s.observations = append(s.observations, obs...)
+	for _, o := range obs {
+		k := rowKey{o.ID, o.StartTime}
+		if i, ok := s.rowIndex[k]; ok {
+			s.rows[i] = o
+			continue
+		}
+		s.rowIndex[k] = len(s.rows)
+		s.rows = append(s.rows, o)
+	}
 	s.mu.Unlock()
 	answer(http.StatusOK, `{}`, nil)
 }

@@ -8,12 +8,18 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 )
 
 func post(t *testing.T, s *Server, mutate func(*http.Request)) int {
 	t.Helper()
 	td, _, _ := AgentTrace(DefaultAgentRun())
+	return postWith(t, s, td, mutate)
+}
+
+func postWith(t *testing.T, s *Server, td ptrace.Traces, mutate func(*http.Request)) int {
+	t.Helper()
 	body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
 	require.NoError(t, err)
 	req, err := http.NewRequest(http.MethodPost, s.URL+TracesPath, bytes.NewReader(body))
@@ -66,4 +72,44 @@ func TestObserveGenericUsage(t *testing.T) {
 	assert.Equal(t, "generation", o.Type)
 	assert.Equal(t, "", o.UserID, "enduser.id is not one of Langfuse's user attributes")
 	assert.Equal(t, "thread-abc", o.SessionID, "gen_ai.conversation.id is")
+}
+
+func postTraces(t *testing.T, s *Server, td ptrace.Traces) {
+	t.Helper()
+	require.Equal(t, http.StatusOK, postWith(t, s, td, nil))
+}
+
+// The events table keeps one row per span id and start time, replaced whole by the
+// newest event: an attribute only the older version had is gone. Another start time is
+// another row.
+func TestRowsAreReplacedWholeBySpanIDAndStartTime(t *testing.T) {
+	s := New(t)
+	td, _, ids := AgentTrace(DefaultAgentRun())
+	postTraces(t, s, td)
+	rows := s.Rows()
+	require.Len(t, rows, 9)
+
+	one := func(mutate func(sp ptrace.Span)) ptrace.Traces {
+		out := ptrace.NewTraces()
+		td.CopyTo(out)
+		out.ResourceSpans().At(0).ScopeSpans().At(0).Spans().RemoveIf(func(sp ptrace.Span) bool {
+			return sp.SpanID() != ids[RoleLeadChat1]
+		})
+		mutate(out.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0))
+		return out
+	}
+	postTraces(t, s, one(func(sp ptrace.Span) {
+		sp.Attributes().PutStr("langfuse.observation.metadata.note", "v1")
+		sp.Attributes().PutStr("langfuse.observation.metadata.only_v1", "x")
+	}))
+	postTraces(t, s, one(func(sp ptrace.Span) { sp.Attributes().PutStr("langfuse.observation.metadata.note", "v2") }))
+	rows = s.Rows()
+	require.Len(t, rows, 9, "same span id and start time: the row is replaced")
+	lead := ByID(rows)[ids[RoleLeadChat1].String()]
+	assert.Equal(t, "v2", lead.Metadata["note"])
+	assert.NotContains(t, lead.Metadata, "only_v1", "nothing of the older version survives")
+	assert.Len(t, s.Observations(), 11, "every event is still in the log")
+
+	postTraces(t, s, one(func(sp ptrace.Span) { sp.SetStartTimestamp(sp.StartTimestamp() + 1) }))
+	assert.Len(t, s.Rows(), 10, "another start time is another row")
 }

@@ -14,6 +14,7 @@ import (
 // described in docs/langfuse.md#mapping: first match wins.
 type Observation struct {
 	TraceID, ID, ParentID string // hex, as Langfuse stores them
+	StartTime             pcommon.Timestamp
 	Name                  string
 	Type                  string // lower-case observation type
 	Model                 string
@@ -46,6 +47,7 @@ func Observe(sp ptrace.Span) Observation {
 	o := Observation{
 		TraceID:    hexTrace(sp.TraceID()),
 		ID:         hexSpan(sp.SpanID()),
+		StartTime:  sp.StartTimestamp(),
 		Name:       firstStr(attrs, "gen_ai.tool.name"),
 		Attributes: attrs.AsRaw(),
 		Metadata:   map[string]any{},

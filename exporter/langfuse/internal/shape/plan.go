@@ -1,14 +1,15 @@
 package shape
 
 import (
-	"errors"
 	"fmt"
-	"math"
 	"sync"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
+	"github.com/agentmeter/agentmeter/internal/otlpwire"
 )
 
 // Attr is one attribute a plan adds to a span: a string, an int or a string array.
@@ -31,7 +32,15 @@ type Plan struct {
 	enc   []byte  // the same attributes encoded as Span.attributes fields
 	eoff  []int32 // span i's encoded attributes are enc[eoff[i]:eoff[i+1]]
 	facts []spanFacts
+	// versions are the spans' keys and merge revisions, read in the same pass
+	versions []vendorhttp.Version
+	// traces are the batch's traces, indexed by traceIdx
+	traces   []traceInfo
+	traceIdx map[pcommon.TraceID]int32
 }
+
+// Versions are the spans' keys and merge revisions, in span order.
+func (p *Plan) Versions() []vendorhttp.Version { return p.versions }
 
 // Spans is the number of spans the plan covers.
 func (p *Plan) Spans() int { return len(p.ioff) - 1 }
@@ -49,7 +58,9 @@ func (p *Plan) Release() {
 	clear(p.items) // drop string references
 	p.items, p.ioff, p.enc, p.eoff = p.items[:0], p.ioff[:0], p.enc[:0], p.eoff[:0]
 	clear(p.facts)
-	p.facts = p.facts[:0]
+	clear(p.traces)
+	clear(p.traceIdx)
+	p.facts, p.versions, p.traces = p.facts[:0], p.versions[:0], p.traces[:0]
 	planPool.Put(p)
 }
 
@@ -60,57 +71,26 @@ func (p *Plan) Slice(from, to int) *Plan {
 
 func (p *Plan) str(key, v string) {
 	p.items = append(p.items, Attr{Key: key, Str: v, Kind: pcommon.ValueTypeStr})
-	valLen := protowire.SizeTag(anyStringValue) + protowire.SizeBytes(len(v))
-	p.enc = appendKVHeader(p.enc, key, valLen)
-	p.enc = protowire.AppendTag(p.enc, anyStringValue, protowire.BytesType)
-	p.enc = protowire.AppendString(p.enc, v)
+	p.enc = otlpwire.AppendKeyValueHeader(p.enc, otlpwire.SpanAttributes, key, otlpwire.StringValueLen(v))
+	p.enc = otlpwire.AppendStringValue(p.enc, v)
 }
 
 func (p *Plan) int(key string, v int64) {
 	p.items = append(p.items, Attr{Key: key, Int: v, Kind: pcommon.ValueTypeInt})
-	valLen := protowire.SizeTag(anyIntValue) + protowire.SizeVarint(uint64(v))
-	p.enc = appendKVHeader(p.enc, key, valLen)
-	p.enc = protowire.AppendTag(p.enc, anyIntValue, protowire.VarintType)
-	p.enc = protowire.AppendVarint(p.enc, uint64(v))
+	p.enc = otlpwire.AppendKeyValueHeader(p.enc, otlpwire.SpanAttributes, key, otlpwire.IntValueLen(v))
+	p.enc = otlpwire.AppendIntValue(p.enc, v)
 }
 
 func (p *Plan) dbl(key string, v float64) {
 	p.items = append(p.items, Attr{Key: key, Dbl: v, Kind: pcommon.ValueTypeDouble})
-	valLen := protowire.SizeTag(anyDoubleValue) + protowire.SizeFixed64()
-	p.enc = appendKVHeader(p.enc, key, valLen)
-	p.enc = protowire.AppendTag(p.enc, anyDoubleValue, protowire.Fixed64Type)
-	p.enc = protowire.AppendFixed64(p.enc, math.Float64bits(v))
+	p.enc = otlpwire.AppendKeyValueHeader(p.enc, otlpwire.SpanAttributes, key, otlpwire.DoubleValueLen())
+	p.enc = otlpwire.AppendDoubleValue(p.enc, v)
 }
 
 func (p *Plan) strs(key string, vs []string) {
 	p.items = append(p.items, Attr{Key: key, Strs: vs, Kind: pcommon.ValueTypeSlice})
-	arrLen := 0
-	for _, v := range vs {
-		arrLen += protowire.SizeTag(arrayValues) + protowire.SizeBytes(protowire.SizeTag(anyStringValue)+protowire.SizeBytes(len(v)))
-	}
-	valLen := protowire.SizeTag(anyArrayValue) + protowire.SizeBytes(arrLen)
-	p.enc = appendKVHeader(p.enc, key, valLen)
-	p.enc = protowire.AppendTag(p.enc, anyArrayValue, protowire.BytesType)
-	p.enc = protowire.AppendVarint(p.enc, uint64(arrLen))
-	for _, v := range vs {
-		p.enc = protowire.AppendTag(p.enc, arrayValues, protowire.BytesType)
-		p.enc = protowire.AppendVarint(p.enc, uint64(protowire.SizeTag(anyStringValue)+protowire.SizeBytes(len(v))))
-		p.enc = protowire.AppendTag(p.enc, anyStringValue, protowire.BytesType)
-		p.enc = protowire.AppendString(p.enc, v)
-	}
-}
-
-// appendKVHeader starts one Span.attributes field holding KeyValue{key, value}, where
-// the encoded AnyValue (valLen bytes) follows.
-func appendKVHeader(b []byte, key string, valLen int) []byte {
-	kvLen := protowire.SizeTag(kvKey) + protowire.SizeBytes(len(key)) +
-		protowire.SizeTag(kvValue) + protowire.SizeBytes(valLen)
-	b = protowire.AppendTag(b, spanAttributes, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(kvLen))
-	b = protowire.AppendTag(b, kvKey, protowire.BytesType)
-	b = protowire.AppendString(b, key)
-	b = protowire.AppendTag(b, kvValue, protowire.BytesType)
-	return protowire.AppendVarint(b, uint64(valLen))
+	p.enc = otlpwire.AppendKeyValueHeader(p.enc, otlpwire.SpanAttributes, key, otlpwire.StringArrayValueLen(vs))
+	p.enc = otlpwire.AppendStringArrayValue(p.enc, vs)
 }
 
 // Apply adds the planned attributes to td, which must be the batch the plan was made
@@ -147,23 +127,6 @@ func (p *Plan) Apply(td ptrace.Traces) {
 	})
 }
 
-// OTLP protobuf field numbers (opentelemetry-proto: collector/trace/v1, trace/v1, common/v1).
-const (
-	requestResourceSpans protowire.Number = 1 // ExportTraceServiceRequest.resource_spans
-	resourceScopeSpans   protowire.Number = 2 // ResourceSpans.scope_spans
-	scopeSpans           protowire.Number = 2 // ScopeSpans.spans
-	spanAttributes       protowire.Number = 9 // Span.attributes
-	kvKey                protowire.Number = 1 // KeyValue.key
-	kvValue              protowire.Number = 2 // KeyValue.value
-	anyStringValue       protowire.Number = 1 // AnyValue.string_value
-	anyIntValue          protowire.Number = 3 // AnyValue.int_value
-	anyDoubleValue       protowire.Number = 4 // AnyValue.double_value
-	anyArrayValue        protowire.Number = 5 // AnyValue.array_value
-	arrayValues          protowire.Number = 1 // ArrayValue.values
-)
-
-var errMalformed = errors.New("shape: malformed OTLP protobuf")
-
 // Splicer splices plans into encoded requests, reusing its buffers between calls. It is
 // not safe for concurrent use; keep one per goroutine (a sync.Pool).
 type Splicer struct {
@@ -177,12 +140,12 @@ type Splicer struct {
 // enclosing ResourceSpans, ScopeSpans and Span change.
 func (s *Splicer) Splice(dst, src []byte, p *Plan) ([]byte, error) {
 	span := 0
-	out, err := eachField(dst, src, requestResourceSpans, func(dst, rs []byte) ([]byte, error) {
+	out, err := otlpwire.EachField(dst, src, otlpwire.TracesResourceSpans, func(dst, rs []byte) ([]byte, error) {
 		var err error
 		if s.rs, err = s.resourceSpans(s.rs[:0], rs, p, &span); err != nil {
 			return nil, err
 		}
-		return appendMessage(dst, requestResourceSpans, s.rs), nil
+		return otlpwire.AppendBytes(dst, otlpwire.TracesResourceSpans, s.rs), nil
 	})
 	if err != nil {
 		return nil, err
@@ -194,63 +157,26 @@ func (s *Splicer) Splice(dst, src []byte, p *Plan) ([]byte, error) {
 }
 
 func (s *Splicer) resourceSpans(dst, src []byte, p *Plan, span *int) ([]byte, error) {
-	return eachField(dst, src, resourceScopeSpans, func(dst, ss []byte) ([]byte, error) {
+	return otlpwire.EachField(dst, src, otlpwire.ResourceSpansScopeSpans, func(dst, ss []byte) ([]byte, error) {
 		var err error
 		if s.ss, err = spans(s.ss[:0], ss, p, span); err != nil {
 			return nil, err
 		}
-		return appendMessage(dst, resourceScopeSpans, s.ss), nil
+		return otlpwire.AppendBytes(dst, otlpwire.ResourceSpansScopeSpans, s.ss), nil
 	})
 }
 
 // spans copies a ScopeSpans message, appending each span's planned attributes.
 func spans(dst, src []byte, p *Plan, span *int) ([]byte, error) {
-	return eachField(dst, src, scopeSpans, func(dst, sp []byte) ([]byte, error) {
+	return otlpwire.EachField(dst, src, otlpwire.ScopeSpansSpans, func(dst, sp []byte) ([]byte, error) {
 		if *span >= p.Spans() {
 			return nil, fmt.Errorf("shape: more spans than the plan covers (%d)", p.Spans())
 		}
 		extra := p.enc[p.eoff[*span]:p.eoff[*span+1]]
 		*span++
-		dst = protowire.AppendTag(dst, scopeSpans, protowire.BytesType)
+		dst = protowire.AppendTag(dst, otlpwire.ScopeSpansSpans, protowire.BytesType)
 		dst = protowire.AppendVarint(dst, uint64(len(sp)+len(extra)))
 		dst = append(dst, sp...)
 		return append(dst, extra...), nil
 	})
-}
-
-// eachField copies the protobuf message src into dst field by field, except that every
-// length-delimited field num is handed to fn, which appends its replacement (tag
-// included) to dst. It is the one walk the three nesting levels of a request share.
-func eachField(dst, src []byte, num protowire.Number, fn func(dst, field []byte) ([]byte, error)) ([]byte, error) {
-	for len(src) > 0 {
-		n, typ, k := protowire.ConsumeTag(src)
-		if k < 0 {
-			return nil, errMalformed
-		}
-		if n != num || typ != protowire.BytesType {
-			m := protowire.ConsumeFieldValue(n, typ, src[k:])
-			if m < 0 {
-				return nil, errMalformed
-			}
-			dst = append(dst, src[:k+m]...)
-			src = src[k+m:]
-			continue
-		}
-		field, m := protowire.ConsumeBytes(src[k:])
-		if m < 0 {
-			return nil, errMalformed
-		}
-		var err error
-		if dst, err = fn(dst, field); err != nil {
-			return nil, err
-		}
-		src = src[k+m:]
-	}
-	return dst, nil
-}
-
-// appendMessage appends field num holding the encoded message msg.
-func appendMessage(dst []byte, num protowire.Number, msg []byte) []byte {
-	dst = protowire.AppendTag(dst, num, protowire.BytesType)
-	return protowire.AppendBytes(dst, msg)
 }

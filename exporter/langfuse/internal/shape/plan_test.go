@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/internal/fakevendor/langfusefake"
+	"github.com/agentmeter/agentmeter/internal/otlpwire"
 )
 
 // richBatch has several runs in several resource/scope spans, plus the span fields a
@@ -113,7 +114,7 @@ func TestSpliceRejectsMismatch(t *testing.T) {
 	_, err = s.Splice(nil, marshal(t, ptrace.NewTraces()), plan)
 	assert.ErrorContains(t, err, "plan for")
 	_, err = s.Splice(nil, []byte{0x0a, 0xff}, plan)
-	assert.ErrorIs(t, err, errMalformed)
+	assert.ErrorIs(t, err, otlpwire.ErrMalformed)
 }
 
 // Planning data that already carries the planned attributes adds nothing: a retried

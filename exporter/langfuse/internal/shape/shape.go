@@ -1,13 +1,14 @@
 package shape
 
 import (
-	"encoding/json"
 	"slices"
 	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/jsonw"
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/genai"
 )
 
@@ -15,6 +16,7 @@ import (
 // row and takes user, session, trace name and tags from each span's own attributes only
 // (docs/langfuse.md), so a generation row without them falls out of every filter.
 type traceInfo struct {
+	id           pcommon.TraceID
 	name         string // explicit langfuse.trace.name, else derived from the root span
 	rootName     string
 	session      string
@@ -35,37 +37,46 @@ type traceInfo struct {
 // It adds only what Langfuse's server would not derive by itself from the span (vendor
 // notes §1.7): every byte added is gzipped and sent for every span.
 //
-// Trace-level values are taken from the spans of the same trace in this batch; a trace
-// whose root span arrives in a later batch gets its name from that batch (subagentmerge
-// and batch upstream release whole traces, so this is the exception).
+// Trace-level values are taken from the spans of the same trace in this batch (and, with
+// a Shaper, from earlier batches too).
 //
 // The plan comes from a pool: Release it when done.
-func NewPlan(td ptrace.Traces) *Plan {
+func NewPlan(td ptrace.Traces) *Plan { return newPlan(td, nil) }
+
+func newPlan(td ptrace.Traces, mem *TraceMemory) *Plan {
 	n := td.SpanCount()
 	p := planPool.Get().(*Plan)
 	facts := slices.Grow(p.facts[:0], n)
-	infos := make(map[pcommon.TraceID]*traceInfo)
+	versions := slices.Grow(p.versions[:0], n)
+	// the batch's traces, by index (pooled with the plan: no allocation per trace)
+	if p.traceIdx == nil {
+		p.traceIdx = map[pcommon.TraceID]int32{}
+	}
+	traces := p.traces[:0]
 	var lastID pcommon.TraceID
-	var last *traceInfo
+	last := int32(-1)
 	forEach(td, func(env string, sp ptrace.Span) {
 		f := scan(sp.Attributes())
 		// spans of one trace usually sit together: skip the map for a run of them
-		if id := sp.TraceID(); last == nil || id != lastID {
-			last = infos[id]
-			if last == nil {
-				last = &traceInfo{}
-				infos[id] = last
+		if id := sp.TraceID(); last < 0 || id != lastID {
+			i, ok := p.traceIdx[id]
+			if !ok {
+				i = int32(len(traces))
+				traces = append(traces, traceInfo{id: id})
+				p.traceIdx[id] = i
 			}
-			lastID = id
+			last, lastID = i, id
 		}
 		f.trace = last
-		last.observe(sp, &f, env)
+		traces[last].observe(sp, &f, env)
 		facts = append(facts, f)
+		versions = append(versions, vendorhttp.NewVersion(vendorhttp.SpanKey{Trace: sp.TraceID(), Span: sp.SpanID()}, f.revision, f.mergeStatus))
 	})
-	for _, info := range infos {
-		info.finish()
+	mem.remember(traces)
+	for i := range traces {
+		traces[i].finish()
 	}
-	p.facts = facts
+	p.facts, p.versions, p.traces = facts, versions, traces
 	p.items = slices.Grow(p.items[:0], n*5)
 	p.ioff = append(slices.Grow(p.ioff[:0], n+1), 0)
 	p.enc = slices.Grow(p.enc[:0], n*256)
@@ -102,7 +113,7 @@ func forEach(td ptrace.Traces, f func(env string, sp ptrace.Span)) {
 
 // spanFacts is what one pass over a span's attributes finds: everything shaping reads.
 type spanFacts struct {
-	trace                              *traceInfo
+	trace                              int32 // index into the plan's traces
 	op, caller, mergeStatus, agentName string
 	metaCaller                         string // a caller moved by an earlier pass
 	traceName                          string // langfuse.trace.name
@@ -118,6 +129,7 @@ type spanFacts struct {
 	hasSubagentCost                    bool
 	hasMetaMerge                       bool
 	hasToolAttrs                       bool
+	revision                           int64 // agentmeter.merge.revision
 }
 
 // scan reads the attributes shaping needs in a single pass (Map.Get is a linear scan,
@@ -184,6 +196,8 @@ func scan(attrs pcommon.Map) spanFacts {
 			f.hasMetaSubagent = true
 		case MetaMergeStatus:
 			f.hasMetaMerge = true
+		case genai.AttrMergeRevision:
+			f.revision = genai.MergeRevisionValue(v)
 		}
 		return true
 	})
@@ -237,21 +251,35 @@ func (t *traceInfo) finish() {
 	if t.user == "" {
 		t.user = defaultUserID
 	}
-	if t.tags == nil {
+	// Langfuse reads a JSON-array string as tags. One shared string per trace costs one
+	// small allocation per trace, where a string-array attribute costs three per span.
+	var b []byte
+	if t.tags != nil {
+		for _, tag := range t.tags {
+			b = appendTag(b, "", tag)
+		}
+	} else {
 		// DeerFlow's build_langfuse_trace_metadata: env:<environment>, then model:<model>.
 		if t.env != "" {
-			t.tags = append(t.tags, tagEnvPrefix+t.env)
+			b = appendTag(b, tagEnvPrefix, t.env)
 		}
 		if t.leadModel != "" {
-			t.tags = append(t.tags, tagModelPref+t.leadModel)
+			b = appendTag(b, tagModelPref, t.leadModel)
 		}
 	}
-	if len(t.tags) > 0 {
-		// Langfuse reads a JSON-array string as tags. One shared string per trace costs
-		// one small allocation per span, where a string-array attribute costs three.
-		b, _ := json.Marshal(t.tags)
-		t.tagsJSON = string(b)
+	if len(b) > 0 {
+		t.tagsJSON = string(append(b, ']'))
 	}
+}
+
+// appendTag appends prefix+tag to the JSON array being written in b.
+func appendTag(b []byte, prefix, tag string) []byte {
+	if len(b) == 0 {
+		b = append(make([]byte, 0, 64), '[')
+	} else {
+		b = append(b, ',')
+	}
+	return jsonw.AppendString(b, prefix+tag)
 }
 
 // rootTraceName names a trace after its root span, as DeerFlow names it after the
@@ -271,22 +299,20 @@ func rootTraceName(sp ptrace.Span, f *spanFacts) string {
 
 // addSpan plans the attributes of one span.
 func (p *Plan) addSpan(attrs pcommon.Map, f *spanFacts) {
-	t := f.trace
-	if t != nil {
-		if f.traceName == "" && t.name != "" {
-			p.str(AttrTraceName, t.name)
-		}
-		// session and user only where this span would otherwise read differently:
-		// gen_ai.conversation.id is already one of Langfuse's session attributes.
-		if t.session != "" && f.session() != t.session && f.lfSession == "" {
-			p.str(AttrSessionID, t.session)
-		}
-		if f.user() != t.user && f.lfUser == "" {
-			p.str(AttrUserID, t.user)
-		}
-		if !f.hasTags && t.tagsJSON != "" {
-			p.str(AttrTraceTags, t.tagsJSON)
-		}
+	t := &p.traces[f.trace]
+	if f.traceName == "" && t.name != "" {
+		p.str(AttrTraceName, t.name)
+	}
+	// session and user only where this span would otherwise read differently:
+	// gen_ai.conversation.id is already one of Langfuse's session attributes.
+	if t.session != "" && f.session() != t.session && f.lfSession == "" {
+		p.str(AttrSessionID, t.session)
+	}
+	if f.user() != t.user && f.lfUser == "" {
+		p.str(AttrUserID, t.user)
+	}
+	if !f.hasTags && t.tagsJSON != "" {
+		p.str(AttrTraceTags, t.tagsJSON)
 	}
 
 	if !f.hasType && inferredType(f) != ObservationType(f.op) {

@@ -23,6 +23,9 @@ type Encoded struct {
 	Extra   []byte
 	Error   []byte // JSON string, nil when the run did not fail
 	Source  runtree.SpanRef
+	// Patch sends the run as an update of the run posted before ("patch.<id>" parts, the
+	// batch body's patch array) instead of as a new run.
+	Patch bool
 }
 
 // Size is the uncompressed payload size of the run, what /info's size_limit_bytes bounds.
@@ -58,7 +61,7 @@ func EncodeAll(runs []runtree.Run, buf []byte) ([]Encoded, []byte) {
 	for i := range runs {
 		o := offs[i]
 		e := &out[i]
-		e.ID, e.Source = runs[i].Head.ID, runs[i].Source
+		e.ID, e.Source, e.Patch = runs[i].Head.ID, runs[i].Source, runs[i].Version.Rev > 0
 		e.Head = buf[o.start:o.head:o.head]
 		e.Inputs = buf[o.head:o.in:o.in]
 		e.Outputs = buf[o.in:o.out:o.out]
@@ -132,9 +135,9 @@ func Split(runs []Encoded, l Limits) [][]Encoded {
 	return out
 }
 
-// WriteMultipart writes runs as a multipart/form-data body ("post.<id>" plus one part per
-// split-out field, each application/json with its Content-Length) and returns the content
-// type. Written by hand: mime/multipart's per-part header map and Fprintf cost more than
+// WriteMultipart writes runs as a multipart/form-data body ("post.<id>", or "patch.<id>"
+// for a patch, plus one part per split-out field named after it, each application/json
+// with its Content-Length) and returns the content type. Written by hand: mime/multipart's per-part header map and Fprintf cost more than
 // the JSON itself. The layout is what mime/multipart produces and parses.
 func WriteMultipart(buf *bytes.Buffer, runs []Encoded) (string, error) {
 	var rnd [16]byte
@@ -150,12 +153,16 @@ func WriteMultipart(buf *bytes.Buffer, runs []Encoded) (string, error) {
 	b := buf.AvailableBuffer()
 	for i := range runs {
 		r := &runs[i]
-		b = appendPart(b, boundary, r.ID, "", r.Head)
-		b = appendPart(b, boundary, r.ID, ".inputs", r.Inputs)
-		b = appendPart(b, boundary, r.ID, ".outputs", r.Outputs)
-		b = appendPart(b, boundary, r.ID, ".extra", r.Extra)
+		op := opPost
+		if r.Patch {
+			op = opPatch
+		}
+		b = appendPart(b, boundary, op, r.ID, "", r.Head)
+		b = appendPart(b, boundary, op, r.ID, ".inputs", r.Inputs)
+		b = appendPart(b, boundary, op, r.ID, ".outputs", r.Outputs)
+		b = appendPart(b, boundary, op, r.ID, ".extra", r.Extra)
 		if r.Error != nil {
-			b = appendPart(b, boundary, r.ID, ".error", r.Error)
+			b = appendPart(b, boundary, op, r.ID, ".error", r.Error)
 		}
 	}
 	b = append(b, "--"...)
@@ -165,10 +172,18 @@ func WriteMultipart(buf *bytes.Buffer, runs []Encoded) (string, error) {
 	return "multipart/form-data; boundary=" + boundary, nil
 }
 
-func appendPart(b []byte, boundary, id, suffix string, body []byte) []byte {
+// Multipart operations: a part's name starts with one.
+const (
+	opPost  = "post"
+	opPatch = "patch"
+)
+
+func appendPart(b []byte, boundary, op, id, suffix string, body []byte) []byte {
 	b = append(b, "--"...)
 	b = append(b, boundary...)
-	b = append(b, "\r\nContent-Disposition: form-data; name=\"post."...)
+	b = append(b, "\r\nContent-Disposition: form-data; name=\""...)
+	b = append(b, op...)
+	b = append(b, '.')
 	b = append(b, id...)
 	b = append(b, suffix...)
 	b = append(b, "\"\r\nContent-Type: application/json\r\nContent-Length: "...)
@@ -178,15 +193,34 @@ func appendPart(b []byte, boundary, id, suffix string, body []byte) []byte {
 	return append(b, "\r\n"...)
 }
 
-// WriteBatch writes runs as a /runs/batch body {"post":[run,...]}: each full run is the
-// head object with the split-out fields spliced back in.
+// WriteBatch writes runs as a /runs/batch body {"post":[run,...],"patch":[run,...]}
+// (an array only when it has runs): each full run is the head object with the split-out
+// fields spliced back in.
 func WriteBatch(buf *bytes.Buffer, runs []Encoded) {
-	buf.WriteString(`{"post":[`)
+	buf.WriteByte('{')
+	posts := writeBatchOp(buf, runs, opPost, false, false)
+	writeBatchOp(buf, runs, opPatch, true, posts)
+	buf.WriteByte('}')
+}
+
+// writeBatchOp writes the array of op (the runs whose Patch is patch), if it has any,
+// after a comma when one was written before; it reports whether it wrote.
+func writeBatchOp(buf *bytes.Buffer, runs []Encoded, op string, patch, comma bool) bool {
+	n := 0
 	for i := range runs {
 		r := &runs[i]
-		if i > 0 {
+		if r.Patch != patch {
+			continue
+		}
+		switch {
+		case n == 0 && comma:
+			buf.WriteString(`,"` + op + `":[`)
+		case n == 0:
+			buf.WriteString(`"` + op + `":[`)
+		default:
 			buf.WriteByte(',')
 		}
+		n++
 		buf.Write(r.Head[:len(r.Head)-1]) // the head is a JSON object: drop its '}'
 		buf.WriteString(`,"inputs":`)
 		buf.Write(r.Inputs)
@@ -200,5 +234,8 @@ func WriteBatch(buf *bytes.Buffer, runs []Encoded) {
 		}
 		buf.WriteByte('}')
 	}
-	buf.WriteString(`]}`)
+	if n > 0 {
+		buf.WriteByte(']')
+	}
+	return n > 0
 }

@@ -14,6 +14,10 @@ type chainEntry struct {
 	traceRunID string // the LangSmith trace_id: the id of the chain's first run
 	dotted     string
 	segMicros  int64
+	// parentRunID and orphan are the run's own placement, kept so a later version of
+	// the span (a re-emission, patched onto the run) is placed where the run already is
+	parentRunID string
+	orphan      string
 }
 
 // traceChains remembers the runs of one trace that were already mapped, so spans that

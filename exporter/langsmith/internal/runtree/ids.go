@@ -55,9 +55,14 @@ func AppendSegment(dst []byte, micros int64, runID string) []byte {
 
 // FormatTime renders a timestamp as RFC 3339 UTC with microseconds, the precision
 // LangSmith stores.
-func FormatTime(micros int64) string {
+func FormatTime(micros int64) string { return string(AppendTime(make([]byte, 0, timeLen), micros)) }
+
+// timeLen is the length of a FormatTime timestamp.
+const timeLen = len("2006-01-02T15:04:05.000000Z")
+
+// AppendTime appends FormatTime(micros).
+func AppendTime(b []byte, micros int64) []byte {
 	c := civilFromMicros(micros)
-	b := make([]byte, 0, 27)
 	b = appendDigits(b, c.year, 4)
 	b = append(b, '-')
 	b = appendDigits(b, c.month, 2)
@@ -71,8 +76,7 @@ func FormatTime(micros int64) string {
 	b = appendDigits(b, c.sec, 2)
 	b = append(b, '.')
 	b = appendDigits(b, c.micro, 6)
-	b = append(b, 'Z')
-	return string(b)
+	return append(b, 'Z')
 }
 
 type civil struct{ year, month, day, hour, min, sec, micro int }

@@ -6,9 +6,10 @@ import (
 	"github.com/agentmeter/agentmeter/genai"
 	"math"
 	"strconv"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/agentmeter/agentmeter/exporter/internal/jsonw"
 )
 
 // The run JSON is written by hand: encoding/json's reflection over maps of span
@@ -84,13 +85,23 @@ func (u *UsageMetadata) AppendJSON(dst []byte) []byte {
 	dst = strconv.AppendInt(dst, u.OutputTokens, 10)
 	dst = append(dst, `,"total_tokens":`...)
 	dst = strconv.AppendInt(dst, u.TotalTokens, 10)
-	if len(u.InputTokenDetails) > 0 {
-		dst = append(dst, `,"input_token_details":`...)
-		dst = appendDetails(dst, u.InputTokenDetails)
+	if u.CacheRead != 0 || u.CacheCreation != 0 {
+		dst = append(dst, `,"input_token_details":{`...)
+		first := true
+		if u.CacheRead != 0 {
+			dst = appendKey(dst, &first, "cache_read")
+			dst = strconv.AppendInt(dst, u.CacheRead, 10)
+		}
+		if u.CacheCreation != 0 {
+			dst = appendKey(dst, &first, "cache_creation")
+			dst = strconv.AppendInt(dst, u.CacheCreation, 10)
+		}
+		dst = append(dst, '}')
 	}
-	if len(u.OutputTokenDetails) > 0 {
-		dst = append(dst, `,"output_token_details":`...)
-		dst = appendDetails(dst, u.OutputTokenDetails)
+	if u.Reasoning != 0 {
+		dst = append(dst, `,"output_token_details":{"reasoning":`...)
+		dst = strconv.AppendInt(dst, u.Reasoning, 10)
+		dst = append(dst, '}')
 	}
 	if u.Cost != nil {
 		dst = appendCost(dst, u.Cost)
@@ -139,8 +150,20 @@ func appendFloatField(dst []byte, key string, v float64) []byte {
 
 // AppendJSON appends the extra object.
 func (e *Extra) AppendJSON(dst []byte) []byte {
-	dst = append(dst, `{"metadata":`...)
-	dst = e.Metadata.AppendJSON(dst)
+	dst = append(dst, `{"metadata":{`...)
+	first := true
+	if e.HasAttrs {
+		e.Attrs.Range(func(k string, v pcommon.Value) bool {
+			if !copiedAttr(k) {
+				return true
+			}
+			dst = appendKey(dst, &first, k)
+			dst = appendValue(dst, v)
+			return true
+		})
+	}
+	dst = e.Metadata.appendEntries(dst, first)
+	dst = append(dst, '}')
 	if len(e.InvocationParams) > 0 {
 		dst = append(dst, `,"invocation_params":`...)
 		dst = e.InvocationParams.AppendJSON(dst)
@@ -151,22 +174,22 @@ func (e *Extra) AppendJSON(dst []byte) []byte {
 // AppendJSON appends the key/values as one JSON object, in order.
 func (m Metadata) AppendJSON(dst []byte) []byte {
 	dst = append(dst, '{')
+	dst = m.appendEntries(dst, true)
+	return append(dst, '}')
+}
+
+// appendEntries appends the key/values as members of an object, after a comma unless
+// first.
+func (m Metadata) appendEntries(dst []byte, first bool) []byte {
 	for i := range m {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendString(dst, m[i].Key)
-		dst = append(dst, ':')
-		switch {
-		case m[i].IsAttr:
-			dst = appendValue(dst, m[i].Attr)
-		case m[i].IsStr:
+		dst = appendKey(dst, &first, m[i].Key)
+		if m[i].IsStr {
 			dst = appendString(dst, m[i].Str)
-		default:
+		} else {
 			dst = appendAny(dst, m[i].Value)
 		}
 	}
-	return append(dst, '}')
+	return dst
 }
 
 // AppendJSON appends the merged subagent usage object.
@@ -211,21 +234,6 @@ func appendRaw(dst []byte, first *bool, key string, raw json.RawMessage) []byte 
 	}
 	dst = appendKey(dst, first, key)
 	return append(dst, raw...)
-}
-
-// detailOrder keeps token detail keys in a stable order.
-var detailOrder = [...]string{"cache_read", "cache_creation", "reasoning"}
-
-func appendDetails(dst []byte, d map[string]int64) []byte {
-	dst = append(dst, '{')
-	first := true
-	for _, k := range detailOrder {
-		if v, ok := d[k]; ok {
-			dst = appendKey(dst, &first, k)
-			dst = strconv.AppendInt(dst, v, 10)
-		}
-	}
-	return append(dst, '}')
 }
 
 func appendStrings(dst []byte, ss []string) []byte {
@@ -308,77 +316,8 @@ func appendValue(dst []byte, v pcommon.Value) []byte {
 	return append(dst, "null"...)
 }
 
-const hexDigits = "0123456789abcdef"
-
-// jsonSafe marks ASCII bytes that are written as they are.
-var jsonSafe = func() (t [256]bool) {
-	for b := 0x20; b < utf8.RuneSelf; b++ {
-		t[b] = b != '"' && b != '\\'
-	}
-	return t
-}()
-
-// appendString writes s as a JSON string: quotes, backslashes and control characters
-// escaped, invalid UTF-8 replaced by U+FFFD, U+2028/U+2029 escaped as encoding/json does.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	// fast path: most ids, names and values need no escaping
-	clean := true
-	for i := 0; i < len(s); i++ {
-		if !jsonSafe[s[i]] {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		dst = append(dst, s...)
-		return append(dst, '"')
-	}
-	start := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+// appendString writes s as a JSON string (jsonw.AppendString).
+func appendString(dst []byte, s string) []byte { return jsonw.AppendString(dst, s) }
 
 // AppendJSONString appends s as a JSON string.
 func AppendJSONString(dst []byte, s string) []byte { return appendString(dst, s) }

@@ -11,19 +11,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
-func TestAppendStringMatchesEncodingJSON(t *testing.T) {
-	for _, s := range []string{"", "plain", `q"uo\te`, "tab\tnl\ncr\r", "\x00\x01\x1f", "héllo ✓ 𝄞", "bad \xff utf8", "sep\u2028\u2029", "<html>&"} {
-		got := appendString(nil, s)
-		require.True(t, json.Valid(got), "%q -> %s", s, got)
-		var back string
-		require.NoError(t, json.Unmarshal(got, &back))
-		want, _ := json.Marshal(s)
-		var wantBack string
-		require.NoError(t, json.Unmarshal(want, &wantBack))
-		assert.Equal(t, wantBack, back, "%q", s)
-	}
-}
-
 func TestAppendValueMatchesAsRaw(t *testing.T) {
 	m := pcommon.NewMap()
 	m.PutStr("s", "x\"y")

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/genai"
 )
 
@@ -54,6 +55,7 @@ type Mapper struct {
 	project string
 	mu      sync.Mutex
 	cache   *chainCache
+	scratch []byte // dotted_order being built; guarded by mu
 }
 
 // NewMapper returns a Mapper for runs of the given LangSmith project that remembers at
@@ -77,6 +79,7 @@ type spanInfo struct {
 	spanID  pcommon.SpanID
 	parent  pcommon.SpanID
 	start   int64 // unix micros
+	end     int64 // unix micros, never before start
 
 	// resolved
 	done, visiting bool
@@ -102,10 +105,11 @@ func (m *Mapper) Map(td ptrace.Traces) (runs []Run, skipped int) {
 					skipped++
 					continue
 				}
+				start := int64(sp.StartTimestamp()) / 1000
 				infos = append(infos, spanInfo{
 					ref: SpanRef{Resource: ri, Scope: si, Span: ki}, span: sp, res: rs.Resource(),
 					traceID: sp.TraceID(), spanID: sp.SpanID(), parent: sp.ParentSpanID(),
-					start: int64(sp.StartTimestamp()) / 1000,
+					start: start, end: max(int64(sp.EndTimestamp())/1000, start),
 				})
 				byTrace[sp.TraceID()] = append(byTrace[sp.TraceID()], len(infos)-1)
 			}
@@ -120,10 +124,84 @@ func (m *Mapper) Map(td ptrace.Traces) (runs []Run, skipped int) {
 	m.mu.Unlock()
 
 	runs = make([]Run, len(infos))
+	a := newBatchArena(infos)
 	for i := range infos {
-		runs[i] = m.buildRun(&infos[i])
+		runs[i] = m.buildRun(&infos[i], a.strings[i], a)
 	}
 	return runs, skipped
+}
+
+// batchArena holds what the runs of one batch are cut from, so a batch costs a few
+// allocations for them instead of several per run: the strings that are not remembered
+// between batches (OpenTelemetry ids in hex, start and end times) from one string, the
+// metadata entries from one slice, the caller tags from another.
+type batchArena struct {
+	strings []runStrings
+	kvs     []KV
+	tags    []string
+}
+
+// runStrings are one run's strings from the batch arena.
+type runStrings struct{ traceHex, spanHex, parentHex, start, end string }
+
+// derivedEntries bounds the metadata entries buildRun adds to a span's attributes, and
+// paramEntries its invocation_params entries.
+const (
+	derivedEntries = 13
+	paramEntries   = 2
+)
+
+func newBatchArena(infos []spanInfo) *batchArena {
+	const perRun = 2*len(pcommon.TraceID{}) + 4*len(pcommon.SpanID{}) + 2*timeLen
+	buf := make([]byte, 0, len(infos)*perRun)
+	kvs := 0
+	for i := range infos {
+		s := &infos[i]
+		buf = hex.AppendEncode(buf, s.traceID[:])
+		buf = hex.AppendEncode(buf, s.spanID[:])
+		if !s.parent.IsEmpty() {
+			buf = hex.AppendEncode(buf, s.parent[:])
+		}
+		buf = AppendTime(buf, s.start)
+		buf = AppendTime(buf, s.end)
+		kvs += derivedEntries + paramEntries
+	}
+	all := string(buf)
+	a := &batchArena{strings: make([]runStrings, len(infos)), kvs: make([]KV, 0, kvs), tags: make([]string, 0, len(infos))}
+	off := 0
+	cut := func(n int) string {
+		s := all[off : off+n]
+		off += n
+		return s
+	}
+	for i := range infos {
+		s, rs := &infos[i], &a.strings[i]
+		rs.traceHex, rs.spanHex = cut(2*len(s.traceID)), cut(2*len(s.spanID))
+		if !s.parent.IsEmpty() {
+			rs.parentHex = cut(2 * len(s.parent))
+		}
+		rs.start, rs.end = cut(timeLen), cut(timeLen)
+	}
+	return a
+}
+
+// metadata is an empty Metadata with room for n entries, cut from the arena.
+func (a *batchArena) metadata(n int) Metadata {
+	if len(a.kvs)+n > cap(a.kvs) {
+		return make(Metadata, 0, n)
+	}
+	lo := len(a.kvs)
+	a.kvs = a.kvs[:lo+n]
+	return Metadata(a.kvs[lo : lo : lo+n])
+}
+
+// tag is the one-element tag list {t}, cut from the arena.
+func (a *batchArena) tag(t string) []string {
+	if len(a.tags) == cap(a.tags) {
+		return []string{t}
+	}
+	a.tags = append(a.tags, t)
+	return a.tags[len(a.tags)-1 : len(a.tags) : len(a.tags)]
 }
 
 func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanInfo) {
@@ -154,6 +232,13 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 		s.visiting = true
 		defer func() { s.visiting, s.done = false, true }()
 
+		// a span mapped before keeps its run's place: LangSmith holds the run there, and
+		// a patch that named another trace_id or dotted_order would move it
+		if e, ok := tc.spans[s.spanID]; ok {
+			s.entry, s.parentRunID, s.orphan = e, e.parentRunID, e.orphan
+			return
+		}
+
 		if s.parent.IsEmpty() && (!tc.trueRootSet || tc.trueRoot == s.spanID) {
 			tc.trueRoot, tc.trueRootSet = s.spanID, true
 			s.entry = chainEntry{runID: traceUUID, traceRunID: traceUUID, segMicros: s.start,
@@ -177,7 +262,7 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 			if !tc.rootSet {
 				s.orphan = OrphanRerooted
 				s.entry = chainEntry{runID: runID, traceRunID: runID, segMicros: s.start,
-					dotted: string(AppendSegment(nil, s.start, runID))}
+					dotted: string(AppendSegment(nil, s.start, runID)), orphan: OrphanRerooted}
 				tc.root, tc.rootSet = s.entry, true
 				m.cache.put(tc, s.spanID, s.entry)
 				return
@@ -185,11 +270,12 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 			parent, s.orphan = tc.root, OrphanAttachedToRoot
 		}
 		seg := max(s.start, parent.segMicros)
-		buf := make([]byte, 0, len(parent.dotted)+1+27+36)
-		buf = append(buf, parent.dotted...)
+		buf := append(m.scratch[:0], parent.dotted...)
 		buf = append(buf, '.')
 		buf = AppendSegment(buf, seg, runID)
-		s.entry = chainEntry{runID: runID, traceRunID: parent.traceRunID, dotted: string(buf), segMicros: seg}
+		m.scratch = buf
+		s.entry = chainEntry{runID: runID, traceRunID: parent.traceRunID, dotted: string(buf), segMicros: seg,
+			parentRunID: parent.runID, orphan: s.orphan}
 		s.parentRunID = parent.runID
 		m.cache.put(tc, s.spanID, s.entry)
 	}
@@ -234,6 +320,9 @@ var derivedKeys = map[string]bool{
 	genai.AttrServiceName: true,
 }
 
+// copiedAttr reports whether a span attribute is written into metadata as it is.
+func copiedAttr(k string) bool { return !movedAttrs[k] && !derivedKeys[k] }
+
 // movedAttrs are not copied into metadata verbatim: usage goes to usage_metadata /
 // subagent_usage, content to inputs/outputs, and the rest under LangSmith's key names.
 var movedAttrs = map[string]bool{
@@ -262,7 +351,7 @@ func RunType(operation string) string {
 	return TypeChain
 }
 
-func (m *Mapper) buildRun(s *spanInfo) Run {
+func (m *Mapper) buildRun(s *spanInfo, rs runStrings, a *batchArena) Run {
 	sp := s.span
 	attrs := sp.Attributes()
 	op := str(attrs, genai.AttrOperationName)
@@ -277,27 +366,17 @@ func (m *Mapper) buildRun(s *spanInfo) Run {
 	if name == "" {
 		name = unnamed // LangSmith requires a name
 	}
-	end := int64(sp.EndTimestamp()) / 1000
-	if end < s.start {
-		end = s.start
-	}
-	r := Run{Source: s.ref}
+	r := Run{Source: s.ref, Version: vendorhttp.VersionOf(vendorhttp.SpanKey{Trace: s.traceID, Span: s.spanID}, attrs)}
 	r.Head = Head{
 		ID: s.entry.runID, TraceID: s.entry.traceRunID, DottedOrder: s.entry.dotted,
 		ParentRunID: s.parentRunID, Name: name, RunType: runType,
-		StartTime: FormatTime(s.start), EndTime: FormatTime(end),
+		StartTime: rs.start, EndTime: rs.end,
 		SessionName: m.project, Status: StatusSuccess,
 	}
-	md := make(Metadata, 0, attrs.Len()+12)
-	attrs.Range(func(k string, v pcommon.Value) bool {
-		if !movedAttrs[k] && !derivedKeys[k] {
-			md = append(md, KV{Key: k, Attr: v, IsAttr: true})
-		}
-		return true
-	})
-	md = append(md, StrKV(keyOTelTraceID, hex.EncodeToString(s.traceID[:])), StrKV(keyOTelSpanID, hex.EncodeToString(s.spanID[:])))
+	md := a.metadata(derivedEntries)
+	md = append(md, StrKV(keyOTelTraceID, rs.traceHex), StrKV(keyOTelSpanID, rs.spanHex))
 	if !s.parent.IsEmpty() {
-		md = append(md, StrKV(keyOTelParentSpanID, hex.EncodeToString(s.parent[:])))
+		md = append(md, StrKV(keyOTelParentSpanID, rs.parentHex))
 	}
 	if s.orphan != "" {
 		md = append(md, StrKV(keyOrphan, s.orphan))
@@ -314,7 +393,7 @@ func (m *Mapper) buildRun(s *spanInfo) Run {
 	}
 	if caller := str(attrs, genai.AttrCaller); caller != "" {
 		md = append(md, StrKV(keyCaller, caller), StrKV(keyCallerBucket, genai.CallerBucket(caller)))
-		r.Head.Tags = []string{caller}
+		r.Head.Tags = a.tag(caller)
 	}
 	if sub, ok := genai.SubagentUsageFromMap(attrs); ok {
 		su := &SubagentUsage{Usage: usageMetadata(sub)}
@@ -329,6 +408,10 @@ func (m *Mapper) buildRun(s *spanInfo) Run {
 	}
 
 	var params Metadata
+	switch runType {
+	case TypeLLM, TypeEmbedding, TypeTool:
+		params = a.metadata(paramEntries)
+	}
 	switch runType {
 	case TypeLLM, TypeEmbedding:
 		model := str(attrs, genai.AttrRequestModel)
@@ -358,7 +441,7 @@ func (m *Mapper) buildRun(s *spanInfo) Run {
 			params = append(params, StrKV("tool_name", t))
 		}
 	}
-	r.Extra = Extra{Metadata: md, InvocationParams: params}
+	r.Extra = Extra{Attrs: attrs, HasAttrs: true, Metadata: md, InvocationParams: params}
 	r.Inputs.Messages = content(attrs, genai.AttrInputMessages)
 	r.Inputs.SystemInstructions = content(attrs, genai.AttrSystemInstr)
 	r.Outputs.Messages = content(attrs, genai.AttrOutputMessages)
@@ -371,20 +454,8 @@ func (m *Mapper) buildRun(s *spanInfo) Run {
 }
 
 func usageMetadata(u genai.Usage) *UsageMetadata {
-	um := &UsageMetadata{InputTokens: u.Input, OutputTokens: u.Output, TotalTokens: u.Total()}
-	if u.CacheRead != 0 || u.CacheCreation != 0 {
-		um.InputTokenDetails = map[string]int64{}
-		if u.CacheRead != 0 {
-			um.InputTokenDetails["cache_read"] = u.CacheRead
-		}
-		if u.CacheCreation != 0 {
-			um.InputTokenDetails["cache_creation"] = u.CacheCreation
-		}
-	}
-	if u.Reasoning != 0 {
-		um.OutputTokenDetails = map[string]int64{"reasoning": u.Reasoning}
-	}
-	return um
+	return &UsageMetadata{InputTokens: u.Input, OutputTokens: u.Output, TotalTokens: u.Total(),
+		CacheRead: u.CacheRead, CacheCreation: u.CacheCreation, Reasoning: u.Reasoning}
 }
 
 // errorText prefers the exception event (message and stack), then the status message,

@@ -88,8 +88,7 @@ func TestMapAgentTrace(t *testing.T) {
 	assert.Equal(t, traceUUID, chat.Head.ParentRunID)
 	assert.Equal(t, lead.Head.DottedOrder+".20260304T050607133456Z"+SpanUUID(ids.LeadChat), chat.Head.DottedOrder)
 	assert.Equal(t, &UsageMetadata{InputTokens: 1200, OutputTokens: 300, TotalTokens: 1500,
-		InputTokenDetails:  map[string]int64{"cache_read": 200, "cache_creation": 100},
-		OutputTokenDetails: map[string]int64{"reasoning": 50}}, chat.Outputs.UsageMetadata,
+		CacheRead: 200, CacheCreation: 100, Reasoning: 50}, chat.Outputs.UsageMetadata,
 		"own usage only, inclusive; the merged subagent usage is not added")
 	md := meta(t, chat)
 	assert.Equal(t, "openai", md["ls_provider"])

@@ -23,8 +23,9 @@ const (
 	StatusError   = "error"
 )
 
-// Run is one LangSmith run. Every OTel span is complete when exported, so each run is
-// sent once as a "post" carrying end_time, outputs and error together.
+// Run is one LangSmith run. Every OTel span is complete when exported, so a run is
+// sent as a "post" carrying end_time, outputs and error together; a re-emission of the
+// span (Version.Rev ≥ 1) is sent whole again as a "patch" of the same run.
 type Run struct {
 	Head    Head
 	Inputs  Inputs
@@ -34,6 +35,8 @@ type Run struct {
 	// Source locates the span (resource, scope, span index) so a partly sent batch can
 	// be rebuilt from the spans that still need sending.
 	Source SpanRef
+	// Version is the span's key and merge revision (0: a first emission).
+	Version vendorhttp.Version
 }
 
 // SpanRef is the position of a span inside the ptrace.Traces it was read from.
@@ -70,50 +73,50 @@ type Outputs struct {
 // UsageMetadata is LangSmith's inclusive usage shape (docs/langsmith.md): input_tokens
 // includes the cache details, output_tokens includes reasoning; details are subsets.
 type UsageMetadata struct {
-	InputTokens        int64            `json:"input_tokens"`
-	OutputTokens       int64            `json:"output_tokens"`
-	TotalTokens        int64            `json:"total_tokens"`
-	InputTokenDetails  map[string]int64 `json:"input_token_details,omitempty"`
-	OutputTokenDetails map[string]int64 `json:"output_token_details,omitempty"`
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	TotalTokens  int64 `json:"total_tokens"`
+	// the details LangSmith prices on their own, written when non-zero:
+	// input_token_details.cache_read, .cache_creation, output_token_details.reasoning
+	CacheRead, CacheCreation, Reasoning int64
 	// Cost is the call's own cost (agentmeter.cost.*), sent as input_cost, output_cost,
 	// total_cost and their details so LangSmith shows our figure instead of pricing the
 	// call with its own table; nil when the span has none.
 	Cost *genai.Cost `json:"-"`
 }
 
-// Extra is the run's extra object: metadata (ls_provider, ls_model_name, thread ids,
-// merged subagent usage, span attributes) and invocation_params.
+// Extra is the run's extra object: metadata (the span's attributes, then ls_provider,
+// ls_model_name, thread ids, merged subagent usage and the other derived entries) and
+// invocation_params.
 type Extra struct {
+	// Attrs are the span attributes written into metadata as they are, less those moved
+	// elsewhere or derived (see Mapper); written straight from the span, never copied.
+	Attrs    pcommon.Map
+	HasAttrs bool
+	// Metadata are the derived entries, written after the attributes.
 	Metadata         Metadata
 	InvocationParams Metadata
 }
 
-// Metadata is a JSON object kept as ordered key/values with unique keys, so span
-// attributes are written without building a map.
+// Metadata is a JSON object kept as ordered key/values with unique keys.
 type Metadata []KV
 
 // StrKV is a string metadata entry.
 func StrKV(key, value string) KV { return KV{Key: key, Str: value, IsStr: true} }
 
 // KV is one metadata entry. Value is a string, int64, bool, []string, *UsageMetadata or
-// *SubagentUsage; span attributes are kept in Attr instead (IsAttr), which spares boxing
-// every attribute value into an interface.
+// *SubagentUsage; strings are kept in Str instead (IsStr), which spares boxing them.
 type KV struct {
-	Key    string
-	Value  any
-	Attr   pcommon.Value
-	IsAttr bool
-	Str    string // used when IsStr: strings are most entries, and boxing them allocates
-	IsStr  bool
+	Key   string
+	Value any
+	Str   string
+	IsStr bool
 }
 
-// Get returns the value of key.
+// Get returns the value of key among the derived entries.
 func (m Metadata) Get(key string) (any, bool) {
 	for i := range m {
 		if m[i].Key == key {
-			if m[i].IsAttr {
-				return m[i].Attr, true
-			}
 			if m[i].IsStr {
 				return m[i].Str, true
 			}

@@ -1,0 +1,116 @@
+package vendorhttp
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configretry"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// Sender is what a vendor exporter plugs into NewTraces.
+type Sender struct {
+	Push     func(context.Context, ptrace.Traces) error
+	Start    func(context.Context, component.Host) error
+	Shutdown func(context.Context) error
+}
+
+// NewTraces wraps a vendor exporter in exporterhelper the way both vendor exporters want
+// it: the sending queue and retry policy of the config, MutatesData false (push reads
+// the batch and never writes it; the parts of a 413 split are copies), and no overall
+// timeout, because the HTTP client's timeout bounds each request and one push may send
+// several (chunks, the halves of a split).
+//
+// A full blocking queue makes a caller wait for room at most MaxQueueWait (less when the
+// caller's own deadline is nearer), then refuses it with a retryable error: a queue that
+// stays full (a vendor down) answers fast, never hangs a sender.
+//
+// With a queue sized in bytes, a batch larger than half of it is cut into pieces that fit
+// before it is queued: a blocking queue would otherwise wait for room that a batch larger
+// than the whole queue can never get.
+func NewTraces(ctx context.Context, set exporter.Settings, cfg component.Config, s Sender,
+	retry configretry.BackOffConfig, queue configoptional.Optional[exporterhelper.QueueBatchConfig],
+) (exporter.Traces, error) {
+	exp, err := exporterhelper.NewTraces(ctx, set, cfg, s.Push,
+		exporterhelper.WithStart(s.Start),
+		exporterhelper.WithShutdown(s.Shutdown),
+		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
+		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{Timeout: 0}),
+		exporterhelper.WithRetry(retry),
+		exporterhelper.WithQueue(queue),
+	)
+	if err != nil || !queue.HasValue() {
+		return exp, err
+	}
+	q := queue.Get()
+	a := admission{Traces: exp}
+	if q.BlockOnOverflow {
+		a.wait = MaxQueueWait
+	}
+	if q.Sizer == exporterhelper.RequestSizerTypeBytes {
+		a.max = int(q.QueueSize / 2)
+	}
+	if a.wait == 0 && a.max == 0 {
+		return exp, nil
+	}
+	return a, nil
+}
+
+// MaxQueueWait is the longest a caller waits for room in a full blocking sending queue
+// before it is refused, retryably (an OTLP receiver answers 503 / Unavailable, and the
+// sender retries). It absorbs a burst; a vendor that stays down is answered fast.
+const MaxQueueWait = 2 * time.Second
+
+// admission is what happens before a batch enters the sending queue: the wait for room
+// is bounded (wait > 0), and batches over max OTLP-encoded bytes (max > 0) are cut into
+// pieces of at most max bytes.
+type admission struct {
+	exporter.Traces
+	max  int
+	wait time.Duration
+}
+
+func (a admission) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	if a.wait > 0 {
+		if d, ok := ctx.Deadline(); !ok || time.Until(d) > a.wait {
+			var cancel context.CancelFunc
+			// the queue keeps the request without this deadline (it stores
+			// context.WithoutCancel), so the export is not bound by it
+			ctx, cancel = context.WithTimeout(ctx, a.wait)
+			defer cancel()
+		}
+	}
+	return a.cut(ctx, td)
+}
+
+func (a admission) cut(ctx context.Context, td ptrace.Traces) error {
+	n := td.SpanCount()
+	if a.max <= 0 || n <= 1 {
+		return a.Traces.ConsumeTraces(ctx, td)
+	}
+	var sizer ptrace.ProtoMarshaler
+	size := sizer.TracesSize(td)
+	if size <= a.max {
+		return a.Traces.ConsumeTraces(ctx, td)
+	}
+	refs := SpanRefs(td)
+	pieces := (size + a.max - 1) / a.max
+	per := (n + pieces - 1) / pieces
+	for lo := 0; lo < n; lo += per {
+		hi := min(n, lo+per)
+		// a piece can still be over max when spans differ in size: cut it again
+		if err := a.cut(ctx, Subset(td, refs[lo:hi])); err != nil {
+			if lo == 0 || consumererror.IsPermanent(err) {
+				return err
+			}
+			return consumererror.NewTraces(err, Subset(td, refs[lo:]))
+		}
+	}
+	return nil
+}
