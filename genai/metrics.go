@@ -22,3 +22,11 @@ const (
 	// calls past the series limit are counted there, without their labels.
 	AttrMetricOverflow = "otel.metric.overflow"
 )
+
+// MaxLabelBytes is the longest value a label-bound field may hold: a value that can
+// become a metric label (model, provider, caller, agent and tool names, service name,
+// operation). The receiver refuses a longer one, naming the field; the tokenmetrics
+// connector truncates one that reaches it by another way (docs/agentusage.md#limits).
+// A label value is one series' name: without a bound, one request could make every
+// scrape carry megabytes.
+const MaxLabelBytes = 256

@@ -2,6 +2,7 @@ package tokenmetrics
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -144,5 +145,20 @@ func str(v pcommon.Value) string {
 	if v.Type() != pcommon.ValueTypeStr {
 		return ""
 	}
-	return v.Str()
+	return boundLabel(v.Str())
+}
+
+// boundLabel truncates a label value longer than genai.MaxLabelBytes (the agentusage
+// receiver refuses one; other receivers may pass it) to that many bytes, at a
+// character boundary: the series keeps the value's start, which names it, and a
+// scrape stays small.
+func boundLabel(s string) string {
+	if len(s) <= genai.MaxLabelBytes {
+		return s
+	}
+	n := genai.MaxLabelBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -245,7 +245,7 @@ func (c *tokenMetrics) resource(r pcommon.Resource) int32 {
 	found := false
 	for _, k := range c.cfg.ResourceAttributes {
 		if v, ok := attrs.Get(k); ok {
-			buf = append(buf, v.AsString()...)
+			buf = append(buf, boundLabel(v.AsString())...)
 			found = true
 		}
 		buf = append(buf, 0)
@@ -263,6 +263,10 @@ func (c *tokenMetrics) resource(r pcommon.Resource) int32 {
 	out := pcommon.NewResource()
 	for _, k := range c.cfg.ResourceAttributes {
 		if v, ok := attrs.Get(k); ok {
+			if s := v.AsString(); boundLabel(s) != s {
+				out.Attributes().PutStr(k, boundLabel(s))
+				continue
+			}
 			v.CopyTo(out.Attributes().PutEmpty(k))
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.uber.org/zap"
 
+	"github.com/agentmeter/agentmeter/internal/storageclient"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/langfuse"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/langsmith"
 )
@@ -27,25 +28,13 @@ const (
 )
 
 type pendingStore struct {
-	client storage.Client
+	client storageclient.WalkClient
 }
 
 func startPendingStore(ctx context.Context, host component.Host, id, self component.ID) (*pendingStore, error) {
-	ext, ok := host.GetExtensions()[id]
-	if !ok {
-		return nil, fmt.Errorf("storage: extension %q not found (add it under extensions and service.extensions)", id)
-	}
-	se, ok := ext.(storage.Extension)
-	if !ok {
-		return nil, fmt.Errorf("storage: extension %q is not a storage extension", id)
-	}
-	c, err := se.GetClient(ctx, component.KindReceiver, self, "")
+	c, err := storageclient.OpenWalker(ctx, host, id, component.KindReceiver, self)
 	if err != nil {
-		return nil, fmt.Errorf("storage: getting a client of %q: %w", id, err)
-	}
-	if _, ok := c.(storage.Walker); !ok {
-		_ = c.Close(ctx)
-		return nil, fmt.Errorf("storage: extension %q cannot list its entries (file_storage can)", id)
+		return nil, err
 	}
 	return &pendingStore{client: c}, nil
 }
@@ -55,7 +44,7 @@ func (r *usageReceiver) restore(ctx context.Context) error {
 	var runs []langsmith.Run
 	var obs []langfuse.Observation
 	var bad []error
-	err := r.store.client.(storage.Walker).Walk(ctx, func(key string, value []byte) ([]*storage.Operation, error) {
+	err := r.store.client.Walk(ctx, func(key string, value []byte) ([]*storage.Operation, error) {
 		switch {
 		case strings.HasPrefix(key, prefixRun):
 			run, err := langsmith.DecodeStoredRun(value)

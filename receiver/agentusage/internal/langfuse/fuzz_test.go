@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/rawjson"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 )
 
@@ -66,5 +67,29 @@ func FuzzDecodeOTLP(f *testing.F) {
 			ct = "application/json"
 		}
 		_, _ = DecodeOTLP(ct, body)
+	})
+}
+
+// FuzzUsageDetailsFastPath: whenever the flat walk reads a usage_details object itself,
+// it reads what decoding the object whole reads.
+func FuzzUsageDetailsFastPath(f *testing.F) {
+	for _, s := range []string{`{"input":70,"input_cached_tokens":30,"output":15,"output_reasoning_tokens":5,"total":120}`,
+		` { "input" : 1 , "cache_creation_input_tokens":2 } `, `{"input":1,"input":2}`, `{"in\u0070ut":3}`, `{}`, `{"input":1e2}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		u, ok, flat := flatCounts(b)
+		if !flat {
+			return
+		}
+		d, valid := rawjson.Parse(b)
+		if !valid {
+			t.Fatalf("%q: the flat walk read what is not JSON", b)
+		}
+		ud, _ := rawjson.Value(d.Root()).(map[string]any)
+		wu, wok := usageFromDetails(ud)
+		if u != wu || ok != wok {
+			t.Fatalf("%q: flat %v %v, whole %v %v", b, u, ok, wu, wok)
+		}
 	})
 }

@@ -2,63 +2,18 @@ package langfuse
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/ptrace"
-
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/build"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/fielderr"
-	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/ids"
-	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/pending"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/rawjson"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/timestamps"
 )
-
-// ServiceName is service.name of spans built from legacy ingestion events.
-const ServiceName = "langfuse"
-
-// Observation is one Langfuse entity (a trace or an observation) as far as its create
-// and update events told us.
-type Observation struct {
-	ID       string
-	TraceID  string
-	IsTrace  bool   // from trace-create: the trace's root
-	Kind     string // generation, span, event, agent, tool, chain, … (lower case)
-	Name     string
-	ParentID string
-	Start    time.Time
-	End      time.Time
-	Model    string
-	Usage    genai.Usage
-	HasUsage bool
-	// Metadata holds the metadata keys the face reads (metadataKeys), decoded.
-	Metadata map[string]any
-	// Output is the observation's output as raw JSON: only a generation's or a tool's
-	// is ever read (for the tool call ids in it).
-	Output    json.RawMessage
-	Level     string
-	StatusMsg string
-	SessionID string
-	UserID    string
-	Tags      []string
-	Created   bool // a *-create was seen
-}
-
-// finished reports whether the observation itself is whole: a trace at once; an
-// observation once its create was seen (an update alone lacks name, model and usage —
-// the SDK sends events out of order, so an update can come first) and, except for
-// events, once it has an end time.
-func (o Observation) finished() bool {
-	return o.IsTrace || (o.Created && (o.Kind == "event" || !o.End.IsZero()))
-}
 
 // Success is one accepted event in the 207 answer.
 type Success struct {
@@ -316,6 +271,9 @@ func parseEvent(doc *rawjson.Doc, item []byte, i int) (Event, error) {
 		}
 		return true
 	})
+	if err := checkLabels(o, prefix); err != nil {
+		return ev, err
+	}
 	if !rawjson.IsNull(body.output) {
 		// kept raw (and copied off the request body) until a span needs the tool
 		// call ids in it: most observations' output is never read
@@ -329,6 +287,43 @@ func parseEvent(doc *rawjson.Doc, item []byte, i int) (Event, error) {
 	}
 	ev.Obs = o
 	return ev, nil
+}
+
+// checkLabels refuses an observation whose fields that can become metric labels (its
+// model, a tool's or an agent's name, the caller and provider in its metadata, a caller
+// tag) are longer than genai.MaxLabelBytes; the error names the field in the event's
+// body (prefix is the event's path, built only for an error).
+func checkLabels(o Observation, prefix func() string) error {
+	check := func(key func() string, v string) error {
+		if len(v) <= genai.MaxLabelBytes {
+			return nil
+		}
+		return fielderr.Label(prefix()+".body."+key(), v)
+	}
+	is := func(key string) func() string { return func() string { return key } }
+	if err := check(is("model"), o.Model); err != nil {
+		return err
+	}
+	if o.Kind != "generation" && o.Kind != "event" { // else the name is only a span's
+		if err := check(is("name"), o.Name); err != nil {
+			return err
+		}
+	}
+	for _, k := range [...]struct{ name, field string }{{"caller", "metadata.caller"}, {"provider", "metadata.provider"}} {
+		if s, ok := o.Metadata[k.name].(string); ok {
+			if err := check(is(k.field), s); err != nil {
+				return err
+			}
+		}
+	}
+	for i, t := range o.Tags {
+		if genai.CallerFromTags([]string{t}) != "" {
+			if err := check(func() string { return "tags[" + strconv.Itoa(i) + "]" }, t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // usageFromLegacy reads the deprecated usage object: {input, output, unit} (counts as
@@ -346,390 +341,4 @@ func usageFromLegacy(us map[string]any) (genai.Usage, bool) {
 	}
 	u.Input, u.Output = in, out
 	return u, ok1 || ok2
-}
-
-func mergeObs(base, upd Observation) Observation {
-	out := base
-	set := func(dst *string, v string) {
-		if v != "" {
-			*dst = v
-		}
-	}
-	set(&out.TraceID, upd.TraceID)
-	set(&out.Name, upd.Name)
-	set(&out.ParentID, upd.ParentID)
-	set(&out.Model, upd.Model)
-	set(&out.Level, upd.Level)
-	set(&out.StatusMsg, upd.StatusMsg)
-	set(&out.SessionID, upd.SessionID)
-	set(&out.UserID, upd.UserID)
-	if upd.Created || out.Kind == "" {
-		out.Kind = upd.Kind
-	}
-	out.IsTrace = out.IsTrace || upd.IsTrace
-	out.Created = out.Created || upd.Created
-	if !upd.Start.IsZero() {
-		out.Start = upd.Start
-	}
-	if !upd.End.IsZero() {
-		out.End = upd.End
-	}
-	if upd.HasUsage {
-		out.Usage, out.HasUsage = upd.Usage, true
-	}
-	if len(upd.Output) > 0 {
-		out.Output = upd.Output
-	}
-	if len(upd.Tags) > 0 {
-		out.Tags = upd.Tags
-	}
-	if upd.Metadata != nil {
-		if out.Metadata == nil {
-			out.Metadata = upd.Metadata
-		} else {
-			mm := make(map[string]any, len(out.Metadata)+len(upd.Metadata))
-			for k, v := range out.Metadata {
-				mm[k] = v
-			}
-			for k, v := range upd.Metadata {
-				mm[k] = v
-			}
-			out.Metadata = mm
-		}
-	}
-	if out.ID == "" {
-		out.ID = upd.ID
-	}
-	return out
-}
-
-// traceInfo is what observations need from their trace-create.
-type traceInfo struct {
-	Name, SessionID, UserID, Caller, RunID string
-}
-
-// Ingester turns events into spans, holding observations created without an end
-// time until their update (or a timeout), like the LangSmith face does for runs.
-//
-// A trace-create has no end, yet its span is the root of the trace: emitting it at
-// once would let subagentmerge see "root present, every parent present" and release
-// the trace before the SDK's later batches (with the subagents) arrive. So the root
-// span is held until its trace has been quiet for RootIdle (any event of the trace
-// restarts the wait), then emitted; it carries no usage, so the delay costs nothing
-// but latency.
-type Ingester struct {
-	pending *pending.Store[Observation]
-	roots   *pending.Store[Observation]
-	traces  *pending.Recent[traceInfo]
-}
-
-// RootIdle is how long a Langfuse trace must be quiet before its root span is emitted
-// (at most the pending timeout).
-const RootIdle = 2 * time.Second
-
-// NewIngester returns an ingester that parks unfinished observations for timeout.
-func NewIngester(timeout time.Duration, maxPending int) *Ingester {
-	return &Ingester{
-		pending: pending.NewStore[Observation](timeout, maxPending),
-		roots:   pending.NewStore[Observation](min(RootIdle, timeout), maxPending),
-		traces:  pending.NewRecent[traceInfo](maxPending),
-	}
-}
-
-// Plan is the outcome of one batch; nothing changes in the ingester until Commit.
-type Plan struct {
-	Complete []Observation
-	Park     []Observation
-	// Roots are the batch's trace-creates (merged with held ones), held until quiet.
-	Roots []Observation
-	in    *Ingester
-}
-
-func entityKey(o Observation) string {
-	if o.IsTrace {
-		return "trace\x00" + o.ID
-	}
-	return "obs\x00" + o.ID
-}
-
-// Plan merges the batch's events per entity id (creates first, then updates, each by
-// order of arrival, as Langfuse sorts them) with parked observations.
-func (in *Ingester) Plan(events []Event) *Plan {
-	sort.SliceStable(events, func(i, j int) bool { return !events[i].Update && events[j].Update })
-	// one entry per entity, in order of first arrival; merged indexes it by entity key
-	merged := make(map[string]int, len(events))
-	batch := make([]Observation, 0, len(events))
-	for _, ev := range events {
-		if ev.Ignore {
-			continue
-		}
-		k := entityKey(ev.Obs)
-		if i, seen := merged[k]; seen {
-			batch[i] = mergeObs(batch[i], ev.Obs)
-			continue
-		}
-		var cur Observation
-		var ok bool
-		if ev.Obs.IsTrace {
-			cur, ok = in.roots.Get(k)
-		} else {
-			cur, ok = in.pending.Get(k)
-		}
-		if ok {
-			cur = mergeObs(cur, ev.Obs)
-		} else {
-			cur = ev.Obs
-		}
-		merged[k] = len(batch)
-		batch = append(batch, cur)
-	}
-	// An observation also waits for its trace-create, which carries the session, user
-	// and run that every span of the trace should have.
-	known := map[string]bool{}
-	for _, o := range batch {
-		if o.IsTrace {
-			known[o.ID] = true
-		}
-	}
-	traceKnown := func(id string) bool {
-		if known[id] {
-			return true
-		}
-		_, ok := in.traces.Get(id)
-		return ok
-	}
-	p := &Plan{in: in, Complete: make([]Observation, 0, len(batch))}
-	for _, o := range batch {
-		if o.IsTrace {
-			p.Roots = append(p.Roots, o)
-			continue
-		}
-		if o.finished() && traceKnown(o.TraceID) {
-			p.Complete = append(p.Complete, o)
-		} else {
-			p.Park = append(p.Park, o)
-		}
-	}
-	// observations parked earlier that only waited for a trace-create of this batch
-	if len(known) > 0 {
-		p.Complete = append(p.Complete, in.pending.Select(func(o Observation) bool {
-			_, inBatch := merged[entityKey(o)]
-			return known[o.TraceID] && o.finished() && !inBatch
-		})...)
-	}
-	return p
-}
-
-// Build turns the complete observations into spans.
-func (p *Plan) Build() ptrace.Traces {
-	for _, r := range p.Roots { // their attributes reach observations of this batch
-		p.in.rememberTrace(r)
-	}
-	return p.in.build(p.Complete)
-}
-
-func (in *Ingester) rememberTrace(o Observation) {
-	runID, _ := o.Metadata["run_id"].(string)
-	in.traces.Put(o.ID, traceInfo{Name: o.Name, SessionID: o.SessionID, UserID: o.UserID, Caller: genai.CallerFromTags(o.Tags), RunID: runID})
-}
-
-// Commit records the plan once the pipeline accepted its spans and returns
-// observations evicted from a full store.
-func (p *Plan) Commit(now time.Time) []Observation {
-	for _, o := range p.Complete {
-		p.in.pending.Remove(entityKey(o))
-	}
-	var evicted []Observation
-	for _, o := range p.Park {
-		evicted = append(evicted, p.in.pending.Put(entityKey(o), o, now)...)
-	}
-	for _, r := range p.Roots {
-		evicted = append(evicted, p.in.roots.Put(entityKey(r), r, now)...)
-		p.in.roots.Touch(entityKey(r), now)
-	}
-	touched, some := "", false // a batch's observations mostly share one trace
-	for _, group := range [][]Observation{p.Complete, p.Park} {
-		for _, o := range group {
-			if some && o.TraceID == touched {
-				continue
-			}
-			p.in.roots.Touch(rootKey(o.TraceID), now)
-			touched, some = o.TraceID, true
-		}
-	}
-	return evicted
-}
-
-func rootKey(traceID string) string { return entityKey(Observation{IsTrace: true, ID: traceID}) }
-
-// Expired removes and returns observations parked longer than the timeout and trace
-// roots quiet for RootIdle.
-func (in *Ingester) Expired(now time.Time) []Observation {
-	return append(in.pending.Expired(now), in.roots.Expired(now)...)
-}
-
-// Drain removes and returns every parked observation and held root.
-func (in *Ingester) Drain() []Observation {
-	return append(in.pending.Drain(), in.roots.Drain()...)
-}
-
-// Repark puts observations back after a refused flush.
-func (in *Ingester) Repark(obs []Observation, now time.Time) []Observation {
-	var evicted []Observation
-	for _, o := range obs {
-		if o.IsTrace {
-			evicted = append(evicted, in.roots.Put(entityKey(o), o, now)...)
-			continue
-		}
-		evicted = append(evicted, in.pending.Put(entityKey(o), o, now)...)
-	}
-	return evicted
-}
-
-// Pending is the number of parked observations and held roots.
-func (in *Ingester) Pending() int { return in.pending.Len() + in.roots.Len() }
-
-// BuildObservations turns observations (e.g. expired ones) into spans as they are.
-func (in *Ingester) BuildObservations(obs []Observation) ptrace.Traces { return in.build(obs) }
-
-// rootSpanID is the span of a trace-create: the parent of observations without one.
-func rootSpanID(traceID string) string { return "trace\x00" + traceID }
-
-func (in *Ingester) build(obs []Observation) ptrace.Traces {
-	// trace-creates first so their attributes reach observations of the same batch
-	sort.SliceStable(obs, func(i, j int) bool { return obs[i].IsTrace && !obs[j].IsTrace })
-	for _, o := range obs {
-		if o.IsTrace {
-			in.rememberTrace(o)
-		}
-	}
-	b := build.New()
-	// a trace's id and root span id are hashes: once per trace, not per observation
-	traceIDs := map[string]traceSpanIDs{}
-	for _, o := range obs {
-		tids, ok := traceIDs[o.TraceID]
-		if !ok {
-			tids = traceSpanIDs{ids.TraceID(o.TraceID), ids.SpanID("langfuse/obs", rootSpanID(o.TraceID))}
-			traceIDs[o.TraceID] = tids
-		}
-		ti, _ := in.traces.Get(o.TraceID)
-		rec := decideObservation(o, ti, tids)
-		b.Add(&rec)
-	}
-	return b.Traces()
-}
-
-// traceSpanIDs are a Langfuse trace's OTel trace id and the span id of its root.
-type traceSpanIDs struct {
-	trace pcommon.TraceID
-	root  pcommon.SpanID
-}
-
-// decideObservation decides what one observation (or trace root) is: a generation is
-// a model call, a tool (or a span naming the tool call it ran) a tool call, an agent
-// and a trace's root an agent run, anything else a step. What the observation does not
-// say itself (session, user, run, caller) comes from its trace-create.
-func decideObservation(o Observation, ti traceInfo, tids traceSpanIDs) record.Record {
-	rec := record.Record{Kind: record.Step, Service: ServiceName, TraceID: tids.trace,
-		Start: o.Start, End: o.End, Name: o.Name, SpanKind: ptrace.SpanKindInternal}
-	rec.ThreadID, rec.UserID = o.SessionID, o.UserID
-	if rec.ThreadID == "" {
-		rec.ThreadID = ti.SessionID
-	}
-	if rec.UserID == "" {
-		rec.UserID = ti.UserID
-	}
-	rec.RunID, _ = o.Metadata["run_id"].(string)
-	if rec.RunID == "" {
-		rec.RunID = ti.RunID
-	}
-	if rec.RunID == "" {
-		rec.RunID = o.TraceID
-	}
-	rec.Caller, _ = o.Metadata["caller"].(string)
-	if rec.Caller == "" {
-		rec.Caller = genai.CallerFromTags(o.Tags)
-	}
-	if rec.Caller == "" {
-		// else none, as on the OTLP face: what the request does not say, subagentmerge
-		// attributes from the whole trace's shape (a call inside a tool-dispatched
-		// agent run is that subagent's), and an uncalled span counts as the lead's
-		rec.Caller = ti.Caller
-	}
-	if o.Level == "ERROR" {
-		rec.Failed, rec.Error = true, o.StatusMsg
-	}
-	if o.IsTrace {
-		rec.Kind = record.AgentRun
-		rec.SpanID = tids.root // a trace's id is its root's
-		if rec.Name == "" {
-			rec.Name = genai.LeadAgentName
-		}
-		rec.AgentID = o.ID
-		return rec
-	}
-	rec.SpanID = ids.SpanID("langfuse/obs", o.ID)
-	if o.ParentID != "" {
-		rec.ParentSpanID = ids.SpanID("langfuse/obs", o.ParentID)
-	} else {
-		rec.ParentSpanID = tids.root
-	}
-	toolCallID, _ := o.Metadata["tool_call_id"].(string)
-	switch {
-	case o.Kind == "generation":
-		rec.Kind = record.ModelCall
-		rec.SpanKind = ptrace.SpanKindClient
-		rec.RequestModel, rec.ResponseModel = o.Model, o.Model
-		rec.Provider, _ = o.Metadata["provider"].(string)
-		rec.Usage, rec.HasUsage = o.Usage, o.HasUsage
-		if arr, ok := o.Metadata["response_tool_call_ids"].([]any); ok {
-			for _, e := range arr {
-				if s, ok := e.(string); ok && s != "" {
-					rec.ResponseToolCallIDs = append(rec.ResponseToolCallIDs, s)
-				}
-			}
-		}
-		if len(rec.ResponseToolCallIDs) == 0 {
-			rec.ResponseToolCallIDs = genai.ResponseToolCallIDs(outputValue(o.Output))
-		}
-	case o.Kind == "tool" || (o.Kind == "span" && toolCallID != ""):
-		rec.Kind = record.ToolCall
-		if toolCallID == "" {
-			// LangChain's handler records no id in metadata: the ToolMessage it
-			// returned names the call it answered
-			toolCallID = genai.ToolCallIDOf(outputValue(o.Output), nil)
-		}
-		rec.ToolCallID = toolCallID
-		rec.SubagentStatus, _ = o.Metadata["subagent_status"].(string)
-	case o.Kind == "agent":
-		rec.Kind = record.AgentRun
-		rec.AgentID = o.ID
-		rec.ToolCallID = toolCallID
-	}
-	return rec
-}
-
-// outputValue decodes an observation's raw output (from the request, or read back from
-// storage); anything that is not JSON is no output.
-func outputValue(raw json.RawMessage) any {
-	if d, ok := rawjson.Parse(raw); ok {
-		return rawjson.Value(d.Root())
-	}
-	return nil
-}
-
-// StorageKey is the key under which a held observation or trace root is stored (the
-// receiver's `storage`): one per entity, as the ingester holds them.
-func StorageKey(o Observation) string { return entityKey(o) }
-
-// Restore holds again observations and trace roots a previous process held (read back
-// from storage at start): as Repark, and the roots' trace attributes are remembered,
-// so observations of those traces complete as they would have before the restart.
-func (in *Ingester) Restore(obs []Observation, now time.Time) []Observation {
-	for _, o := range obs {
-		if o.IsTrace {
-			in.rememberTrace(o)
-		}
-	}
-	return in.Repark(obs, now)
 }

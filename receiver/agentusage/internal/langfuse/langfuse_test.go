@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,7 +72,7 @@ func TestGoldenSDKIngestionBatches(t *testing.T) {
 	goldentest.Compare(t, filepath.Join("testdata", "ingestion_sdk.expected.yaml"), all)
 }
 
-func TestUsageFromDetails(t *testing.T) {
+func TestUsageDetails(t *testing.T) {
 	cases := []struct {
 		in   string
 		want genai.Usage
@@ -85,11 +86,11 @@ func TestUsageFromDetails(t *testing.T) {
 	for _, c := range cases {
 		var m map[string]any
 		require.NoError(t, json.Unmarshal([]byte(c.in), &m))
-		u, ok := UsageFromDetails(m)
+		u, ok := usageFromDetails(m)
 		require.True(t, ok, c.in)
 		assert.Equal(t, c.want, u, c.in)
 	}
-	_, ok := UsageFromDetails(map[string]any{"input": -1, "x": "y"})
+	_, ok := usageFromDetails(map[string]any{"input": -1, "x": "y"})
 	assert.False(t, ok)
 }
 
@@ -153,14 +154,26 @@ func TestUsageDetailsFastPathMatchesDecoder(t *testing.T) {
 		`{"input":"8"}`,
 		`{"prompt_tokens":100,"completion_tokens":9}`,
 		`{"in\"put":3}`,
+		`{"input":1,"input":2}`,
+		`{"in\u0070ut":3,"output":1}`,
+		`{"input":9223372036854775807}`,
+		`{"input":99999999999999999999}`,
+		`{"input":1e2}`,
+		`{"input":-0}`,
+		`{"a":{"b":1},"input":2}`,
+		`{"input":1,}`,
+		`{"k0":1,"k1":1,"k2":1,"k3":1,"k4":1,"k5":1,"k6":1,"k7":1,"k8":1,"k9":1,"ka":1,"kb":1,"kc":1,"kd":1,"ke":1,"kf":1,"input":3}`,
 		`{"input":-1}`,
 		`{"input":1}x`,
 		`not json`,
 	} {
+		// numbers as json.Number, as the receiver decodes every body
 		var ud map[string]any
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.UseNumber()
 		want, wantOK := genai.Usage{}, false
-		if json.Unmarshal([]byte(s), &ud) == nil {
-			want, wantOK = UsageFromDetails(ud)
+		if json.Valid([]byte(s)) && dec.Decode(&ud) == nil {
+			want, wantOK = usageFromDetails(ud)
 		}
 		got, ok := usageFromDetailsJSON(s)
 		assert.Equal(t, wantOK, ok, s)
@@ -288,7 +301,7 @@ func TestLangChainSubagentExportedBeforeItsTask(t *testing.T) {
 	require.NoError(t, req.UnmarshalJSON(body))
 	sub, rest := splitSubtree(req.Traces(), "researcher")
 	require.Equal(t, 4, sub.SpanCount(), "researcher, __start__, model_request, its chat")
-	MapOTLP(sub)
+	require.NoError(t, mapOTLP(sub))
 	for _, s := range spansOf(sub) {
 		_, has := s.Attributes().Get(genai.AttrCaller)
 		assert.False(t, has, "%s: the request does not say who called it", s.Name())
@@ -306,7 +319,7 @@ func TestLangChainSubagentExportedBeforeItsTask(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"invoke_agent researcher"}, agents, "named after its lc_agent_name")
-	MapOTLP(rest)
+	require.NoError(t, mapOTLP(rest))
 	for _, s := range spansOf(rest) {
 		if s.Name() == "execute_tool task" {
 			v, _ := s.Attributes().Get(genai.AttrToolCallID)
@@ -408,7 +421,7 @@ func TestOTLPEmitterContractKeysWin(t *testing.T) {
 	b.PutStr(genai.AttrToolCallID, "call_own")
 	b.PutStr(genai.AttrToolType, "extension")
 
-	MapOTLP(td)
+	require.NoError(t, mapOTLP(td))
 	str := func(m ptrace.Span, k string) string {
 		v, _ := m.Attributes().Get(k)
 		return v.AsString()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"mime"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/build"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/fielderr"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/rawjson"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
 )
@@ -43,11 +45,13 @@ func DecodeOTLP(contentType string, body []byte) (ptrace.Traces, error) {
 		return ptrace.Traces{}, fmt.Errorf("%w: Content-Type must be application/x-protobuf or application/json, got %q", ErrBody, contentType)
 	}
 	td := req.Traces()
-	MapOTLP(td)
+	if err := mapOTLP(td); err != nil {
+		return ptrace.Traces{}, fmt.Errorf("%w: %w", ErrBody, err)
+	}
 	return td, nil
 }
 
-// Langfuse attribute keys read by MapOTLP (Langfuse's own names; see
+// Langfuse attribute keys read by mapOTLP (Langfuse's own names; see
 // docs/langfuse.md#mapping).
 const (
 	lfObsType       = "langfuse.observation.type"
@@ -67,7 +71,7 @@ const (
 	otelUserID      = "user.id"
 )
 
-// MapOTLP rewrites Langfuse-SDK spans into contract spans:
+// mapOTLP rewrites Langfuse-SDK spans into contract spans:
 //   - observation type generation → chat (name "chat <model>", CLIENT), agent →
 //     invoke_agent, tool → execute_tool, a LangChain/LangGraph agent's own run →
 //     invoke_agent; spans that already carry gen_ai.operation.name keep it;
@@ -85,7 +89,14 @@ const (
 // wins) and internal/build writes the record back onto the span. Span and trace ids
 // and the emitter's other attributes are kept: they are the client's own, so a resend
 // is the same span.
-func MapOTLP(td ptrace.Traces) {
+//
+// A request with a label-bound value (a model, provider, caller, tool or agent name, or
+// a resource's service.name) longer than genai.MaxLabelBytes is refused whole, the
+// error naming the span and the key, before anything is rewritten.
+func mapOTLP(td ptrace.Traces) error {
+	if err := checkServiceNames(td); err != nil {
+		return err
+	}
 	session := map[pcommon.TraceID]string{}
 	user := map[pcommon.TraceID]string{}
 	// tool observations of the request: a LangChain run directly under one is a subagent
@@ -112,6 +123,14 @@ func MapOTLP(td ptrace.Traces) {
 		recs = append(recs, decideSpan(s, session[s.TraceID()], user[s.TraceID()], tools[s.ParentSpanID()]))
 	})
 	inheritCallers(spans, recs)
+	for i := range recs {
+		if err := recs[i].CheckLabels(); err != nil {
+			clear(recs)
+			*pooled = recs[:0]
+			recordsPool.Put(pooled)
+			return fmt.Errorf("%s: %w", spanPath(td, i), err)
+		}
+	}
 	for i, s := range spans {
 		build.Write(s, &recs[i])
 		a := s.Attributes()
@@ -122,11 +141,44 @@ func MapOTLP(td ptrace.Traces) {
 	clear(recs) // keep no request's strings alive in the pool
 	*pooled = recs[:0]
 	recordsPool.Put(pooled)
+	return nil
 }
 
-// recordsPool recycles MapOTLP's records: a request's records only live until they are
-// written back onto its spans, and allocating them anew was a tenth of the face's
-// memory.
+// checkServiceNames refuses a resource whose service.name (a metric label through the
+// tokenmetrics connector's resource attributes) is longer than genai.MaxLabelBytes.
+func checkServiceNames(td ptrace.Traces) error {
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		if v, ok := rss.At(i).Resource().Attributes().Get(genai.AttrServiceName); ok {
+			field := "resourceSpans[" + strconv.Itoa(i) + "].resource." + genai.AttrServiceName
+			if err := fielderr.Label(field, v.AsString()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// spanPath names the n-th span of td (in forEachSpan's order) as the OTLP JSON
+// encoding does.
+func spanPath(td ptrace.Traces, n int) string {
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			if k := sss.At(j).Spans().Len(); n >= k {
+				n -= k
+				continue
+			}
+			return "resourceSpans[" + strconv.Itoa(i) + "].scopeSpans[" + strconv.Itoa(j) + "].spans[" + strconv.Itoa(n) + "]"
+		}
+	}
+	return "spans"
+}
+
+// recordsPool recycles mapOTLP's records: a request's records only live until they are
+// written back onto its spans, and allocating them for every request would be about a
+// tenth of the face's memory.
 var recordsPool = sync.Pool{New: func() any { return new([]record.Record) }}
 
 // inheritCallers gives every record a run id (its own, else the trace's in the
@@ -205,7 +257,7 @@ func firstStr(m pcommon.Map, keys ...string) string {
 	return ""
 }
 
-// metaKey is a metadata key read by MapOTLP: its name in the JSON object of
+// metaKey is a metadata key read by mapOTLP: its name in the JSON object of
 // langfuse.observation.metadata and its flattened attribute key
 // (langfuse.observation.metadata.<name>), built once so a lookup allocates nothing.
 type metaKey struct{ name, attr string }
@@ -223,7 +275,7 @@ var (
 	mkLSProviderName = newMetaKey("ls_provider")
 )
 
-// otlpMetaKeys are the names of the metadata keys MapOTLP reads: only these are decoded
+// otlpMetaKeys are the names of the metadata keys mapOTLP reads: only these are decoded
 // from the JSON object (LangChain's metadata is large and mostly of no interest).
 var otlpMetaKeys = func() map[string]bool {
 	m := map[string]bool{}
@@ -242,7 +294,7 @@ func decodeJSON(s string) (any, bool) {
 	return rawjson.Value(d.Root()), true
 }
 
-// decodeMeta reads the keys MapOTLP uses from the JSON object in
+// decodeMeta reads the keys mapOTLP uses from the JSON object in
 // langfuse.observation.metadata; nil when it is not one.
 func decodeMeta(s string) map[string]any {
 	d, ok := rawjson.Parse([]byte(s))
@@ -470,156 +522,4 @@ func stringArray(s string) ([]string, bool) {
 		out = append(out, s)
 	}
 	return out, true
-}
-
-// UsageFromDetails converts Langfuse usage details to the contract's inclusive usage.
-// Langfuse buckets are exclusive (input excludes cache, output excludes reasoning) and
-// each key is priced on its own; the contract counts input with cache and output with
-// reasoning. OpenAI-shaped objects (prompt_tokens/completion_tokens, or the Responses
-// input_tokens/output_tokens with *_details) are already inclusive, as Langfuse itself
-// treats them. ok is false when no token count is present.
-func UsageFromDetails(ud map[string]any) (genai.Usage, bool) {
-	n := func(k string) int64 { v, _ := record.Count(ud[k]); return v }
-	has := func(k string) bool { _, ok := record.Count(ud[k]); return ok }
-	var u genai.Usage
-	if has("prompt_tokens") || has("completion_tokens") {
-		u.Input, u.Output = n("prompt_tokens"), n("completion_tokens")
-		if d, ok := ud["prompt_tokens_details"].(map[string]any); ok {
-			u.CacheRead, _ = record.Count(d["cached_tokens"])
-		}
-		if d, ok := ud["completion_tokens_details"].(map[string]any); ok {
-			u.Reasoning, _ = record.Count(d["reasoning_tokens"])
-		}
-		return u, true
-	}
-	if (has("input_tokens") || has("output_tokens")) && !has("input") && !has("output") {
-		u.Input, u.Output = n("input_tokens"), n("output_tokens")
-		if d, ok := ud["input_tokens_details"].(map[string]any); ok {
-			u.CacheRead, _ = record.Count(d["cached_tokens"])
-		}
-		if d, ok := ud["output_tokens_details"].(map[string]any); ok {
-			u.Reasoning, _ = record.Count(d["reasoning_tokens"])
-		}
-		return u, true
-	}
-	var acc bucketAcc
-	for k, v := range ud {
-		if c, ok := record.Count(v); ok {
-			acc.add(k, c)
-		}
-	}
-	return acc.u, acc.found
-}
-
-// bucketAcc folds Langfuse's exclusive usage keys into the contract's inclusive usage.
-type bucketAcc struct {
-	u     genai.Usage
-	found bool
-}
-
-func (b *bucketAcc) add(k string, c int64) {
-	b.found = true
-	u := &b.u
-	switch {
-	case k == "total":
-		// derived: the contract has no total attribute
-	case k == "input_cached_tokens" || k == "input_cache_read" || k == "cache_read_input_tokens" || k == "input_cached":
-		u.CacheRead += c
-		u.Input += c
-	case strings.HasPrefix(k, "input_cache_creation") || k == "cache_creation_input_tokens" || k == "input_cache_write":
-		u.CacheCreation += c
-		u.Input += c
-	case k == "output_reasoning_tokens" || k == "output_reasoning":
-		u.Reasoning += c
-		u.Output += c
-	case k == "input" || strings.HasPrefix(k, "input_"):
-		u.Input += c
-	case k == "output" || strings.HasPrefix(k, "output_"):
-		u.Output += c
-	}
-}
-
-// usageFromDetailsJSON is UsageFromDetails for the JSON string of
-// langfuse.observation.usage_details. The SDKs send a flat object of counts; that
-// common case is scanned without building a map (it is most of this face's cost),
-// anything else is decoded whole.
-func usageFromDetailsJSON[T string | []byte](s T) (genai.Usage, bool) {
-	if u, ok, flat := scanFlatCounts(s); flat {
-		return u, ok
-	}
-	d, ok := rawjson.Parse([]byte(s))
-	if !ok {
-		return genai.Usage{}, false
-	}
-	ud, ok := rawjson.Value(d.Root()).(map[string]any)
-	if !ok {
-		return genai.Usage{}, false
-	}
-	return UsageFromDetails(ud)
-}
-
-// scanFlatCounts reads {"key": <non-negative integer>, ...} with plain keys. flat is
-// false for anything else (nested objects, escapes, strings, floats, OpenAI-shaped
-// keys), and the caller falls back to the full decoder.
-func scanFlatCounts[T string | []byte](s T) (u genai.Usage, ok, flat bool) {
-	var acc bucketAcc
-	i := skipWS(s, 0)
-	if i >= len(s) || s[i] != '{' {
-		return u, false, false
-	}
-	i = skipWS(s, i+1)
-	if i < len(s) && s[i] == '}' {
-		return u, false, skipWS(s, i+1) == len(s)
-	}
-	for {
-		if i >= len(s) || s[i] != '"' {
-			return u, false, false
-		}
-		j := i + 1
-		for j < len(s) && s[j] != '"' && s[j] != '\\' {
-			j++
-		}
-		if j >= len(s) || s[j] != '"' {
-			return u, false, false
-		}
-		key := string(s[i+1 : j])
-		switch key {
-		case "prompt_tokens", "completion_tokens", "input_tokens", "output_tokens":
-			return u, false, false // OpenAI shapes are inclusive: the slow path knows them
-		}
-		i = skipWS(s, j+1)
-		if i >= len(s) || s[i] != ':' {
-			return u, false, false
-		}
-		i = skipWS(s, i+1)
-		start := i
-		var n int64
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			if n > (1<<62)/10 {
-				return u, false, false
-			}
-			n = n*10 + int64(s[i]-'0')
-			i++
-		}
-		if i == start {
-			return u, false, false
-		}
-		acc.add(key, n)
-		i = skipWS(s, i)
-		if i < len(s) && s[i] == ',' {
-			i = skipWS(s, i+1)
-			continue
-		}
-		if i < len(s) && s[i] == '}' && skipWS(s, i+1) == len(s) {
-			return acc.u, acc.found, true
-		}
-		return u, false, false
-	}
-}
-
-func skipWS[T string | []byte](s T, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
-		i++
-	}
-	return i
 }

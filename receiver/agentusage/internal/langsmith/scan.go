@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
+	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/build"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/fielderr"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/ids"
@@ -236,8 +238,61 @@ func (d *runDecoder) finish(patch bool) bool {
 	if !d.has(keyTraceID) && r.TraceID != "" && !ids.IsUUIDOrHex(r.TraceID) {
 		d.fail(keyTraceID, "must be a UUID")
 	}
+	d.checkLabels()
 	r.Posted = !patch
 	return len(d.errs) == 0
+}
+
+// labelMetadata are the metadata keys whose values can become metric labels (the
+// model, provider, caller and agent name the translator reads).
+var labelMetadata = []string{"ls_model_name", "ls_provider", "caller", genai.AttrCaller, "lc_agent_name", "agent_name"}
+
+// checkLabels refuses a run whose fields that can become metric labels (its name and
+// session, a caller tag, the model, provider, caller and agent in extra and the
+// response's model in outputs) are longer than genai.MaxLabelBytes. Only an object
+// longer than the bound can hold such a value, so the common small extra is not read.
+func (d *runDecoder) checkLabels() {
+	r := d.r
+	// sub is the path of the value inside field k (nil for the field itself), built
+	// only for an error
+	label := func(k runKey, v string, sub func() string) {
+		if len(v) <= genai.MaxLabelBytes || d.has(k) {
+			return
+		}
+		path := ""
+		if sub != nil {
+			path = sub()
+		}
+		var fe *fielderr.Error
+		if errors.As(fielderr.Label(path, v), &fe) {
+			msg := fe.Err.Error()
+			if sub != nil {
+				msg = fe.Error()
+			}
+			d.fail(k, msg)
+		}
+	}
+	label(keyName, r.Name, nil)
+	label(keySessionName, r.SessionName, nil)
+	for i, t := range r.Tags {
+		if genai.CallerFromTags([]string{t}) != "" {
+			label(keyTags, t, func() string { return "[" + strconv.Itoa(i) + "]" })
+		}
+	}
+	if len(r.extra) > genai.MaxLabelBytes {
+		ex := r.extraView()
+		md, _ := ex.child("metadata")
+		for _, k := range labelMetadata {
+			label(keyExtra, md.firstString(k), func() string { return "metadata." + k })
+		}
+		inv, _ := ex.child("invocation_params")
+		for _, k := range [...]string{"model", "model_name"} {
+			label(keyExtra, inv.firstString(k), func() string { return "invocation_params." + k })
+		}
+	}
+	if len(r.outputs) > genai.MaxLabelBytes {
+		label(keyOutputs, r.outputView().findString("model_name"), func() string { return "model_name" })
+	}
 }
 
 // err names every bad field as prefix.field (just field when prefix is empty), in the

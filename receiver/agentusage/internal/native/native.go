@@ -214,9 +214,17 @@ func parseRecord(doc *rawjson.Doc, raw []byte, now time.Time) (Record, error) {
 	r.ThreadID = str(kThreadID, false)
 	r.RunID = str(kRunID, true)
 	r.SourceRunID = str(kSourceRunID, true)
-	r.Caller = str(kCaller, false)
-	r.ModelName = str(kModelName, false)
-	r.Provider = str(kProvider, false)
+	// the fields that become metric labels are bounded
+	label := func(k int) string {
+		v := str(k, false)
+		if err := fielderr.Label(recordKeys[k], v); err != nil {
+			errs = append(errs, err)
+		}
+		return v
+	}
+	r.Caller = label(kCaller)
+	r.ModelName = label(kModelName)
+	r.Provider = label(kProvider)
 	r.ToolCallID = str(kToolCallID, false)
 	if present(kResponseToolCallIDs) {
 		arr := vals[kResponseToolCallIDs]

@@ -102,6 +102,87 @@ func (w *Walk) Value(i int) (int, error) {
 	return end, nil
 }
 
+// Counts reads b when it is exactly a flat object of counts, {"key": <count>, ...}
+// (white space around it allowed; a count is a non-negative integer literal that fits
+// in an int64), calling fn with each key (decoded; don't keep it) and count, in
+// document order, until fn returns false. ok is false when fn stopped it or b is
+// anything else (a nested value, a string, a float, a negative number, not JSON),
+// perhaps after some calls: the caller then reads b another way. It is the fast path
+// for the usage objects SDKs send, read in one pass without an index or a decoded map.
+func Counts(b []byte, fn func(key []byte, n int64) bool) (ok bool) {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return skipWS(b, i+1) == len(b)
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return false
+		}
+		// a usage key is short plain ASCII: read it byte by byte, and anything else
+		// (an escape, a non-ASCII byte) as member reads any key
+		kend := i + 1
+		for kend < len(b) && b[kend] < 0x80 && plainByte[b[kend]] {
+			kend++
+		}
+		var key []byte
+		vstart := 0
+		if kend < len(b) && b[kend] == '"' {
+			key, kend = b[i+1:kend], kend+1
+			if vstart = skipWS(b, kend); vstart >= len(b) || b[vstart] != ':' {
+				return false
+			}
+			vstart++
+		} else {
+			var isPlain bool
+			var msg string
+			if vstart, kend, isPlain, _, msg = member(b, i); msg != "" {
+				return false
+			}
+			key = b[i+1 : kend-1]
+			if !isPlain {
+				s, _ := String(b[i:kend])
+				key = []byte(s)
+			}
+		}
+		n, vend, isCount := count(b, skipWS(b, vstart))
+		if !isCount || !fn(key, n) {
+			return false
+		}
+		next, done, valid := after(b, vend, true)
+		switch {
+		case !valid:
+			return false
+		case done:
+			return skipWS(b, next) == len(b)
+		}
+		i = skipWS(b, next)
+	}
+}
+
+// count reads the count at b[i] (see Counts) and returns it and the index after it.
+func count(b []byte, i int) (n int64, end int, ok bool) {
+	start := i
+	for i < len(b) && isDigit(b[i]) {
+		n = n*10 + int64(b[i]-'0') // wraps past 18 digits: read again below
+		i++
+	}
+	digits := i - start
+	switch {
+	case digits == 0 || digits > 19 || (b[start] == '0' && digits > 1):
+		return 0, 0, false
+	case i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E'):
+		return 0, 0, false
+	case digits == 19: // may not fit
+		v, err := strconv.ParseInt(string(b[start:i]), 10, 64)
+		return v, i, err == nil
+	}
+	return n, i, true
+}
+
 // SkipSpace returns the index of the first byte at or after b[i] that is not white
 // space.
 func (w *Walk) SkipSpace(i int) int { return skipWS(w.b, i) }

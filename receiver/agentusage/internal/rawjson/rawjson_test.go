@@ -238,3 +238,66 @@ func FuzzParseAgreesWithEncodingJSON(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { agree(t, b) })
 }
+
+// countsCases are documents Counts is asked about: flat objects of counts and what is
+// not one.
+var countsCases = []string{
+	`{}`, ` { } `, `{"input":70,"input_cached_tokens":30,"output":15,"total":120}`, ` { "a" : 1 , "b":2 } `,
+	`{"a":0}`, `{"a":-0}`, `{"a":-1}`, `{"a":01}`, `{"a":1.0}`, `{"a":1e2}`, `{"a":9223372036854775807}`,
+	`{"a":9223372036854775808}`, `{"a":99999999999999999999}`, `{"a":"1"}`, `{"a":null}`, `{"a":{}}`,
+	`{"a":[1]}`, `{"a":true}`, `{"a":1,"a":2}`, `{"in\u0070ut":3}`, `{"a\"b":1}`, `{"a":1,}`, `{"a":1}x`,
+	`{"a":1} {}`, `{"a" 1}`, `{a:1}`, `{"a":1`, `{"a":`, `{"a"`, `{`, ``, `[]`, `1`, "{\"\xff\":1}",
+	`{"a":0A0}`,
+}
+
+// countsAgree checks Counts against encoding/json: Counts reads exactly the documents
+// that decode into a map of int64 whose every value is a non-negative integer literal,
+// with the same keys and counts in document order.
+func countsAgree(t *testing.T, b []byte) {
+	t.Helper()
+	type kv struct {
+		k string
+		n int64
+	}
+	var got []kv
+	ok := Counts(b, func(key []byte, n int64) bool {
+		got = append(got, kv{string(key), n})
+		return true
+	})
+	var m map[string]int64
+	wantOK := json.Unmarshal(b, &m) == nil && m != nil
+	if wantOK { // encoding/json reads 1.0 or -1 into an int64 as well: a count is neither
+		d, _ := Parse(b)
+		d.Fields(d.Root(), func(_, v []byte) bool {
+			wantOK = wantOK && isDigit(v[0]) && !bytes.ContainsAny(v, ".eE")
+			return true
+		})
+	}
+	require.Equal(t, wantOK, ok, "%q", b)
+	if !ok {
+		return
+	}
+	want := map[string]int64{}
+	for _, e := range got {
+		want[e.k] = e.n // the last of duplicate keys wins, as in m
+	}
+	assert.Equal(t, m, want, "%q", b)
+}
+
+func TestCountsAgreeWithEncodingJSON(t *testing.T) {
+	for _, c := range countsCases {
+		countsAgree(t, []byte(c))
+	}
+	stopped := 0
+	assert.False(t, Counts([]byte(`{"a":1,"b":2}`), func([]byte, int64) bool { stopped++; return false }), "fn stops it")
+	assert.Equal(t, 1, stopped)
+}
+
+// FuzzCountsAgreeWithEncodingJSON: on any input Counts reads the flat objects of counts
+// encoding/json reads, with the same counts, and refuses the rest.
+func FuzzCountsAgreeWithEncodingJSON(f *testing.F) {
+	for _, c := range countsCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { countsAgree(t, b) })
+}

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/fielderr"
 )
 
 // Kind is what a record describes.
@@ -103,4 +104,44 @@ func Count(v any) (int64, bool) {
 		return Count(json.Number(t))
 	}
 	return 0, false
+}
+
+// CheckLabels refuses a record whose label-bound fields (those a metric can carry as a
+// label: service, caller, model, provider, operation, a tool's or an agent's name and
+// a tool's type) are longer than genai.MaxLabelBytes. The error names the field by the
+// contract key it is written under. A face that knows where each field came from
+// checks its own fields as it decodes them; this is the check for a face whose fields
+// come from many keys (the OTLP one).
+func (r *Record) CheckLabels() error {
+	fields := [...]struct{ key, value string }{
+		{genai.AttrServiceName, r.Service},
+		{genai.AttrCaller, r.Caller},
+		{genai.AttrRequestModel, r.RequestModel},
+		{genai.AttrResponseModel, r.ResponseModel},
+		{genai.AttrProviderName, r.Provider},
+		{genai.AttrOperationName, r.Operation},
+		{genai.AttrToolType, r.ToolType},
+		{nameKey(r.Kind), r.Name},
+	}
+	for _, f := range fields {
+		if f.key == "" {
+			continue
+		}
+		if err := fielderr.Label(f.key, f.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nameKey is the contract key a record's Name is written under when it can become a
+// label: a tool's or an agent's name ("" for other kinds, whose name is a span name).
+func nameKey(k Kind) string {
+	switch k {
+	case ToolCall:
+		return genai.AttrToolName
+	case AgentRun:
+		return genai.AttrAgentName
+	}
+	return ""
 }
