@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.uber.org/zap"
+
+	"github.com/agentmeter/agentmeter/internal/storageclient"
 )
 
 // With `storage` set, what the buffer holds is also written, before ConsumeTraces
@@ -66,23 +68,6 @@ type persister struct {
 	// kept are chunks of released traces the next consumer refused: they stay on disk
 	// (the next start sends them again) and hold "low" back.
 	kept map[uint64]struct{}
-}
-
-// openStorage gets this processor's client of the storage extension id.
-func openStorage(ctx context.Context, host component.Host, id component.ID, self component.ID) (storage.Client, error) {
-	ext, ok := host.GetExtensions()[id]
-	if !ok {
-		return nil, fmt.Errorf("storage: extension %q not found (add it under extensions and service.extensions)", id)
-	}
-	se, ok := ext.(storage.Extension)
-	if !ok {
-		return nil, fmt.Errorf("storage: extension %q is not a storage extension", id)
-	}
-	client, err := se.GetClient(ctx, component.KindProcessor, self, "")
-	if err != nil {
-		return nil, fmt.Errorf("storage: getting a client of %q: %w", id, err)
-	}
-	return client, nil
 }
 
 // newPersister reads the bounds of the chunks stored under prefix.
@@ -271,7 +256,7 @@ func (m *subagentMerge) minLiveSeq() (uint64, bool) {
 // were acknowledged and never passed on, so they go on now, through the ledgers); in
 // hold mode its buffer.
 func (m *subagentMerge) startStorage(ctx context.Context, host component.Host) error {
-	client, err := openStorage(ctx, host, *m.cfg.Storage, m.id)
+	client, err := storageclient.Open(ctx, host, *m.cfg.Storage, component.KindProcessor, m.id)
 	if err != nil {
 		return err
 	}
