@@ -68,10 +68,10 @@ test: test-deps collector build fmt-check vet
 	AGENTMETER_COLLECTOR=$(COLLECTOR) AGENTMETER_BIN=$(BIN)/agentmeter $(GO) test $(TEST_FLAGS) ./...
 
 bench: collector build
-	AGENTMETER_COLLECTOR=$(COLLECTOR) AGENTMETER_BIN=$(BIN)/agentmeter $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+	AGENTMETER_COLLECTOR=$(COLLECTOR) AGENTMETER_BIN=$(BIN)/agentmeter $(GO) test -tags e2e -run '^$$' -bench . -benchmem -count=1 ./...
 
 # docs/performance.md, measured on this machine: each of our components against what a user
-# would pick instead, in one run (bench/compare.sh; about 10 minutes, loopback only).
+# would pick instead, in one run (bench/compare.sh; about 20 minutes, loopback only).
 # BENCH_SMOKE=1 BENCH_OUT=/tmp/p.md make bench-compare is a quick check with tiny counts.
 bench-compare: collector
 	AGENTMETER_COLLECTOR=$(COLLECTOR) bench/compare.sh

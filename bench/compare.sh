@@ -4,7 +4,7 @@
 # receiver and a bare collector; the middleware chain; the gateway), loopback only, and
 # writes the page. bench/compare/main.go says what is measured and how.
 #
-#   bench/compare.sh                          # full: about 10 minutes, writes docs/performance.md
+#   bench/compare.sh                          # full: about 20 minutes, writes docs/performance.md
 #   BENCH_SMOKE=1 BENCH_OUT=/tmp/p.md bench/compare.sh   # tiny counts, a minute or two
 #   BENCH_REPEATS=5 bench/compare.sh          # more repeats (default 3; smoke 1)
 #   AGENTMETER_COLLECTOR=/path/to/collector bench/compare.sh   # skip `make collector`
@@ -27,8 +27,8 @@ go build -o "$tmp/loadgen" ./bench/subagentmerge_loadgen
 go build -o "$tmp/compare" ./bench/compare
 
 args=(-repo . -collector "$tmp/agentmeter-collector" -loadgen "$tmp/loadgen" -out "$OUT")
-limit=20m
-if [ -n "$smoke" ]; then args+=(-smoke); limit=10m; fi
+limit=32m
+if [ -n "$smoke" ]; then args+=(-smoke); limit=14m; fi
 if [ -n "${BENCH_REPEATS:-}" ]; then args+=(-repeats "$BENCH_REPEATS"); fi
 # every step has its own timeout inside; this is the backstop for the whole run
 timeout --kill-after=30s "$limit" "$tmp/compare" "${args[@]}"

@@ -188,17 +188,36 @@ func CacheCreation1hFromMap(m pcommon.Map) int64 {
 	return v
 }
 
-func readCost(m pcommon.Map, k costKeys) (c Cost, ok bool) {
-	c.Total, ok = floatAttr(m, k.total)
-	if !ok {
+func readCost(m pcommon.Map, k costKeys) (Cost, bool) {
+	var vals [6]pcommon.Value
+	var set [6]bool
+	if vals[0], set[0] = m.Get(k.total); !set[0] {
+		return Cost{}, false // unpriced: the parts are not looked for
+	}
+	for i, key := range [5]string{k.input, k.cacheRead, k.cacheCreation, k.output, k.reasoning} {
+		vals[i+1], set[i+1] = m.Get(key)
+	}
+	return costOf(vals[:], set[:])
+}
+
+// costOf reads one cost block from the values found for its keys, in the order total,
+// input, cache_read, cache_creation, output, reasoning (set: the key is present); ok is
+// false without a total.
+func costOf(vals []pcommon.Value, set []bool) (Cost, bool) {
+	if !set[0] {
 		return Cost{}, false
 	}
-	c.Input, _ = floatAttr(m, k.input)
-	c.CacheRead, _ = floatAttr(m, k.cacheRead)
-	c.CacheCreation, _ = floatAttr(m, k.cacheCreation)
-	c.Output, _ = floatAttr(m, k.output)
-	c.Reasoning, _ = floatAttr(m, k.reasoning)
-	return c, true
+	var f [6]float64
+	var ok bool
+	if f[0], ok = floatValue(vals[0]); !ok {
+		return Cost{}, false
+	}
+	for i := 1; i < len(f); i++ {
+		if set[i] {
+			f[i], _ = floatValue(vals[i])
+		}
+	}
+	return Cost{Total: f[0], Input: f[1], CacheRead: f[2], CacheCreation: f[3], Output: f[4], Reasoning: f[5]}, true
 }
 
 func putCost(m pcommon.Map, k costKeys, c Cost) {
@@ -223,6 +242,11 @@ func floatAttr(m pcommon.Map, key string) (float64, bool) {
 	if !ok {
 		return 0, false
 	}
+	return floatValue(v)
+}
+
+// floatValue is floatAttr's rule for a value already found.
+func floatValue(v pcommon.Value) (float64, bool) {
 	switch v.Type() {
 	case pcommon.ValueTypeDouble:
 		f := v.Double()

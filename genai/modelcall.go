@@ -32,6 +32,11 @@ func IsModelCallSpan(name string, attrs pcommon.Map) bool {
 	if op := SpanOperation(name, attrs); op != "" {
 		return IsModelCall(op)
 	}
+	return isForeignModelCall(name, attrs)
+}
+
+// isForeignModelCall is IsModelCallSpan for a span without a GenAI operation.
+func isForeignModelCall(name string, attrs pcommon.Map) bool {
 	if v, ok := attrs.Get(AttrOpenInferenceSpanKind); ok {
 		return strings.EqualFold(v.AsString(), OpenInferenceKindLLM)
 	}

@@ -26,7 +26,26 @@ func IsToolCallSpan(name string, attrs pcommon.Map) bool {
 // ai.telemetry.functionId; the SDK's own OpenTelemetry integration names that span
 // invoke_agent), else the span name.
 func AgentRunName(name string, attrs pcommon.Map) (string, bool) {
-	if op := SpanOperation(name, attrs); op != "" {
+	op := SpanOperation(name, attrs)
+	if op == "" && foreignKind(name, attrs) != kindAgent {
+		return "", false
+	}
+	return agentRunName(op, name, attrs)
+}
+
+// AgentRunNameOf is AgentRunName for a span already classified (Classify): nothing is
+// derived again. A class whose Kind is not SpanAgentRun is not an agent's run.
+func AgentRunNameOf(c SpanClass, name string, attrs pcommon.Map) (string, bool) {
+	if c.Kind != SpanAgentRun {
+		return "", false
+	}
+	return agentRunName(c.Operation, name, attrs)
+}
+
+// agentRunName names the agent of a span whose operation is op: an invoke_agent span, or,
+// with no operation, a span a foreign convention already marked as an agent's run.
+func agentRunName(op, name string, attrs pcommon.Map) (string, bool) {
+	if op != "" {
 		if op != OpInvokeAgent {
 			return "", false
 		}
@@ -35,9 +54,6 @@ func AgentRunName(name string, attrs pcommon.Map) (string, bool) {
 		}
 		_, target, _ := strings.Cut(name, " ")
 		return target, true
-	}
-	if foreignKind(name, attrs) != kindAgent {
-		return "", false
 	}
 	for _, k := range [...]string{AttrAgentName, AttrOIAgentName, AttrTraceloopEntityName, AttrAIFunctionID} {
 		if n := strAttr(attrs, k); n != "" {

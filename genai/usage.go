@@ -78,7 +78,17 @@ var (
 func UsageFromMap(m pcommon.Map) (u Usage, ok bool) {
 	u, ok = readUsage(m, ownKeys)
 	if _, has := m.Get(AttrUsageCacheCreat); !has {
-		if v, has := intAttr(m, AttrUsageCacheWrite); has {
+		cw, hasCW := m.Get(AttrUsageCacheWrite)
+		u, ok = withCacheWrite(u, ok, cw, hasCW)
+	}
+	return u, ok
+}
+
+// withCacheWrite counts the newer cache_write key as cache_creation, for a span that has
+// no cache_creation.
+func withCacheWrite(u Usage, ok bool, cw pcommon.Value, has bool) (Usage, bool) {
+	if has {
+		if v, good := IntValue(cw); good {
 			u.CacheCreation, ok = v, true
 		}
 	}
@@ -98,19 +108,28 @@ func PutSubagentUsage(m pcommon.Map, u Usage) {
 	m.PutInt(AttrSubagentTotal, u.Total())
 }
 
-func readUsage(m pcommon.Map, k usageKeys) (u Usage, ok bool) {
-	var has bool
-	read := func(key string, dst *int64) {
-		if v, found := intAttr(m, key); found {
-			*dst, has = v, true
+func readUsage(m pcommon.Map, k usageKeys) (Usage, bool) {
+	var vals [5]pcommon.Value
+	var set [5]bool
+	for i, key := range [5]string{k.input, k.output, k.cacheRead, k.cacheCreation, k.reasoning} {
+		vals[i], set[i] = m.Get(key)
+	}
+	return usageOf(vals[:], set[:])
+}
+
+// usageOf reads the counts of one usage block from the values found for its keys, in the
+// order input, output, cache_read, cache_creation, reasoning (set: the key is present);
+// has is false when no key holds a count.
+func usageOf(vals []pcommon.Value, set []bool) (u Usage, has bool) {
+	var n [5]int64
+	for i := range n {
+		if set[i] {
+			if c, ok := IntValue(vals[i]); ok {
+				n[i], has = c, true
+			}
 		}
 	}
-	read(k.input, &u.Input)
-	read(k.output, &u.Output)
-	read(k.cacheRead, &u.CacheRead)
-	read(k.cacheCreation, &u.CacheCreation)
-	read(k.reasoning, &u.Reasoning)
-	return u, has
+	return Usage{Input: n[0], Output: n[1], CacheRead: n[2], CacheCreation: n[3], Reasoning: n[4]}, has
 }
 
 func putUsage(m pcommon.Map, k usageKeys, u Usage) {

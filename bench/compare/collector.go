@@ -103,7 +103,10 @@ func (b *bench) runLoad(cr collectorRun, spans int, hard time.Duration, sk *sink
 	}
 	defer logf.Close()
 	cmd := exec.Command(b.collector, args...)
-	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = dir, logf, logf, collectorEnv(cr.env)
+	// every run its own file_storage folder: a queue left by an earlier run (or by a
+	// sidecar on the machine) must not be replayed into this one
+	env := append(append([]string(nil), cr.env...), "AGENTMETER_STORAGE_DIR="+filepath.Join(dir, "storage"))
+	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = dir, logf, logf, collectorEnv(env)
 	// a collector never outlives the driver, even when it is killed at the backstop timeout
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -61,18 +61,24 @@ func (r benchResults) metric(name, unit string) ([]float64, error) {
 
 // goBench runs `go test -bench` in the repository and returns the parsed results.
 func (b *bench) goBench(pkg, pattern, benchtime string, count int, hard time.Duration) (benchResults, error) {
+	return b.goBenchWith(nil, nil, pkg, pattern, benchtime, count, hard)
+}
+
+// goBenchWith is goBench with extra `go test` flags (build tags) and environment.
+func (b *bench) goBenchWith(flags, env []string, pkg, pattern, benchtime string, count int, hard time.Duration) (benchResults, error) {
 	hard, err := b.bound(hard)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), hard)
 	defer cancel()
-	args := []string{"test", "-run", "^$", "-bench", pattern, "-benchtime", benchtime,
-		"-count", strconv.Itoa(count), "-timeout", hard.String(), pkg}
+	args := append([]string{"test"}, flags...)
+	args = append(args, "-run", "^$", "-bench", pattern, "-benchtime", benchtime,
+		"-count", strconv.Itoa(count), "-timeout", hard.String(), pkg)
 	cmd := groupCommand(ctx, "go", args...)
 	cmd.Dir = b.repo
 	// the benchmarks must not pick up a vendor's settings from the shell either
-	cmd.Env = collectorEnv(nil)
+	cmd.Env = collectorEnv(env)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, lastLines(string(out), 20))

@@ -64,6 +64,8 @@ func (b *bench) inProcess() []row {
 		b.progress("  %s: %s records/s vs otlp %s (%.2f×)", f.id, num(median(o)), num(median(p)), median(r))
 	}
 
+	rows = append(rows, b.stepRows()...)
+
 	gMW := "middleware chain (every middleware on, the title call included) vs the bare agent loop, instant model (go test -bench ChainOverheadMedian)"
 	b.progress("middleware chain: go test -bench ChainOverheadMedian ./middleware/ (count %d)", n)
 	mw, err := b.goBench("./middleware/", "ChainOverheadMedian", b.sz.mwTime, n, b.sz.benchHard)
@@ -169,4 +171,35 @@ func commas(n int64) string {
 		return "-" + string(out)
 	}
 	return string(out)
+}
+
+// stepRows are the sidecar's own per-span steps outside the merge and the exporters, on
+// the bench-compare load (bench/agentrun), in process: what each costs a span.
+func (b *bench) stepRows() []row {
+	g := "The sidecar's per-span steps outside the merge and the exporters, in process, on the bench-compare load (go test -bench BenchCompareLoad: 20 DeerFlow-shaped runs per op)"
+	steps := []struct{ pkg, bench, label string }{
+		{"./processor/genainormalize/", "BenchmarkBenchCompareLoad", "genainormalize"},
+		{"./connector/tokenmetrics/", "BenchmarkConsumeBenchCompareLoad", "tokenmetrics (every metric set, priced calls)"},
+	}
+	var rows []row
+	for _, s := range steps {
+		ns, allocs := s.label+" ns per span", s.label+" allocations per op"
+		b.progress("%s: go test -bench %s %s (count %d)", s.label, s.bench, s.pkg, b.sz.repeats)
+		res, err := b.goBench(s.pkg, "^"+s.bench+"$", b.sz.stepTime, b.sz.repeats, b.sz.benchHard)
+		var perSpan, perOp []float64
+		if err == nil {
+			perSpan, err = res.metric(s.bench, "ns/span")
+		}
+		if err == nil {
+			perOp, err = res.metric(s.bench, "allocs/op")
+		}
+		if err != nil {
+			rows = append(rows, failedRow(g, ns, err), failedRow(g, allocs, err))
+			continue
+		}
+		rows = append(rows, row{group: g, label: ns, unit: "ns", ours: perSpan, oursIs: s.label},
+			row{group: g, label: allocs, unit: "allocs", ours: perOp, oursIs: s.label})
+		b.progress("  %s: %s ns per span, %s allocations per op", s.label, num(median(perSpan)), num(median(perOp)))
+	}
+	return rows
 }

@@ -34,20 +34,24 @@ type sizes struct {
 	heapTime  string        // -benchtime of the heap-per-buffered-span benchmark
 	auTime    string        // -benchtime of the agentusage benchmark
 	mwTime    string        // -benchtime of the middleware chain benchmark
+	stepTime  string        // -benchtime of the per-span step benchmarks
 	gwRuns    int
 	gwThreads int
 	benchHard time.Duration // bound of one `go test -bench` (compiling included)
 	gwHard    time.Duration
 	budget    time.Duration // the whole run: steps past it fail as skipped
+	latencySizes
 }
 
 var (
 	full = sizes{repeats: 3, e2eSpans: 200_000, lsLarge: 1_000_000, gbtWait: 5 * time.Second,
-		runHard: 3 * time.Minute, largeHard: 4 * time.Minute, heapTime: "1x", auTime: "1s", mwTime: "1000x",
-		gwRuns: 500, gwThreads: 500, benchHard: 5 * time.Minute, gwHard: 3 * time.Minute, budget: 16 * time.Minute}
+		runHard: 3 * time.Minute, largeHard: 4 * time.Minute, heapTime: "1x", auTime: "1s", mwTime: "1000x", stepTime: "1s",
+		gwRuns: 500, gwThreads: 500, benchHard: 5 * time.Minute, gwHard: 3 * time.Minute, budget: 26 * time.Minute,
+		latencySizes: latencySizes{latRuns: 8, latUntraced: 2, latRun: 30 * time.Second, latWait: 40 * time.Second, latHard: 8 * time.Minute}}
 	smoke = sizes{repeats: 1, e2eSpans: 3_000, lsLarge: 15_000, gbtWait: time.Second,
-		runHard: time.Minute, largeHard: time.Minute, heapTime: "1x", auTime: "20x", mwTime: "3x",
-		gwRuns: 20, gwThreads: 20, benchHard: 5 * time.Minute, gwHard: 2 * time.Minute, budget: 8 * time.Minute}
+		runHard: time.Minute, largeHard: time.Minute, heapTime: "1x", auTime: "20x", mwTime: "3x", stepTime: "3x",
+		gwRuns: 20, gwThreads: 20, benchHard: 5 * time.Minute, gwHard: 2 * time.Minute, budget: 10 * time.Minute,
+		latencySizes: latencySizes{latRuns: 2, latUntraced: 1, latRun: 3 * time.Second, latWait: 12 * time.Second, latHard: 4 * time.Minute}}
 )
 
 type bench struct {
@@ -151,6 +155,7 @@ func (b *bench) progress(format string, args ...any) {
 func (b *bench) run() []row {
 	var rows []row
 	rows = append(rows, b.collectorPairs()...)
+	rows = append(rows, b.latencyRows()...)
 	rows = append(rows, b.inProcess()...)
 	rows = append(rows, b.gatewayRows()...)
 	return rows

@@ -30,6 +30,8 @@ var runSpecs = []runSpec{
 	}},
 	{id: "subagentmerge", build: bareRun("subagentmerge", "subagentmerge: {}", "subagentmerge, batch", "debug", "debug: {verbosity: basic}")},
 	{id: "shipped", build: shippedRun},
+	{id: "shipped_nomerge", build: shippedWithoutMerge},
+	{id: "stock_durable", build: stockDurableRun},
 	{id: "otlphttp_json", build: func(b *bench, sk *sink) (collectorRun, error) {
 		return bareRun("otlphttp_json", "", "batch", "otlphttp",
 			fmt.Sprintf("otlphttp: {endpoint: %q, encoding: json}", sk.url))(b, sk)
@@ -62,14 +64,19 @@ func langsmithRun(name string) func(*bench, *sink) (collectorRun, error) {
 	}
 }
 
+// runPorts are a collector run's OTLP/gRPC address and its telemetry port.
+func (b *bench) runPorts() (otlp, tel string, err error) {
+	if otlp, err = b.ports.addr(); err != nil {
+		return "", "", err
+	}
+	tel, err = b.ports.port()
+	return otlp, tel, err
+}
+
 // bareRun is otlp (gRPC) -> processors -> one exporter, everything else at its defaults.
 func bareRun(name, procYAML, procs, exporterID, exporterYAML string) func(*bench, *sink) (collectorRun, error) {
 	return func(b *bench, _ *sink) (collectorRun, error) {
-		otlp, err := b.ports.addr()
-		if err != nil {
-			return collectorRun{}, err
-		}
-		tel, err := b.ports.port()
+		otlp, tel, err := b.runPorts()
 		if err != nil {
 			return collectorRun{}, err
 		}
@@ -227,6 +234,7 @@ func (b *bench) collectorPairs() []row {
 		pair(gSide, "collector CPU s per 1M spans, shipped sidecar vs bare collector", "CPU s", "shipped", "passthrough", cpu, nil),
 		pair(gSide, "collector peak RSS MiB (VmHWM), shipped sidecar vs bare collector", "MiB", "shipped", "passthrough", rss, nil),
 	}
+	rows = append(rows, b.sidecarRows(pair, get, errs)...)
 	ls := pair(gLS, "end-to-end spans/s, langsmith vs otlphttp JSON", "spans/s", "langsmith", "otlphttp_json", rate,
 		&target{">=", 0.5, "≥ 0.5× otlphttp JSON (with flat memory)"})
 	lsCPU := pair(gLS, "collector CPU s per 1M spans, langsmith vs otlphttp JSON", "CPU s", "langsmith", "otlphttp_json", cpu, nil)

@@ -14,7 +14,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"log"
@@ -27,7 +26,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
@@ -35,6 +33,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/agentmeter/agentmeter/bench/agentrun"
 	"github.com/agentmeter/agentmeter/genai"
 )
 
@@ -215,95 +214,10 @@ func (s *sender) request(runs, perRun int, budget *atomic.Int64) (ptrace.Traces,
 	return out, n
 }
 
-// newRun builds one run in end order: the lead agent's model calls and tools, parallel
-// task calls each running a subagent (some of which dispatch a nested task), the root last.
+// newRun builds one run (bench/agentrun), its spans in end order, the root last.
 func (s *sender) newRun() (ptrace.Traces, []ptrace.Span) {
-	b := &runBuilder{r: s.r, td: ptrace.NewTraces(), start: time.Now()}
-	b.spans = b.td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
-	binary.BigEndian.PutUint64(b.tid[:8], s.r.Uint64())
-	binary.BigEndian.PutUint64(b.tid[8:], s.traceNo.Add(1))
-	lead := b.id()
-	b.agentLoop(lead, 0)
-	b.finish(lead, pcommon.SpanID{}, genai.OpInvokeAgent, genai.LeadAgentName)
-	return b.td, b.order
-}
-
-type runBuilder struct {
-	r     *rand.Rand
-	td    ptrace.Traces
-	spans ptrace.SpanSlice
-	tid   pcommon.TraceID
-	n     uint64
-	calls int
-	start time.Time
-	order []ptrace.Span
-}
-
-func (b *runBuilder) id() pcommon.SpanID {
-	b.n++
-	var id pcommon.SpanID
-	binary.BigEndian.PutUint64(id[:], uint64(b.tid[15])<<56|b.n)
-	return id
-}
-
-// finish appends a span when it ends: after all of its children.
-func (b *runBuilder) finish(id, parent pcommon.SpanID, op, target string) ptrace.Span {
-	sp := b.spans.AppendEmpty()
-	sp.SetTraceID(b.tid)
-	sp.SetSpanID(id)
-	sp.SetParentSpanID(parent)
-	sp.SetName(genai.SpanName(op, target))
-	ts := pcommon.NewTimestampFromTime(b.start.Add(time.Duration(b.n) * time.Millisecond))
-	sp.SetStartTimestamp(ts)
-	sp.SetEndTimestamp(ts + 1_000_000)
-	a := sp.Attributes()
-	a.PutStr(genai.AttrOperationName, op)
-	a.PutStr(genai.AttrConversationID, "thread-"+strconv.FormatUint(uint64(b.tid[15]), 10))
-	a.PutStr(genai.AttrRunID, "run-"+strconv.FormatUint(b.n, 10))
-	b.order = append(b.order, sp)
-	return sp
-}
-
-func (b *runBuilder) agentLoop(agent pcommon.SpanID, depth int) {
-	for range 1 + b.r.IntN(3) {
-		var calls []string
-		var tasks []bool
-		for range b.r.IntN(4) {
-			b.calls++
-			calls = append(calls, "call_"+strconv.Itoa(b.calls))
-			tasks = append(tasks, depth < 2 && b.r.IntN(2) == 0)
-		}
-		chat := b.finish(b.id(), agent, genai.OpChat, "gpt-4o")
-		chat.SetKind(ptrace.SpanKindClient)
-		chat.Attributes().PutStr(genai.AttrRequestModel, "gpt-4o")
-		chat.Attributes().PutStr(genai.AttrProviderName, "openai")
-		genai.PutUsage(chat.Attributes(), genai.Usage{Input: 200 + b.r.Int64N(4000), Output: 20 + b.r.Int64N(600)})
-		// finish reasons on every model call, as the runtime records them: with them the
-		// trace says when each run has answered, so subagentmerge releases it at its root
-		finish := "stop"
-		if len(calls) > 0 {
-			genai.PutStrings(chat.Attributes(), genai.AttrResponseToolCallIDs, calls)
-			finish = "tool_calls"
-		}
-		genai.PutStrings(chat.Attributes(), genai.AttrFinishReasons, []string{finish})
-		for i, call := range calls {
-			tool := b.id()
-			name := "web_search"
-			if tasks[i] {
-				name = genai.TaskToolName
-				sub := b.id()
-				b.agentLoop(sub, depth+1)
-				a := b.finish(sub, tool, genai.OpInvokeAgent, "researcher")
-				a.Attributes().PutStr(genai.AttrToolCallID, call)
-			}
-			t := b.finish(tool, agent, genai.OpExecuteTool, name)
-			t.Attributes().PutStr(genai.AttrToolName, name)
-			t.Attributes().PutStr(genai.AttrToolCallID, call)
-		}
-	}
-	final := b.finish(b.id(), agent, genai.OpChat, "gpt-4o")
-	genai.PutUsage(final.Attributes(), genai.Usage{Input: 500 + b.r.Int64N(4000), Output: 50 + b.r.Int64N(800)})
-	genai.PutStrings(final.Attributes(), genai.AttrFinishReasons, []string{"stop"})
+	r := agentrun.New(s.r, s.traceNo.Add(1))
+	return r.Traces, r.Spans
 }
 
 // sentSpans sums otelcol_exporter_sent_spans over every exporter; with exporters named,

@@ -3,6 +3,7 @@ package tokenmetrics
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/bench/agentrun"
 	"github.com/agentmeter/agentmeter/genai"
 )
 
@@ -96,18 +98,8 @@ func BenchmarkConsumeTraces(b *testing.B) {
 			if v.flushEvery > 0 {
 				cfg.FlushInterval = time.Hour // the loop never ticks; the benchmark flushes
 			}
-			c, err := newConnector(connectortest.NewNopSettings(Type), cfg, consumertest.NewNop())
-			if err != nil {
-				b.Fatal(err)
-			}
+			c := startedWith(b, cfg, td)
 			ctx := context.Background()
-			if err := c.Start(ctx, componenttest.NewNopHost()); err != nil {
-				b.Fatal(err)
-			}
-			defer func() { _ = c.Shutdown(ctx) }()
-			if err := c.ConsumeTraces(ctx, td); err != nil { // the label sets exist from here on
-				b.Fatal(err)
-			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -137,4 +129,57 @@ func BenchmarkReadCall(b *testing.B) {
 			b.Fatal("not counted")
 		}
 	}
+}
+
+// BenchmarkConsumeBenchCompareLoad is the connector on the load of `make bench-compare`
+// (bench/agentrun: DeerFlow-shaped runs, about 34 spans a run, a third of them model
+// calls), priced as genaicost leaves them, 20 runs per op, every metric set on.
+func BenchmarkConsumeBenchCompareLoad(b *testing.B) {
+	td := ptrace.NewTraces()
+	r := rand.New(rand.NewPCG(1, 1))
+	for i := range 20 {
+		run := agentrun.New(r, uint64(i+1))
+		for _, sp := range run.Spans {
+			if u, ok := genai.UsageFromMap(sp.Attributes()); ok {
+				in, out := float64(u.Input)*2.5e-6, float64(u.Output)*1e-5
+				genai.PutCost(sp.Attributes(), genai.Cost{Input: in, Output: out, Total: in + out}, genai.CostSourceTable)
+			}
+		}
+		run.Traces.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+	}
+	td.MarkReadOnly()
+	spans := td.SpanCount()
+	cfg := createDefaultConfig()
+	cfg.Metrics = MetricSets{Agentmeter: true, GenAIInference: true, GenAITokenUsage: true}
+	cfg.FlushInterval = time.Hour // the loop never ticks: the benchmark is the counting
+	c := startedWith(b, cfg, td)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := c.ConsumeTraces(ctx, td); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*spans), "ns/span")
+}
+
+// startedWith is a started connector (shut down at the benchmark's end) that has counted
+// td once, so its label sets exist: the steady state.
+func startedWith(b *testing.B, cfg *Config, td ptrace.Traces) *tokenMetrics {
+	b.Helper()
+	c, err := newConnector(connectortest.NewNopSettings(Type), cfg, consumertest.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Start(ctx, componenttest.NewNopHost()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Shutdown(ctx) })
+	if err := c.ConsumeTraces(ctx, td); err != nil {
+		b.Fatal(err)
+	}
+	return c
 }

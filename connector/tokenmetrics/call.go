@@ -60,13 +60,57 @@ type call struct {
 func readCall(sp ptrace.Span, c *call) outcome {
 	attrs := sp.Attributes()
 	name := sp.Name()
-	if !genai.IsModelCallSpan(name, attrs) {
+	cls := genai.Classify(name, attrs)
+	if cls.Kind != genai.SpanModelCall {
 		return outNotModelCall
 	}
-	if genai.IsReemission(attrs) {
+	// one pass over the attributes for the usage, the cost, the merge status and the label
+	// sources, instead of a search of the attributes for each
+	var own genai.OwnAttrs
+	var status pcommon.Value
+	hasStatus := false
+	var revision int64
+	var callerTag, agentName string
+	var savings float64
+	lb := call{operation: cls.Operation}
+	for k, v := range attrs.All() {
+		if own.Offer(k, v) {
+			continue
+		}
+		switch k {
+		case genai.AttrMergeStatus:
+			if !hasStatus { // the first, as Map.Get reads it
+				status, hasStatus = v, true
+			}
+		case genai.AttrMergeRevision:
+			revision = genai.MergeRevisionValue(v)
+		case genai.AttrCaller:
+			callerTag = str(v)
+		case genai.AttrAgentName:
+			agentName = str(v)
+		case genai.AttrResponseModel:
+			lb.responseModel = str(v)
+		case genai.AttrRequestModel:
+			lb.requestModel = str(v)
+		case genai.AttrProviderName:
+			lb.provider = str(v)
+		case attrServerAddress:
+			lb.serverAddress = str(v)
+		case genai.AttrCostCacheSavings:
+			if v.Type() == pcommon.ValueTypeDouble && v.Double() > 0 {
+				savings = v.Double()
+			}
+		case attrServerPort:
+			if v.Type() == pcommon.ValueTypeInt {
+				lb.serverPort = v.Int()
+			}
+		}
+	}
+	// a re-emission (genai.IsReemission's rule, read in the same pass): counted when first sent
+	if revision >= 1 || (hasStatus && status.Type() == pcommon.ValueTypeStr && status.Str() == genai.MergeCorrected) {
 		return outCorrected
 	}
-	u, ok := genai.UsageFromMap(attrs)
+	u, ok := own.Usage()
 	if !ok {
 		return outNoUsage
 	}
@@ -75,36 +119,11 @@ func readCall(sp ptrace.Span, c *call) outcome {
 			return outInvalid
 		}
 	}
-	*c = call{usage: u, operation: genai.SpanOperation(name, attrs)}
-	if cost, _, ok := genai.CostFromMap(attrs); ok && validCost(cost) {
+	*c = lb
+	c.usage = u
+	if cost, _, ok := own.Cost(); ok && validCost(cost) {
 		c.cost, c.hasCost = cost, true
-	}
-
-	// one pass over the attributes for the label sources, instead of a lookup each
-	var callerTag, agentName string
-	for k, v := range attrs.All() {
-		switch k {
-		case genai.AttrCaller:
-			callerTag = str(v)
-		case genai.AttrAgentName:
-			agentName = str(v)
-		case genai.AttrResponseModel:
-			c.responseModel = str(v)
-		case genai.AttrRequestModel:
-			c.requestModel = str(v)
-		case genai.AttrProviderName:
-			c.provider = str(v)
-		case attrServerAddress:
-			c.serverAddress = str(v)
-		case genai.AttrCostCacheSavings:
-			if v.Type() == pcommon.ValueTypeDouble && v.Double() > 0 && c.hasCost {
-				c.savings = v.Double()
-			}
-		case attrServerPort:
-			if v.Type() == pcommon.ValueTypeInt {
-				c.serverPort = v.Int()
-			}
-		}
+		c.savings = savings
 	}
 	c.caller = genai.CallerBucket(callerTag)
 	c.agent = agentLabel(agentName, callerTag)

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -45,6 +47,13 @@ func TestBenchCompareSmoke(t *testing.T) {
 		{"end-to-end spans/s, shipped sidecar vs bare collector", true, false},
 		{"collector CPU s per 1M spans, shipped sidecar vs bare collector", true, false},
 		{"collector peak RSS MiB (VmHWM), shipped sidecar vs bare collector", true, false},
+		{"end-to-end spans/s, shipped sidecar vs stock durable collector", true, true},
+		{"collector CPU µs per span, shipped sidecar vs stock durable collector", true, true},
+		{"collector peak RSS MiB (VmHWM), shipped sidecar vs stock durable collector", true, false},
+		{"shipped sidecar peak RSS MiB (VmHWM)", false, true},
+		{"end-to-end spans/s, shipped sidecar vs shipped without subagentmerge", true, false},
+		{"collector CPU µs per span, shipped sidecar vs shipped without subagentmerge", true, true},
+		{"collector peak RSS MiB (VmHWM), shipped sidecar vs shipped without subagentmerge", true, false},
 		{"end-to-end spans/s, langsmith vs otlphttp JSON", true, true},
 		{"collector CPU s per 1M spans, langsmith vs otlphttp JSON", true, false},
 		{"collector peak RSS MiB (VmHWM), langsmith vs otlphttp JSON", true, false},
@@ -56,12 +65,21 @@ func TestBenchCompareSmoke(t *testing.T) {
 		{"collector CPU s per 1M spans, langfuse vs otlphttp", true, false},
 		{"collector peak RSS MiB (VmHWM), langfuse vs otlphttp", true, false},
 		{"bytes per span on the wire, langfuse vs otlphttp", true, false},
+		{"span latency p50 s (sent → at every vendor), shipped sidecar vs stock collector", true, false},
+		{"span latency p95 s (sent → at every vendor), shipped sidecar vs stock collector", true, false},
+		{"shipped sidecar span latency p95 s", false, true},
+		{"untraced-task run out, s after its root was sent, shipped sidecar vs stock collector", true, false},
+		{"shipped sidecar untraced-task run out, s after its root", false, true},
 		{"heap bytes per buffered span, subagentmerge vs groupbytrace", true, true},
 		{"records/s, native /v1/usage vs otlp", true, true},
 		{"records/s, LangSmith /runs/batch vs otlp", true, true},
 		{"records/s, LangSmith /runs/multipart vs otlp", true, true},
 		{"records/s, Langfuse OTLP vs otlp", true, true},
 		{"records/s, Langfuse legacy ingestion vs otlp", true, true},
+		{"genainormalize ns per span", false, false},
+		{"genainormalize allocations per op", false, false},
+		{"tokenmetrics (every metric set, priced calls) ns per span", false, false},
+		{"tokenmetrics (every metric set, priced calls) allocations per op", false, false},
 		{"µs per model call, full chain vs bare loop", true, false},
 		{"chain overhead µs per model call (full − bare, wall time)", false, true},
 		{"chain overhead µs per model call (full − bare, process CPU time)", false, false},

@@ -200,20 +200,23 @@ type normalizer struct {
 // report input tokens without the cache tokens that are part of them.
 func (n *normalizer) span(sp ptrace.Span, exclusive bool) {
 	attrs := sp.Attributes()
-	if genai.IsModelCallSpan(sp.Name(), attrs) {
+	name := sp.Name()
+	// the operation is derived once (genai.Classify), not once per rule
+	c := genai.Classify(name, attrs)
+	if c.Kind == genai.SpanModelCall {
 		var v view
 		n.scan(attrs, &v)
-		n.modelCall(sp.Name(), attrs, &v, exclusive)
+		n.modelCall(name, attrs, &v, exclusive)
 		return
 	}
-	if genai.SpanOperation(sp.Name(), attrs) != "" {
+	if c.Operation != "" {
 		return // a semconv span that is not a model call: nothing to map
 	}
-	if genai.IsToolCallSpan(sp.Name(), attrs) {
+	if c.Kind == genai.SpanToolCall {
 		n.toolCall(attrs)
 		return
 	}
-	if agent, ok := genai.AgentRunName(sp.Name(), attrs); ok {
+	if agent, ok := genai.AgentRunNameOf(c, name, attrs); ok {
 		attrs.PutStr(genai.AttrOperationName, genai.OpInvokeAgent)
 		if _, has := attrs.Get(genai.AttrAgentName); !has && agent != "" {
 			attrs.PutStr(genai.AttrAgentName, agent)
@@ -514,15 +517,22 @@ type lcMetadata struct {
 }
 
 func (v *view) langChainMetadata() lcMetadata {
-	var md lcMetadata
 	if !v.set[sOIMetadata] {
-		return md
+		return lcMetadata{}
 	}
 	raw := v.vals[sOIMetadata].AsString()
 	// decode only what can hold the keys: metadata may be a large object
-	if strings.Contains(raw, `"ls_`) {
-		_ = json.Unmarshal([]byte(raw), &md) // malformed metadata just yields nothing
+	if !strings.Contains(raw, `"ls_`) {
+		return lcMetadata{}
 	}
+	return decodeLCMetadata(raw)
+}
+
+// decodeLCMetadata is apart from langChainMetadata so that only a span with metadata pays
+// for the value json.Unmarshal makes escape to the heap.
+func decodeLCMetadata(raw string) lcMetadata {
+	var md lcMetadata
+	_ = json.Unmarshal([]byte(raw), &md) // malformed metadata just yields nothing
 	return md
 }
 
