@@ -37,7 +37,7 @@ func (p *subagentMerge) effectOf(sc *scratch, g *group, l *ledger) int {
 		case k.kind&kindTool != 0:
 			eff = max(eff, effectLater)
 			continue
-		case !model && genai.IsToolCallSpan(ref.span.Name(), ref.span.Attributes()):
+		case k.role == genai.SpanToolCall:
 			return effectInline // a tool span of another convention: the merge decides
 		}
 		for _, h := range sc.asks[ref.asks[0]:ref.asks[1]] {
@@ -121,11 +121,10 @@ func mayChange(ref *ref, named bool, spans *spanSet) bool {
 	if ref.key.kind&kindModel != 0 {
 		return ref.asks[1] > ref.asks[0] || (!named && !spans.rooted(ref.key))
 	}
-	attrs := ref.span.Attributes()
-	if ref.key.kind&kindTool == 0 && !genai.IsToolCallSpan(ref.span.Name(), attrs) {
+	if ref.key.kind&kindTool == 0 && ref.key.role != genai.SpanToolCall {
 		return false
 	}
-	return mergeStatus(attrs) != genai.MergeMerged
+	return mergeStatus(ref.span.Attributes()) != genai.MergeMerged
 }
 
 // rooted reports whether every ancestor of k, up to a local root, is in the set.

@@ -57,7 +57,7 @@ func (sc *scratch) recorder() *recorder {
 // process rewrites td in place into what goes on now.
 func (p *subagentMerge) process(ctx context.Context, td ptrace.Traces, sc *scratch, c *counts) error {
 	// Pass 1: index the batch by trace.
-	p.indexBatch(td, sc)
+	p.indexBatch(td, sc, false)
 
 	// Pass 2: decide each trace's fate under its shard's lock.
 	now := p.now()

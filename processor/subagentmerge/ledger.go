@@ -12,7 +12,8 @@ import (
 //   - spans: every span's ids and the few facts the completeness rule reads (24 bytes
 //     a span), which also drop exact duplicates;
 //   - skel: every span as it arrived, trimmed to what the merge reads (skeleton.go),
-//     so the merge can be run again over the whole trace when more of it arrives;
+//     one encoded message per batch, so the merge can be run again over the whole
+//     trace when more of it arrives;
 //   - sent: the last version passed on, whole, of every span that may need to go out
 //     again: model calls that asked for tool calls (possible dispatchers) and tool
 //     spans that went out without their final merge status;
@@ -28,7 +29,8 @@ import (
 type ledger struct {
 	id       pcommon.TraceID
 	spans    spanSet
-	skel     []byte
+	skel     [][]byte // TracesData messages, one per batch that extended the trace
+	skelLen  int64
 	kept     map[pcommon.SpanID]*keptSpan
 	keptLen  int64 // bytes of the kept spans' encodings
 	lastSeen int64 // unix nanos of the last new span
@@ -72,7 +74,7 @@ type ledgerView struct {
 // its span keys and the map entries for what it may re-emit (its view, which lives
 // only while the trace is extended, is not counted).
 func (l *ledger) cost() int64 {
-	return int64(len(l.skel)) + l.keptLen + int64(cap(l.spans.keys))*24 + int64(len(l.spans.asks))*4 +
+	return l.skelLen + int64(cap(l.skel))*24 + l.keptLen + int64(cap(l.spans.keys))*24 + int64(len(l.spans.asks))*4 +
 		int64(len(l.kept))*64 + 256
 }
 
@@ -170,4 +172,13 @@ func (ls *ledgers) remove(l *ledger) {
 	delete(ls.byID, l.id)
 	ls.unlink(l)
 	ls.unschedule(l)
+}
+
+// addSkel adds one batch's encoded skeleton.
+func (l *ledger) addSkel(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	l.skel = append(l.skel, b)
+	l.skelLen += int64(len(b))
 }

@@ -197,7 +197,7 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 			}
 			added++
 		}
-		l.skel = append(l.skel, sw.message()...)
+		l.addSkel(sw.message())
 		l.view = nil
 		for _, k := range sentBy[id] {
 			if _, dup := l.kept[k.sp.SpanID()]; dup {

@@ -34,6 +34,10 @@ type ref struct {
 	rs, ss int32
 	next   int32 // next ref of the same trace, -1 at the end
 	fate   uint8
+	// stream mode: the span's skeleton, scratch.sw.spans[skel[0]:skel[1]], and whether
+	// it came with another subagentmerge's results
+	skel     [2]int32
+	upstream bool
 }
 
 // group is the spans of one trace within a batch.
@@ -70,6 +74,7 @@ type scratch struct {
 	ids       []pcommon.SpanID
 	chunkSkel []byte
 	chunkSent []byte
+	parts     [][2]int32
 }
 
 type subagentMerge struct {

@@ -34,9 +34,12 @@ func (p *subagentMerge) rollback(sc *scratch) {
 			l.spans = l.spans.without(drop)
 			l.view = nil
 			var err error
-			if l.skel, err = p.filterSpans(l.skel, drop); err != nil {
+			kept, err := p.filterSpans(joinChunks(l.skel), drop)
+			if err != nil {
 				p.logger.Error("taking refused spans out of a ledger failed", zap.Error(err))
 			}
+			l.skel, l.skelLen = nil, 0
+			l.addSkel(kept)
 		}
 		for _, id := range sc.ids[t.re[0]:t.re[1]] {
 			if k := l.kept[id]; k != nil {

@@ -161,6 +161,27 @@ func skeletonKeeps(k string) bool {
 	return strings.HasPrefix(k, "gen_ai.usage.") || strings.HasPrefix(k, "agentmeter.")
 }
 
+// messageOf returns the spans written at parts (ranges of w.spans) as one TracesData
+// message.
+func (w *skeletonWriter) messageOf(parts [][2]int32) []byte {
+	n := 0
+	for _, pt := range parts {
+		n += int(pt[1] - pt[0])
+	}
+	// TracesData{resource_spans: ResourceSpans{scope_spans: ScopeSpans{spans...}}},
+	// written into one buffer: each length is known before its bytes
+	rsLen := protowire.SizeTag(otlpwire.ResourceSpansScopeSpans) + protowire.SizeBytes(n)
+	out := make([]byte, 0, protowire.SizeTag(otlpwire.TracesResourceSpans)+protowire.SizeBytes(rsLen))
+	out = protowire.AppendTag(out, otlpwire.TracesResourceSpans, protowire.BytesType)
+	out = protowire.AppendVarint(out, uint64(rsLen))
+	out = protowire.AppendTag(out, otlpwire.ResourceSpansScopeSpans, protowire.BytesType)
+	out = protowire.AppendVarint(out, uint64(n))
+	for _, pt := range parts {
+		out = append(out, w.spans[pt[0]:pt[1]]...)
+	}
+	return out
+}
+
 // message returns the spans written since reset as one TracesData message.
 func (w *skeletonWriter) message() []byte {
 	rs := make([]byte, 0, len(w.spans)+8)

@@ -30,7 +30,8 @@ func (p *subagentMerge) consumeStream(ctx context.Context, td ptrace.Traces) err
 	sc := p.pool.Get().(*scratch)
 	defer p.putScratch(sc)
 	var c counts
-	p.indexBatch(td, sc)
+	sc.sw.reset()
+	p.indexBatch(td, sc, true)
 	now := p.now()
 	out := ptrace.NewTraces()
 	removed := false
@@ -64,8 +65,10 @@ func (p *subagentMerge) consumeStream(ctx context.Context, td ptrace.Traces) err
 	return errors.Join(errs...)
 }
 
-// indexBatch is pass 1: every span of td becomes a ref, chained by trace.
-func (p *subagentMerge) indexBatch(td ptrace.Traces, sc *scratch) {
+// indexBatch is pass 1: every span of td becomes a ref, chained by trace. With skel
+// (stream mode) each span's skeleton is written in the same pass over its attributes
+// that reads its key.
+func (p *subagentMerge) indexBatch(td ptrace.Traces, sc *scratch, skel bool) {
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		res := rss.At(i).Resource()
@@ -78,10 +81,20 @@ func (p *subagentMerge) indexBatch(td ptrace.Traces, sc *scratch) {
 				idx := int32(len(sc.refs))
 				from := int32(len(sc.asks))
 				var key spanKey
-				key, sc.asks = keyOf(sp, sc.asks)
+				var sk [2]int32
+				upstream := false
+				if skel {
+					sk[0] = int32(len(sc.sw.spans))
+					f := sc.sw.add(sp)
+					sk[1] = int32(len(sc.sw.spans))
+					key, sc.asks = keyFrom(sp, &f, sc.asks)
+					upstream = f.mergeWritten
+				} else {
+					key, sc.asks = keyOf(sp, sc.asks)
+				}
 				sc.refs = append(sc.refs, ref{
 					span: sp, res: res, scope: scope, rs: int32(i), ss: int32(j), next: -1,
-					key: key, asks: [2]int32{from, int32(len(sc.asks))},
+					key: key, asks: [2]int32{from, int32(len(sc.asks))}, skel: sk, upstream: upstream,
 				})
 				tid := sp.TraceID()
 				if tid.IsEmpty() {
@@ -122,7 +135,7 @@ func (p *subagentMerge) streamTrace(_ ptrace.Traces, sc *scratch, gi int, now in
 	t.prevLastEmit = l.lastEmit
 	oldCost := l.size // 0 for a new ledger
 	removed := false
-	sc.sw.reset()
+	sc.parts = sc.parts[:0]
 	t.ids[0] = int32(len(sc.ids))
 	for r := g.first; r >= 0; r = sc.refs[r].next {
 		ref := &sc.refs[r]
@@ -133,7 +146,8 @@ func (p *subagentMerge) streamTrace(_ ptrace.Traces, sc *scratch, gi int, now in
 			continue
 		}
 		l.spans.add(ref.key, sc.asks[ref.asks[0]:ref.asks[1]])
-		if f := sc.sw.add(ref.span); f.mergeWritten {
+		sc.parts = append(sc.parts, ref.skel)
+		if ref.upstream {
 			l.upstream = true
 		}
 		sc.ids = append(sc.ids, ref.key.id)
@@ -144,8 +158,8 @@ func (p *subagentMerge) streamTrace(_ ptrace.Traces, sc *scratch, gi int, now in
 		sc.touched = append(sc.touched, t)
 		return removed, nil // only duplicates
 	}
-	delta := sc.sw.message()
-	l.skel = append(l.skel, delta...)
+	delta := sc.sw.messageOf(sc.parts)
+	l.addSkel(delta)
 	s.led.touch(l, now)
 	err := p.extendView(s, l, delta)
 

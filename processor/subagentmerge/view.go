@@ -53,13 +53,16 @@ func (p *subagentMerge) mergeLedger(s *shard, l *ledger) (mergedView, error) {
 }
 
 // decodeView decodes a skeleton into a view.
-func (p *subagentMerge) decodeView(skel []byte) (*ledgerView, error) {
-	td, err := p.unmarshaler.UnmarshalTraces(skel)
-	if err != nil {
-		return nil, err
+func (p *subagentMerge) decodeView(skel [][]byte) (*ledgerView, error) {
+	v := &ledgerView{td: ptrace.NewTraces()}
+	for _, part := range skel {
+		td, err := p.unmarshaler.UnmarshalTraces(part)
+		if err != nil {
+			return nil, err
+		}
+		v.add(appendSpans(nil, td))
+		td.ResourceSpans().MoveAndAppendTo(v.td.ResourceSpans())
 	}
-	v := &ledgerView{td: td}
-	v.add(appendSpans(nil, td))
 	return v, nil
 }
 
