@@ -103,6 +103,7 @@ func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts,
 		return ids, err
 	}
 	ids, err = p.reemit(l, view, out, c, now, ids)
+	p.prune(l)
 	p.ledgerBytes.Add(l.cost() - l.size)
 	l.size = l.cost()
 	return ids, err
@@ -211,4 +212,29 @@ func (p *subagentMerge) flushAll(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// prune forgets the kept spans that can no longer change (called when nothing waits to
+// be re-emitted): a model call that asked for no tool call once every ancestor of it is
+// there (its caller is settled), and a tool span once it is merged. Dispatchers stay for
+// the ledger's life: a subagent's spans from another process can still come.
+func (p *subagentMerge) prune(l *ledger) {
+	for id, k := range l.kept {
+		i := l.spans.find(id)
+		if i < 0 {
+			continue
+		}
+		key := l.spans.keys[i]
+		final := false
+		switch {
+		case key.kind&kindModel != 0:
+			final = key.kind&kindFinal != 0 && l.spans.rooted(key)
+		case key.kind&kindTool != 0:
+			final = l.spans.toolStatus(key) == genai.MergeMerged
+		}
+		if final {
+			l.keptLen -= int64(len(k.enc))
+			delete(l.kept, id)
+		}
+	}
 }

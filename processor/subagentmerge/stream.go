@@ -230,6 +230,9 @@ func (p *subagentMerge) streamTrace(_ ptrace.Traces, sc *scratch, gi int, now in
 		s.led.schedule(l, max(l.lastEmit+p.settle, now))
 	}
 	t.re[1] = int32(len(sc.ids))
+	if !l.onDueList {
+		p.prune(l)
+	}
 
 	if p.store != nil {
 		p.addToChunk(sc, delta, sentDelta)

@@ -276,3 +276,26 @@ func TestFingerprintIgnoresOrder(t *testing.T) {
 	b.PutInt(genai.AttrSubagentInput, 4)
 	assert.NotEqual(t, fingerprint(a), fingerprint(b))
 }
+
+// Once a trace is whole, its ledger keeps only the dispatchers: a model call whose
+// ancestors are all there, or a merged tool span, can no longer change.
+func TestStreamLedgerKeepsOnlyWhatCanChange(t *testing.T) {
+	in := buildNested()
+	p, _, _ := newTestProcessor(t, streamTestConfig())
+	for _, b := range realTime(in) {
+		require.NoError(t, p.ConsumeTraces(context.Background(), b))
+	}
+	id := in.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID()
+	s := &p.shards[shardIndex(id)]
+	s.mu.Lock()
+	l := s.led.byID[id]
+	require.NotNil(t, l)
+	for sid := range l.kept {
+		k := l.spans.keys[l.spans.find(sid)]
+		assert.NotZero(t, k.kind&kindModel, "span %s kept", sid)
+		assert.Zero(t, k.kind&kindFinal, "only dispatchers stay: span %s", sid)
+	}
+	assert.NotEmpty(t, l.kept)
+	s.mu.Unlock()
+	require.NoError(t, p.Shutdown(context.Background()))
+}
