@@ -136,6 +136,7 @@ func CanonicalSpans(spans []ptrace.Span) []string {
 		tid, sid := sp.TraceID(), sp.SpanID()
 		attrs := sp.Attributes().AsRaw()
 		delete(attrs, genai.AttrMergeRevision)
+		delete(attrs, genai.AttrCallerSettled)
 		if attrs[genai.AttrMergeStatus] == genai.MergeCorrected {
 			delete(attrs, genai.AttrMergeStatus)
 		}
@@ -174,6 +175,18 @@ func FirstEmissions(spans []ptrace.Span) []ptrace.Span {
 	var out []ptrace.Span
 	for _, sp := range spans {
 		if !genai.IsReemission(sp.Attributes()) {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// CountedVersions keeps the version of each span that counters count
+// (genai.IsCountedVersion): one per span.
+func CountedVersions(spans []ptrace.Span) []ptrace.Span {
+	var out []ptrace.Span
+	for _, sp := range spans {
+		if genai.IsCountedVersion(sp.Attributes()) {
 			out = append(out, sp)
 		}
 	}

@@ -74,7 +74,8 @@ func TestSubagentMergeThroughCollector(t *testing.T) {
 			in = in.Add(u)
 		}
 	}
-	for _, sp := range FirstEmissions(spans) {
+	require.Len(t, CountedVersions(spans), n, "one counted version of each span")
+	for _, sp := range CountedVersions(spans) {
 		u, _ := genai.UsageFromMap(sp.Attributes())
 		outUsage = outUsage.Add(u)
 	}

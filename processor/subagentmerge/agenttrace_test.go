@@ -123,6 +123,7 @@ func lastVersions(tds ...ptrace.Traces) []ptrace.Traces {
 					last[k].CopyTo(sp)
 					attrs := sp.Attributes()
 					attrs.Remove(genai.AttrMergeRevision)
+					attrs.Remove(genai.AttrCallerSettled)
 					if v, ok := attrs.Get(genai.AttrMergeStatus); ok && v.Str() == genai.MergeCorrected {
 						attrs.Remove(genai.AttrMergeStatus)
 					}

@@ -80,13 +80,13 @@ var arrivalOrders = []arrivalOrder{
 
 // upserted folds a processor's output the way a vendor that upserts by span id does
 // (LangSmith, Langfuse): the last version of each span wins. counted is what the token
-// metrics count: every span except re-emitted corrections.
+// metrics count: one version of every span (genai.IsCountedVersion).
 func upserted(tds []ptrace.Traces) (last map[pcommon.SpanID]ptrace.Span, counted []ptrace.Span) {
 	last = map[pcommon.SpanID]ptrace.Span{}
 	for _, td := range tds {
 		for _, sp := range appendSpans(nil, td) {
 			last[sp.SpanID()] = sp
-			if !genai.IsReemission(sp.Attributes()) {
+			if genai.IsCountedVersion(sp.Attributes()) {
 				counted = append(counted, sp)
 			}
 		}

@@ -19,6 +19,13 @@ import (
 //     spans that went out without their final merge status;
 //   - out: for each span in sent, a fingerprint of what the merge wrote on it then.
 //
+// A model call that names no caller and goes out before all its ancestors did carries
+// agentmeter.merge.caller_pending: the token metrics do not count it yet. Once its
+// caller is settled (a dispatched run above it, or every ancestor there: the lead's),
+// or its ledger ends, it goes out once more with agentmeter.merge.caller_settled, the
+// version the token metrics count, so Prometheus' caller split is exact for emitters
+// that name no callers too.
+//
 // When a batch changes what the merge writes on a span in sent, the ledger is dirty.
 // A dirty ledger re-emits each changed span, whole, under its span id, at most once per
 // settle_time (a trace that becomes complete re-emits at once: its subtree has closed),
@@ -27,17 +34,21 @@ import (
 // least recently extended ledgers end first when ledger_limit_mib or num_traces is
 // reached. A ledger that ends while dirty sends its last re-emissions first.
 type ledger struct {
-	id       pcommon.TraceID
-	spans    spanSet
-	skel     [][]byte // TracesData messages, one per batch that extended the trace
-	skelLen  int64
-	kept     map[pcommon.SpanID]*keptSpan
-	keptLen  int64 // bytes of the kept spans' encodings
-	lastSeen int64 // unix nanos of the last new span
-	lastEmit int64 // unix nanos of the last re-emission
-	dueAt    int64 // unix nanos when a dirty ledger re-emits; 0: not dirty
-	size     int64 // bytes counted against ledger_limit_mib
-	complete bool  // the completeness rule says nothing the trace names is missing
+	id      pcommon.TraceID
+	spans   spanSet
+	skel    [][]byte // TracesData messages, one per batch that extended the trace
+	skelLen int64
+	kept    map[pcommon.SpanID]*keptSpan
+	keptLen int64 // bytes of the kept spans' encodings
+	pending int   // kept model calls whose caller is not settled yet (genai.AttrCallerPending)
+	// settledAt are the calls the last re-emission settled, until the next consumer
+	// took it (a refused call gives them back their pending caller)
+	settledAt []pcommon.SpanID
+	lastSeen  int64 // unix nanos of the last new span
+	lastEmit  int64 // unix nanos of the last re-emission
+	dueAt     int64 // unix nanos when a dirty ledger re-emits; 0: not dirty
+	size      int64 // bytes counted against ledger_limit_mib
+	complete  bool  // the completeness rule says nothing the trace names is missing
 	// upstream: some span came with merge results written by another subagentmerge,
 	// which a cached view could not tell from this one's (the merge runs on a fresh
 	// decode of skel each time)
@@ -55,8 +66,9 @@ type ledger struct {
 // (a TracesData message with its resource and scope), and the fingerprint of what the
 // merge had written on it then.
 type keptSpan struct {
-	fp  uint64
-	enc []byte
+	fp      uint64
+	enc     []byte
+	pending bool // went out with agentmeter.merge.caller_pending: not counted yet
 }
 
 // ledgerView is a ledger's skeleton decoded, kept while the trace is being extended

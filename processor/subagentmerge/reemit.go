@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -41,7 +42,11 @@ func fingerprint(attrs pcommon.Map) uint64 {
 // last sent. Each re-emission carries agentmeter.merge.revision (markReemitted); model
 // calls also carry agentmeter.merge.status "corrected", which the token metrics skip.
 // It appends the re-emitted span ids to ids.
-func (p *subagentMerge) reemit(l *ledger, view mergedView, out ptrace.Traces, c *counts, now int64, ids []pcommon.SpanID) ([]pcommon.SpanID, error) {
+//
+// A pending call (genai.AttrCallerPending) whose caller is now settled, or every pending
+// call with final (its ledger ends), goes out even when its merge results did not
+// change, marked genai.AttrCallerSettled: the one version the token metrics count.
+func (p *subagentMerge) reemit(l *ledger, view mergedView, out ptrace.Traces, c *counts, now int64, ids []pcommon.SpanID, final bool) ([]pcommon.SpanID, error) {
 	l.lastEmit = now
 	var errs []error
 	for id, k := range l.kept {
@@ -50,7 +55,8 @@ func (p *subagentMerge) reemit(l *ledger, view mergedView, out ptrace.Traces, c 
 			continue
 		}
 		fp := fingerprint(v.Attributes())
-		if fp == k.fp {
+		settle := k.pending && (final || p.settled(l, id, v))
+		if fp == k.fp && !settle {
 			continue
 		}
 		d, err := p.unmarshaler.UnmarshalTraces(k.enc)
@@ -70,12 +76,23 @@ func (p *subagentMerge) reemit(l *ledger, view mergedView, out ptrace.Traces, c 
 		}
 		c.corrected++
 		markReemitted(attrs, now)
+		if settle {
+			attrs.Remove(genai.AttrCallerPending)
+			attrs.PutBool(genai.AttrCallerSettled, true)
+		}
+		appendUnder(out, sp, rs.Resource(), ss.Scope())
+		// what is kept is what a later re-emission starts from: counted already
+		attrs.Remove(genai.AttrCallerSettled)
 		enc, err := p.marshaler.MarshalTraces(d)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		appendUnder(out, sp, rs.Resource(), ss.Scope())
+		if settle {
+			k.pending = false
+			l.pending--
+			l.settledAt = append(l.settledAt, id)
+		}
 		l.keptLen += int64(len(enc) - len(k.enc))
 		k.fp, k.enc = fp, enc
 		ids = append(ids, id)
@@ -85,24 +102,24 @@ func (p *subagentMerge) reemit(l *ledger, view mergedView, out ptrace.Traces, c 
 
 // flushLedger re-emits what changed in l (called under its shard's lock).
 func (p *subagentMerge) flushLedger(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64) error {
-	_, err := p.flush(s, l, out, c, now, nil)
+	_, err := p.flush(s, l, out, c, now, nil, false)
 	return err
 }
 
 // flushInto is flushLedger within a call, recording the re-emitted ids in sc.
 func (p *subagentMerge) flushInto(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64, sc *scratch) error {
 	var err error
-	sc.ids, err = p.flush(s, l, out, c, now, sc.ids)
+	sc.ids, err = p.flush(s, l, out, c, now, sc.ids, false)
 	return err
 }
 
-func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64, ids []pcommon.SpanID) ([]pcommon.SpanID, error) {
+func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64, ids []pcommon.SpanID, final bool) ([]pcommon.SpanID, error) {
 	s.led.unschedule(l)
 	view, err := p.mergeLedger(s, l)
 	if err != nil {
 		return ids, err
 	}
-	ids, err = p.reemit(l, view, out, c, now, ids)
+	ids, err = p.reemit(l, view, out, c, now, ids, final)
 	p.prune(l)
 	p.ledgerBytes.Add(l.cost() - l.size)
 	l.size = l.cost()
@@ -112,8 +129,8 @@ func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts,
 // endLedger takes l out of its shard (whose lock the caller holds), re-emitting first
 // what changed since it last went out, and returns its stored chunks.
 func (p *subagentMerge) endLedger(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64) []uint64 {
-	if l.onDueList {
-		if err := p.flushLedger(s, l, out, c, now); err != nil {
+	if l.onDueList || l.pending > 0 {
+		if _, err := p.flush(s, l, out, c, now, nil, true); err != nil {
 			p.logger.Error("re-emitting the last corrections of an ending ledger failed", zap.Error(err))
 		}
 	}
@@ -188,8 +205,9 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 	return errors.Join(errs...)
 }
 
-// flushAll re-emits every dirty ledger's changes (shutdown). The ledgers stay, on disk
-// with storage, so a restart goes on from them.
+// flushAll re-emits every dirty ledger's changes (shutdown). With storage the ledgers
+// stay on disk and a restart goes on from them; without, they end here, so every
+// pending caller is settled as it stands (its call counted).
 func (p *subagentMerge) flushAll(ctx context.Context) error {
 	out := ptrace.NewTraces()
 	var c counts
@@ -199,8 +217,17 @@ func (p *subagentMerge) flushAll(ctx context.Context) error {
 		s := &p.shards[i]
 		s.mu.Lock()
 		for l := s.led.dHead; l != nil; l = s.led.dHead {
-			if err := p.flushLedger(s, l, out, &c, now); err != nil {
+			if _, err := p.flush(s, l, out, &c, now, nil, p.store == nil); err != nil {
 				errs = append(errs, err)
+			}
+		}
+		if p.store == nil {
+			for l := s.led.head; l != nil; l = l.next {
+				if l.pending > 0 {
+					if _, err := p.flush(s, l, out, &c, now, nil, true); err != nil {
+						errs = append(errs, err)
+					}
+				}
 			}
 		}
 		s.mu.Unlock()
@@ -220,6 +247,9 @@ func (p *subagentMerge) flushAll(ctx context.Context) error {
 // the ledger's life: a subagent's spans from another process can still come.
 func (p *subagentMerge) prune(l *ledger) {
 	for id, k := range l.kept {
+		if slices.Contains(l.settledAt, id) {
+			continue // settled by a call not yet acknowledged: a refusal gives it back
+		}
 		i := l.spans.find(id)
 		if i < 0 {
 			continue
@@ -232,7 +262,7 @@ func (p *subagentMerge) prune(l *ledger) {
 		case key.kind&kindTool != 0:
 			final = l.spans.toolStatus(key) == genai.MergeMerged
 		}
-		if final {
+		if final && !k.pending {
 			l.keptLen -= int64(len(k.enc))
 			delete(l.kept, id)
 		}

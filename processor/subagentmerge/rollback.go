@@ -27,6 +27,9 @@ func (p *subagentMerge) rollback(sc *scratch) {
 			drop[id] = struct{}{}
 			if k := l.kept[id]; k != nil {
 				l.keptLen -= int64(len(k.enc))
+				if k.pending {
+					l.pending--
+				}
 				delete(l.kept, id)
 			}
 		}
@@ -46,6 +49,13 @@ func (p *subagentMerge) rollback(sc *scratch) {
 				k.fp = 0 // differs from any merge result: goes out again
 			}
 		}
+		for _, id := range l.settledAt {
+			if k := l.kept[id]; k != nil && !k.pending {
+				k.pending = true // its settled version was refused: not counted yet
+				l.pending++
+			}
+		}
+		l.settledAt = l.settledAt[:0]
 		if t.re[1] > t.re[0] {
 			l.lastEmit = t.prevLastEmit
 			s.led.schedule(l, p.now())

@@ -21,6 +21,7 @@ type touched struct {
 	re           [2]int32 // the spans it re-emitted: scratch.ids[re[0]:re[1]]
 	created      bool
 	prevLastEmit int64
+	settled      bool // its re-emissions settled pending callers
 }
 
 // consumeStream is ConsumeTraces in stream mode: every span goes on in this call, with
@@ -61,8 +62,31 @@ func (p *subagentMerge) consumeStream(ctx context.Context, td ptrace.Traces) err
 		p.logger.Error("storage: writing the ledgers failed; refusing the request (retryable)", zap.Error(err))
 		errs = append(errs, fmt.Errorf("subagentmerge: storing the ledgers: %w", err))
 	}
+	p.acknowledged(sc)
 	p.forgetLedgers(ctx, ended)
 	return errors.Join(errs...)
+}
+
+// acknowledged runs once the next consumer took a call's spans: what its re-emissions
+// settled is final, and the ledgers can forget what no longer changes.
+func (p *subagentMerge) acknowledged(sc *scratch) {
+	for i := range sc.touched {
+		l := sc.touched[i].l
+		if !sc.touched[i].settled {
+			continue
+		}
+		s := &p.shards[shardIndex(l.id)]
+		s.mu.Lock()
+		if len(l.settledAt) > 0 && s.led.byID[l.id] == l {
+			l.settledAt = l.settledAt[:0]
+			if !l.onDueList {
+				p.prune(l)
+				p.ledgerBytes.Add(l.cost() - l.size)
+				l.size = l.cost()
+			}
+		}
+		s.mu.Unlock()
+	}
 }
 
 // indexBatch is pass 1: every span of td becomes a ref, chained by trace. With skel
@@ -203,6 +227,11 @@ func (p *subagentMerge) streamTrace(_ ptrace.Traces, sc *scratch, gi int, now in
 		if !mayChange(ref, named, &l.spans) {
 			continue
 		}
+		if ref.key.kind&kindModel != 0 && !named && !l.spans.rooted(ref.key) {
+			if _, has := attrs.Get(genai.AttrCaller); !has {
+				attrs.PutBool(genai.AttrCallerPending, true)
+			}
+		}
 		enc, kerr := p.keep(l, ref.span, ref.res, ref.scope)
 		if kerr != nil {
 			err = errors.Join(err, kerr)
@@ -214,11 +243,12 @@ func (p *subagentMerge) streamTrace(_ ptrace.Traces, sc *scratch, gi int, now in
 	st := l.spans.state()
 	l.complete = st == stComplete || (st == stSettle && p.settle == 0)
 	t.re[0] = int32(len(sc.ids))
-	dirty := eff == effectLater || (eff == effectInline && p.dirty(l, view))
+	l.settledAt = l.settledAt[:0]
+	dirty := eff == effectLater || (eff == effectInline && p.dirty(l, view)) || (eff == effectNone && p.pendingRooted(l))
 	switch {
 	case dirty && (l.complete || now-l.lastEmit >= p.settle) && eff == effectInline:
 		s.led.unschedule(l)
-		if sc.ids, err = p.reemit(l, view, out, c, now, sc.ids); err != nil {
+		if sc.ids, err = p.reemit(l, view, out, c, now, sc.ids, false); err != nil {
 			err = fmt.Errorf("subagentmerge: re-emitting corrected spans: %w", err)
 		}
 	case (dirty && l.complete) || (l.complete && l.onDueList):
@@ -230,6 +260,7 @@ func (p *subagentMerge) streamTrace(_ ptrace.Traces, sc *scratch, gi int, now in
 		s.led.schedule(l, max(l.lastEmit+p.settle, now))
 	}
 	t.re[1] = int32(len(sc.ids))
+	t.settled = len(l.settledAt) > 0
 	if !l.onDueList {
 		p.prune(l)
 	}
@@ -254,8 +285,16 @@ func (p *subagentMerge) keep(l *ledger, sp ptrace.Span, res pcommon.Resource, sc
 	}
 	if old := l.kept[sp.SpanID()]; old != nil {
 		l.keptLen -= int64(len(old.enc))
+		if old.pending {
+			l.pending--
+		}
 	}
-	l.kept[sp.SpanID()] = &keptSpan{fp: fingerprint(sp.Attributes()), enc: enc}
+	k := &keptSpan{fp: fingerprint(sp.Attributes()), enc: enc}
+	if v, ok := sp.Attributes().Get(genai.AttrCallerPending); ok && v.Type() == pcommon.ValueTypeBool && v.Bool() {
+		k.pending = true
+		l.pending++
+	}
+	l.kept[sp.SpanID()] = k
 	l.keptLen += int64(len(enc))
 	return enc, nil
 }
@@ -263,7 +302,40 @@ func (p *subagentMerge) keep(l *ledger, sp ptrace.Span, res pcommon.Resource, sc
 // dirty reports whether a kept span now reads differently from its last version out.
 func (p *subagentMerge) dirty(l *ledger, view mergedView) bool {
 	for id, k := range l.kept {
-		if v, ok := view.span(id); ok && fingerprint(v.Attributes()) != k.fp {
+		v, ok := view.span(id)
+		if !ok {
+			continue
+		}
+		if fingerprint(v.Attributes()) != k.fp {
+			return true
+		}
+		if k.pending && p.settled(l, id, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// settled reports whether the caller of kept model call id is settled: the merge gave
+// it one (view), or every ancestor of it is there. A zero view checks only the latter.
+func (p *subagentMerge) settled(l *ledger, id pcommon.SpanID, view ptrace.Span) bool {
+	if view != (ptrace.Span{}) {
+		if _, ok := view.Attributes().Get(genai.AttrCaller); ok {
+			return true
+		}
+	}
+	i := l.spans.find(id)
+	return i >= 0 && l.spans.rooted(l.spans.keys[i])
+}
+
+// pendingRooted reports whether a pending call's ancestors have all arrived, so its
+// settled version can go (checked when a batch changes nothing the merge writes).
+func (p *subagentMerge) pendingRooted(l *ledger) bool {
+	if l.pending == 0 {
+		return false
+	}
+	for id, k := range l.kept {
+		if k.pending && p.settled(l, id, ptrace.Span{}) {
 			return true
 		}
 	}
