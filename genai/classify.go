@@ -26,7 +26,20 @@ const (
 // Classify applies IsModelCallSpan, IsToolCallSpan and AgentRunName's rules in that
 // order, reading the operation once; a span that matches more than one is the first.
 func Classify(name string, attrs pcommon.Map) SpanClass {
-	op := SpanOperation(name, attrs)
+	return classify(SpanOperation(name, attrs), name, attrs)
+}
+
+// ClassifyRead is Classify for a reader that has already read gen_ai.operation.name in
+// its own pass over the attributes (opAttr, "" when absent or empty).
+func ClassifyRead(opAttr, name string, attrs pcommon.Map) SpanClass {
+	op := opAttr
+	if op == "" {
+		op = operationFromName(name)
+	}
+	return classify(op, name, attrs)
+}
+
+func classify(op, name string, attrs pcommon.Map) SpanClass {
 	c := SpanClass{Operation: op}
 	switch {
 	case op != "":

@@ -68,6 +68,11 @@ func TestClassifyAgreesWithTheRules(t *testing.T) {
 			want = SpanAgentRun
 		}
 		assert.Equal(t, want, c.Kind, "%s %v", tc.name, tc.attrs.AsRaw())
+		opAttr := ""
+		if v, ok := tc.attrs.Get(AttrOperationName); ok {
+			opAttr = v.AsString()
+		}
+		assert.Equal(t, c, ClassifyRead(opAttr, tc.name, tc.attrs), "ClassifyRead with the attribute read by the caller: %s", tc.name)
 		got, ok := AgentRunNameOf(c, tc.name, tc.attrs)
 		assert.Equal(t, isAgent, ok, tc.name)
 		if isAgent {

@@ -57,10 +57,16 @@ const (
 	AttrStepKind            = "agentmeter.step.kind"
 	AttrSubagentStatus      = "agentmeter.subagent.status"
 	AttrMergeStatus         = "agentmeter.merge.status"
-	// AttrMergeRevision (int, ≥1) marks a re-emission: the whole span again under its
-	// own span id with corrected agentmeter.subagent.*, numbered upwards per span. First
-	// emissions carry none (IsReemission).
-	AttrMergeRevision       = "agentmeter.merge.revision"
+	// AttrMergeRevision marks a span the merge passes on again, whole, under its span
+	// id (an int that grows with each re-emission of the span); first emissions have none.
+	AttrMergeRevision = "agentmeter.merge.revision"
+	// AttrCallerPending (bool) marks the first emission of a model call that names no
+	// caller while some ancestor of it has not arrived: the trace's shape may still make
+	// it a subagent's. Counters wait for the re-emission marked AttrCallerSettled.
+	AttrCallerPending = "agentmeter.merge.caller_pending"
+	// AttrCallerSettled (bool) marks the one re-emission of such a call that carries its
+	// settled caller: the version counters count.
+	AttrCallerSettled       = "agentmeter.merge.caller_settled"
 	AttrSubagentDispatches  = "agentmeter.subagent.dispatches"
 	AttrSubagentToolCallIDs = "agentmeter.subagent.tool_call_ids"
 	AttrSubagentInput       = "agentmeter.subagent.input_tokens"

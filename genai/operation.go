@@ -22,6 +22,11 @@ func SpanOperation(spanName string, attrs pcommon.Map) string {
 			return op
 		}
 	}
+	return operationFromName(spanName)
+}
+
+// operationFromName is the GenAI operation a semconv span name starts with, or "".
+func operationFromName(spanName string) string {
 	head, _, _ := strings.Cut(spanName, " ")
 	switch head {
 	case OpChat, OpExecuteTool, OpInvokeAgent, OpGenerateContent, OpTextCompletion:

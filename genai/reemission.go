@@ -36,3 +36,19 @@ func IsReemission(attrs pcommon.Map) bool {
 	v, ok := attrs.Get(AttrMergeStatus)
 	return ok && v.Type() == pcommon.ValueTypeStr && v.Str() == MergeCorrected
 }
+
+// IsCountedVersion reports whether counters count this version of a span: a first
+// emission, unless its caller is pending (AttrCallerPending), and the one re-emission
+// that settles a pending caller (AttrCallerSettled). Every model call is counted by
+// exactly one of its versions.
+func IsCountedVersion(attrs pcommon.Map) bool {
+	if boolAttr(attrs, AttrCallerSettled) {
+		return true
+	}
+	return !IsReemission(attrs) && !boolAttr(attrs, AttrCallerPending)
+}
+
+func boolAttr(attrs pcommon.Map, key string) bool {
+	v, ok := attrs.Get(key)
+	return ok && v.Type() == pcommon.ValueTypeBool && v.Bool()
+}

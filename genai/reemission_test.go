@@ -42,3 +42,15 @@ func TestIsReemission(t *testing.T) {
 		assert.Equal(t, c.rev, MergeRevision(m), c.name)
 	}
 }
+
+func TestIsCountedVersion(t *testing.T) {
+	m := pcommon.NewMap()
+	assert.True(t, IsCountedVersion(m), "a first emission")
+	m.PutBool(AttrCallerPending, true)
+	assert.False(t, IsCountedVersion(m), "a first emission whose caller is pending")
+	s := pcommon.NewMap()
+	s.PutInt(AttrMergeRevision, 7)
+	assert.False(t, IsCountedVersion(s), "a re-emission")
+	s.PutBool(AttrCallerSettled, true)
+	assert.True(t, IsCountedVersion(s), "the re-emission that settles the caller")
+}

@@ -29,10 +29,11 @@ const (
 	outCounted
 	outNoUsage
 	outCorrected
+	outPending
 	outInvalid
 )
 
-var outcomes = [...]string{outCounted: "counted", outNoUsage: "no_usage", outCorrected: "corrected", outInvalid: "invalid"}
+var outcomes = [...]string{outCounted: "counted", outNoUsage: "no_usage", outCorrected: "corrected", outPending: "pending", outInvalid: "invalid"}
 
 // call is what the metrics need from one model-call span. Its strings point into the
 // span's attributes; a table copies them only when it creates a series.
@@ -69,6 +70,8 @@ func readCall(sp ptrace.Span, c *call) outcome {
 	var own genai.OwnAttrs
 	var status pcommon.Value
 	hasStatus := false
+	var revision int64
+	var pending, settled bool
 	var callerTag, agentName string
 	var savings float64
 	lb := call{operation: cls.Operation}
@@ -81,6 +84,12 @@ func readCall(sp ptrace.Span, c *call) outcome {
 			if !hasStatus { // the first, as Map.Get reads it
 				status, hasStatus = v, true
 			}
+		case genai.AttrMergeRevision:
+			revision = genai.MergeRevisionValue(v)
+		case genai.AttrCallerPending:
+			pending = v.Type() == pcommon.ValueTypeBool && v.Bool()
+		case genai.AttrCallerSettled:
+			settled = v.Type() == pcommon.ValueTypeBool && v.Bool()
 		case genai.AttrCaller:
 			callerTag = str(v)
 		case genai.AttrAgentName:
@@ -103,7 +112,14 @@ func readCall(sp ptrace.Span, c *call) outcome {
 			}
 		}
 	}
-	if hasStatus && status.Type() == pcommon.ValueTypeStr && status.Str() == genai.MergeCorrected {
+	// a re-emission (genai.IsReemission's rule, read in the same pass) was counted when
+	// first sent, except the one that settles a pending caller: the first emission waited
+	// for it (docs/contract.md#merge)
+	switch {
+	case pending:
+		return outPending
+	case settled:
+	case revision >= 1 || (hasStatus && status.Type() == pcommon.ValueTypeStr && status.Str() == genai.MergeCorrected):
 		return outCorrected
 	}
 	u, ok := own.Usage()

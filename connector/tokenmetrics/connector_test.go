@@ -258,6 +258,27 @@ func TestCorrectedSpansSkipped(t *testing.T) {
 	assert.Equal(t, float64(112), total(t, latest(t, h.sink), mTokens, nil))
 }
 
+// A call whose caller the merge has not settled goes out first marked pending (not
+// counted), then once more settled, with its caller: that version is the one counted,
+// under the caller it settled on; a later correction of it is not counted again.
+func TestPendingCallerCountedOnceWhenSettled(t *testing.T) {
+	h := newHarness(t, nil)
+	u := genai.Usage{Input: 40, Output: 4}
+	h.send(newTrace("agent").chat("gpt-4o", u, map[string]any{genai.AttrCallerPending: true}).traces())
+	assert.Equal(t, int64(1), h.modelCalls("pending"))
+	h.send(newTrace("agent").chat("gpt-4o", u, map[string]any{
+		genai.AttrCallerSettled: true, genai.AttrMergeRevision: int64(1764633600000),
+		genai.AttrCaller: genai.SubagentCaller("researcher")}).traces())
+	h.send(newTrace("agent").chat("gpt-4o", u, map[string]any{
+		genai.AttrMergeRevision: int64(1764633600001), genai.AttrMergeStatus: genai.MergeCorrected,
+		genai.AttrCaller: genai.SubagentCaller("researcher")}).traces())
+	pts := latest(t, h.sink)
+	assert.Equal(t, float64(44), total(pts, mTokens, nil), "counted once")
+	assert.Equal(t, float64(44), total(pts, mTokens, map[string]any{"caller": genai.BucketSubagent}), "under the settled caller")
+	assert.Equal(t, int64(1), h.modelCalls("counted"))
+	assert.Equal(t, int64(1), h.modelCalls("corrected"))
+}
+
 // Past max_series label sets, new ones go to one overflow series per metric set: totals
 // stay exact, the series count stays bounded, the overflow is counted in the connector's
 // telemetry and logged once.

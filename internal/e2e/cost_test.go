@@ -238,7 +238,15 @@ func TestCostEverywhereEndToEnd(t *testing.T) {
 		return err == nil && len(s) == 1 && near(s[0].Value, savings)
 	}, 30*time.Second, 250*time.Millisecond, "prometheus cache savings never reached the spans' $%.9f", savings)
 	t.Logf("cache savings: $%.9f", savings)
-	// every dashboard query is valid PromQL over these series, and the spend panels show data
+	// every dashboard query is valid PromQL over these series, and the spend panels show
+	// data: rate() and increase() need two samples of a series (spans that stream out
+	// at once can all be in Prometheus' first scrape)
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := prom.Query(ctx, `min(count_over_time(agentmeter_cost_usd_total[1h])) >= 2 and min(count_over_time(agentmeter_cache_savings_usd_total[1h])) >= 2`)
+		return err == nil && len(s) == 1
+	}, 30*time.Second, 250*time.Millisecond, "two scrapes of the cost series")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, expr := range dashboardQueries(t) {

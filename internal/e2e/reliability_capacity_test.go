@@ -186,7 +186,7 @@ func TestReliabilityOverloadMemoryLimiter(t *testing.T) {
 		fmt.Sprintf("peak RSS %.0f MiB < %d MiB; %d requests refused (%.0f spans)", float64(peak)/(1<<20), processLimit>>20, refused(), limiterRefused))
 }
 
-// subagentmerge at capacity (num_traces: 4): the non-root spans of 12 runs arrive first,
+// subagentmerge in hold mode at capacity (num_traces: 4): the non-root spans of 12 runs arrive first,
 // so 8 traces are pushed out early; then every root. Nothing is dropped (every span
 // reaches both vendors and the file exporter), and the merged usage on each dispatching
 // chat span is exact for every trace — whole subtrees were present when a trace was
@@ -195,7 +195,7 @@ func TestReliabilitySubagentMergeAtCapacity(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "merged.jsonl")
 	r := NewFaultRig(t, FaultRigOptions{
-		SubagentMerge: "{num_traces: 4, wait_duration: 1m, late_span_window: 2m}",
+		SubagentMerge: "{mode: hold, num_traces: 4, wait_duration: 1m, late_span_window: 2m}",
 		Extra:         map[string]string{"file": fmt.Sprintf("{path: %q, format: json, flush_interval: 100ms}", out)},
 	})
 	const runs = 12
@@ -257,8 +257,8 @@ func TestReliabilitySubagentMergeAtCapacity(t *testing.T) {
 		"merged usage exact on all 24 dispatching chat spans")
 }
 
-// kill -9 with subagentmerge in the pipeline, its buffer on file_storage (as in the
-// shipped otelcol-config.yaml): the spans it holds while waiting for their trace's root
+// kill -9 with subagentmerge in hold mode in the pipeline, its buffer on file_storage:
+// the spans it holds while waiting for their trace's root
 // were written to disk before the receiver acknowledged them, so the restarted process
 // holds them again, and the roots sent after the restart complete the traces. SIGTERM
 // releases everything held (asserted for contrast). Nothing is lost either way.
@@ -270,7 +270,7 @@ func TestReliabilityKill9KeepsSubagentMergeHeldSpans(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			out := filepath.Join(dir, "merged.jsonl")
-			r := NewFaultRig(t, FaultRigOptions{Persistent: true, SubagentMerge: "{wait_duration: 5m, storage: file_storage}",
+			r := NewFaultRig(t, FaultRigOptions{Persistent: true, SubagentMerge: "{mode: hold, wait_duration: 5m, storage: file_storage}",
 				Extra: map[string]string{"file": fmt.Sprintf("{path: %q, format: json, flush_interval: 100ms}", out)}})
 			const runs = 5
 			l := &faulty.Load{Addr: r.OTLP}
@@ -323,10 +323,10 @@ func TestReliabilityKill9KeepsSubagentMergeHeldSpans(t *testing.T) {
 	}
 }
 
-// kill -9 twice under steady load with a retrying sender, subagentmerge in the
-// pipeline with its buffer on file_storage and both vendors' queues persistent: the
-// runs the merge holds at each crash (settling: the load's model calls announce
-// nothing) are restored, and every span the collector acknowledged reaches both vendors.
+// kill -9 twice under steady load with a retrying sender, subagentmerge (streaming) in
+// the pipeline with its ledgers on file_storage and both vendors' queues persistent:
+// the ledgers of the runs in flight at each crash are restored, and every span the
+// collector acknowledged reaches both vendors.
 // Duplicates (sent, then still on disk at the crash) are counted, not lost.
 func TestReliabilityKill9TwiceThroughTheMerge(t *testing.T) {
 	d := FaultDuration(t)
@@ -338,7 +338,7 @@ func TestReliabilityKill9TwiceThroughTheMerge(t *testing.T) {
 	heldAtCrash := make([]float64, 0, 2)
 	for range 2 {
 		time.Sleep(d / 2)
-		heldAtCrash = append(heldAtCrash, counter(t, r.Metrics(t), "otelcol_processor_subagentmerge_spans_buffered"))
+		heldAtCrash = append(heldAtCrash, counter(t, r.Metrics(t), "otelcol_processor_subagentmerge_ledger_traces"))
 		r.Collector.Kill()
 		time.Sleep(300 * time.Millisecond) // the sender meets a closed port and retries
 		r.Restart(t, nil)
@@ -346,19 +346,19 @@ func TestReliabilityKill9TwiceThroughTheMerge(t *testing.T) {
 	time.Sleep(time.Second)
 	stop()
 	got := r.WaitDelivered(t, l, start, 2*time.Minute, false)
-	t.Logf("kill -9 x2 through the merge: %+v; spans held by the merge at the crashes: %v", got, heldAtCrash)
+	t.Logf("kill -9 x2 through the merge: %+v; traces with a ledger at the crashes: %v", got, heldAtCrash)
 	s := l.Stats()
 	assert.Positive(t, s.Refusals[0], "the sender met the dead collector and retried")
-	assert.Positive(t, heldAtCrash[0]+heldAtCrash[1], "the crashes hit spans held by the merge")
+	assert.Positive(t, heldAtCrash[0]+heldAtCrash[1], "the crashes hit runs the merge had ledgers of")
 	assert.Zero(t, got.LFLost, "spans lost at Langfuse")
 	assert.Zero(t, got.LSLost, "runs lost at LangSmith")
 	assert.Equal(t, got.SentTokens, got.LFTokens)
 	assert.Equal(t, got.SentTokens, got.LSTokens)
 	r.AssertNoSecrets(t)
-	ReliabilityRow(t, "kill -9 of the collector, twice under steady load, subagentmerge buffer and queues on file_storage",
-		"what the merge held at each crash was on disk: the restarted process holds it again; the sender retries while the port is closed",
+	ReliabilityRow(t, "kill -9 of the collector, twice under steady load, subagentmerge ledgers and queues on file_storage",
+		"the merge holds no span (each goes on in the request that brought it, into the persistent queues); its ledgers were on disk and are read back; the sender retries while the port is closed",
 		fmt.Sprintf("%d spans, %d tokens", got.Sent, got.SentTokens), "Langfuse 0 / LangSmith 0",
 		fmt.Sprintf("%d / %d", got.LFDup, got.LSDup),
-		fmt.Sprintf("held by the merge at the crashes: %.0f and %.0f spans", heldAtCrash[0], heldAtCrash[1]),
+		fmt.Sprintf("traces with a ledger at the crashes: %.0f and %.0f", heldAtCrash[0], heldAtCrash[1]),
 		fmt.Sprintf("sender retries while down: %d", s.Refusals[0]))
 }

@@ -16,8 +16,8 @@ import (
 // enabled by their environment variables against the fakes, its store in
 // AGENTMETER_STORAGE_DIR), killed with SIGKILL twice under steady load from a retrying
 // sender and restarted on the same store: every span the collector acknowledged reaches
-// both vendors. What the dead process held (the merge buffer, both persistent sending
-// queues) is picked up by the next; what was sent and still on disk at the crash
+// both vendors. What the dead process held (the merge's ledgers, both persistent
+// sending queues) is picked up by the next; what was sent and still on disk at the crash
 // arrives twice, counted as duplicates.
 func TestReliabilityShippedConfigKill9Twice(t *testing.T) {
 	d := FaultDuration(t)
@@ -45,7 +45,7 @@ func TestReliabilityShippedConfigKill9Twice(t *testing.T) {
 	var held []float64
 	for range 2 {
 		time.Sleep(d / 2)
-		held = append(held, counter(t, r.Metrics(t), "otelcol_processor_subagentmerge_spans_buffered"))
+		held = append(held, counter(t, r.Metrics(t), "otelcol_processor_subagentmerge_ledger_traces"))
 		r.Collector.Kill()
 		r.logsOfEarlierRun = append(r.logsOfEarlierRun, r.Collector.Logs())
 		time.Sleep(300 * time.Millisecond) // the sender meets a closed port and retries
@@ -54,19 +54,19 @@ func TestReliabilityShippedConfigKill9Twice(t *testing.T) {
 	time.Sleep(time.Second)
 	stop()
 	got := r.WaitDelivered(t, l, began, 2*time.Minute, false)
-	t.Logf("shipped config, kill -9 x2: %+v; held by the merge at the crashes: %v", got, held)
+	t.Logf("shipped config, kill -9 x2: %+v; traces with a ledger at the crashes: %v", got, held)
 	s := l.Stats()
 	assert.Positive(t, s.Refusals[0], "the sender met the dead collector and retried")
-	assert.Positive(t, held[0]+held[1], "the crashes hit spans held by the merge")
+	assert.Positive(t, held[0]+held[1], "the crashes hit runs the merge had ledgers of")
 	assert.Zero(t, got.LFLost, "spans lost at Langfuse")
 	assert.Zero(t, got.LSLost, "runs lost at LangSmith")
 	assert.Equal(t, got.SentTokens, got.LFTokens)
 	assert.Equal(t, got.SentTokens, got.LSTokens)
 	r.AssertNoSecrets(t)
 	ReliabilityRow(t, "kill -9 of the shipped sidecar config, twice under steady load (vendors on by env, against the fakes)",
-		"merge buffer and both sending queues on file_storage (AGENTMETER_STORAGE_DIR); the restarted process picks up what the killed one held; the sender retries while the port is closed",
+		"merge ledgers and both sending queues on file_storage (AGENTMETER_STORAGE_DIR); the restarted process picks up what the killed one held; the sender retries while the port is closed",
 		fmt.Sprintf("%d spans, %d tokens", got.Sent, got.SentTokens), fmt.Sprintf("Langfuse %d / LangSmith %d", got.LFLost, got.LSLost),
 		fmt.Sprintf("%d / %d", got.LFDup, got.LSDup),
-		fmt.Sprintf("held by the merge at the crashes: %.0f and %.0f spans", held[0], held[1]),
+		fmt.Sprintf("traces with a ledger at the crashes: %.0f and %.0f", held[0], held[1]),
 		fmt.Sprintf("sender retries while down: %d", s.Refusals[0]))
 }

@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -125,16 +127,96 @@ func MergedDispatches(spans []ptrace.Span) map[string]genai.Usage {
 	return out
 }
 
-// CanonicalSpans renders spans as sorted "traceid/spanid name attrs" lines, so two
-// outputs that differ only in batching and order compare equal.
+// CanonicalSpans renders the last version of each span as sorted "traceid/spanid name
+// attrs" lines, without the marks of a re-emission (its revision, "corrected"), so two
+// outputs that differ only in batching, order and when corrections went out compare
+// equal.
 func CanonicalSpans(spans []ptrace.Span) []string {
+	spans = LastVersions(spans)
 	out := make([]string, 0, len(spans))
 	for _, sp := range spans {
 		tid, sid := sp.TraceID(), sp.SpanID()
+		attrs := sp.Attributes().AsRaw()
+		delete(attrs, genai.AttrMergeRevision)
+		delete(attrs, genai.AttrCallerSettled)
+		if attrs[genai.AttrMergeStatus] == genai.MergeCorrected {
+			delete(attrs, genai.AttrMergeStatus)
+		}
 		var buf bytes.Buffer
-		fmt.Fprintf(&buf, "%x/%x %s parent=%x %v", tid[:], sid[:], sp.Name(), sp.ParentSpanID(), sp.Attributes().AsRaw())
+		fmt.Fprintf(&buf, "%x/%x %s parent=%x %v", tid[:], sid[:], sp.Name(), sp.ParentSpanID(), attrs)
 		out = append(out, buf.String())
 	}
 	sort.Strings(out)
 	return out
+}
+
+// LastVersions keeps the last version of each span (by trace and span id), in the order
+// the spans first appeared: what a sink that upserts by id ends up with.
+func LastVersions(spans []ptrace.Span) []ptrace.Span {
+	type id struct {
+		t pcommon.TraceID
+		s pcommon.SpanID
+	}
+	at := map[id]int{}
+	var out []ptrace.Span
+	for _, sp := range spans {
+		k := id{sp.TraceID(), sp.SpanID()}
+		if i, ok := at[k]; ok {
+			out[i] = sp
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, sp)
+	}
+	return out
+}
+
+// FirstEmissions leaves out the re-emissions (genai.IsReemission): what the token
+// metrics count.
+func FirstEmissions(spans []ptrace.Span) []ptrace.Span {
+	var out []ptrace.Span
+	for _, sp := range spans {
+		if !genai.IsReemission(sp.Attributes()) {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// CountedVersions keeps the version of each span that counters count
+// (genai.IsCountedVersion): one per span.
+func CountedVersions(spans []ptrace.Span) []ptrace.Span {
+	var out []ptrace.Span
+	for _, sp := range spans {
+		if genai.IsCountedVersion(sp.Attributes()) {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// WaitForMergedSpans waits until path holds n first emissions and then until nothing
+// more lands for quiet (the re-emissions of a streamed merge come a little later), and
+// returns every span, re-emissions included.
+func WaitForMergedSpans(t testing.TB, path string, n int, quiet, timeout time.Duration) []ptrace.Span {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last, lastChange := -1, time.Now()
+	for {
+		tds, err := ReadTraces(path)
+		var spans []ptrace.Span
+		if err == nil {
+			spans = Spans(tds)
+		}
+		if len(spans) != last {
+			last, lastChange = len(spans), time.Now()
+		}
+		if len(FirstEmissions(spans)) >= n && time.Since(lastChange) >= quiet {
+			return spans
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %d spans in %s, have %d first emissions of %d (last error: %v)", timeout, n, path, len(FirstEmissions(spans)), len(spans), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

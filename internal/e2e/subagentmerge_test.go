@@ -60,8 +60,8 @@ func TestSubagentMergeThroughCollector(t *testing.T) {
 	StartIn(t, dir, mergeTierConfig(addr, "", out), addr)
 
 	n := sendRuns(t, addr, []uint64{1, 2})
-	spans := WaitForSpans(t, out, n, 30*time.Second)
-	require.Len(t, spans, n)
+	spans := WaitForMergedSpans(t, out, n, time.Second, 30*time.Second)
+	require.Len(t, FirstEmissions(spans), n)
 	got := MergedDispatches(spans)
 	for _, run := range []uint64{1, 2} {
 		for k, want := range AgentRunDispatch(run) {
@@ -76,11 +76,12 @@ func TestSubagentMergeThroughCollector(t *testing.T) {
 			in = in.Add(u)
 		}
 	}
-	for _, sp := range spans {
+	require.Len(t, CountedVersions(spans), n, "one counted version of each span")
+	for _, sp := range CountedVersions(spans) {
 		u, _ := genai.UsageFromMap(sp.Attributes())
 		outUsage = outUsage.Add(u)
 	}
-	assert.Equal(t, in, outUsage, "own usage passes through unchanged")
+	assert.Equal(t, in, outUsage, "own usage passes through unchanged, counted once")
 }
 
 // Scale-out (docs/subagentmerge.md): a front collector routes by trace id with the
@@ -98,7 +99,7 @@ func TestSubagentMergeTwoTierMatchesSingleCollector(t *testing.T) {
 	singleOut := filepath.Join(singleDir, "traces.jsonl")
 	StartIn(t, singleDir, mergeTierConfig(single, "", singleOut), single)
 	n := sendRuns(t, single, runs)
-	want := WaitForSpans(t, singleOut, n, 30*time.Second)
+	want := WaitForMergedSpans(t, singleOut, n, time.Second, 30*time.Second)
 
 	// two merge-tier collectors
 	var tierGRPC []string
@@ -143,14 +144,19 @@ service:
 
 	deadline := time.Now().Add(30 * time.Second)
 	var got [2][]ptrace.Span
+	last, lastChange := -1, time.Now()
 	for {
-		total := 0
+		total, first := 0, 0
 		for i, out := range tierOut {
 			tds, _ := ReadTraces(out)
 			got[i] = Spans(tds)
 			total += len(got[i])
+			first += len(FirstEmissions(got[i]))
 		}
-		if total >= n || time.Now().After(deadline) {
+		if total != last {
+			last, lastChange = total, time.Now()
+		}
+		if (first >= n && time.Since(lastChange) >= time.Second) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -158,7 +164,7 @@ service:
 	assert.NotEmpty(t, got[0], "tier 1 received traces")
 	assert.NotEmpty(t, got[1], "tier 2 received traces")
 	union := append(append([]ptrace.Span{}, got[0]...), got[1]...)
-	require.Len(t, union, n)
+	require.Len(t, FirstEmissions(union), n)
 	assert.Equal(t, CanonicalSpans(want), CanonicalSpans(union), "two-tier result equals the single collector's")
 	merged := MergedDispatches(union)
 	for _, run := range runs {

@@ -93,6 +93,51 @@ func usage(in, out int64) *genai.Usage { return &genai.Usage{Input: in, Output: 
 // canonical regroups spans under one ResourceSpans/ScopeSpans per distinct resource and
 // scope and sorts spans by trace and span id, so outputs that differ only in batching
 // compare equal.
+// lastVersions folds re-emissions the way a sink that upserts by span id does: each
+// span's last version wins, in the position of its first, without the marks a
+// re-emission carries (agentmeter.merge.revision, "corrected"), so a streamed run reads
+// like the same run merged whole.
+func lastVersions(tds ...ptrace.Traces) []ptrace.Traces {
+	type pos struct{ td, rs, ss, sp int }
+	type id struct {
+		t pcommon.TraceID
+		s pcommon.SpanID
+	}
+	last := map[id]ptrace.Span{}
+	for _, td := range tds {
+		forEachSpan(td, func(sp ptrace.Span) { last[id{sp.TraceID(), sp.SpanID()}] = sp })
+	}
+	seen := map[id]bool{}
+	var out []ptrace.Traces
+	for _, td := range tds {
+		c := ptrace.NewTraces()
+		td.CopyTo(c)
+		c.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
+			rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
+				ss.Spans().RemoveIf(func(sp ptrace.Span) bool {
+					k := id{sp.TraceID(), sp.SpanID()}
+					if seen[k] {
+						return true
+					}
+					seen[k] = true
+					last[k].CopyTo(sp)
+					attrs := sp.Attributes()
+					attrs.Remove(genai.AttrMergeRevision)
+					attrs.Remove(genai.AttrCallerSettled)
+					if v, ok := attrs.Get(genai.AttrMergeStatus); ok && v.Str() == genai.MergeCorrected {
+						attrs.Remove(genai.AttrMergeStatus)
+					}
+					return false
+				})
+				return ss.Spans().Len() == 0
+			})
+			return rs.ScopeSpans().Len() == 0
+		})
+		out = append(out, c)
+	}
+	return out
+}
+
 func canonical(tds ...ptrace.Traces) ptrace.Traces {
 	out := ptrace.NewTraces()
 	type key struct{ res, scope string }

@@ -80,13 +80,13 @@ var arrivalOrders = []arrivalOrder{
 
 // upserted folds a processor's output the way a vendor that upserts by span id does
 // (LangSmith, Langfuse): the last version of each span wins. counted is what the token
-// metrics count: every span except re-emitted corrections.
+// metrics count: one version of every span (genai.IsCountedVersion).
 func upserted(tds []ptrace.Traces) (last map[pcommon.SpanID]ptrace.Span, counted []ptrace.Span) {
 	last = map[pcommon.SpanID]ptrace.Span{}
 	for _, td := range tds {
 		for _, sp := range appendSpans(nil, td) {
 			last[sp.SpanID()] = sp
-			if st, _ := sp.Attributes().Get(genai.AttrMergeStatus); st.Str() != genai.MergeCorrected {
+			if genai.IsCountedVersion(sp.Attributes()) {
 				counted = append(counted, sp)
 			}
 		}
@@ -106,7 +106,7 @@ func TestPropertyEveryArrivalOrder(t *testing.T) {
 			for seed := uint64(1); seed <= 40; seed++ {
 				r := rand.New(rand.NewPCG(seed, uint64(oi)))
 				in, want := randomAgentTraceWithWant(r, seed, seed%3 != 0)
-				cfg := bufferModes[seed%2].cfg()
+				cfg := bufferModes[seed%uint64(len(bufferModes))].cfg()
 				cfg.SettleTime, cfg.WaitDuration = settle, time.Minute
 				p, sink, tel := newTestProcessor(t, cfg)
 				for _, st := range order.steps(r, clone(in), settle) {
@@ -116,8 +116,8 @@ func TestPropertyEveryArrivalOrder(t *testing.T) {
 					time.Sleep(st.pause)
 				}
 				require.NoError(t, p.Shutdown(context.Background()))
-				corrections += counterValue(t, tel, "otelcol_processor_subagentmerge_corrections")
-				released += counterValue(t, tel, "otelcol_processor_subagentmerge_traces_released")
+				corrections += countedSoFar(t, tel, "otelcol_processor_subagentmerge_corrections")
+				released += countedSoFar(t, tel, "otelcol_processor_subagentmerge_traces_released")
 				last, counted := upserted(sink.AllTraces())
 				msg := fmt.Sprintf("%s seed %d", order.name, seed)
 				require.Len(t, counted, in.SpanCount(), "%s: every span once, duplicates dropped", msg)
@@ -134,6 +134,10 @@ func TestPropertyEveryArrivalOrder(t *testing.T) {
 					require.Equal(t, dispatcher, has, "%s span %s", msg, id)
 					if dispatcher {
 						require.Equal(t, w, u, "%s: dispatching span %s", msg, id)
+					}
+					if name, _ := sp.Attributes().Get(genai.AttrToolName); name.Str() == genai.TaskToolName {
+						st, _ := sp.Attributes().Get(genai.AttrMergeStatus)
+						require.Equal(t, genai.MergeMerged, st.Str(), "%s: task span %s ends merged", msg, id)
 					}
 				}
 			}

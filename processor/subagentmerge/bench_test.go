@@ -20,6 +20,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/agentmeter/agentmeter/genai"
 )
 
 // The benchmarks run subagentmerge, contrib's groupbytrace (the same buffering job
@@ -64,7 +66,9 @@ func benchWorkload(dropRoots bool) (batches []ptrace.Traces, spans int) {
 	r := rand.New(rand.NewPCG(42, 42))
 	streams := make([][]ptrace.Span, benchTraces)
 	for i := range streams {
-		streams[i] = endOrder(randomAgentTrace(r, uint64(i+1)))
+		td := randomAgentTrace(r, uint64(i+1))
+		nameCallers(td)
+		streams[i] = endOrder(td)
 		if dropRoots {
 			streams[i] = streams[i][:len(streams[i])-1]
 		}
@@ -102,6 +106,30 @@ func benchWorkload(dropRoots bool) (batches []ptrace.Traces, spans int) {
 	return batches, spans
 }
 
+// nameCallers gives every model call the agentmeter.caller the agentmeter runtime
+// writes on its spans (every span of a run carries it): the lead's bucket, or the
+// subagent's whose run it is in.
+func nameCallers(td ptrace.Traces) {
+	spans := appendSpans(nil, td)
+	byID := map[pcommon.SpanID]ptrace.Span{}
+	for _, sp := range spans {
+		byID[sp.SpanID()] = sp
+	}
+	for _, sp := range spans {
+		if !genai.IsModelCallSpan(sp.Name(), sp.Attributes()) {
+			continue
+		}
+		caller := genai.BucketLeadAgent
+		for p, ok := byID[sp.ParentSpanID()]; ok; p, ok = byID[p.ParentSpanID()] {
+			if name, run := genai.AgentRunName(p.Name(), p.Attributes()); run && name != genai.LeadAgentName {
+				caller = genai.SubagentCaller(name)
+				break
+			}
+		}
+		sp.Attributes().PutStr(genai.AttrCaller, caller)
+	}
+}
+
 type countingSink struct{ spans atomic.Int64 }
 
 func (s *countingSink) consumer() consumer.Traces {
@@ -132,31 +160,25 @@ var benchTargets = []benchTarget{
 		}
 		return p
 	}},
-	// the default: spans stay in pdata for compact_after (1s), then are encoded
-	{"subagentmerge", subagentMergeTarget(time.Second)},
-	// every buffered span encoded on arrival
-	{"subagentmerge_compact0", subagentMergeTarget(0)},
-	// never encoded while the benchmark runs: the heap of the in-memory form
-	{"subagentmerge_hot", subagentMergeTarget(time.Hour)},
-	// the buffer on disk (file_storage, as shipped): what durability costs
-	{"subagentmerge_storage", subagentMergeStorageTarget},
-	// late_span_window 0: no records of released traces (no corrections): what they cost
-	{"subagentmerge_norecord", func(b *testing.B, next consumer.Traces, wait time.Duration) processor.Traces {
-		cfg := createDefaultConfig()
-		cfg.WaitDuration = wait
-		cfg.NumTraces = 1_000_000
-		cfg.LateSpanWindow = 0
-		p, err := newProcessor(processortest.NewNopSettings(Type), cfg, next)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return p
-	}},
+	// the default: stream mode, every span on at once, a ledger per trace
+	{"subagentmerge", subagentMergeTarget(ModeStream)},
+	// stream mode with its ledgers on a real file_storage (as shipped)
+	{"subagentmerge_storage", subagentMergeStorageTarget(ModeStream)},
+	// hold mode: spans buffered until their trace is complete (pdata for compact_after, then encoded)
+	{"subagentmerge_hold", subagentMergeTarget(ModeHold)},
+	// hold mode with the buffer on disk: what holding durably costs
+	{"subagentmerge_hold_storage", subagentMergeStorageTarget(ModeHold)},
 }
 
 // subagentMergeStorageTarget is subagentmerge with `storage` on a real file_storage
 // extension in a temporary directory.
-func subagentMergeStorageTarget(b *testing.B, next consumer.Traces, wait time.Duration) processor.Traces {
+func subagentMergeStorageTarget(mode string) func(*testing.B, consumer.Traces, time.Duration) processor.Traces {
+	return func(b *testing.B, next consumer.Traces, wait time.Duration) processor.Traces {
+		return newStorageTarget(b, next, wait, mode)
+	}
+}
+
+func newStorageTarget(b *testing.B, next consumer.Traces, wait time.Duration, mode string) processor.Traces {
 	f := filestorage.NewFactory()
 	fcfg := f.CreateDefaultConfig().(*filestorage.Config)
 	fcfg.Directory = b.TempDir()
@@ -170,6 +192,7 @@ func subagentMergeStorageTarget(b *testing.B, next consumer.Traces, wait time.Du
 	}
 	id := component.NewID(f.Type())
 	cfg := createDefaultConfig()
+	cfg.Mode = mode
 	cfg.WaitDuration = wait
 	cfg.NumTraces = 1_000_000
 	cfg.Storage = &id
@@ -195,12 +218,12 @@ func (w withStorage) Shutdown(ctx context.Context) error {
 	return errors.Join(w.subagentMerge.Shutdown(ctx), w.ext.Shutdown(ctx))
 }
 
-func subagentMergeTarget(compactAfter time.Duration) func(*testing.B, consumer.Traces, time.Duration) processor.Traces {
+func subagentMergeTarget(mode string) func(*testing.B, consumer.Traces, time.Duration) processor.Traces {
 	return func(b *testing.B, next consumer.Traces, wait time.Duration) processor.Traces {
 		cfg := createDefaultConfig()
+		cfg.Mode = mode
 		cfg.WaitDuration = wait
 		cfg.NumTraces = 1_000_000
-		cfg.CompactAfter = compactAfter
 		p, err := newProcessor(processortest.NewNopSettings(Type), cfg, next)
 		if err != nil {
 			b.Fatal(err)
@@ -334,7 +357,8 @@ func liveHeap() int64 {
 	return int64(ms.HeapAlloc)
 }
 
-// recordSize is the bytes the tombstones of p keep for corrections (0 for other targets).
+// recordSize is the bytes p keeps for corrections, its ledgers or its tombstones'
+// records (0 for other targets).
 func recordSize(p processor.Traces) int64 {
 	var m *subagentMerge
 	switch v := p.(type) {
@@ -345,7 +369,7 @@ func recordSize(p processor.Traces) int64 {
 	default:
 		return 0
 	}
-	var n int64
+	n := m.ledgerBytes.Load()
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/agentmeter/agentmeter/genai"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
@@ -31,17 +32,29 @@ type spanKey struct {
 	id, parent pcommon.SpanID
 	call       uint32 // callHash of gen_ai.tool.call.id on tool spans, else 0
 	kind       uint8  // kind* bits
+	role       genai.SpanKind
 }
 
 func (k spanKey) root() bool { return k.parent.IsEmpty() }
 
 // keyOf reads sp's key and appends the hashes of the tool calls it asked for to asks.
 func keyOf(sp ptrace.Span, asks []uint32) (spanKey, []uint32) {
+	var f spanFacts
+	sp.Attributes().Range(func(key string, v pcommon.Value) bool {
+		f.see(key, v)
+		return true
+	})
+	return keyFrom(sp, &f, asks)
+}
+
+// keyFrom is keyOf with sp's attributes already read into f.
+func keyFrom(sp ptrace.Span, f *spanFacts, asks []uint32) (spanKey, []uint32) {
 	k := spanKey{id: sp.SpanID()}
 	if !isLocalRoot(sp) {
 		k.parent = sp.ParentSpanID()
 	}
-	k.kind, k.call, asks = classify(sp, asks)
+	k.kind, k.call, asks = f.classify(sp, asks)
+	k.role = f.class
 	return k, asks
 }
 
@@ -168,6 +181,8 @@ type shard struct {
 	records  *atomic.Int64 // bytes of all shards' tombstone records (correction.go)
 	relQueue []releasedAt
 	relHead  int
+	// led are the ledgers (stream mode, ledger.go)
+	led ledgers
 }
 
 func shardIndex(id pcommon.TraceID) int {

@@ -51,6 +51,9 @@ type spanFacts struct {
 	op, toolName, callID, status string
 	ids, outMsgs                 pcommon.Value
 	hasIDs, hasOut, hasFinish    bool
+	// mergeWritten: the span already carries merge results (another subagentmerge's)
+	mergeWritten bool
+	class        genai.SpanKind // set by classify: the span's role, read once
 }
 
 func (f *spanFacts) see(k string, v pcommon.Value) {
@@ -69,29 +72,24 @@ func (f *spanFacts) see(k string, v pcommon.Value) {
 		f.outMsgs, f.hasOut = v, true
 	case genai.AttrFinishReasons:
 		f.hasFinish = true
+	default:
+		if isMergeWritten(k) {
+			f.mergeWritten = true
+		}
 	}
 }
 
-// classify reads what sp announces: its kind bits, the hash of its tool-call id (tool
-// spans), and appends the hashes of the tool calls it asked for (model calls) to asks.
-func classify(sp ptrace.Span, asks []uint32) (kind uint8, call uint32, _ []uint32) {
-	var f spanFacts
-	sp.Attributes().Range(func(k string, v pcommon.Value) bool {
-		f.see(k, v)
-		return true
-	})
-	return f.classify(sp, asks)
-}
-
-// classify is classify with the attributes already read into f.
+// classify reads what sp announces, its attributes already read into f: its kind bits,
+// the hash of its tool-call id (tool spans), and appends the hashes of the tool calls it
+// asked for (model calls) to asks; f.class gets the span's role.
 func (f *spanFacts) classify(sp ptrace.Span, asks []uint32) (kind uint8, call uint32, _ []uint32) {
 	attrs := sp.Attributes()
 	op, toolName, callID, status := f.op, f.toolName, f.callID, f.status
 	ids, outMsgs := f.ids, f.outMsgs
 	hasIDs, hasOut, hasFinish := f.hasIDs, f.hasOut, f.hasFinish
-	if op == "" {
-		op = genai.SpanOperation(sp.Name(), attrs)
-	}
+	cls := genai.ClassifyRead(op, sp.Name(), attrs)
+	f.class = cls.Kind
+	op = cls.Operation
 	switch {
 	case op == genai.OpExecuteTool:
 		kind = kindTool
@@ -105,7 +103,7 @@ func (f *spanFacts) classify(sp ptrace.Span, asks []uint32) (kind uint8, call ui
 		}
 	case op == genai.OpInvokeAgent:
 		kind = kindAgent
-	case genai.IsModelCallSpan(sp.Name(), attrs):
+	case cls.Kind == genai.SpanModelCall:
 		kind = kindModel
 		n := len(asks)
 		if hasIDs && ids.Type() == pcommon.ValueTypeSlice {

@@ -12,19 +12,44 @@ import (
 const (
 	maxWaitDuration = 24 * time.Hour
 	maxNumTraces    = 10_000_000
+	maxLedgerMiB    = 1 << 16
+)
+
+// Modes: how spans leave the processor.
+const (
+	// ModeStream passes every span on within the call that brought it, merged with what
+	// the trace's ledger knows, and re-emits a dispatching span when its merged usage
+	// changes later (ledger.go).
+	ModeStream = "stream"
+	// ModeHold buffers a trace's spans until the trace is complete (or settled, idle,
+	// pushed out by capacity), then merges and releases them together.
+	ModeHold = "hold"
 )
 
 // Config is the subagentmerge processor's configuration.
 type Config struct {
-	// WaitDuration is how long a trace may go without a new span before it is released
-	// incomplete. A complete trace (its root has arrived and every span's parent is
+	// Mode is "stream" (the default: spans go on at once, dispatchers are re-emitted
+	// "corrected" as their subagents' usage arrives) or "hold" (spans wait until their
+	// trace is complete: for sinks that keep only the first version of a span).
+	Mode string `mapstructure:"mode"`
+
+	// LedgerLimitMiB bounds the memory of the ledgers (stream mode) and of the records
+	// of released traces (hold mode): past it, the least recently extended traces'
+	// ledgers end first. Default: 64.
+	LedgerLimitMiB int `mapstructure:"ledger_limit_mib"`
+
+	// WaitDuration is, in stream mode, how long a trace's ledger is kept after its last
+	// new span (spans arriving later start a new ledger). In hold mode it is how long a
+	// trace may go without a new span before it is released incomplete. A complete trace (its root has arrived and every span's parent is
 	// present) is released at once, so this only bounds how long an unfinished run is
 	// held; it must exceed the longest quiet gap inside one run (a slow model call or
 	// tool), or the run is split and its later spans pass through as late.
 	// Default: 5m.
 	WaitDuration time.Duration `mapstructure:"wait_duration"`
 
-	// SettleTime is how long a trace is held after its root arrived when nothing it
+	// SettleTime is, in stream mode, the shortest time between two re-emissions of one
+	// dispatching span: changes within it are coalesced into one (a trace that becomes
+	// complete sends its last one at once). In hold mode it is how long a trace is held after its root arrived when nothing it
 	// names is missing but it does not say that every agent run has ended: its model
 	// calls announce nothing (no tool-call ids, output messages or finish reasons), or an
 	// agent run in it has no final answer yet. A trace that says everything is released
@@ -39,21 +64,23 @@ type Config struct {
 	// Default: 10000.
 	NumTraces int `mapstructure:"num_traces"`
 
-	// LateSpanWindow is how long the span ids of a released trace are remembered, so a
+	// LateSpanWindow (hold mode) is how long the span ids of a released trace are remembered, so a
 	// span arriving later is passed on marked late and an exact duplicate (a client
 	// retry) is dropped. 0 turns the memory off: late spans are then buffered as a new
 	// trace and duplicates after release are passed on again.
 	// Default: 2m.
 	LateSpanWindow time.Duration `mapstructure:"late_span_window"`
 
-	// CompactAfter is how long spans stay in the collector's in-memory form before they
+	// CompactAfter (hold mode) is how long spans stay in the collector's in-memory form before they
 	// are encoded as protobuf, several times smaller. Runs that complete within it
 	// (most short ones) are never encoded; long runs, which hold most of the buffer,
 	// are held compact. 0 encodes every buffered span on arrival.
 	// Default: 1s.
 	CompactAfter time.Duration `mapstructure:"compact_after"`
 
-	// Storage names a storage extension (file_storage) through which what the buffer
+	// Storage names a storage extension (file_storage). In stream mode the ledgers are
+	// kept there (the spans themselves are the next consumers' to keep: persistent
+	// sending queues), so a restart goes on converging. In hold mode what the buffer
 	// holds is also kept on disk, written before a request is acknowledged, so a
 	// restart after a crash buffers it again. Unset: memory only. With it, every
 	// buffered group of spans is encoded on arrival (compact_after does not apply).
@@ -62,6 +89,8 @@ type Config struct {
 
 func createDefaultConfig() *Config {
 	return &Config{
+		Mode:           ModeStream,
+		LedgerLimitMiB: 64,
 		WaitDuration:   5 * time.Minute,
 		SettleTime:     2 * time.Second,
 		NumTraces:      10_000,
@@ -73,6 +102,14 @@ func createDefaultConfig() *Config {
 // Validate reports every problem at once, each naming its YAML key.
 func (c *Config) Validate() error {
 	var errs []error
+	switch c.Mode {
+	case ModeStream, ModeHold:
+	default:
+		errs = append(errs, fmt.Errorf("mode must be %q or %q, got %q", ModeStream, ModeHold, c.Mode))
+	}
+	if c.LedgerLimitMiB <= 0 || c.LedgerLimitMiB > maxLedgerMiB {
+		errs = append(errs, fmt.Errorf("ledger_limit_mib must be between 1 and %d, got %d", maxLedgerMiB, c.LedgerLimitMiB))
+	}
 	if c.WaitDuration <= 0 {
 		errs = append(errs, fmt.Errorf("wait_duration must be positive, got %s", c.WaitDuration))
 	} else if c.WaitDuration > maxWaitDuration {

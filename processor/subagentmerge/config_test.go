@@ -21,14 +21,14 @@ func TestLoadConfig(t *testing.T) {
 		want *Config
 	}{
 		{component.NewID(Type), createDefaultConfig()},
-		{component.NewIDWithName(Type, "custom"), &Config{WaitDuration: 30 * time.Second, SettleTime: 500 * time.Millisecond, NumTraces: 500, LateSpanWindow: time.Minute, CompactAfter: 0}},
+		{component.NewIDWithName(Type, "custom"), &Config{Mode: ModeHold, LedgerLimitMiB: 16, WaitDuration: 30 * time.Second, SettleTime: 500 * time.Millisecond, NumTraces: 500, LateSpanWindow: time.Minute, CompactAfter: 0}},
 		{component.NewIDWithName(Type, "durable"), func() *Config {
 			c := createDefaultConfig()
 			id := component.MustNewIDWithName("file_storage", "merge")
 			c.Storage = &id
 			return c
 		}()},
-		{component.NewIDWithName(Type, "no_late_memory"), &Config{WaitDuration: 5 * time.Minute, SettleTime: 2 * time.Second, NumTraces: 10_000, LateSpanWindow: 0, CompactAfter: time.Second}},
+		{component.NewIDWithName(Type, "no_late_memory"), &Config{Mode: ModeStream, LedgerLimitMiB: 64, WaitDuration: 5 * time.Minute, SettleTime: 2 * time.Second, NumTraces: 10_000, LateSpanWindow: 0, CompactAfter: time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id.String(), func(t *testing.T) {
@@ -60,6 +60,8 @@ func TestValidate(t *testing.T) {
 		{"negative window", func(c *Config) { c.LateSpanWindow = -time.Second }, []string{"late_span_window must not be negative, got -1s"}},
 		{"negative settle", func(c *Config) { c.SettleTime = -time.Second }, []string{"settle_time must not be negative, got -1s"}},
 		{"huge settle", func(c *Config) { c.SettleTime = 25 * time.Hour }, []string{"settle_time must be at most 24h0m0s, got 25h0m0s"}},
+		{"unknown mode", func(c *Config) { c.Mode = "batch" }, []string{`mode must be "stream" or "hold", got "batch"`}},
+		{"zero ledger", func(c *Config) { c.LedgerLimitMiB = 0 }, []string{"ledger_limit_mib must be between 1 and 65536, got 0"}},
 		{"negative compact", func(c *Config) { c.CompactAfter = -time.Millisecond }, []string{"compact_after must not be negative, got -1ms"}},
 		{"everything at once", func(c *Config) { c.WaitDuration, c.NumTraces, c.LateSpanWindow = 0, -1, -time.Minute },
 			[]string{"wait_duration must be positive", "num_traces must be positive", "late_span_window must not be negative"}},

@@ -5,6 +5,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
@@ -178,14 +179,40 @@ func (r *recorder) afterFrom(rss ptrace.ResourceSpansSlice, from int) {
 	}
 }
 
-// after records sp as it goes on (call after the merge), when it may be a dispatcher.
+// after records sp as it goes on (call after the merge), when it may be a dispatcher
+// or is a tool span that went on without being merged (its dispatcher may come late).
 func (r *recorder) after(sp ptrace.Span, res pcommon.Resource, scope pcommon.InstrumentationScope) {
-	if len(r.keep) == 0 {
-		return
-	}
-	if _, ok := r.keep[sp.SpanID()]; ok {
+	if _, ok := r.keep[sp.SpanID()]; ok || unmergedTool(sp) {
 		appendUnder(r.sent, sp, res, scope)
 	}
+}
+
+// unmergedTool reports whether sp is a tool span that is not (yet) merged: a late
+// dispatcher or subtree can still change its merge status.
+func unmergedTool(sp ptrace.Span) bool {
+	if !genai.IsToolCallSpan(sp.Name(), sp.Attributes()) {
+		return false
+	}
+	return mergeStatus(sp.Attributes()) != genai.MergeMerged
+}
+
+// mergeStatus is a span's agentmeter.merge.status, "" when it has none.
+func mergeStatus(attrs pcommon.Map) string {
+	if v, ok := attrs.Get(genai.AttrMergeStatus); ok {
+		return v.AsString()
+	}
+	return ""
+}
+
+// markReemitted gives a span passed on again its next agentmeter.merge.revision: the
+// emission time in milliseconds, or one more than the last (so it grows across
+// restarts too).
+func markReemitted(attrs pcommon.Map, now int64) {
+	rev := now / 1e6
+	if old, ok := attrs.Get(genai.AttrMergeRevision); ok && old.Type() == pcommon.ValueTypeInt && old.Int() >= rev {
+		rev = old.Int() + 1
+	}
+	attrs.PutInt(genai.AttrMergeRevision, rev)
 }
 
 // appendUnder appends a copy of sp to td under res and scope, reusing td's last
@@ -223,7 +250,7 @@ type correction struct {
 // correct merges the late spans into the released trace recorded in skel and sent:
 // it writes onto each late span what the merge now says about it, and returns the
 // re-emissions and the new records. late spans must not have been changed yet.
-func (p *subagentMerge) correct(skel, sent []byte, late []lateSpan) (correction, error) {
+func (p *subagentMerge) correct(skel, sent []byte, late []lateSpan, at int64) (correction, error) {
 	var c correction
 	var w skeletonWriter
 	for _, l := range late {
@@ -256,11 +283,22 @@ func (p *subagentMerge) correct(skel, sent []byte, late []lateSpan) (correction,
 			for k := 0; k < sc.Spans().Len(); k++ {
 				sp := sc.Spans().At(k)
 				now, ok := byID[sp.SpanID()]
-				if !ok || sameSubagentResult(sp.Attributes(), now.Attributes()) {
+				if !ok {
 					continue
 				}
-				copyMergeWritten(sp.Attributes(), now.Attributes())
-				sp.Attributes().PutStr(genai.AttrMergeStatus, genai.MergeCorrected)
+				if genai.IsModelCallSpan(sp.Name(), sp.Attributes()) {
+					if sameSubagentResult(sp.Attributes(), now.Attributes()) {
+						continue
+					}
+					copyMergeWritten(sp.Attributes(), now.Attributes())
+					sp.Attributes().PutStr(genai.AttrMergeStatus, genai.MergeCorrected)
+				} else {
+					if mergeStatus(sp.Attributes()) == mergeStatus(now.Attributes()) {
+						continue
+					}
+					copyMergeWritten(sp.Attributes(), now.Attributes())
+				}
+				markReemitted(sp.Attributes(), at)
 				appendUnder(c.out, sp, rs.Resource(), sc.Scope())
 				c.n++
 			}
@@ -276,7 +314,7 @@ func (p *subagentMerge) correct(skel, sent []byte, late []lateSpan) (correction,
 				}
 			}
 		}
-		if asksForTools(l.span) {
+		if asksForTools(l.span) || unmergedTool(l.span) {
 			appendUnder(d, l.span, l.res, l.scope)
 		}
 	}
@@ -291,4 +329,63 @@ type lateSpan struct {
 	span  ptrace.Span
 	res   pcommon.Resource
 	scope pcommon.InstrumentationScope
+}
+
+// correctLate merges g's late spans into their released trace (correction.go): they go
+// on with what the merge now says about them, and every dispatching span it corrects
+// is re-emitted with this batch. Without a record of the trace (released before the
+// record was kept, or late_span_window off) late tool spans are marked late instead.
+func (p *subagentMerge) correctLate(td ptrace.Traces, sc *scratch, g *group, c *counts) {
+	var late []lateSpan
+	for r := g.first; r >= 0; r = sc.refs[r].next {
+		if ref := &sc.refs[r]; ref.fate == fateLate {
+			late = append(late, lateSpan{span: ref.span, res: ref.res, scope: ref.scope})
+		}
+	}
+	s := &p.shards[shardIndex(g.id)]
+	s.mu.Lock()
+	var cr correction
+	var err error
+	done := false
+	if tomb := s.released[g.id]; tomb != nil && tomb.skel != nil {
+		// under the shard lock: two late batches of one trace are corrected one after
+		// the other, each on the record the other left
+		if cr, err = p.correct(tomb.skel, tomb.sent, late, p.now()); err == nil {
+			p.records.Add(int64(len(cr.skel) + len(cr.sent) - len(tomb.skel) - len(tomb.sent)))
+			tomb.skel, tomb.sent = cr.skel, cr.sent
+			done = true
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		p.logger.Error("correcting a released trace failed; its late spans go on marked late", zap.Error(err))
+	}
+	if !done {
+		for _, l := range late {
+			markLate(l.span)
+		}
+		return
+	}
+	cr.out.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+	c.corrected += int64(cr.n)
+}
+
+// attach stores what rec recorded of a released trace on its tombstone.
+func (p *subagentMerge) attach(id pcommon.TraceID, rec *recorder) {
+	skel := rec.skel.message()
+	sent, err := p.marshaler.MarshalTraces(rec.sent)
+	if err != nil {
+		p.logger.Error("recording a released trace failed; spans arriving after it will not be merged", zap.Error(err))
+		return
+	}
+	if p.records.Load() > p.maxRecords {
+		return // over budget: late spans of this trace will be marked late
+	}
+	s := &p.shards[shardIndex(id)]
+	s.mu.Lock()
+	if tomb := s.released[id]; tomb != nil && tomb.skel == nil {
+		tomb.skel, tomb.sent = skel, sent
+		p.records.Add(int64(len(skel) + len(sent)))
+	}
+	s.mu.Unlock()
 }

@@ -116,7 +116,7 @@ func TestGoldenRandomBatches(t *testing.T) {
 			require.NoError(t, err)
 			for seed := uint64(1); seed <= 20; seed++ {
 				r := rand.New(rand.NewPCG(seed, 7))
-				mode := bufferModes[seed%2]
+				mode := bufferModes[seed%uint64(len(bufferModes))]
 				out := run(t, mode.cfg(), shuffleIntoBatches(r, tc.build(), 2+r.IntN(7))...)
 				require.NoError(t, ptracetest.CompareTraces(want, out), "seed %d, %s", seed, mode.name)
 			}
@@ -137,14 +137,16 @@ func TestGoldenDuplicates(t *testing.T) {
 				in = append(in, b, clone(b)) // each batch retried at once
 			}
 			in = append(in, tc.build()) // and the whole trace again after its release
-			p, sink, tel := newTestProcessor(t, bufferModes[len(tc.name)%2].cfg())
-			for _, b := range in {
-				require.NoError(t, p.ConsumeTraces(context.Background(), b))
+			for _, mode := range bufferModes {
+				p, sink, tel := newTestProcessor(t, mode.cfg())
+				for _, b := range in {
+					require.NoError(t, p.ConsumeTraces(context.Background(), clone(b)))
+				}
+				require.NoError(t, p.Shutdown(context.Background()))
+				require.NoError(t, ptracetest.CompareTraces(want, canonical(lastVersions(sink.AllTraces()...)...)), mode.name)
+				n := want.SpanCount()
+				assert.Equal(t, int64(2*n), counterValue(t, tel, "otelcol_processor_subagentmerge_duplicates_dropped"), mode.name)
 			}
-			require.NoError(t, p.Shutdown(context.Background()))
-			require.NoError(t, ptracetest.CompareTraces(want, canonical(sink.AllTraces()...)))
-			n := want.SpanCount()
-			assert.Equal(t, int64(2*n), counterValue(t, tel, "otelcol_processor_subagentmerge_duplicates_dropped"))
 		})
 	}
 }
@@ -160,16 +162,22 @@ func TestGoldenSecondPass(t *testing.T) {
 	}
 }
 
-func defaultTestConfig() *Config { return createDefaultConfig() }
+// defaultTestConfig is hold mode with its defaults: the tests of buffering and release.
+func defaultTestConfig() *Config { c := createDefaultConfig(); c.Mode = ModeHold; return c }
 
-// bufferModes are the two ways spans are held: hot (pdata, the default) and compact
-// (encoded on arrival, compact_after 0). Every golden and property test runs both.
+// streamTestConfig is the default config (stream mode).
+func streamTestConfig() *Config { return createDefaultConfig() }
+
+// bufferModes are the ways spans go through: held hot (pdata) or compact (encoded on
+// arrival, compact_after 0) in hold mode, and streamed. Every golden and property test
+// runs each.
 var bufferModes = []struct {
 	name string
 	cfg  func() *Config
 }{
 	{"hot", defaultTestConfig},
-	{"compact", func() *Config { c := createDefaultConfig(); c.CompactAfter = 0; return c }},
+	{"compact", func() *Config { c := defaultTestConfig(); c.CompactAfter = 0; return c }},
+	{"stream", streamTestConfig},
 }
 
 func newTestProcessor(t *testing.T, cfg *Config) (*subagentMerge, *consumertest.TracesSink, *componenttest.Telemetry) {
@@ -194,16 +202,26 @@ func run(t *testing.T, cfg *Config, batches ...ptrace.Traces) ptrace.Traces {
 		require.NoError(t, p.ConsumeTraces(context.Background(), b))
 	}
 	require.NoError(t, p.Shutdown(context.Background()))
-	return canonical(sink.AllTraces()...)
+	return canonical(lastVersions(sink.AllTraces()...)...)
 }
 
+// counterValue is the total of counter name; a counter never recorded fails the test
+// (a renamed or unregistered metric must not read as zero).
 func counterValue(t *testing.T, tel *componenttest.Telemetry, name string) int64 {
 	t.Helper()
 	m, err := tel.GetMetric(name)
-	if err != nil {
+	require.NoError(t, err, "metric %s was never recorded", name)
+	return sumInt64(t, m)
+}
+
+// countedSoFar is counterValue for a counter that may rightly not have counted
+// anything yet (a sum over runs that is only logged).
+func countedSoFar(t *testing.T, tel *componenttest.Telemetry, name string) int64 {
+	t.Helper()
+	if _, err := tel.GetMetric(name); err != nil {
 		return 0
 	}
-	return sumInt64(m)
+	return counterValue(t, tel, name)
 }
 
 // shuffleIntoBatches spreads td's spans over n batches in random order, roots last,

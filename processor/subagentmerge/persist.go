@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.uber.org/zap"
+
+	"github.com/agentmeter/agentmeter/internal/storageclient"
 )
 
 // With `storage` set, what the buffer holds is also written, before ConsumeTraces
@@ -39,10 +41,18 @@ const (
 	keyHigh = "high"
 )
 
-func chunkKey(seq uint64) string { return fmt.Sprintf("chunk/%016x", seq) }
+// Key prefixes: hold mode stores spans under the bare keys, stream mode its ledgers
+// under "ledger/" (ledgerstore.go), so the two never read each other's chunks.
+const (
+	prefixHold   = ""
+	prefixStream = "ledger/"
+)
+
+func (p *persister) chunkKey(seq uint64) string { return fmt.Sprintf("%schunk/%016x", p.prefix, seq) }
 
 type persister struct {
 	client storage.Client
+	prefix string
 	next   atomic.Uint64 // next sequence number
 
 	mu   sync.Mutex // serialises writes, so "high" only grows
@@ -60,25 +70,14 @@ type persister struct {
 	kept map[uint64]struct{}
 }
 
-func startPersister(ctx context.Context, host component.Host, id component.ID, self component.ID) (*persister, error) {
-	ext, ok := host.GetExtensions()[id]
-	if !ok {
-		return nil, fmt.Errorf("storage: extension %q not found (add it under extensions and service.extensions)", id)
-	}
-	se, ok := ext.(storage.Extension)
-	if !ok {
-		return nil, fmt.Errorf("storage: extension %q is not a storage extension", id)
-	}
-	client, err := se.GetClient(ctx, component.KindProcessor, self, "")
-	if err != nil {
-		return nil, fmt.Errorf("storage: getting a client of %q: %w", id, err)
-	}
-	p := &persister{client: client, kept: map[uint64]struct{}{}, refs: map[uint64]int{}, unwritten: map[uint64][]byte{}}
-	if p.low, err = p.getUint(ctx, keyLow); err == nil {
-		p.high, err = p.getUint(ctx, keyHigh)
+// newPersister reads the bounds of the chunks stored under prefix.
+func newPersister(ctx context.Context, client storage.Client, prefix string) (*persister, error) {
+	p := &persister{client: client, prefix: prefix, kept: map[uint64]struct{}{}, refs: map[uint64]int{}, unwritten: map[uint64][]byte{}}
+	var err error
+	if p.low, err = p.getUint(ctx, p.prefix+keyLow); err == nil {
+		p.high, err = p.getUint(ctx, p.prefix+keyHigh)
 	}
 	if err != nil {
-		_ = client.Close(ctx)
 		return nil, fmt.Errorf("storage: reading the buffer's bounds: %w", err)
 	}
 	p.next.Store(p.high)
@@ -115,18 +114,18 @@ func (p *persister) write(ctx context.Context, seq uint64, data []byte) error {
 	var ops []*storage.Operation
 	top := p.high
 	if data != nil {
-		ops = append(ops, storage.SetOperation(chunkKey(seq), data))
+		ops = append(ops, storage.SetOperation(p.chunkKey(seq), data))
 		top = max(top, seq+1)
 	}
 	for s, d := range p.unwritten {
-		ops = append(ops, storage.SetOperation(chunkKey(s), d))
+		ops = append(ops, storage.SetOperation(p.chunkKey(s), d))
 		top = max(top, s+1)
 	}
 	if len(ops) == 0 {
 		return nil
 	}
 	if top > p.high {
-		ops = append(ops, storage.SetOperation(keyHigh, u64(top)))
+		ops = append(ops, storage.SetOperation(p.prefix+keyHigh, u64(top)))
 	}
 	if err := p.client.Batch(ctx, ops...); err != nil {
 		if data != nil {
@@ -155,12 +154,12 @@ func (p *persister) forget(ctx context.Context, seqs []uint64, drop ...uint64) e
 		if p.refs[s]--; p.refs[s] <= 0 {
 			delete(p.refs, s)
 			delete(p.unwritten, s)
-			ops = append(ops, storage.DeleteOperation(chunkKey(s)))
+			ops = append(ops, storage.DeleteOperation(p.chunkKey(s)))
 		}
 	}
 	p.refMu.Unlock()
 	for _, s := range drop {
-		ops = append(ops, storage.DeleteOperation(chunkKey(s)))
+		ops = append(ops, storage.DeleteOperation(p.chunkKey(s)))
 	}
 	if len(ops) == 0 {
 		return nil
@@ -192,7 +191,7 @@ func (p *persister) advanceLow(ctx context.Context, minLive uint64, anyLive bool
 	if low <= p.low {
 		return nil
 	}
-	if err := p.client.Set(ctx, keyLow, u64(low)); err != nil {
+	if err := p.client.Set(ctx, p.prefix+keyLow, u64(low)); err != nil {
 		return err
 	}
 	p.low = low
@@ -207,7 +206,7 @@ func (m *subagentMerge) restore(ctx context.Context) error {
 	var errs []error
 	restored, chunks := 0, 0
 	for seq := st.low; seq < st.high; seq++ {
-		b, err := st.client.Get(ctx, chunkKey(seq))
+		b, err := st.client.Get(ctx, st.chunkKey(seq))
 		if err != nil {
 			return fmt.Errorf("storage: reading buffered spans: %w", err)
 		}
@@ -250,4 +249,52 @@ func (m *subagentMerge) minLiveSeq() (uint64, bool) {
 		s.mu.Unlock()
 	}
 	return lowest, any
+}
+
+// startStorage opens the storage extension and restores what a previous process left:
+// in stream mode its ledgers, then any spans a hold-mode process left buffered (they
+// were acknowledged and never passed on, so they go on now, through the ledgers); in
+// hold mode its buffer.
+func (m *subagentMerge) startStorage(ctx context.Context, host component.Host) error {
+	client, err := storageclient.Open(ctx, host, *m.cfg.Storage, component.KindProcessor, m.id)
+	if err != nil {
+		return err
+	}
+	prefix := prefixHold
+	if m.stream {
+		prefix = prefixStream
+	}
+	if m.store, err = newPersister(ctx, client, prefix); err != nil {
+		_ = client.Close(ctx)
+		return err
+	}
+	if !m.stream {
+		return m.restore(ctx)
+	}
+	if err := m.restoreStream(ctx); err != nil {
+		return err
+	}
+	held, err := newPersister(ctx, client, prefixHold)
+	if err != nil {
+		return err
+	}
+	var drop []uint64
+	for seq := held.low; seq < held.high; seq++ {
+		b, err := held.client.Get(ctx, held.chunkKey(seq))
+		if err != nil || b == nil {
+			continue
+		}
+		if td, err := m.unmarshaler.UnmarshalTraces(b); err == nil {
+			if err := m.consumeStream(ctx, td); err != nil {
+				m.logger.Error("passing on spans a hold-mode process left buffered", zap.Error(err))
+				continue
+			}
+		}
+		drop = append(drop, seq)
+	}
+	if len(drop) > 0 {
+		m.logger.Info("passed on the spans a hold-mode process left buffered", zap.Int("chunks", len(drop)))
+		return held.forget(ctx, nil, drop...)
+	}
+	return nil
 }

@@ -255,17 +255,15 @@ func TestConcurrentConsumers(t *testing.T) {
 func releasedBy(t *testing.T, tel *componenttest.Telemetry, reason string) int64 {
 	t.Helper()
 	m, err := tel.GetMetric("otelcol_processor_subagentmerge_traces_released")
-	if err != nil {
-		return 0
-	}
-	return sumInt64Where(m, "reason", reason)
+	require.NoError(t, err, "traces_released was never recorded")
+	return sumInt64Where(t, m, "reason", reason)
 }
 
 func assertGauge(t *testing.T, tel *componenttest.Telemetry, name string, want int64) {
 	t.Helper()
 	m, err := tel.GetMetric(name)
 	require.NoError(t, err)
-	assert.Equal(t, want, gaugeInt64(m))
+	assert.Equal(t, want, gaugeInt64(t, m))
 }
 
 // Hot spans are encoded once they have been held compact_after; release decodes them

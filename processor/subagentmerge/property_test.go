@@ -123,7 +123,7 @@ func TestPropertyRandomAgentTrees(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 99))
 		in, want := randomAgentTraceWithWant(r, seed, seed%3 != 0)
 		batches := shuffleIntoBatches(r, in, 1+r.IntN(6))
-		out := run(t, bufferModes[seed%2].cfg(), batches...)
+		out := run(t, bufferModes[seed%uint64(len(bufferModes))].cfg(), batches...)
 		require.Equal(t, in.SpanCount(), out.SpanCount(), "seed %d", seed)
 		require.Equal(t, ownUsageSum(in), ownUsageSum(out), "seed %d: own usage changed", seed)
 		forEachSpan(out, func(sp ptrace.Span) {

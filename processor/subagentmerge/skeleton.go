@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/agentmeter/agentmeter/internal/otlpwire"
+
 	"github.com/agentmeter/agentmeter/genai"
 )
 
@@ -17,35 +19,10 @@ import (
 // processor. Concatenated TracesData messages decode as one, so adding late spans to a
 // record is appending another encoded message.
 
-// OTLP field numbers (opentelemetry/proto/trace/v1/trace.proto, common/v1/common.proto).
-const (
-	fTracesDataResourceSpans = 1
-	fResourceSpansScopeSpans = 2
-	fScopeSpansSpans         = 2
-	fSpanTraceID             = 1
-	fSpanSpanID              = 2
-	fSpanParentSpanID        = 4
-	fSpanName                = 5
-	fSpanKind                = 6
-	fSpanStart               = 7
-	fSpanEnd                 = 8
-	fSpanAttributes          = 9
-	fSpanFlags               = 16
-	fKeyValueKey             = 1
-	fKeyValueValue           = 2
-	fAnyString               = 1
-	fAnyBool                 = 2
-	fAnyInt                  = 3
-	fAnyDouble               = 4
-	fAnyArray                = 5
-	fArrayValues             = 1
-)
-
 // skeletonWriter encodes trimmed spans; its buffers are reused between spans.
 type skeletonWriter struct {
 	spans []byte // encoded Span fields of ScopeSpans.spans, each with its tag
 	span  []byte // the span being written
-	kv    []byte
 	val   []byte
 	arr   []byte // an array value's elements
 	one   []byte // one element
@@ -59,24 +36,17 @@ func (w *skeletonWriter) reset() { w.spans = w.spans[:0] }
 func (w *skeletonWriter) add(sp ptrace.Span) spanFacts {
 	b := w.span[:0]
 	tid, sid, pid := sp.TraceID(), sp.SpanID(), sp.ParentSpanID()
-	b = protowire.AppendTag(b, fSpanTraceID, protowire.BytesType)
-	b = protowire.AppendBytes(b, tid[:])
-	b = protowire.AppendTag(b, fSpanSpanID, protowire.BytesType)
-	b = protowire.AppendBytes(b, sid[:])
+	b = otlpwire.AppendBytes(b, otlpwire.SpanTraceID, tid[:])
+	b = otlpwire.AppendBytes(b, otlpwire.SpanSpanID, sid[:])
 	if !pid.IsEmpty() {
-		b = protowire.AppendTag(b, fSpanParentSpanID, protowire.BytesType)
-		b = protowire.AppendBytes(b, pid[:])
+		b = otlpwire.AppendBytes(b, otlpwire.SpanParentSpanID, pid[:])
 	}
-	b = protowire.AppendTag(b, fSpanName, protowire.BytesType)
-	b = protowire.AppendString(b, sp.Name())
+	b = otlpwire.AppendString(b, otlpwire.SpanName, sp.Name())
 	if k := sp.Kind(); k != 0 {
-		b = protowire.AppendTag(b, fSpanKind, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(k))
+		b = otlpwire.AppendVarint(b, otlpwire.SpanKind, uint64(k))
 	}
-	b = protowire.AppendTag(b, fSpanStart, protowire.Fixed64Type)
-	b = protowire.AppendFixed64(b, uint64(sp.StartTimestamp()))
-	b = protowire.AppendTag(b, fSpanEnd, protowire.Fixed64Type)
-	b = protowire.AppendFixed64(b, uint64(sp.EndTimestamp()))
+	b = otlpwire.AppendFixed64(b, otlpwire.SpanStart, uint64(sp.StartTimestamp()))
+	b = otlpwire.AppendFixed64(b, otlpwire.SpanEnd, uint64(sp.EndTimestamp()))
 	hasIDs := false
 	var outMsgs string
 	var f spanFacts
@@ -101,36 +71,24 @@ func (w *skeletonWriter) add(sp ptrace.Span) spanFacts {
 			arr := w.val[:0]
 			for _, id := range ids {
 				var one []byte
-				one = protowire.AppendTag(one, fAnyString, protowire.BytesType)
-				one = protowire.AppendString(one, id)
-				arr = protowire.AppendTag(arr, fArrayValues, protowire.BytesType)
-				arr = protowire.AppendBytes(arr, one)
+				one = otlpwire.AppendString(one, otlpwire.AnyString, id)
+				arr = otlpwire.AppendBytes(arr, otlpwire.ArrayValues, one)
 			}
 			var any []byte
-			any = protowire.AppendTag(any, fAnyArray, protowire.BytesType)
-			any = protowire.AppendBytes(any, arr)
+			any = otlpwire.AppendBytes(any, otlpwire.AnyArray, arr)
 			b = w.appendKV(b, genai.AttrResponseToolCallIDs, any)
 		}
 	}
 	if f := sp.Flags(); f != 0 {
-		b = protowire.AppendTag(b, fSpanFlags, protowire.Fixed32Type)
-		b = protowire.AppendFixed32(b, f)
+		b = otlpwire.AppendFixed32(b, otlpwire.SpanFlags, f)
 	}
 	w.span = b
-	w.spans = protowire.AppendTag(w.spans, fScopeSpansSpans, protowire.BytesType)
-	w.spans = protowire.AppendBytes(w.spans, b)
+	w.spans = otlpwire.AppendBytes(w.spans, otlpwire.ScopeSpansSpans, b)
 	return f
 }
 
 func (w *skeletonWriter) appendKV(b []byte, k string, val []byte) []byte {
-	kv := w.kv[:0]
-	kv = protowire.AppendTag(kv, fKeyValueKey, protowire.BytesType)
-	kv = protowire.AppendString(kv, k)
-	kv = protowire.AppendTag(kv, fKeyValueValue, protowire.BytesType)
-	kv = protowire.AppendBytes(kv, val)
-	w.kv = kv
-	b = protowire.AppendTag(b, fSpanAttributes, protowire.BytesType)
-	return protowire.AppendBytes(b, kv)
+	return otlpwire.AppendKeyValue(b, otlpwire.SpanAttributes, k, val)
 }
 
 // value encodes v as an AnyValue into w.val, or reports that the skeleton drops it.
@@ -147,12 +105,10 @@ func (w *skeletonWriter) value(v pcommon.Value) ([]byte, bool) {
 				return nil, false
 			}
 			w.one = one
-			arr = protowire.AppendTag(arr, fArrayValues, protowire.BytesType)
-			arr = protowire.AppendBytes(arr, one)
+			arr = otlpwire.AppendBytes(arr, otlpwire.ArrayValues, one)
 		}
 		w.arr = arr
-		b := protowire.AppendTag(w.val[:0], fAnyArray, protowire.BytesType)
-		w.val = protowire.AppendBytes(b, arr)
+		w.val = otlpwire.AppendBytes(w.val[:0], otlpwire.AnyArray, arr)
 		return w.val, true
 	}
 	b, ok := appendAny(w.val[:0], v, true)
@@ -168,17 +124,13 @@ func appendAny(b []byte, v pcommon.Value, top bool) ([]byte, bool) {
 		if len(v.Str()) > maxSkeletonString {
 			return b, false
 		}
-		b = protowire.AppendTag(b, fAnyString, protowire.BytesType)
-		return protowire.AppendString(b, v.Str()), true
+		return otlpwire.AppendString(b, otlpwire.AnyString, v.Str()), true
 	case pcommon.ValueTypeBool:
-		b = protowire.AppendTag(b, fAnyBool, protowire.VarintType)
-		return protowire.AppendVarint(b, protowire.EncodeBool(v.Bool())), true
+		return otlpwire.AppendVarint(b, otlpwire.AnyBool, protowire.EncodeBool(v.Bool())), true
 	case pcommon.ValueTypeInt:
-		b = protowire.AppendTag(b, fAnyInt, protowire.VarintType)
-		return protowire.AppendVarint(b, uint64(v.Int())), true
+		return otlpwire.AppendVarint(b, otlpwire.AnyInt, uint64(v.Int())), true
 	case pcommon.ValueTypeDouble:
-		b = protowire.AppendTag(b, fAnyDouble, protowire.Fixed64Type)
-		return protowire.AppendFixed64(b, math.Float64bits(v.Double())), true
+		return otlpwire.AppendFixed64(b, otlpwire.AnyDouble, math.Float64bits(v.Double())), true
 	case pcommon.ValueTypeSlice:
 		s := v.Slice()
 		if !top || s.Len() > 64 {
@@ -190,11 +142,9 @@ func appendAny(b []byte, v pcommon.Value, top bool) ([]byte, bool) {
 			if !ok {
 				return b, false
 			}
-			arr = protowire.AppendTag(arr, fArrayValues, protowire.BytesType)
-			arr = protowire.AppendBytes(arr, one)
+			arr = otlpwire.AppendBytes(arr, otlpwire.ArrayValues, one)
 		}
-		b = protowire.AppendTag(b, fAnyArray, protowire.BytesType)
-		return protowire.AppendBytes(b, arr), true
+		return otlpwire.AppendBytes(b, otlpwire.AnyArray, arr), true
 	}
 	return b, false // maps, bytes, empty: contents, not read by the merge
 }
@@ -211,12 +161,31 @@ func skeletonKeeps(k string) bool {
 	return strings.HasPrefix(k, "gen_ai.usage.") || strings.HasPrefix(k, "agentmeter.")
 }
 
+// messageOf returns the spans written at parts (ranges of w.spans) as one TracesData
+// message.
+func (w *skeletonWriter) messageOf(parts [][2]int32) []byte {
+	n := 0
+	for _, pt := range parts {
+		n += int(pt[1] - pt[0])
+	}
+	// TracesData{resource_spans: ResourceSpans{scope_spans: ScopeSpans{spans...}}},
+	// written into one buffer: each length is known before its bytes
+	rsLen := protowire.SizeTag(otlpwire.ResourceSpansScopeSpans) + protowire.SizeBytes(n)
+	out := make([]byte, 0, protowire.SizeTag(otlpwire.TracesResourceSpans)+protowire.SizeBytes(rsLen))
+	out = protowire.AppendTag(out, otlpwire.TracesResourceSpans, protowire.BytesType)
+	out = protowire.AppendVarint(out, uint64(rsLen))
+	out = protowire.AppendTag(out, otlpwire.ResourceSpansScopeSpans, protowire.BytesType)
+	out = protowire.AppendVarint(out, uint64(n))
+	for _, pt := range parts {
+		out = append(out, w.spans[pt[0]:pt[1]]...)
+	}
+	return out
+}
+
 // message returns the spans written since reset as one TracesData message.
 func (w *skeletonWriter) message() []byte {
 	rs := make([]byte, 0, len(w.spans)+8)
-	rs = protowire.AppendTag(rs, fResourceSpansScopeSpans, protowire.BytesType)
-	rs = protowire.AppendBytes(rs, w.spans)
+	rs = otlpwire.AppendBytes(rs, otlpwire.ResourceSpansScopeSpans, w.spans)
 	out := make([]byte, 0, len(rs)+8)
-	out = protowire.AppendTag(out, fTracesDataResourceSpans, protowire.BytesType)
-	return protowire.AppendBytes(out, rs)
+	return otlpwire.AppendBytes(out, otlpwire.TracesResourceSpans, rs)
 }

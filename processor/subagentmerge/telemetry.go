@@ -31,7 +31,7 @@ type telemetry struct {
 	reasonAttrs [5]metric.AddOption
 }
 
-func newTelemetry(set component.TelemetrySettings, buffered func() (traces, spans int64)) (*telemetry, error) {
+func newTelemetry(set component.TelemetrySettings, buffered func() (traces, spans int64), ledgers func() (traces, bytes int64)) (*telemetry, error) {
 	tb, err := metadata.NewTelemetryBuilder(set)
 	if err != nil {
 		return nil, fmt.Errorf("subagentmerge: create metrics: %w", err)
@@ -51,6 +51,20 @@ func newTelemetry(set component.TelemetrySettings, buffered func() (traces, span
 		err = tb.RegisterProcessorSubagentmergeSpansBufferedCallback(func(_ context.Context, o metric.Int64Observer) error {
 			_, sp := buffered()
 			o.Observe(sp)
+			return nil
+		})
+	}
+	if err == nil {
+		err = tb.RegisterProcessorSubagentmergeLedgerTracesCallback(func(_ context.Context, o metric.Int64Observer) error {
+			tr, _ := ledgers()
+			o.Observe(tr)
+			return nil
+		})
+	}
+	if err == nil {
+		err = tb.RegisterProcessorSubagentmergeLedgerBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
+			_, b := ledgers()
+			o.Observe(b)
 			return nil
 		})
 	}

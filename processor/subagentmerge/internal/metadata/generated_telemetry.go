@@ -31,6 +31,8 @@ type TelemetryBuilder struct {
 	ProcessorSubagentmergeCorrections       metric.Int64Counter
 	ProcessorSubagentmergeDuplicatesDropped metric.Int64Counter
 	ProcessorSubagentmergeLateSpans         metric.Int64Counter
+	ProcessorSubagentmergeLedgerBytes       metric.Int64ObservableGauge
+	ProcessorSubagentmergeLedgerTraces      metric.Int64ObservableGauge
 	ProcessorSubagentmergeOrphans           metric.Int64Counter
 	ProcessorSubagentmergeSpansBuffered     metric.Int64ObservableGauge
 	ProcessorSubagentmergeSpansMerged       metric.Int64Counter
@@ -47,6 +49,36 @@ type telemetryBuilderOptionFunc func(mb *TelemetryBuilder)
 
 func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
 	tbof(mb)
+}
+
+// RegisterProcessorSubagentmergeLedgerBytesCallback sets callback for observable ProcessorSubagentmergeLedgerBytes metric.
+func (builder *TelemetryBuilder) RegisterProcessorSubagentmergeLedgerBytesCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorSubagentmergeLedgerBytes, obs: o})
+		return nil
+	}, builder.ProcessorSubagentmergeLedgerBytes)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorSubagentmergeLedgerTracesCallback sets callback for observable ProcessorSubagentmergeLedgerTraces metric.
+func (builder *TelemetryBuilder) RegisterProcessorSubagentmergeLedgerTracesCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorSubagentmergeLedgerTraces, obs: o})
+		return nil
+	}, builder.ProcessorSubagentmergeLedgerTraces)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
 }
 
 // RegisterProcessorSubagentmergeSpansBufferedCallback sets callback for observable ProcessorSubagentmergeSpansBuffered metric.
@@ -109,7 +141,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	var err, errs error
 	builder.ProcessorSubagentmergeCorrections, err = builder.meter.Int64Counter(
 		"otelcol_processor_subagentmerge_corrections",
-		metric.WithDescription("Dispatching spans re-emitted (agentmeter.merge.status corrected) because spans of their trace arrived after its release and changed their merged usage. [Development]"),
+		metric.WithDescription("Spans re-emitted under their span id (agentmeter.merge.revision) because spans of their trace that came later changed what the merge wrote on them (dispatching model calls are marked corrected). [Development]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)
@@ -123,6 +155,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_subagentmerge_late_spans",
 		metric.WithDescription("Spans that arrived after their trace was released and were passed on unbuffered. [Development]"),
 		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorSubagentmergeLedgerBytes, err = builder.meter.Int64ObservableGauge(
+		"otelcol_processor_subagentmerge_ledger_bytes",
+		metric.WithDescription("Bytes the ledgers hold (stream mode), counted against ledger_limit_mib. [Development]"),
+		metric.WithUnit("By"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorSubagentmergeLedgerTraces, err = builder.meter.Int64ObservableGauge(
+		"otelcol_processor_subagentmerge_ledger_traces",
+		metric.WithDescription("Traces with a ledger (stream mode). [Development]"),
+		metric.WithUnit("{trace}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorSubagentmergeOrphans, err = builder.meter.Int64Counter(
@@ -151,7 +195,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorSubagentmergeTracesReleased, err = builder.meter.Int64Counter(
 		"otelcol_processor_subagentmerge_traces_released",
-		metric.WithDescription("Traces released, by reason (complete, settled, idle, capacity, shutdown). [Development]"),
+		metric.WithDescription("Traces released, by reason (complete, settled, idle, capacity, shutdown); in stream mode, ledgers ended (idle, capacity). [Development]"),
 		metric.WithUnit("{trace}"),
 	)
 	errs = errors.Join(errs, err)

@@ -24,7 +24,7 @@ func NewSettings(tt *componenttest.Telemetry) processor.Settings {
 func AssertEqualProcessorSubagentmergeCorrections(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_subagentmerge_corrections",
-		Description: "Dispatching spans re-emitted (agentmeter.merge.status corrected) because spans of their trace arrived after its release and changed their merged usage. [Development]",
+		Description: "Spans re-emitted under their span id (agentmeter.merge.revision) because spans of their trace that came later changed what the merge wrote on them (dispatching model calls are marked corrected). [Development]",
 		Unit:        "{span}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -65,6 +65,34 @@ func AssertEqualProcessorSubagentmergeLateSpans(t *testing.T, tt *componenttest.
 		},
 	}
 	got, err := tt.GetMetric("otelcol_processor_subagentmerge_late_spans")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorSubagentmergeLedgerBytes(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_subagentmerge_ledger_bytes",
+		Description: "Bytes the ledgers hold (stream mode), counted against ledger_limit_mib. [Development]",
+		Unit:        "By",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_subagentmerge_ledger_bytes")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorSubagentmergeLedgerTraces(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_subagentmerge_ledger_traces",
+		Description: "Traces with a ledger (stream mode). [Development]",
+		Unit:        "{trace}",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_subagentmerge_ledger_traces")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
@@ -132,7 +160,7 @@ func AssertEqualProcessorSubagentmergeTracesBuffered(t *testing.T, tt *component
 func AssertEqualProcessorSubagentmergeTracesReleased(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_subagentmerge_traces_released",
-		Description: "Traces released, by reason (complete, settled, idle, capacity, shutdown). [Development]",
+		Description: "Traces released, by reason (complete, settled, idle, capacity, shutdown); in stream mode, ledgers ended (idle, capacity). [Development]",
 		Unit:        "{trace}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

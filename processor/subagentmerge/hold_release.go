@@ -1,0 +1,174 @@
+package subagentmerge
+
+// Hold mode: releasing buffered traces (idle, settled, at shutdown), compacting the
+// hot ones, and what becomes of their stored chunks.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
+)
+
+// releaseDue releases the traces idle for wait_duration (from the head of each shard's
+// list, ordered by lastSeen) and the settling traces whose settle time is over (from the
+// head of the settling list, ordered by settleAt).
+func (p *subagentMerge) releaseDue(ctx context.Context, now int64) error {
+	var bufs []held
+	var c counts
+	cutoff := now - p.wait
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		for e := s.head; e != nil && e.lastSeen <= cutoff; e = s.head {
+			bufs = append(bufs, p.removeLocked(s, e, now))
+			c.released[relIdle]++
+		}
+		for e := s.settleHead; e != nil && e.settleAt <= now; e = s.settleHead {
+			bufs = append(bufs, p.removeLocked(s, e, now))
+			c.released[relSettled]++
+		}
+		s.expireTombstones(now, p.window, p.maxTombstones)
+		s.mu.Unlock()
+	}
+	return p.sendReleased(ctx, bufs, &c, "idle or settled")
+}
+
+// releaseAll releases every buffered trace (shutdown).
+func (p *subagentMerge) releaseAll(ctx context.Context) error {
+	var bufs []held
+	var c counts
+	now := p.now()
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		for e := s.head; e != nil; e = s.head {
+			bufs = append(bufs, p.removeLocked(s, e, now))
+		}
+		s.mu.Unlock()
+	}
+	c.released[relShutdown] = int64(len(bufs))
+	return p.sendReleased(ctx, bufs, &c, "shutdown")
+}
+
+// removeLocked takes e out of its shard s (whose lock the caller holds) and the counts.
+func (p *subagentMerge) removeLocked(s *shard, e *entry, now int64) held {
+	h := s.remove(e, now, p.window, p.maxTombstones)
+	p.nTraces.Add(-1)
+	p.nSpans.Add(-int64(len(e.spans.keys)))
+	return h
+}
+
+// sendReleased merges the released traces and passes them on in one batch.
+func (p *subagentMerge) sendReleased(ctx context.Context, bufs []held, c *counts, what string) error {
+	if len(bufs) == 0 {
+		return nil
+	}
+	out := ptrace.NewTraces()
+	var spans []ptrace.Span
+	var errs []error
+	for _, b := range bufs {
+		var err error
+		spans, err = p.appendReleased(out, b, spans[:0], c, what != "shutdown")
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.tel.record(ctx, c)
+	var seqs []uint64
+	for _, b := range bufs {
+		seqs = append(seqs, b.seqs...)
+	}
+	if err := p.next.ConsumeTraces(ctx, out); err != nil {
+		errs = append(errs, fmt.Errorf("subagentmerge: passing on %d traces released (%s): %w", len(bufs), what, err))
+		p.keepOnDisk(seqs)
+	} else {
+		p.forgetOnDisk(ctx, seqs)
+	}
+	return errors.Join(errs...)
+}
+
+// compact encodes the hot spans of every trace that has held them since before cutoff.
+func (p *subagentMerge) compact(cutoff int64) {
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		for e := s.hotHead; e != nil && e.hotSince <= cutoff; e = s.hotHead {
+			b, err := p.marshaler.MarshalTraces(e.hot)
+			s.unlinkHot(e)
+			if err != nil {
+				// keep the spans hot rather than lose them; they go out at release
+				p.logger.Error("encoding buffered spans failed", zap.Error(err))
+				s.pushHot(e, p.now())
+				break
+			}
+			e.chunks = append(e.chunks, b)
+			e.hot, e.hotSince = ptrace.Traces{}, 0
+		}
+		s.mu.Unlock()
+	}
+}
+
+// appendHeld moves one buffered trace's spans into out (decoding its chunks) and
+// appends them to spans.
+func (p *subagentMerge) appendHeld(out ptrace.Traces, h held, spans []ptrace.Span) ([]ptrace.Span, error) {
+	var err error
+	if len(h.chunks) > 0 {
+		var td ptrace.Traces
+		td, err = p.unmarshaler.UnmarshalTraces(joinChunks(h.chunks))
+		if err != nil {
+			// only our own marshalling produced these bytes; this is a bug, not bad input
+			err = fmt.Errorf("subagentmerge: decoding a buffered trace: %w", err)
+		} else {
+			spans = appendSpans(spans, td)
+			td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+		}
+	}
+	if h.hasHot {
+		spans = appendSpans(spans, h.hot)
+		h.hot.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+	}
+	return spans, err
+}
+
+// appendReleased moves one buffered trace into out and merges it; with record, what
+// its tombstone keeps for late spans is recorded.
+func (p *subagentMerge) appendReleased(out ptrace.Traces, h held, spans []ptrace.Span, c *counts, record bool) ([]ptrace.Span, error) {
+	from := out.ResourceSpans().Len()
+	spans, err := p.appendHeld(out, h, spans)
+	var rec *recorder
+	if record && p.window > 0 && len(spans) > 0 {
+		rec = newRecorder()
+	}
+	rec.beforeAll(spans, true)
+	r := merge.Apply(spans)
+	c.merged += int64(r.Merged)
+	c.orphans += int64(r.Orphans)
+	if rec != nil {
+		rec.afterFrom(out.ResourceSpans(), from)
+		p.attach(spans[0].TraceID(), rec)
+	}
+	return spans, err
+}
+
+// forgetOnDisk deletes the stored chunks of traces the next consumer accepted.
+func (p *subagentMerge) forgetOnDisk(ctx context.Context, seqs []uint64, drop ...uint64) {
+	if p.store == nil || len(seqs)+len(drop) == 0 {
+		return
+	}
+	if err := p.store.forget(ctx, seqs, drop...); err != nil {
+		// they are sent again after a restart: duplicates, which the vendors upsert
+		p.logger.Warn("storage: deleting the chunks of passed-on traces failed", zap.Error(err))
+	}
+}
+
+// keepOnDisk keeps the stored chunks of traces the next consumer refused, for the next start.
+func (p *subagentMerge) keepOnDisk(seqs []uint64) {
+	if p.store != nil && len(seqs) > 0 {
+		p.store.keep(seqs)
+	}
+}

@@ -1,0 +1,196 @@
+package subagentmerge
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// In stream mode (the default) no span is held: each one goes on in the call that
+// brought it, carrying what the merge can say of it from everything its trace has sent
+// so far. What the processor keeps instead is a small ledger per trace:
+//
+//   - spans: every span's ids and the few facts the completeness rule reads (24 bytes
+//     a span), which also drop exact duplicates;
+//   - skel: every span as it arrived, trimmed to what the merge reads (skeleton.go),
+//     one encoded message per batch, so the merge can be run again over the whole
+//     trace when more of it arrives;
+//   - sent: the last version passed on, whole, of every span that may need to go out
+//     again: model calls that asked for tool calls (possible dispatchers) and tool
+//     spans that went out without their final merge status;
+//   - out: for each span in sent, a fingerprint of what the merge wrote on it then.
+//
+// A model call that names no caller and goes out before all its ancestors did carries
+// agentmeter.merge.caller_pending: the token metrics do not count it yet. Once its
+// caller is settled (a dispatched run above it, or every ancestor there: the lead's),
+// or its ledger ends, it goes out once more with agentmeter.merge.caller_settled, the
+// version the token metrics count, so Prometheus' caller split is exact for emitters
+// that name no callers too.
+//
+// When a batch changes what the merge writes on a span in sent, the ledger is dirty.
+// A dirty ledger re-emits each changed span, whole, under its span id, at most once per
+// settle_time (a trace that becomes complete re-emits at once: its subtree has closed),
+// with agentmeter.merge.revision and, on model calls, agentmeter.merge.status
+// "corrected" (reemit.go). A ledger lives wait_duration after its last new span; the
+// least recently extended ledgers end first when ledger_limit_mib or num_traces is
+// reached. A ledger that ends while dirty sends its last re-emissions first.
+type ledger struct {
+	id      pcommon.TraceID
+	spans   spanSet
+	skel    [][]byte // TracesData messages, one per batch that extended the trace
+	skelLen int64
+	kept    map[pcommon.SpanID]*keptSpan
+	keptLen int64 // bytes of the kept spans' encodings
+	pending int   // kept model calls whose caller is not settled yet (genai.AttrCallerPending)
+	// settledAt are the calls the last re-emission settled, until the next consumer
+	// took it (a refused call gives them back their pending caller)
+	settledAt []pcommon.SpanID
+	lastSeen  int64 // unix nanos of the last new span
+	lastEmit  int64 // unix nanos of the last re-emission
+	dueAt     int64 // unix nanos when a dirty ledger re-emits; 0: not dirty
+	size      int64 // bytes counted against ledger_limit_mib
+	complete  bool  // the completeness rule says nothing the trace names is missing
+	// upstream: some span came with merge results written by another subagentmerge,
+	// which a cached view could not tell from this one's (the merge runs on a fresh
+	// decode of skel each time)
+	upstream  bool
+	view      *ledgerView // skel decoded, while the trace is being extended
+	seqs      []uint64
+	prev      *ledger // shard's ledgers by lastSeen, oldest first
+	next      *ledger
+	dprev     *ledger // shard's dirty ledgers by dueAt, earliest first
+	dnext     *ledger
+	onDueList bool
+}
+
+// keptSpan is a span that may go out again: the last version passed on, encoded alone
+// (a TracesData message with its resource and scope), and the fingerprint of what the
+// merge had written on it then.
+type keptSpan struct {
+	fp      uint64
+	enc     []byte
+	pending bool // went out with agentmeter.merge.caller_pending: not counted yet
+}
+
+// ledgerView is a ledger's skeleton decoded, kept while the trace is being extended
+// (for compact_after, or a second when that is 0) so the merge does not decode the
+// whole skeleton again for each batch. named says which spans came with their own
+// agentmeter.caller: the merge's attribution is taken off the others before each run.
+type ledgerView struct {
+	td    ptrace.Traces
+	spans []ptrace.Span
+	named []bool
+	idx   map[pcommon.SpanID]int32
+}
+
+// cost is what a ledger counts against ledger_limit_mib: its skeleton, its kept spans,
+// its span keys and the map entries for what it may re-emit (its view, which lives
+// only while the trace is extended, is not counted).
+func (l *ledger) cost() int64 {
+	return l.skelLen + int64(cap(l.skel))*24 + l.keptLen + int64(cap(l.spans.keys))*24 + int64(len(l.spans.asks))*4 +
+		int64(len(l.kept))*64 + 256
+}
+
+// ledgers is one shard's ledgers and their two orders.
+type ledgers struct {
+	byID       map[pcommon.TraceID]*ledger
+	head, tail *ledger // by lastSeen
+	dHead      *ledger // dirty, by dueAt
+	dTail      *ledger
+	viewed     []*ledger // ledgers holding a decoded view
+}
+
+func (ls *ledgers) pushBack(l *ledger) {
+	l.prev, l.next = ls.tail, nil
+	if ls.tail != nil {
+		ls.tail.next = l
+	} else {
+		ls.head = l
+	}
+	ls.tail = l
+}
+
+func (ls *ledgers) unlink(l *ledger) {
+	if l.prev != nil {
+		l.prev.next = l.next
+	} else if ls.head == l {
+		ls.head = l.next
+	}
+	if l.next != nil {
+		l.next.prev = l.prev
+	} else if ls.tail == l {
+		ls.tail = l.prev
+	}
+	l.prev, l.next = nil, nil
+}
+
+// touch moves l to the back of the lastSeen order.
+func (ls *ledgers) touch(l *ledger, now int64) {
+	l.lastSeen = now
+	if ls.tail == l {
+		return
+	}
+	ls.unlink(l)
+	ls.pushBack(l)
+}
+
+// schedule puts l on the dirty list at at, keeping the list ordered by dueAt (due
+// times mostly grow, so the walk from the tail is short).
+func (ls *ledgers) schedule(l *ledger, at int64) {
+	if l.onDueList {
+		if l.dueAt <= at {
+			return // already due no later
+		}
+		ls.unschedule(l)
+	}
+	l.dueAt, l.onDueList = at, true
+	after := ls.dTail
+	for after != nil && after.dueAt > at {
+		after = after.dprev
+	}
+	l.dprev = after
+	if after == nil {
+		l.dnext = ls.dHead
+		ls.dHead = l
+	} else {
+		l.dnext = after.dnext
+		after.dnext = l
+	}
+	if l.dnext != nil {
+		l.dnext.dprev = l
+	} else {
+		ls.dTail = l
+	}
+}
+
+func (ls *ledgers) unschedule(l *ledger) {
+	if !l.onDueList {
+		return
+	}
+	if l.dprev != nil {
+		l.dprev.dnext = l.dnext
+	} else {
+		ls.dHead = l.dnext
+	}
+	if l.dnext != nil {
+		l.dnext.dprev = l.dprev
+	} else {
+		ls.dTail = l.dprev
+	}
+	l.dprev, l.dnext, l.dueAt, l.onDueList = nil, nil, 0, false
+}
+
+// remove takes l out of the shard.
+func (ls *ledgers) remove(l *ledger) {
+	delete(ls.byID, l.id)
+	ls.unlink(l)
+	ls.unschedule(l)
+}
+
+// addSkel adds one batch's encoded skeleton.
+func (l *ledger) addSkel(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	l.skel = append(l.skel, b)
+	l.skelLen += int64(len(b))
+}

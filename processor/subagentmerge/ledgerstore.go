@@ -1,0 +1,233 @@
+package subagentmerge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// In stream mode, with `storage`, the ledgers are kept on disk (persist.go does the
+// chunk bookkeeping, under the "ledger/" prefix): what one request added to the
+// ledgers it touched is one chunk, written after the next consumer accepted the
+// request's spans and before the request is acknowledged:
+//
+//	uvarint(len(skel)) skel sent
+//
+// skel is the skeletons of the request's new spans (concatenated TracesData messages,
+// every trace's), sent the first version of each span that may be re-emitted. A chunk
+// counts the ledgers holding data of it and is deleted when the last of them ends.
+// Corrections are not written: at start the ledgers are rebuilt from their chunks, the
+// merge runs over each again, and whatever reads differently from its first version
+// is re-emitted, so a restart converges to the same numbers. The spans themselves are
+// never written here: the exporters' persistent queues hold them.
+
+// addToChunk adds what one ledger gained in this call to the call's chunk.
+func (p *subagentMerge) addToChunk(sc *scratch, delta, sentDelta []byte) {
+	sc.chunkSkel = append(sc.chunkSkel, delta...)
+	sc.chunkSent = append(sc.chunkSent, sentDelta...)
+}
+
+// commitChunk writes the call's chunk and counts it on every ledger that holds data of
+// it. Ledgers that ended meanwhile do not count it; a chunk no ledger holds is not
+// written.
+func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch) error {
+	if p.store == nil || len(sc.chunkSkel)+len(sc.chunkSent) == 0 {
+		return nil
+	}
+	seq := p.store.next.Add(1) - 1
+	refs := 0
+	for i := range sc.touched {
+		t := &sc.touched[i]
+		if t.ids[0] == t.ids[1] {
+			continue
+		}
+		s := &p.shards[shardIndex(t.l.id)]
+		s.mu.Lock()
+		if s.led.byID[t.l.id] == t.l {
+			t.l.seqs = append(t.l.seqs, seq)
+			p.store.ref(seq)
+			refs++
+		}
+		s.mu.Unlock()
+	}
+	if refs == 0 {
+		return nil
+	}
+	sc.chunk = protowire.AppendVarint(sc.chunk[:0], uint64(len(sc.chunkSkel)))
+	sc.chunk = append(sc.chunk, sc.chunkSkel...)
+	sc.chunk = append(sc.chunk, sc.chunkSent...)
+	return p.store.write(ctx, seq, sc.chunk)
+}
+
+// forgetLedgers deletes the chunks of ended ledgers once no ledger holds them.
+func (p *subagentMerge) forgetLedgers(ctx context.Context, seqs []uint64) {
+	if p.store == nil || len(seqs) == 0 {
+		return
+	}
+	if err := p.store.forget(ctx, seqs); err != nil {
+		p.logger.Warn("storage: deleting the chunks of ended ledgers failed", zap.Error(err))
+	}
+}
+
+// splitChunk reads a ledger chunk's two parts.
+func splitChunk(b []byte) (skel, sent []byte, err error) {
+	n, w := protowire.ConsumeVarint(b)
+	if w < 0 || uint64(len(b)-w) < n {
+		return nil, nil, errors.New("ledger chunk: bad length prefix")
+	}
+	return b[w : w+int(n)], b[w+int(n):], nil
+}
+
+// restoreStream rebuilds the ledgers from the chunks a previous process left, in the
+// order written, then marks dirty every ledger whose merge now reads differently from
+// the first versions on disk, so the sweeper re-emits them.
+func (p *subagentMerge) restoreStream(ctx context.Context) error {
+	st := p.store
+	now := p.now()
+	var errs []error
+	chunks, spans := 0, 0
+	restored := map[*ledger]struct{}{}
+	var sw skeletonWriter
+	for seq := st.low; seq < st.high; seq++ {
+		b, err := st.client.Get(ctx, st.chunkKey(seq))
+		if err != nil {
+			return fmt.Errorf("storage: reading the ledgers: %w", err)
+		}
+		if b == nil {
+			continue
+		}
+		n, err := p.restoreChunk(b, seq, now, &sw, restored)
+		if err != nil {
+			// bytes only this processor wrote: a torn or foreign value; skip it, loudly
+			errs = append(errs, fmt.Errorf("storage: ledger chunk %d skipped: %w", seq, err))
+			continue
+		}
+		chunks++
+		spans += n
+	}
+	for l := range restored {
+		s := &p.shards[shardIndex(l.id)]
+		s.mu.Lock()
+		if view, err := p.mergeLedger(s, l); err == nil {
+			if p.dirty(l, view) {
+				s.led.schedule(l, now)
+			}
+			st := l.spans.state()
+			l.complete = st == stComplete
+		} else {
+			errs = append(errs, err)
+		}
+		p.ledgerBytes.Add(l.cost() - l.size)
+		l.size = l.cost()
+		s.mu.Unlock()
+	}
+	if chunks > 0 {
+		p.logger.Info("restored the ledgers from storage", zap.Int("traces", len(restored)), zap.Int("spans", spans), zap.Int("chunks", chunks))
+	}
+	if len(errs) > 0 {
+		p.logger.Error("restoring the ledgers", zap.Error(errors.Join(errs...)))
+	}
+	return nil
+}
+
+// restoreChunk adds one chunk's spans to their ledgers and reports how many it added.
+func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skeletonWriter, restored map[*ledger]struct{}) (int, error) {
+	skelB, sentB, err := splitChunk(b)
+	if err != nil {
+		return 0, err
+	}
+	skel, err := p.unmarshaler.UnmarshalTraces(skelB)
+	if err != nil {
+		return 0, err
+	}
+	sent := ptrace.NewTraces()
+	if len(sentB) > 0 {
+		if sent, err = p.unmarshaler.UnmarshalTraces(sentB); err != nil {
+			return 0, err
+		}
+	}
+	byTrace := map[pcommon.TraceID][]ptrace.Span{}
+	for _, sp := range appendSpans(nil, skel) {
+		byTrace[sp.TraceID()] = append(byTrace[sp.TraceID()], sp)
+	}
+	type kept struct {
+		sp    ptrace.Span
+		res   pcommon.Resource
+		scope pcommon.InstrumentationScope
+	}
+	sentBy := map[pcommon.TraceID][]kept{}
+	rss := sent.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		for j := 0; j < rs.ScopeSpans().Len(); j++ {
+			ss := rs.ScopeSpans().At(j)
+			for k := 0; k < ss.Spans().Len(); k++ {
+				sp := ss.Spans().At(k)
+				sentBy[sp.TraceID()] = append(sentBy[sp.TraceID()], kept{sp, rs.Resource(), ss.Scope()})
+			}
+		}
+	}
+	added := 0
+	var asks []uint32
+	for id, spans := range byTrace {
+		s := &p.shards[shardIndex(id)]
+		s.mu.Lock()
+		l := s.led.byID[id]
+		if l == nil {
+			l = &ledger{id: id, lastSeen: now, kept: map[pcommon.SpanID]*keptSpan{}}
+			s.led.byID[id] = l
+			s.led.pushBack(l)
+			p.nLedgers.Add(1)
+		}
+		sw.reset()
+		for _, sp := range spans {
+			if l.spans.has(sp.SpanID()) {
+				continue
+			}
+			var key spanKey
+			key, asks = keyOf(sp, asks[:0])
+			l.spans.add(key, asks)
+			if f := sw.add(sp); f.mergeWritten {
+				l.upstream = true
+			}
+			added++
+		}
+		l.addSkel(sw.message())
+		l.view = nil
+		for _, k := range sentBy[id] {
+			if _, dup := l.kept[k.sp.SpanID()]; dup {
+				continue
+			}
+			if _, err := p.keep(l, k.sp, k.res, k.scope); err != nil {
+				s.mu.Unlock()
+				return added, err
+			}
+		}
+		l.seqs = append(l.seqs, seq)
+		p.store.ref(seq)
+		restored[l] = struct{}{}
+		s.mu.Unlock()
+	}
+	return added, nil
+}
+
+// minLiveLedgerSeq reports the lowest sequence number a ledger still holds.
+func (p *subagentMerge) minLiveLedgerSeq() (uint64, bool) {
+	lowest, any := uint64(0), false
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		for l := s.led.head; l != nil; l = l.next {
+			if len(l.seqs) > 0 && (!any || l.seqs[0] < lowest) {
+				lowest, any = l.seqs[0], true
+			}
+		}
+		s.mu.Unlock()
+	}
+	return lowest, any
+}

@@ -1,0 +1,270 @@
+package subagentmerge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+// fingerprint hashes what the merge wrote on a span (its merge status, merged results
+// and the caller the trace's shape gave it): two versions of a span with the same
+// fingerprint read the same at every sink. It does not depend on the order of the
+// attributes (the merge appends what it writes; a span passed on has it after the
+// emitter's own).
+func fingerprint(attrs pcommon.Map) uint64 {
+	var sum uint64
+	attrs.Range(func(k string, v pcommon.Value) bool {
+		if isMergeWritten(k) || k == genai.AttrCaller {
+			h := fnv.New64a()
+			_, _ = h.Write([]byte(k))
+			_, _ = h.Write([]byte{0})
+			_, _ = h.Write([]byte(v.AsString()))
+			sum += h.Sum64()
+		}
+		return true
+	})
+	if sum != 0 {
+		return sum
+	}
+	return 1 // 0 is "must go out again"
+}
+
+// reemit appends to out, whole and under their span ids, the kept spans whose merge
+// results in view differ from what last went out, and keeps those versions as the
+// last sent. Each re-emission carries agentmeter.merge.revision (markReemitted); model
+// calls also carry agentmeter.merge.status "corrected", which the token metrics skip.
+// It appends the re-emitted span ids to ids.
+//
+// A pending call (genai.AttrCallerPending) whose caller is now settled, or every pending
+// call with final (its ledger ends), goes out even when its merge results did not
+// change, marked genai.AttrCallerSettled: the one version the token metrics count.
+func (p *subagentMerge) reemit(l *ledger, view mergedView, out ptrace.Traces, c *counts, now int64, ids []pcommon.SpanID, final bool) ([]pcommon.SpanID, error) {
+	l.lastEmit = now
+	var errs []error
+	for id, k := range l.kept {
+		v, ok := view.span(id)
+		if !ok {
+			continue
+		}
+		fp := fingerprint(v.Attributes())
+		settle := k.pending && (final || p.settled(l, id, v))
+		if fp == k.fp && !settle {
+			continue
+		}
+		d, err := p.unmarshaler.UnmarshalTraces(k.enc)
+		if err != nil || d.SpanCount() != 1 {
+			errs = append(errs, fmt.Errorf("a kept span does not decode: %w", err))
+			continue
+		}
+		rs := d.ResourceSpans().At(0)
+		ss := rs.ScopeSpans().At(0)
+		sp := ss.Spans().At(0)
+		attrs := sp.Attributes()
+		writeMerged(attrs, v.Attributes())
+		if genai.IsModelCallSpan(sp.Name(), attrs) {
+			attrs.PutStr(genai.AttrMergeStatus, genai.MergeCorrected)
+		} else {
+			countStatus(attrs, c)
+		}
+		c.corrected++
+		markReemitted(attrs, now)
+		if settle {
+			attrs.Remove(genai.AttrCallerPending)
+			attrs.PutBool(genai.AttrCallerSettled, true)
+		}
+		appendUnder(out, sp, rs.Resource(), ss.Scope())
+		// what is kept is what a later re-emission starts from: counted already
+		attrs.Remove(genai.AttrCallerSettled)
+		enc, err := p.marshaler.MarshalTraces(d)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if settle {
+			k.pending = false
+			l.pending--
+			l.settledAt = append(l.settledAt, id)
+		}
+		l.keptLen += int64(len(enc) - len(k.enc))
+		k.fp, k.enc = fp, enc
+		ids = append(ids, id)
+	}
+	return ids, errors.Join(errs...)
+}
+
+// flushLedger re-emits what changed in l (called under its shard's lock).
+func (p *subagentMerge) flushLedger(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64) error {
+	_, err := p.flush(s, l, out, c, now, nil, false)
+	return err
+}
+
+// flushInto is flushLedger within a call, recording the re-emitted ids in sc.
+func (p *subagentMerge) flushInto(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64, sc *scratch) error {
+	var err error
+	sc.ids, err = p.flush(s, l, out, c, now, sc.ids, false)
+	return err
+}
+
+func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64, ids []pcommon.SpanID, final bool) ([]pcommon.SpanID, error) {
+	s.led.unschedule(l)
+	view, err := p.mergeLedger(s, l)
+	if err != nil {
+		return ids, err
+	}
+	ids, err = p.reemit(l, view, out, c, now, ids, final)
+	p.prune(l)
+	p.ledgerBytes.Add(l.cost() - l.size)
+	l.size = l.cost()
+	return ids, err
+}
+
+// endLedger takes l out of its shard (whose lock the caller holds), re-emitting first
+// what changed since it last went out, and returns its stored chunks.
+func (p *subagentMerge) endLedger(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64) []uint64 {
+	if l.onDueList || l.pending > 0 {
+		if _, err := p.flush(s, l, out, c, now, nil, true); err != nil {
+			p.logger.Error("re-emitting the last corrections of an ending ledger failed", zap.Error(err))
+		}
+	}
+	s.led.remove(l)
+	p.nLedgers.Add(-1)
+	p.ledgerBytes.Add(-l.size)
+	seqs := l.seqs
+	l.seqs = nil
+	return seqs
+}
+
+// endOverCapacity ends the least recently extended ledgers of all shards until they
+// fit ledger_limit_mib and num_traces; their last re-emissions go into out. It returns
+// the stored chunks of the ended ledgers.
+func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces) []uint64 {
+	var seqs []uint64
+	for p.ledgerBytes.Load() > p.maxLedgerBytes || p.nLedgers.Load() > int64(p.cfg.NumTraces) {
+		best, bestSeen := -1, int64(0)
+		for i := range p.shards {
+			s := &p.shards[i]
+			s.mu.Lock()
+			if h := s.led.head; h != nil && (best < 0 || h.lastSeen < bestSeen) {
+				best, bestSeen = i, h.lastSeen
+			}
+			s.mu.Unlock()
+		}
+		if best < 0 {
+			break
+		}
+		s := &p.shards[best]
+		s.mu.Lock()
+		if l := s.led.head; l != nil {
+			seqs = append(seqs, p.endLedger(s, l, out, c, now)...)
+			c.released[relCapacity]++
+		}
+		s.mu.Unlock()
+	}
+	return seqs
+}
+
+// sweepStream re-emits what is due and ends the ledgers idle for wait_duration.
+func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
+	out := ptrace.NewTraces()
+	var c counts
+	var seqs []uint64
+	var errs []error
+	cutoff := now - p.wait
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		for l := s.led.head; l != nil && l.lastSeen <= cutoff; l = s.led.head {
+			seqs = append(seqs, p.endLedger(s, l, out, &c, now)...)
+			c.released[relIdle]++
+		}
+		for l := s.led.dHead; l != nil && l.dueAt <= now; l = s.led.dHead {
+			if err := p.flushLedger(s, l, out, &c, now); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		s.led.dropViews(now - p.viewFor)
+		s.mu.Unlock()
+	}
+	p.tel.record(ctx, &c)
+	if out.ResourceSpans().Len() > 0 {
+		if err := p.next.ConsumeTraces(ctx, out); err != nil {
+			// the spans themselves went on long ago; only these corrections are lost,
+			// and the next change of their traces re-emits them again
+			errs = append(errs, fmt.Errorf("subagentmerge: passing on %d re-emitted spans: %w", out.SpanCount(), err))
+		}
+	}
+	p.forgetLedgers(ctx, seqs)
+	return errors.Join(errs...)
+}
+
+// flushAll re-emits every dirty ledger's changes (shutdown). With storage the ledgers
+// stay on disk and a restart goes on from them; without, they end here, so every
+// pending caller is settled as it stands (its call counted).
+func (p *subagentMerge) flushAll(ctx context.Context) error {
+	out := ptrace.NewTraces()
+	var c counts
+	var errs []error
+	now := p.now()
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		for l := s.led.dHead; l != nil; l = s.led.dHead {
+			if _, err := p.flush(s, l, out, &c, now, nil, p.store == nil); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if p.store == nil {
+			for l := s.led.head; l != nil; l = l.next {
+				if l.pending > 0 {
+					if _, err := p.flush(s, l, out, &c, now, nil, true); err != nil {
+						errs = append(errs, err)
+					}
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+	p.tel.record(ctx, &c)
+	if out.ResourceSpans().Len() > 0 {
+		if err := p.next.ConsumeTraces(ctx, out); err != nil {
+			errs = append(errs, fmt.Errorf("subagentmerge: passing on %d re-emitted spans at shutdown: %w", out.SpanCount(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// prune forgets the kept spans that can no longer change (called when nothing waits to
+// be re-emitted): a model call that asked for no tool call once every ancestor of it is
+// there (its caller is settled), and a tool span once it is merged. Dispatchers stay for
+// the ledger's life: a subagent's spans from another process can still come.
+func (p *subagentMerge) prune(l *ledger) {
+	for id, k := range l.kept {
+		if slices.Contains(l.settledAt, id) {
+			continue // settled by a call not yet acknowledged: a refusal gives it back
+		}
+		i := l.spans.find(id)
+		if i < 0 {
+			continue
+		}
+		key := l.spans.keys[i]
+		final := false
+		switch {
+		case key.kind&kindModel != 0:
+			final = key.kind&kindFinal != 0 && l.spans.rooted(key)
+		case key.kind&kindTool != 0:
+			final = l.spans.toolStatus(key) == genai.MergeMerged
+		}
+		if final && !k.pending {
+			l.keptLen -= int64(len(k.enc))
+			delete(l.kept, id)
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package subagentmerge
+
+// Stream mode: taking a refused call back out of the ledgers.
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+)
+
+// rollback takes every ledger change of a call the next consumer refused back out, so
+// the sender's retry counts as new spans, and what it re-emitted goes out again. It
+// runs after the shard locks were let go, so other calls may have extended the same
+// ledgers since: the refused spans are filtered out, not cut off.
+func (p *subagentMerge) rollback(sc *scratch) {
+	for i := range sc.touched {
+		t := &sc.touched[i]
+		l := t.l
+		s := &p.shards[shardIndex(l.id)]
+		s.mu.Lock()
+		oldCost := l.size
+		var drop map[pcommon.SpanID]struct{}
+		for _, id := range sc.ids[t.ids[0]:t.ids[1]] {
+			if drop == nil {
+				drop = map[pcommon.SpanID]struct{}{}
+			}
+			drop[id] = struct{}{}
+			if k := l.kept[id]; k != nil {
+				l.keptLen -= int64(len(k.enc))
+				if k.pending {
+					l.pending--
+				}
+				delete(l.kept, id)
+			}
+		}
+		if drop != nil {
+			l.spans = l.spans.without(drop)
+			l.view = nil
+			var err error
+			kept, err := p.filterSpans(joinChunks(l.skel), drop)
+			if err != nil {
+				p.logger.Error("taking refused spans out of a ledger failed", zap.Error(err))
+			}
+			l.skel, l.skelLen = nil, 0
+			l.addSkel(kept)
+		}
+		for _, id := range sc.ids[t.re[0]:t.re[1]] {
+			if k := l.kept[id]; k != nil {
+				k.fp = 0 // differs from any merge result: goes out again
+			}
+		}
+		for _, id := range l.settledAt {
+			if k := l.kept[id]; k != nil && !k.pending {
+				k.pending = true // its settled version was refused: not counted yet
+				l.pending++
+			}
+		}
+		l.settledAt = l.settledAt[:0]
+		if t.re[1] > t.re[0] {
+			l.lastEmit = t.prevLastEmit
+			s.led.schedule(l, p.now())
+		}
+		if s.led.byID[l.id] != l {
+			s.mu.Unlock()
+			continue // ended meanwhile: its bytes are counted off already
+		}
+		if t.created && len(l.spans.keys) == 0 {
+			s.led.remove(l)
+			p.nLedgers.Add(-1)
+			p.ledgerBytes.Add(-oldCost)
+			s.mu.Unlock()
+			continue
+		}
+		p.ledgerBytes.Add(l.cost() - oldCost)
+		l.size = l.cost()
+		s.mu.Unlock()
+	}
+	// the call's chunk is never written: what it recorded was refused
+	sc.chunkSkel, sc.chunkSent = sc.chunkSkel[:0], sc.chunkSent[:0]
+}
+
+// filterSpans returns the encoded traces b without the spans in drop.
+func (p *subagentMerge) filterSpans(b []byte, drop map[pcommon.SpanID]struct{}) ([]byte, error) {
+	if len(b) == 0 {
+		return b, nil
+	}
+	td, err := p.unmarshaler.UnmarshalTraces(b)
+	if err != nil {
+		return b, err
+	}
+	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
+		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
+			ss.Spans().RemoveIf(func(sp ptrace.Span) bool {
+				_, gone := drop[sp.SpanID()]
+				return gone
+			})
+			return ss.Spans().Len() == 0
+		})
+		return rs.ScopeSpans().Len() == 0
+	})
+	return p.marshaler.MarshalTraces(td)
+}
+
+// without returns the set less the spans in drop. The asks of dropped model calls
+// stay: only the completeness rule reads them, and an extra one only keeps the trace
+// from counting as complete until the retry brings the span back.
+func (s spanSet) without(drop map[pcommon.SpanID]struct{}) spanSet {
+	var out spanSet
+	for _, k := range s.keys {
+		if _, gone := drop[k.id]; !gone {
+			out.add(k, nil)
+		}
+	}
+	out.asks = s.asks
+	return out
+}

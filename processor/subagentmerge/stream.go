@@ -1,0 +1,366 @@
+package subagentmerge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+// touched is what one call did to one ledger, kept until the next consumer answered:
+// a refused call is taken back out of the ledger (rollback), so the sender's retry is
+// new spans again and not a duplicate.
+type touched struct {
+	l            *ledger
+	ids          [2]int32 // the call's new spans: scratch.ids[ids[0]:ids[1]]
+	re           [2]int32 // the spans it re-emitted: scratch.ids[re[0]:re[1]]
+	created      bool
+	prevLastEmit int64
+	settled      bool // its re-emissions settled pending callers
+}
+
+// consumeStream is ConsumeTraces in stream mode: every span goes on in this call, with
+// what the merge says of it given its trace's ledger; dispatching spans whose merged
+// usage changed go on again with it when their settle window allows (reemit.go).
+func (p *subagentMerge) consumeStream(ctx context.Context, td ptrace.Traces) error {
+	sc := p.pool.Get().(*scratch)
+	defer p.putScratch(sc)
+	var c counts
+	sc.sw.reset()
+	p.indexBatch(td, sc, true)
+	now := p.now()
+	out := ptrace.NewTraces()
+	removed := false
+	var errs []error
+	for gi := range sc.groups {
+		rm, err := p.streamTrace(td, sc, gi, now, &c, out)
+		removed = removed || rm
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	ended := p.endOverCapacity(now, &c, out)
+	if removed {
+		removeNotKept(td, sc.refs)
+	}
+	out.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+	p.tel.record(ctx, &c)
+	if td.ResourceSpans().Len() > 0 {
+		if err := p.next.ConsumeTraces(ctx, td); err != nil {
+			p.rollback(sc)
+			p.forgetLedgers(ctx, ended)
+			return errors.Join(append(errs, err)...)
+		}
+	}
+	if err := p.commitChunk(ctx, sc); err != nil {
+		// the spans went on; the chunk is written with the next write that succeeds
+		p.logger.Error("storage: writing the ledgers failed; refusing the request (retryable)", zap.Error(err))
+		errs = append(errs, fmt.Errorf("subagentmerge: storing the ledgers: %w", err))
+	}
+	p.acknowledged(sc)
+	p.forgetLedgers(ctx, ended)
+	return errors.Join(errs...)
+}
+
+// acknowledged runs once the next consumer took a call's spans: what its re-emissions
+// settled is final, and the ledgers can forget what no longer changes.
+func (p *subagentMerge) acknowledged(sc *scratch) {
+	for i := range sc.touched {
+		l := sc.touched[i].l
+		if !sc.touched[i].settled {
+			continue
+		}
+		s := &p.shards[shardIndex(l.id)]
+		s.mu.Lock()
+		if len(l.settledAt) > 0 && s.led.byID[l.id] == l {
+			l.settledAt = l.settledAt[:0]
+			if !l.onDueList {
+				p.prune(l)
+				p.ledgerBytes.Add(l.cost() - l.size)
+				l.size = l.cost()
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// indexBatch is pass 1: every span of td becomes a ref, chained by trace. With skel
+// (stream mode) each span's skeleton is written in the same pass over its attributes
+// that reads its key.
+func (p *subagentMerge) indexBatch(td ptrace.Traces, sc *scratch, skel bool) {
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		res := rss.At(i).Resource()
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			scope := sss.At(j).Scope()
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				sp := spans.At(k)
+				idx := int32(len(sc.refs))
+				from := int32(len(sc.asks))
+				var key spanKey
+				var sk [2]int32
+				upstream := false
+				if skel {
+					sk[0] = int32(len(sc.sw.spans))
+					f := sc.sw.add(sp)
+					sk[1] = int32(len(sc.sw.spans))
+					key, sc.asks = keyFrom(sp, &f, sc.asks)
+					upstream = f.mergeWritten
+				} else {
+					key, sc.asks = keyOf(sp, sc.asks)
+				}
+				sc.refs = append(sc.refs, ref{
+					span: sp, res: res, scope: scope, rs: int32(i), ss: int32(j), next: -1,
+					key: key, asks: [2]int32{from, int32(len(sc.asks))}, skel: sk, upstream: upstream,
+				})
+				tid := sp.TraceID()
+				if tid.IsEmpty() {
+					continue // cannot be grouped; passed on as is
+				}
+				g, ok := sc.byTrace[tid]
+				if !ok {
+					sc.byTrace[tid] = int32(len(sc.groups))
+					sc.groups = append(sc.groups, group{id: tid, first: idx, last: idx})
+					continue
+				}
+				sc.refs[sc.groups[g].last].next = idx
+				sc.groups[g].last = idx
+			}
+		}
+	}
+}
+
+// streamTrace adds one trace's new spans of the batch to its ledger, writes onto them
+// what the merge now says, and re-emits into out what changed, when due. It reports
+// whether it dropped duplicates from td.
+func (p *subagentMerge) streamTrace(_ ptrace.Traces, sc *scratch, gi int, now int64, c *counts, out ptrace.Traces) (bool, error) {
+	g := &sc.groups[gi]
+	s := &p.shards[shardIndex(g.id)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	l := s.led.byID[g.id]
+	t := touched{l: l}
+	if l == nil {
+		// lastEmit starts at creation: even the first re-emission waits for a window
+		l = &ledger{id: g.id, lastSeen: now, lastEmit: now, kept: map[pcommon.SpanID]*keptSpan{}}
+		s.led.byID[g.id] = l
+		s.led.pushBack(l)
+		p.nLedgers.Add(1)
+		t.l, t.created = l, true
+	}
+	t.prevLastEmit = l.lastEmit
+	oldCost := l.size // 0 for a new ledger
+	removed := false
+	sc.parts = sc.parts[:0]
+	t.ids[0] = int32(len(sc.ids))
+	for r := g.first; r >= 0; r = sc.refs[r].next {
+		ref := &sc.refs[r]
+		if l.spans.has(ref.key.id) {
+			ref.fate = fateDrop
+			c.duplicates++
+			removed = true
+			continue
+		}
+		l.spans.add(ref.key, sc.asks[ref.asks[0]:ref.asks[1]])
+		sc.parts = append(sc.parts, ref.skel)
+		if ref.upstream {
+			l.upstream = true
+		}
+		sc.ids = append(sc.ids, ref.key.id)
+	}
+	t.ids[1] = int32(len(sc.ids))
+	t.re = [2]int32{t.ids[1], t.ids[1]}
+	if t.ids[0] == t.ids[1] {
+		sc.touched = append(sc.touched, t)
+		return removed, nil // only duplicates
+	}
+	delta := sc.sw.messageOf(sc.parts)
+	l.addSkel(delta)
+	s.led.touch(l, now)
+	err := p.extendView(s, l, delta)
+
+	// The new spans go on carrying what the merge says of them. Most need no merge run
+	// for that (effect): nothing of theirs changes, or only a tool span's status,
+	// read off the span keys; the dispatchers they change are re-emitted later, once
+	// per settle window, from one run of the merge.
+	var view mergedView
+	eff := effectNone
+	if err == nil {
+		eff = p.effectOf(sc, g, l)
+	}
+	if eff == effectInline {
+		if view, err = p.mergeLedger(s, l); err != nil {
+			eff = effectNone
+		}
+	}
+	var sentDelta []byte
+	for r := g.first; r >= 0; r = sc.refs[r].next {
+		ref := &sc.refs[r]
+		if ref.fate == fateDrop {
+			continue
+		}
+		attrs := ref.span.Attributes()
+		_, named := attrs.Get(genai.AttrCaller)
+		switch eff {
+		case effectInline:
+			if v, ok := view.span(ref.key.id); ok {
+				writeMerged(attrs, v.Attributes())
+			}
+		case effectLater:
+			if ref.key.kind&kindTool != 0 {
+				if st := l.spans.toolStatus(ref.key); st != "" {
+					if _, marked := attrs.Get(genai.AttrMergeStatus); !marked {
+						attrs.PutStr(genai.AttrMergeStatus, st)
+					}
+				}
+			}
+		}
+		countStatus(attrs, c)
+		if !mayChange(ref, named, &l.spans) {
+			continue
+		}
+		if ref.key.kind&kindModel != 0 && !named && !l.spans.rooted(ref.key) {
+			if _, has := attrs.Get(genai.AttrCaller); !has {
+				attrs.PutBool(genai.AttrCallerPending, true)
+			}
+		}
+		enc, kerr := p.keep(l, ref.span, ref.res, ref.scope)
+		if kerr != nil {
+			err = errors.Join(err, kerr)
+			continue
+		}
+		sentDelta = append(sentDelta, enc...)
+	}
+
+	st := l.spans.state()
+	l.complete = st == stComplete || (st == stSettle && p.settle == 0)
+	t.re[0] = int32(len(sc.ids))
+	l.settledAt = l.settledAt[:0]
+	dirty := eff == effectLater || (eff == effectInline && p.dirty(l, view)) || (eff == effectNone && p.pendingRooted(l))
+	switch {
+	case dirty && (l.complete || now-l.lastEmit >= p.settle) && eff == effectInline:
+		s.led.unschedule(l)
+		if sc.ids, err = p.reemit(l, view, out, c, now, sc.ids, false); err != nil {
+			err = fmt.Errorf("subagentmerge: re-emitting corrected spans: %w", err)
+		}
+	case (dirty && l.complete) || (l.complete && l.onDueList):
+		// its last spans came: what waited for the settle window goes now
+		if ferr := p.flushInto(s, l, out, c, now, sc); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+	case dirty:
+		s.led.schedule(l, max(l.lastEmit+p.settle, now))
+	}
+	t.re[1] = int32(len(sc.ids))
+	t.settled = len(l.settledAt) > 0
+	if !l.onDueList {
+		p.prune(l)
+	}
+
+	if p.store != nil {
+		p.addToChunk(sc, delta, sentDelta)
+	}
+	p.ledgerBytes.Add(l.cost() - oldCost)
+	l.size = l.cost()
+	sc.touched = append(sc.touched, t)
+	return removed, err
+}
+
+// keep records sp (as it goes on now) as a span that may go out again, and returns its
+// encoding.
+func (p *subagentMerge) keep(l *ledger, sp ptrace.Span, res pcommon.Resource, scope pcommon.InstrumentationScope) ([]byte, error) {
+	td := ptrace.NewTraces()
+	appendUnder(td, sp, res, scope)
+	enc, err := p.marshaler.MarshalTraces(td)
+	if err != nil {
+		return nil, fmt.Errorf("subagentmerge: encoding a span kept for re-emission: %w", err)
+	}
+	if old := l.kept[sp.SpanID()]; old != nil {
+		l.keptLen -= int64(len(old.enc))
+		if old.pending {
+			l.pending--
+		}
+	}
+	k := &keptSpan{fp: fingerprint(sp.Attributes()), enc: enc}
+	if v, ok := sp.Attributes().Get(genai.AttrCallerPending); ok && v.Type() == pcommon.ValueTypeBool && v.Bool() {
+		k.pending = true
+		l.pending++
+	}
+	l.kept[sp.SpanID()] = k
+	l.keptLen += int64(len(enc))
+	return enc, nil
+}
+
+// dirty reports whether a kept span now reads differently from its last version out.
+func (p *subagentMerge) dirty(l *ledger, view mergedView) bool {
+	for id, k := range l.kept {
+		v, ok := view.span(id)
+		if !ok {
+			continue
+		}
+		if fingerprint(v.Attributes()) != k.fp {
+			return true
+		}
+		if k.pending && p.settled(l, id, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// settled reports whether the caller of kept model call id is settled: the merge gave
+// it one (view), or every ancestor of it is there. A zero view checks only the latter.
+func (p *subagentMerge) settled(l *ledger, id pcommon.SpanID, view ptrace.Span) bool {
+	if view != (ptrace.Span{}) {
+		if _, ok := view.Attributes().Get(genai.AttrCaller); ok {
+			return true
+		}
+	}
+	i := l.spans.find(id)
+	return i >= 0 && l.spans.rooted(l.spans.keys[i])
+}
+
+// pendingRooted reports whether a pending call's ancestors have all arrived, so its
+// settled version can go (checked when a batch changes nothing the merge writes).
+func (p *subagentMerge) pendingRooted(l *ledger) bool {
+	if l.pending == 0 {
+		return false
+	}
+	for id, k := range l.kept {
+		if k.pending && p.settled(l, id, ptrace.Span{}) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeMerged replaces dst's merge-written attributes with the merge's view of the span,
+// and gives it the caller the trace's shape says, unless it names its own.
+func writeMerged(dst, view pcommon.Map) {
+	copyMergeWritten(dst, view)
+	if _, has := dst.Get(genai.AttrCaller); !has {
+		if v, ok := view.Get(genai.AttrCaller); ok {
+			dst.PutStr(genai.AttrCaller, v.AsString())
+		}
+	}
+}
+
+// countStatus counts a tool span going out merged or orphan.
+func countStatus(attrs pcommon.Map, c *counts) {
+	if v, ok := attrs.Get(genai.AttrMergeStatus); ok {
+		switch v.Str() {
+		case genai.MergeMerged:
+			c.merged++
+		case genai.MergeOrphan:
+			c.orphans++
+		}
+	}
+}
