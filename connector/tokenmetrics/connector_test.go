@@ -273,8 +273,8 @@ func TestPendingCallerCountedOnceWhenSettled(t *testing.T) {
 		genai.AttrMergeRevision: int64(1764633600001), genai.AttrMergeStatus: genai.MergeCorrected,
 		genai.AttrCaller: genai.SubagentCaller("researcher")}).traces())
 	pts := latest(t, h.sink)
-	assert.Equal(t, float64(44), total(pts, mTokens, nil), "counted once")
-	assert.Equal(t, float64(44), total(pts, mTokens, map[string]any{"caller": genai.BucketSubagent}), "under the settled caller")
+	assert.Equal(t, float64(44), total(t, pts, mTokens, nil), "counted once")
+	assert.Equal(t, float64(44), total(t, pts, mTokens, map[string]any{"caller": genai.BucketSubagent}), "under the settled caller")
 	assert.Equal(t, int64(1), h.modelCalls("counted"))
 	assert.Equal(t, int64(1), h.modelCalls("corrected"))
 }

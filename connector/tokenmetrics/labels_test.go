@@ -44,5 +44,5 @@ func TestLongLabelValuesAreTruncated(t *testing.T) {
 		}
 	}
 	assert.Positive(t, seen, "the model label was checked")
-	assert.Equal(t, float64(6), total(pts, genai.MetricTokens, map[string]any{genai.LabelModel: want}), "the call still counts")
+	assert.Equal(t, float64(6), total(t, pts, genai.MetricTokens, map[string]any{genai.LabelModel: want}), "the call still counts")
 }
