@@ -36,6 +36,8 @@ const (
 )
 
 // ErrMissingAPIKey is DeerFlow's exact fail-fast message (docs/contract.md#exporters).
+//
+//lint:ignore ST1005 DeerFlow's message, word for word
 var ErrMissingAPIKey = errors.New("LangSmith tracing is enabled but LANGSMITH_API_KEY (or LANGCHAIN_API_KEY) is not set.")
 
 // Config is the langsmith exporter's configuration. Every field defaults from DeerFlow's

@@ -98,7 +98,6 @@ func usage(in, out int64) *genai.Usage { return &genai.Usage{Input: in, Output: 
 // re-emission carries (agentmeter.merge.revision, "corrected"), so a streamed run reads
 // like the same run merged whole.
 func lastVersions(tds ...ptrace.Traces) []ptrace.Traces {
-	type pos struct{ td, rs, ss, sp int }
 	type id struct {
 		t pcommon.TraceID
 		s pcommon.SpanID
