@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// shippedWithoutMerge is shippedRun with subagentmerge taken out of the traces pipeline
-// and nothing else changed: what the merge costs is the difference.
+// shippedWithoutMerge is shippedRun with both subagentmerge instances taken out of their
+// pipelines and nothing else changed: what the merge costs is the difference.
 func shippedWithoutMerge(b *bench, sk *sink) (collectorRun, error) {
 	cr, err := shippedRun(b, sk)
 	if err != nil {
@@ -19,11 +19,14 @@ func shippedWithoutMerge(b *bench, sk *sink) (collectorRun, error) {
 	if err != nil {
 		return collectorRun{}, fmt.Errorf("shipped config: %w", err)
 	}
-	const with, without = "genaicost, subagentmerge]", "genaicost]"
-	if !strings.Contains(string(raw), with) {
-		return collectorRun{}, fmt.Errorf("otelcol-config.yaml no longer has %q in its traces pipeline", with)
+	cfg := string(raw)
+	for _, with := range []string{"processors: [subagentmerge]", "processors: [subagentmerge/langsmith]"} {
+		if !strings.Contains(cfg, with) {
+			return collectorRun{}, fmt.Errorf("otelcol-config.yaml no longer has %q in a pipeline", with)
+		}
+		cfg = strings.Replace(cfg, with, "processors: []", 1)
 	}
-	cr.name, cr.args, cr.config = "shipped_nomerge", nil, strings.Replace(string(raw), with, without, 1)
+	cr.name, cr.args, cr.config = "shipped_nomerge", nil, cfg
 	return cr, nil
 }
 
