@@ -83,6 +83,7 @@ func TestBenchCompareSmoke(t *testing.T) {
 		{"µs per model call, full chain vs bare loop", true, false},
 		{"chain overhead µs per model call (full − bare, wall time)", false, true},
 		{"chain overhead µs per model call (full − bare, process CPU time)", false, false},
+		{"ns per model-call span, dataset vs hand-typed table", true, true},
 		{"gateway runs/s", false, false},
 		{"gateway latency p50 ms", false, false},
 		{"gateway latency p99 ms", false, false},
