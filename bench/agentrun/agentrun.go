@@ -58,7 +58,7 @@ func New(r *rand.Rand, traceNo uint64) Run {
 	b := newBuilder(r, traceNo)
 	lead := b.id()
 	first := len(b.order)
-	b.agentLoop(lead, 0)
+	b.agentLoop(lead, 0, genai.BucketLeadAgent)
 	b.finish(lead, pcommon.SpanID{}, first, genai.OpInvokeAgent, genai.LeadAgentName)
 	return b.run()
 }
@@ -147,7 +147,9 @@ func (b *builder) leaf(parent pcommon.SpanID, op, target string) ptrace.Span {
 	return b.finish(b.id(), parent, len(b.order), op, target)
 }
 
-func (b *builder) agentLoop(agent pcommon.SpanID, depth int) {
+// agentLoop adds an agent's steps under agent; every model call names its caller, as the
+// agentmeter runtime writes it on every span of a run.
+func (b *builder) agentLoop(agent pcommon.SpanID, depth int, caller string) {
 	for range 1 + b.r.IntN(3) {
 		var calls []string
 		var tasks []bool
@@ -160,6 +162,7 @@ func (b *builder) agentLoop(agent pcommon.SpanID, depth int) {
 		chat.SetKind(ptrace.SpanKindClient)
 		chat.Attributes().PutStr(genai.AttrRequestModel, "gpt-4o")
 		chat.Attributes().PutStr(genai.AttrProviderName, "openai")
+		chat.Attributes().PutStr(genai.AttrCaller, caller)
 		genai.PutUsage(chat.Attributes(), genai.Usage{Input: 200 + b.r.Int64N(4000), Output: 20 + b.r.Int64N(600)})
 		// finish reasons on every model call, as the runtime records them: with them the
 		// trace says when each run has answered, so subagentmerge releases it at its root
@@ -176,7 +179,7 @@ func (b *builder) agentLoop(agent pcommon.SpanID, depth int) {
 			if tasks[i] {
 				name = genai.TaskToolName
 				sub := b.id()
-				b.agentLoop(sub, depth+1)
+				b.agentLoop(sub, depth+1, genai.SubagentCaller("researcher"))
 				a := b.finish(sub, tool, toolFirst, genai.OpInvokeAgent, "researcher")
 				a.Attributes().PutStr(genai.AttrToolCallID, call)
 			}
@@ -187,6 +190,7 @@ func (b *builder) agentLoop(agent pcommon.SpanID, depth int) {
 	}
 	final := b.leaf(agent, genai.OpChat, "gpt-4o")
 	genai.PutUsage(final.Attributes(), genai.Usage{Input: 500 + b.r.Int64N(4000), Output: 50 + b.r.Int64N(800)})
+	final.Attributes().PutStr(genai.AttrCaller, caller)
 	genai.PutStrings(final.Attributes(), genai.AttrFinishReasons, []string{"stop"})
 }
 

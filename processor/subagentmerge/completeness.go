@@ -51,9 +51,7 @@ type spanFacts struct {
 	op, toolName, callID, status string
 	ids, outMsgs                 pcommon.Value
 	hasIDs, hasOut, hasFinish    bool
-	// mergeWritten: the span already carries merge results (another subagentmerge's)
-	mergeWritten bool
-	class        genai.SpanKind // set by classify: the span's role, read once
+	class                        genai.SpanKind // set by classify: the span's role, read once
 }
 
 func (f *spanFacts) see(k string, v pcommon.Value) {
@@ -72,10 +70,6 @@ func (f *spanFacts) see(k string, v pcommon.Value) {
 		f.outMsgs, f.hasOut = v, true
 	case genai.AttrFinishReasons:
 		f.hasFinish = true
-	default:
-		if isMergeWritten(k) {
-			f.mergeWritten = true
-		}
 	}
 }
 

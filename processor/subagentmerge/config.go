@@ -71,7 +71,7 @@ type Config struct {
 	// Default: 2m.
 	LateSpanWindow time.Duration `mapstructure:"late_span_window"`
 
-	// CompactAfter (hold mode) is how long spans stay in the collector's in-memory form before they
+	// CompactAfter (hold mode only) is how long spans stay in the collector's in-memory form before they
 	// are encoded as protobuf, several times smaller. Runs that complete within it
 	// (most short ones) are never encoded; long runs, which hold most of the buffer,
 	// are held compact. 0 encodes every buffered span on arrival.

@@ -2,7 +2,6 @@ package subagentmerge
 
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
 // In stream mode (the default) no span is held: each one goes on in the call that
@@ -49,11 +48,6 @@ type ledger struct {
 	dueAt     int64 // unix nanos when a dirty ledger re-emits; 0: not dirty
 	size      int64 // bytes counted against ledger_limit_mib
 	complete  bool  // the completeness rule says nothing the trace names is missing
-	// upstream: some span came with merge results written by another subagentmerge,
-	// which a cached view could not tell from this one's (the merge runs on a fresh
-	// decode of skel each time)
-	upstream  bool
-	view      *ledgerView // skel decoded, while the trace is being extended
 	seqs      []uint64
 	prev      *ledger // shard's ledgers by lastSeen, oldest first
 	next      *ledger
@@ -71,20 +65,8 @@ type keptSpan struct {
 	pending bool // went out with agentmeter.merge.caller_pending: not counted yet
 }
 
-// ledgerView is a ledger's skeleton decoded, kept while the trace is being extended
-// (for compact_after, or a second when that is 0) so the merge does not decode the
-// whole skeleton again for each batch. named says which spans came with their own
-// agentmeter.caller: the merge's attribution is taken off the others before each run.
-type ledgerView struct {
-	td    ptrace.Traces
-	spans []ptrace.Span
-	named []bool
-	idx   map[pcommon.SpanID]int32
-}
-
 // cost is what a ledger counts against ledger_limit_mib: its skeleton, its kept spans,
-// its span keys and the map entries for what it may re-emit (its view, which lives
-// only while the trace is extended, is not counted).
+// its span keys and the map entries for what it may re-emit.
 func (l *ledger) cost() int64 {
 	return l.skelLen + int64(cap(l.skel))*24 + l.keptLen + int64(cap(l.spans.keys))*24 + int64(len(l.spans.asks))*4 +
 		int64(len(l.kept))*64 + 256
@@ -96,7 +78,6 @@ type ledgers struct {
 	head, tail *ledger // by lastSeen
 	dHead      *ledger // dirty, by dueAt
 	dTail      *ledger
-	viewed     []*ledger // ledgers holding a decoded view
 }
 
 func (ls *ledgers) pushBack(l *ledger) {

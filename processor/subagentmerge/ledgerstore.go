@@ -113,7 +113,7 @@ func (p *subagentMerge) restoreStream(ctx context.Context) error {
 	for l := range restored {
 		s := &p.shards[shardIndex(l.id)]
 		s.mu.Lock()
-		if view, err := p.mergeLedger(s, l); err == nil {
+		if view, err := p.mergeLedger(l); err == nil {
 			if p.dirty(l, view) {
 				s.led.schedule(l, now)
 			}
@@ -192,13 +192,10 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 			var key spanKey
 			key, asks = keyOf(sp, asks[:0])
 			l.spans.add(key, asks)
-			if f := sw.add(sp); f.mergeWritten {
-				l.upstream = true
-			}
+			sw.add(sp)
 			added++
 		}
 		l.addSkel(sw.message())
-		l.view = nil
 		for _, k := range sentBy[id] {
 			if _, dup := l.kept[k.sp.SpanID()]; dup {
 				continue

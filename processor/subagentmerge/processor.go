@@ -34,10 +34,8 @@ type ref struct {
 	rs, ss int32
 	next   int32 // next ref of the same trace, -1 at the end
 	fate   uint8
-	// stream mode: the span's skeleton, scratch.sw.spans[skel[0]:skel[1]], and whether
-	// it came with another subagentmerge's results
-	skel     [2]int32
-	upstream bool
+	// stream mode: the span's skeleton, scratch.sw.spans[skel[0]:skel[1]]
+	skel [2]int32
 }
 
 // group is the spans of one trace within a batch.
@@ -96,7 +94,6 @@ type subagentMerge struct {
 	nLedgers       atomic.Int64
 	ledgerBytes    atomic.Int64
 	maxLedgerBytes int64
-	viewFor        int64 // nanoseconds a ledger's decoded view outlives its last extension
 
 	id    component.ID
 	store *persister // nil unless `storage` is set
@@ -131,7 +128,6 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		maxRecords:     int64(cfg.LedgerLimitMiB) << 20,
 		maxLedgerBytes: int64(cfg.LedgerLimitMiB) << 20,
 		stream:         cfg.Mode == ModeStream,
-		viewFor:        int64(max(cfg.CompactAfter, time.Second)),
 		now:            func() int64 { return time.Now().UnixNano() },
 		stop:           make(chan struct{}),
 		done:           make(chan struct{}),

@@ -115,7 +115,7 @@ func (p *subagentMerge) flushInto(s *shard, l *ledger, out ptrace.Traces, c *cou
 
 func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64, ids []pcommon.SpanID, final bool) ([]pcommon.SpanID, error) {
 	s.led.unschedule(l)
-	view, err := p.mergeLedger(s, l)
+	view, err := p.mergeLedger(l)
 	if err != nil {
 		return ids, err
 	}
@@ -190,7 +190,6 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 				errs = append(errs, err)
 			}
 		}
-		s.led.dropViews(now - p.viewFor)
 		s.mu.Unlock()
 	}
 	p.tel.record(ctx, &c)

@@ -35,7 +35,6 @@ func (p *subagentMerge) rollback(sc *scratch) {
 		}
 		if drop != nil {
 			l.spans = l.spans.without(drop)
-			l.view = nil
 			var err error
 			kept, err := p.filterSpans(joinChunks(l.skel), drop)
 			if err != nil {

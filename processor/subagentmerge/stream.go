@@ -106,19 +106,17 @@ func (p *subagentMerge) indexBatch(td ptrace.Traces, sc *scratch, skel bool) {
 				from := int32(len(sc.asks))
 				var key spanKey
 				var sk [2]int32
-				upstream := false
 				if skel {
 					sk[0] = int32(len(sc.sw.spans))
 					f := sc.sw.add(sp)
 					sk[1] = int32(len(sc.sw.spans))
 					key, sc.asks = keyFrom(sp, &f, sc.asks)
-					upstream = f.mergeWritten
 				} else {
 					key, sc.asks = keyOf(sp, sc.asks)
 				}
 				sc.refs = append(sc.refs, ref{
 					span: sp, res: res, scope: scope, rs: int32(i), ss: int32(j), next: -1,
-					key: key, asks: [2]int32{from, int32(len(sc.asks))}, skel: sk, upstream: upstream,
+					key: key, asks: [2]int32{from, int32(len(sc.asks))}, skel: sk,
 				})
 				tid := sp.TraceID()
 				if tid.IsEmpty() {
@@ -171,9 +169,6 @@ func (p *subagentMerge) streamTrace(_ ptrace.Traces, sc *scratch, gi int, now in
 		}
 		l.spans.add(ref.key, sc.asks[ref.asks[0]:ref.asks[1]])
 		sc.parts = append(sc.parts, ref.skel)
-		if ref.upstream {
-			l.upstream = true
-		}
 		sc.ids = append(sc.ids, ref.key.id)
 	}
 	t.ids[1] = int32(len(sc.ids))
@@ -185,7 +180,7 @@ func (p *subagentMerge) streamTrace(_ ptrace.Traces, sc *scratch, gi int, now in
 	delta := sc.sw.messageOf(sc.parts)
 	l.addSkel(delta)
 	s.led.touch(l, now)
-	err := p.extendView(s, l, delta)
+	var err error
 
 	// The new spans go on carrying what the merge says of them. Most need no merge run
 	// for that (effect): nothing of theirs changes, or only a tool span's status,
@@ -197,7 +192,7 @@ func (p *subagentMerge) streamTrace(_ ptrace.Traces, sc *scratch, gi int, now in
 		eff = p.effectOf(sc, g, l)
 	}
 	if eff == effectInline {
-		if view, err = p.mergeLedger(s, l); err != nil {
+		if view, err = p.mergeLedger(l); err != nil {
 			eff = effectNone
 		}
 	}
@@ -261,8 +256,8 @@ func (p *subagentMerge) streamTrace(_ ptrace.Traces, sc *scratch, gi int, now in
 	}
 	t.re[1] = int32(len(sc.ids))
 	t.settled = len(l.settledAt) > 0
-	if !l.onDueList {
-		p.prune(l)
+	if !l.onDueList && l.complete {
+		p.prune(l) // ancestors that settle a kept span have all come by now
 	}
 
 	if p.store != nil {
