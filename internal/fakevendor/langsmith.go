@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -170,7 +171,8 @@ func (f *LangSmith) Runs() map[string]map[string]any {
 	defer f.mu.Unlock()
 	out := make(map[string]map[string]any, len(f.runs))
 	for k, v := range f.runs {
-		out[k] = v
+		// a copy of each run: a patch replaces its fields while the caller reads them
+		out[k] = maps.Clone(v)
 	}
 	return out
 }
