@@ -114,12 +114,12 @@ func (s *spanSet) toolStatus(t spanKey) string {
 
 // mayChange reports whether what the merge writes on ref's span can still change as
 // more of its trace arrives: a model call that asked for tool calls (its subagents'
-// usage may still come), a model call that names no caller while some ancestor of it
-// is still missing (the trace's shape may yet say it runs in a subagent), or a tool
-// span that went out without being merged (its dispatcher or subtree may still come).
-func mayChange(ref *ref, named bool, spans *spanSet) bool {
+// usage may still come), a model call whose caller is unsettled (no caller of its own,
+// an ancestor missing), or a tool span that went out without being merged (its
+// dispatcher or subtree may still come).
+func mayChange(ref *ref, unsettled bool) bool {
 	if ref.key.kind&kindModel != 0 {
-		return ref.asks[1] > ref.asks[0] || (!named && !spans.rooted(ref.key))
+		return ref.asks[1] > ref.asks[0] || unsettled
 	}
 	if ref.key.kind&kindTool == 0 && ref.key.role != genai.SpanToolCall {
 		return false

@@ -100,19 +100,15 @@ func (p *subagentMerge) reemit(l *ledger, view mergedView, out ptrace.Traces, c 
 	return ids, errors.Join(errs...)
 }
 
-// flushLedger re-emits what changed in l (called under its shard's lock).
-func (p *subagentMerge) flushLedger(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64) error {
-	_, err := p.flush(s, l, out, c, now, nil, false)
-	return err
-}
-
-// flushInto is flushLedger within a call, recording the re-emitted ids in sc.
+// flushInto is flush within a call, recording the re-emitted ids in sc.
 func (p *subagentMerge) flushInto(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64, sc *scratch) error {
 	var err error
 	sc.ids, err = p.flush(s, l, out, c, now, sc.ids, false)
 	return err
 }
 
+// flush re-emits what changed in l (called under its shard's lock); with final, every
+// pending caller is settled as it stands (its ledger ends).
 func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64, ids []pcommon.SpanID, final bool) ([]pcommon.SpanID, error) {
 	s.led.unschedule(l)
 	view, err := p.mergeLedger(l)
@@ -186,7 +182,7 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 			c.released[relIdle]++
 		}
 		for l := s.led.dHead; l != nil && l.dueAt <= now; l = s.led.dHead {
-			if err := p.flushLedger(s, l, out, &c, now); err != nil {
+			if _, err := p.flush(s, l, out, &c, now, nil, false); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -38,7 +38,7 @@ func (p *subagentMerge) consumeStream(ctx context.Context, td ptrace.Traces) err
 	removed := false
 	var errs []error
 	for gi := range sc.groups {
-		rm, err := p.streamTrace(td, sc, gi, now, &c, out)
+		rm, err := p.streamTrace(sc, gi, now, &c, out)
 		removed = removed || rm
 		if err != nil {
 			errs = append(errs, err)
@@ -138,7 +138,7 @@ func (p *subagentMerge) indexBatch(td ptrace.Traces, sc *scratch, skel bool) {
 // streamTrace adds one trace's new spans of the batch to its ledger, writes onto them
 // what the merge now says, and re-emits into out what changed, when due. It reports
 // whether it dropped duplicates from td.
-func (p *subagentMerge) streamTrace(_ ptrace.Traces, sc *scratch, gi int, now int64, c *counts, out ptrace.Traces) (bool, error) {
+func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, out ptrace.Traces) (bool, error) {
 	g := &sc.groups[gi]
 	s := &p.shards[shardIndex(g.id)]
 	s.mu.Lock()
@@ -219,10 +219,13 @@ func (p *subagentMerge) streamTrace(_ ptrace.Traces, sc *scratch, gi int, now in
 			}
 		}
 		countStatus(attrs, c)
-		if !mayChange(ref, named, &l.spans) {
+		// a model call that names no caller while an ancestor of it is missing: the
+		// trace's shape may yet put it in a subagent's run
+		unsettled := ref.key.kind&kindModel != 0 && !named && !l.spans.rooted(ref.key)
+		if !mayChange(ref, unsettled) {
 			continue
 		}
-		if ref.key.kind&kindModel != 0 && !named && !l.spans.rooted(ref.key) {
+		if unsettled {
 			if _, has := attrs.Get(genai.AttrCaller); !has {
 				attrs.PutBool(genai.AttrCallerPending, true)
 			}

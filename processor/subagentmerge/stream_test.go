@@ -3,6 +3,7 @@ package subagentmerge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -75,7 +76,7 @@ func TestStreamEverySpanGoesOnInItsCall(t *testing.T) {
 		}
 		require.Zero(t, p.nSpans.Load(), "no span buffered")
 		require.NoError(t, p.Shutdown(context.Background()))
-		assertExactAtSink(t, sink.AllTraces(), want, "seed "+string(rune('0'+seed%10)))
+		assertExactAtSink(t, sink.AllTraces(), want, fmt.Sprintf("seed %d", seed))
 	}
 }
 
