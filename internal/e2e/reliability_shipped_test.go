@@ -45,7 +45,7 @@ func TestReliabilityShippedConfigKill9Twice(t *testing.T) {
 	var held []float64
 	for range 2 {
 		time.Sleep(d / 2)
-		held = append(held, counter(t, r.Metrics(t), "otelcol_processor_subagentmerge_ledger_traces"))
+		held = append(held, counter(t, r.Metrics(t), "otelcol_processor_subagentmerge_ledger_traces", `processor="subagentmerge"`))
 		r.Collector.Kill()
 		r.logsOfEarlierRun = append(r.logsOfEarlierRun, r.Collector.Logs())
 		time.Sleep(300 * time.Millisecond) // the sender meets a closed port and retries

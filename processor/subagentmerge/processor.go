@@ -139,7 +139,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		p.shards[i].led.byID = map[pcommon.TraceID]*ledger{}
 	}
 	p.pool.New = func() any { return &scratch{byTrace: map[pcommon.TraceID]int32{}} }
-	tel, err := newTelemetry(set.TelemetrySettings,
+	tel, err := newTelemetry(set.ID, set.TelemetrySettings,
 		func() (int64, int64) { return p.nTraces.Load(), p.nSpans.Load() },
 		func() (int64, int64) { return p.nLedgers.Load(), p.ledgerBytes.Load() })
 	if err != nil {

@@ -26,45 +26,51 @@ var reasons = [5]string{"complete", "idle", "capacity", "shutdown", "settled"}
 // telemetry holds the processor's own metrics: the instruments are the ones mdatagen
 // generates from metadata.yaml. Counters are added once per batch or sweep, never per
 // span, to keep them off the hot path.
+//
+// Every series carries the processor attribute, the component id: a collector may run
+// two instances (the shipped config does, one streaming and one holding for LangSmith),
+// and without it their gauges would be one series that each overwrites.
 type telemetry struct {
 	tb          *metadata.TelemetryBuilder
 	reasonAttrs [5]metric.AddOption
+	idAttr      metric.MeasurementOption
 }
 
-func newTelemetry(set component.TelemetrySettings, buffered func() (traces, spans int64), ledgers func() (traces, bytes int64)) (*telemetry, error) {
+func newTelemetry(id component.ID, set component.TelemetrySettings, buffered func() (traces, spans int64), ledgers func() (traces, bytes int64)) (*telemetry, error) {
 	tb, err := metadata.NewTelemetryBuilder(set)
 	if err != nil {
 		return nil, fmt.Errorf("subagentmerge: create metrics: %w", err)
 	}
-	t := &telemetry{tb: tb}
+	idKV := attribute.String("processor", id.String())
+	t := &telemetry{tb: tb, idAttr: metric.WithAttributeSet(attribute.NewSet(idKV))}
 	for i, r := range reasons {
-		t.reasonAttrs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
+		t.reasonAttrs[i] = metric.WithAttributeSet(attribute.NewSet(idKV, attribute.String("reason", r)))
 	}
 	// Each gauge reads both counts; they are two atomics, so reading twice per collection
 	// costs nothing.
 	err = tb.RegisterProcessorSubagentmergeTracesBufferedCallback(func(_ context.Context, o metric.Int64Observer) error {
 		tr, _ := buffered()
-		o.Observe(tr)
+		o.Observe(tr, t.idAttr)
 		return nil
 	})
 	if err == nil {
 		err = tb.RegisterProcessorSubagentmergeSpansBufferedCallback(func(_ context.Context, o metric.Int64Observer) error {
 			_, sp := buffered()
-			o.Observe(sp)
+			o.Observe(sp, t.idAttr)
 			return nil
 		})
 	}
 	if err == nil {
 		err = tb.RegisterProcessorSubagentmergeLedgerTracesCallback(func(_ context.Context, o metric.Int64Observer) error {
 			tr, _ := ledgers()
-			o.Observe(tr)
+			o.Observe(tr, t.idAttr)
 			return nil
 		})
 	}
 	if err == nil {
 		err = tb.RegisterProcessorSubagentmergeLedgerBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
 			_, b := ledgers()
-			o.Observe(b)
+			o.Observe(b, t.idAttr)
 			return nil
 		})
 	}
@@ -91,7 +97,7 @@ func (t *telemetry) record(ctx context.Context, c *counts) {
 	}
 	add := func(ctr metric.Int64Counter, n int64) {
 		if n > 0 {
-			ctr.Add(ctx, n)
+			ctr.Add(ctx, n, t.idAttr)
 		}
 	}
 	add(t.tb.ProcessorSubagentmergeSpansMerged, c.merged)
