@@ -21,7 +21,7 @@ func TestLoadConfig(t *testing.T) {
 		want *Config
 	}{
 		{component.NewID(Type), createDefaultConfig()},
-		{component.NewIDWithName(Type, "custom"), &Config{Mode: ModeHold, LedgerLimitMiB: 16, WaitDuration: 30 * time.Second, SettleTime: 500 * time.Millisecond, NumTraces: 500, LateSpanWindow: time.Minute, CompactAfter: 0}},
+		{component.NewIDWithName(Type, "custom"), &Config{Mode: ModeHold, LedgerLimitMiB: 16, WaitDuration: 30 * time.Second, SettleTime: 500 * time.Millisecond, NumTraces: 500, LateSpanWindow: time.Minute, ReleaseAfterRoot: 2 * time.Second, CompactAfter: 0}},
 		{component.NewIDWithName(Type, "durable"), func() *Config {
 			c := createDefaultConfig()
 			id := component.MustNewIDWithName("file_storage", "merge")
@@ -63,6 +63,12 @@ func TestValidate(t *testing.T) {
 		{"unknown mode", func(c *Config) { c.Mode = "batch" }, []string{`mode must be "stream" or "hold", got "batch"`}},
 		{"zero ledger", func(c *Config) { c.LedgerLimitMiB = 0 }, []string{"ledger_limit_mib must be between 1 and 65536, got 0"}},
 		{"negative compact", func(c *Config) { c.CompactAfter = -time.Millisecond }, []string{"compact_after must not be negative, got -1ms"}},
+		{"negative release_after_root", func(c *Config) { c.Mode, c.ReleaseAfterRoot = ModeHold, -time.Second }, []string{"release_after_root must not be negative, got -1s"}},
+		{"release_after_root in stream mode", func(c *Config) { c.ReleaseAfterRoot = time.Second }, []string{`release_after_root applies to mode "hold" only`}},
+		{"release_after_root past wait", func(c *Config) { c.Mode, c.WaitDuration, c.ReleaseAfterRoot = ModeHold, time.Second, time.Minute },
+			[]string{"release_after_root (1m0s) must not exceed wait_duration (1s)"}},
+		{"release_after_root without late spans", func(c *Config) { c.Mode, c.ReleaseAfterRoot, c.LateSpanWindow = ModeHold, time.Second, 0 },
+			[]string{"release_after_root needs late_span_window above 0"}},
 		{"everything at once", func(c *Config) { c.WaitDuration, c.NumTraces, c.LateSpanWindow = 0, -1, -time.Minute },
 			[]string{"wait_duration must be positive", "num_traces must be positive", "late_span_window must not be negative"}},
 	}

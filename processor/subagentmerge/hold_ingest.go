@@ -227,10 +227,22 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 	e.spans, e.hasRoot = set, hasRoot
 	p.nSpans.Add(int64(added))
 	s.touch(e, now)
+	// A settling trace goes settle_time after its root; with release_after_root, one that
+	// still names something missing goes that long after its root. The earlier wins.
+	var due int64
 	switch {
-	case st == stSettle && e.settleAt == 0:
-		s.pushSettle(e, e.rootAt+p.settle)
-	case st == stWait && e.settleAt != 0:
+	case st == stSettle:
+		due = e.rootAt + p.settle
+	case st == stWait && hasRoot && p.afterRoot > 0:
+		due = e.rootAt + p.afterRoot
+	}
+	switch {
+	case due != 0 && (e.settleAt == 0 || due < e.settleAt):
+		if e.settleAt != 0 {
+			s.unlinkSettle(e)
+		}
+		s.pushSettle(e, due)
+	case due == 0 && e.settleAt != 0:
 		s.unlinkSettle(e) // a span that arrived names something still missing
 	}
 

@@ -83,6 +83,7 @@ type subagentMerge struct {
 
 	wait, window   int64 // nanoseconds
 	settle         int64 // nanoseconds
+	afterRoot      int64 // nanoseconds; release_after_root, 0 off
 	compactAfter   int64 // nanoseconds
 	maxTombstones  int   // per shard
 	shards         [numShards]shard
@@ -122,6 +123,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		logger:         set.Logger,
 		wait:           int64(cfg.WaitDuration),
 		window:         int64(cfg.LateSpanWindow),
+		afterRoot:      int64(cfg.ReleaseAfterRoot),
 		settle:         int64(min(cfg.SettleTime, cfg.WaitDuration)),
 		compactAfter:   int64(cfg.CompactAfter),
 		maxTombstones:  max(cfg.NumTraces/numShards, 64),
@@ -164,6 +166,9 @@ func (p *subagentMerge) Start(ctx context.Context, host component.Host) error {
 		every := min(p.cfg.WaitDuration, max(p.cfg.CompactAfter, time.Millisecond))
 		if p.settle > 0 {
 			every = min(every, time.Duration(p.settle))
+		}
+		if p.afterRoot > 0 {
+			every = min(every, time.Duration(p.afterRoot))
 		}
 		go p.sweepLoop(sweepInterval(every))
 	}
