@@ -221,7 +221,7 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 			e.rootAt = now
 		}
 		s.traces[g.id] = e
-		s.pushBack(e)
+		s.lru.pushBack(e)
 		p.nTraces.Add(1)
 	}
 	e.spans, e.hasRoot = set, hasRoot
@@ -298,8 +298,8 @@ func (p *subagentMerge) evictOverCapacity(sc *scratch, now int64, c *counts) {
 		for i := range p.shards {
 			s := &p.shards[i]
 			s.mu.Lock()
-			if s.head != nil && (best < 0 || s.head.lastSeen < bestSeen) {
-				best, bestSeen = i, s.head.lastSeen
+			if h := s.lru.head; h != nil && (best < 0 || h.lastSeen < bestSeen) {
+				best, bestSeen = i, h.lastSeen
 			}
 			s.mu.Unlock()
 		}
@@ -308,7 +308,7 @@ func (p *subagentMerge) evictOverCapacity(sc *scratch, now int64, c *counts) {
 		}
 		s := &p.shards[best]
 		s.mu.Lock()
-		if e := s.head; e != nil && p.nTraces.Load() > limit {
+		if e := s.lru.head; e != nil && p.nTraces.Load() > limit {
 			sc.evicted = append(sc.evicted, p.removeLocked(s, e, now))
 			c.released[relCapacity]++
 		}

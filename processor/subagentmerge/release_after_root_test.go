@@ -90,3 +90,40 @@ func TestReleaseAfterRootCorrectsALateSubtree(t *testing.T) {
 	}
 	assert.True(t, corrected, "the dispatcher went out again marked corrected")
 }
+
+// settle_time and release_after_root are two delays after a root: a trace due sooner
+// goes sooner even when it started settling after one due later in its shard.
+func TestSettlingKeepsDueOrderAcrossBothDelays(t *testing.T) {
+	unannounced := func(no uint64) ptrace.Traces { // settles: settle_time after its root
+		b := newTraceBuilder(no)
+		b.chat(b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID(), usage(1, 1))
+		return b.td
+	}
+	// a trace number in the same shard as the settling one
+	first := unannounced(500)
+	shard := shardIndex(first.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID())
+	var second ptrace.Traces
+	var secondID pcommon.TraceID
+	for no := uint64(501); ; no++ {
+		b := newTraceBuilder(no)
+		lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
+		b.chat(lead, usage(2, 2), "call_missing") // its tool span never comes
+		if shardIndex(b.tid) == shard {
+			second, secondID = b.td, b.tid
+			break
+		}
+	}
+	cfg := defaultTestConfig()
+	cfg.WaitDuration = time.Hour
+	cfg.SettleTime = 10 * time.Second
+	cfg.ReleaseAfterRoot = 20 * time.Millisecond
+	p, sink, _ := newTestProcessor(t, cfg)
+	defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+	require.NoError(t, p.ConsumeTraces(context.Background(), first))
+	require.NoError(t, p.ConsumeTraces(context.Background(), second))
+	require.Eventually(t, func() bool { return sink.SpanCount() == 2 }, 5*time.Second, 2*time.Millisecond,
+		"the trace due after release_after_root does not wait behind the one due after settle_time")
+	forEachSpan(sink.AllTraces()[0], func(sp ptrace.Span) {
+		assert.Equal(t, secondID, sp.TraceID())
+	})
+}
