@@ -1,7 +1,6 @@
 package genai
 
 import (
-	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -56,40 +55,3 @@ func TestIsCountedVersion(t *testing.T) {
 	assert.True(t, IsCountedVersion(s), "the re-emission that settles the caller")
 }
 
-// randomVersionAttrs puts a random subset of the version keys, each with a random type,
-// among unrelated attributes.
-func randomVersionAttrs(rnd *rand.Rand, m pcommon.Map) {
-	m.PutStr(AttrOperationName, OpChat)
-	for _, k := range []string{AttrMergeRevision, AttrMergeStatus, AttrCallerPending, AttrCallerSettled} {
-		switch rnd.IntN(6) {
-		case 0:
-			m.PutInt(k, int64(rnd.IntN(4))-1)
-		case 1:
-			m.PutDouble(k, float64(rnd.IntN(3)))
-		case 2:
-			m.PutBool(k, rnd.IntN(2) == 0)
-		case 3:
-			m.PutStr(k, []string{MergeCorrected, MergeMerged, "true", "1"}[rnd.IntN(4)])
-		}
-	}
-	m.PutInt(AttrUsageInput, int64(rnd.IntN(100)))
-}
-
-// Readers that walk the attributes once (Offer) and readers that look keys up
-// (VersionOf) decide alike.
-func TestVersionOfferAgreesWithLookup(t *testing.T) {
-	rnd := rand.New(rand.NewPCG(5, 9))
-	for i := 0; i < 2000; i++ {
-		m := pcommon.NewMap()
-		randomVersionAttrs(rnd, m)
-		var walked Version
-		for k, v := range m.All() {
-			walked.Offer(k, v)
-		}
-		got := VersionOf(m)
-		assert.Equal(t, got.Counted(), walked.Counted(), "%v", m.AsRaw())
-		assert.Equal(t, got.Reemission(), walked.Reemission(), "%v", m.AsRaw())
-		assert.Equal(t, got.Reemission(), IsReemission(m))
-		assert.Equal(t, got.Counted(), IsCountedVersion(m))
-	}
-}
