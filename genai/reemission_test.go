@@ -54,4 +54,3 @@ func TestIsCountedVersion(t *testing.T) {
 	s.PutBool(AttrCallerSettled, true)
 	assert.True(t, IsCountedVersion(s), "the re-emission that settles the caller")
 }
-
