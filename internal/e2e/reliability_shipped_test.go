@@ -21,7 +21,8 @@ import (
 // arrives twice, counted as duplicates.
 func TestReliabilityShippedConfigKill9Twice(t *testing.T) {
 	d := FaultDuration(t)
-	r, start := newShippedRig(t, "agentmeter-kill9")
+	r := newFaultFakes(t)
+	start := startShipped(t, "agentmeter-kill9", r)
 	start()
 
 	l, stop := r.SteadyLoad()
@@ -57,14 +58,13 @@ func TestReliabilityShippedConfigKill9Twice(t *testing.T) {
 		fmt.Sprintf("sender retries while down: %d", s.Refusals[0]))
 }
 
-// newShippedRig is the fault rig around the shipped otelcol-config.yaml as a sidecar
-// runs it: its ports moved, both vendors switched on by their environment variables
-// against the fakes (LangSmith project project), its store in AGENTMETER_STORAGE_DIR.
-// start runs a collector on it (again after a crash: same store).
-func newShippedRig(t *testing.T, project string) (r *FaultRig, start func()) {
+// startShipped points the shipped otelcol-config.yaml at the rig's fronts as a
+// sidecar runs it: its ports moved, both vendors switched on by their environment
+// variables (LangSmith project project), its store in AGENTMETER_STORAGE_DIR. start
+// runs a collector on it (again after a crash: same store).
+func startShipped(t *testing.T, project string, r *FaultRig) (start func()) {
 	t.Helper()
 	ports := setSidecarEnv(t)
-	r = newFaultFakes(t)
 	// delivery() reads which vendors are on from the pipeline description
 	r.Pipeline.LangfuseURL, r.Pipeline.LangSmithURL = r.LFURL, r.LSURL
 	LangfuseEnv(t, "LANGFUSE_TRACING", "true", "LANGFUSE_PUBLIC_KEY", faultLangfusePublic,
@@ -77,5 +77,5 @@ func newShippedRig(t *testing.T, project string) (r *FaultRig, start func()) {
 	r.OTLP = ports.OTLPHTTP
 	r.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports.Telemetry)
 	shipped := filepath.Join(RepoRoot(), "otelcol-config.yaml")
-	return r, func() { r.Collector = StartWithArgs(t, r.Dir, ports.OTLPHTTP, "--config", shipped) }
+	return func() { r.Collector = StartWithArgs(t, r.Dir, ports.OTLPHTTP, "--config", shipped) }
 }
