@@ -92,7 +92,7 @@ func TestReliabilityShippedConfigVendorOutage(t *testing.T) {
 	wg.Wait()
 	stopSampling()
 	got := r.WaitDelivered(t, l, up, 60*time.Second, false)
-	total := time.Since(steadyFrom)
+	total := time.Since(producingFrom)
 
 	s := l.Stats()
 	answers := l.Answers()
