@@ -31,7 +31,10 @@ const (
 // no request waits longer than 5 s for its answer (half an SDK's default 10 s export
 // timeout), and every span the collector accepted reaches both vendors with its tokens.
 // The senders batch as a BatchSpanProcessor does and retry refusals with exponential
-// backoff, so a refused request is never counted as lost: it is sent again.
+// backoff, so a refused request is never counted as lost: it is sent again. Half of them
+// send runs whose model calls carry finish reasons, which the LangSmith branch's merge
+// releases in the request that completes them; the other half's runs it releases from
+// its timer after settle_time: both ways a full LangSmith queue can be met.
 func TestReliabilityShippedConfigVendorOutage(t *testing.T) {
 	r := newFaultFronts(t)
 	startShipped(t, "agentmeter-outage", r)()
