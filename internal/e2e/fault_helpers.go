@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -78,8 +79,24 @@ func newFaultFakes(t *testing.T) *FaultRig {
 	r.LFFake = langfusefake.New(t)
 	r.LSFake = fakevendor.NewLangSmith(faultLangSmithKey)
 	t.Cleanup(r.LSFake.Close)
-	r.LF = faulty.New(faulty.Langfuse, r.LFFake.Config.Handler)
-	r.LS = faulty.New(faulty.LangSmith, r.LSFake.Config.Handler)
+	return r.serveFronts(t, r.LFFake.Config.Handler, r.LSFake.Config.Handler)
+}
+
+// newFaultFronts is newFaultFakes with fronts that answer by themselves (LFFake and
+// LSFake nil): they still decode every body and count what was accepted by id, but skip
+// the fakes' checks, which at thousands of spans a second cost more CPU than the
+// collector under test.
+func newFaultFronts(t *testing.T) *FaultRig {
+	t.Helper()
+	r := &FaultRig{t: t, Dir: t.TempDir()}
+	return r.serveFronts(t, nil, nil)
+}
+
+// serveFronts starts the faulty fronts before the inner handlers lf and ls (nil: none).
+func (r *FaultRig) serveFronts(t *testing.T, lf, ls http.Handler) *FaultRig {
+	t.Helper()
+	r.LF = faulty.New(faulty.Langfuse, lf)
+	r.LS = faulty.New(faulty.LangSmith, ls)
 	r.LF.RotateKey(faulty.LangfuseAuth(faultLangfusePublic, faultLangfuseSecret),
 		faulty.LangfuseAuth(langfusefake.DefaultPublicKey, langfusefake.DefaultSecretKey))
 	r.LS.RotateKey(faultLangSmithKey, faultLangSmithKey)

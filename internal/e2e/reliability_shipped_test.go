@@ -21,21 +21,8 @@ import (
 // arrives twice, counted as duplicates.
 func TestReliabilityShippedConfigKill9Twice(t *testing.T) {
 	d := FaultDuration(t)
-	ports := setSidecarEnv(t)
 	r := newFaultFakes(t)
-	// delivery() reads which vendors are on from the pipeline description
-	r.Pipeline.LangfuseURL, r.Pipeline.LangSmithURL = r.LFURL, r.LSURL
-	LangfuseEnv(t, "LANGFUSE_TRACING", "true", "LANGFUSE_PUBLIC_KEY", faultLangfusePublic,
-		"LANGFUSE_SECRET_KEY", faultLangfuseSecret, "LANGFUSE_BASE_URL", r.LFURL)
-	clearLangSmithEnv(t)
-	t.Setenv("LANGSMITH_TRACING", "true")
-	t.Setenv("LANGSMITH_API_KEY", faultLangSmithKey)
-	t.Setenv("LANGSMITH_ENDPOINT", r.LSURL)
-	t.Setenv("LANGSMITH_PROJECT", "agentmeter-kill9")
-	r.OTLP = ports.OTLPHTTP
-	r.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports.Telemetry)
-	shipped := filepath.Join(RepoRoot(), "otelcol-config.yaml")
-	start := func() { r.Collector = StartWithArgs(t, r.Dir, ports.OTLPHTTP, "--config", shipped) }
+	start := startShipped(t, "agentmeter-kill9", r)
 	start()
 
 	l, stop := r.SteadyLoad()
@@ -69,4 +56,26 @@ func TestReliabilityShippedConfigKill9Twice(t *testing.T) {
 		fmt.Sprintf("%d / %d", got.LFDup, got.LSDup),
 		fmt.Sprintf("traces with a ledger at the crashes: %.0f and %.0f", held[0], held[1]),
 		fmt.Sprintf("sender retries while down: %d", s.Refusals[0]))
+}
+
+// startShipped points the shipped otelcol-config.yaml at the rig's fronts as a
+// sidecar runs it: its ports moved, both vendors switched on by their environment
+// variables (LangSmith project project), its store in AGENTMETER_STORAGE_DIR. start
+// runs a collector on it (again after a crash: same store).
+func startShipped(t *testing.T, project string, r *FaultRig) (start func()) {
+	t.Helper()
+	ports := setSidecarEnv(t)
+	// delivery() reads which vendors are on from the pipeline description
+	r.Pipeline.LangfuseURL, r.Pipeline.LangSmithURL = r.LFURL, r.LSURL
+	LangfuseEnv(t, "LANGFUSE_TRACING", "true", "LANGFUSE_PUBLIC_KEY", faultLangfusePublic,
+		"LANGFUSE_SECRET_KEY", faultLangfuseSecret, "LANGFUSE_BASE_URL", r.LFURL)
+	clearLangSmithEnv(t)
+	t.Setenv("LANGSMITH_TRACING", "true")
+	t.Setenv("LANGSMITH_API_KEY", faultLangSmithKey)
+	t.Setenv("LANGSMITH_ENDPOINT", r.LSURL)
+	t.Setenv("LANGSMITH_PROJECT", project)
+	r.OTLP = ports.OTLPHTTP
+	r.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports.Telemetry)
+	shipped := filepath.Join(RepoRoot(), "otelcol-config.yaml")
+	return func() { r.Collector = StartWithArgs(t, r.Dir, ports.OTLPHTTP, "--config", shipped) }
 }

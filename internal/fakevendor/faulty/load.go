@@ -28,7 +28,8 @@ type Load struct {
 	Addr             string        // OTLP/HTTP host:port
 	TracesPerRequest int           // runs per request (3 spans each)
 	Interval         time.Duration // between requests
-	Backoff          time.Duration // between retries of a refused request
+	Backoff          time.Duration // between retries of a refused request (the first, with MaxBackoff)
+	MaxBackoff       time.Duration // above Backoff: the wait doubles per refusal up to it, as an SDK's backoff
 	PadBytes         int           // size of an extra attribute on each chat span (0: none)
 	Client           *http.Client
 
@@ -39,7 +40,15 @@ type Load struct {
 	requests  int
 	refusals  map[int]int // retryable refusals by status (0 = network error)
 	permanent int         // requests answered with a non-retryable status (not resent)
+	answers   []Answer
 	seq       int
+}
+
+// Answer is one attempt of a request: how long the collector took to answer it, and
+// with what status (0: a network error, including the client's timeout).
+type Answer struct {
+	Took   time.Duration
+	Status int
 }
 
 // LoadStats are a sender's counters.
@@ -93,8 +102,20 @@ func (l *Load) SendRetrying(stop context.Context, td ptrace.Traces) bool {
 	if err != nil {
 		panic(fmt.Sprintf("marshal otlp: %v", err)) // pdata always marshals
 	}
+	backoff := l.Backoff
 	for {
+		began := time.Now()
 		status, err := l.post(stop, body)
+		took := time.Since(began)
+		if err != nil && stop.Err() != nil {
+			return false // abandoned by the caller, not answered
+		}
+		l.mu.Lock()
+		if err != nil {
+			status = 0
+		}
+		l.answers = append(l.answers, Answer{Took: took, Status: status})
+		l.mu.Unlock()
 		switch {
 		case err == nil && status/100 == 2:
 			l.record(td)
@@ -106,15 +127,15 @@ func (l *Load) SendRetrying(stop context.Context, td ptrace.Traces) bool {
 			return false
 		}
 		l.mu.Lock()
-		if err != nil {
-			status = 0
-		}
 		l.refusals[status]++
 		l.mu.Unlock()
 		select {
 		case <-stop.Done():
 			return false
-		case <-time.After(l.Backoff):
+		case <-time.After(backoff):
+		}
+		if l.MaxBackoff > backoff {
+			backoff = min(2*backoff, l.MaxBackoff)
 		}
 	}
 }
@@ -175,6 +196,14 @@ func (l *Load) Stats() LoadStats {
 	return s
 }
 
+// Answers returns every attempt's answer time and status, in the order answered.
+func (l *Load) Answers() []Answer {
+	l.init()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Answer(nil), l.answers...)
+}
+
 // SpanIDs returns the accepted spans' ids (Langfuse face ids).
 func (l *Load) SpanIDs() map[string]bool {
 	l.init()
@@ -205,20 +234,26 @@ func (l *Load) build() ptrace.Traces {
 	l.seq++
 	seq := l.seq
 	l.mu.Unlock()
-	td := ptrace.NewTraces()
-	rs := td.ResourceSpans().AppendEmpty()
-	rs.Resource().Attributes().PutStr(genai.AttrServiceName, "agentmeter-faultload")
-	ss := rs.ScopeSpans().AppendEmpty()
-	ss.Scope().SetName("github.com/agentmeter/agentmeter/internal/fakevendor/faulty")
+	td, spans := newRequest()
 	now := time.Now()
 	pad := ""
 	if l.PadBytes > 0 {
 		pad = strings.Repeat("x", l.PadBytes)
 	}
 	for i := 0; i < l.TracesPerRequest; i++ {
-		AppendRun(ss.Spans(), seq*1000+i, now, pad)
+		AppendRun(spans, seq*1000+i, now, pad)
 	}
 	return td
+}
+
+// newRequest is an empty request of the sender's resource and scope, and its span slice.
+func newRequest() (ptrace.Traces, ptrace.SpanSlice) {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr(genai.AttrServiceName, "agentmeter-faultload")
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName("github.com/agentmeter/agentmeter/internal/fakevendor/faulty")
+	return td, ss.Spans()
 }
 
 // AppendRun appends one agent run: invoke_agent lead_agent with two chat children whose
