@@ -167,12 +167,20 @@ func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces)
 	return seqs
 }
 
-// sweepStream re-emits what is due and ends the ledgers idle for wait_duration.
+// sweepStream re-emits what is due and ends the ledgers idle for wait_duration. When
+// the next consumer refuses the re-emissions, the live ledgers they came from go out
+// again settle_time later (reopen); an ended ledger's last ones are lost, said in the
+// error.
 func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 	out := ptrace.NewTraces()
 	var c counts
 	var seqs []uint64
 	var errs []error
+	type flushed struct {
+		l   *ledger
+		ids []pcommon.SpanID
+	}
+	var sent []flushed
 	cutoff := now - p.wait
 	for i := range p.shards {
 		s := &p.shards[i]
@@ -182,19 +190,34 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 			c.released[relIdle]++
 		}
 		for l := s.led.due.head; l != nil && l.dueAt <= now; l = s.led.due.head {
-			if _, err := p.flush(s, l, out, &c, now, nil, false); err != nil {
+			l.settledAt = l.settledAt[:0] // what this flush settles, given back if refused
+			ids, err := p.flush(s, l, out, &c, now, nil, false)
+			if err != nil {
 				errs = append(errs, err)
 			}
+			sent = append(sent, flushed{l, ids})
 		}
 		s.mu.Unlock()
 	}
 	p.tel.record(ctx, &c)
+	var nerr error
 	if out.ResourceSpans().Len() > 0 {
-		if err := p.next.ConsumeTraces(ctx, out); err != nil {
-			// the spans themselves went on long ago; only these corrections are lost,
-			// and the next change of their traces re-emits them again
-			errs = append(errs, fmt.Errorf("subagentmerge: passing on %d re-emitted spans: %w", out.SpanCount(), err))
+		nerr = p.next.ConsumeTraces(ctx, out)
+	}
+	for _, f := range sent {
+		s := &p.shards[shardIndex(f.l.id)]
+		s.mu.Lock()
+		if s.led.byID[f.l.id] == f.l {
+			if nerr != nil {
+				p.reopen(s, f.l, f.ids, p.now()+max(p.settle, int64(minUnsentBackoff)))
+			} else {
+				f.l.settledAt = f.l.settledAt[:0]
+			}
 		}
+		s.mu.Unlock()
+	}
+	if nerr != nil {
+		errs = append(errs, fmt.Errorf("subagentmerge: passing on %d re-emitted spans (live traces' go out again): %w", out.SpanCount(), nerr))
 	}
 	p.forgetLedgers(ctx, seqs)
 	return errors.Join(errs...)

@@ -43,22 +43,10 @@ func (p *subagentMerge) rollback(sc *scratch) {
 			l.skel, l.skelLen = nil, 0
 			l.addSkel(kept)
 		}
-		for _, id := range sc.ids[t.re[0]:t.re[1]] {
-			if k := l.kept[id]; k != nil {
-				k.fp = 0 // differs from any merge result: goes out again
-			}
-		}
-		for _, id := range l.settledAt {
-			if k := l.kept[id]; k != nil && !k.pending {
-				k.pending = true // its settled version was refused: not counted yet
-				l.pending++
-			}
-		}
-		l.settledAt = l.settledAt[:0]
 		if t.re[1] > t.re[0] {
 			l.lastEmit = t.prevLastEmit
-			s.led.schedule(l, p.now())
 		}
+		p.reopen(s, l, sc.ids[t.re[0]:t.re[1]], p.now())
 		if s.led.byID[l.id] != l {
 			s.mu.Unlock()
 			continue // ended meanwhile: its bytes are counted off already
@@ -76,6 +64,26 @@ func (p *subagentMerge) rollback(sc *scratch) {
 	}
 	// the call's chunk is never written: what it recorded was refused
 	sc.chunkSkel, sc.chunkSent = sc.chunkSkel[:0], sc.chunkSent[:0]
+}
+
+// reopen marks the re-emissions of l that the next consumer refused (ids, and the
+// calls they settled) as not sent, so l goes out again at at (called under s's lock).
+func (p *subagentMerge) reopen(s *shard, l *ledger, ids []pcommon.SpanID, at int64) {
+	for _, id := range ids {
+		if k := l.kept[id]; k != nil {
+			k.fp = 0 // differs from any merge result: goes out again
+		}
+	}
+	for _, id := range l.settledAt {
+		if k := l.kept[id]; k != nil && !k.pending {
+			k.pending = true // its settled version was refused: not counted yet
+			l.pending++
+		}
+	}
+	l.settledAt = l.settledAt[:0]
+	if len(ids) > 0 {
+		s.led.schedule(l, at)
+	}
 }
 
 // filterSpans returns the encoded traces b without the spans in drop.

@@ -145,6 +145,37 @@ func TestStreamDueCorrectionGoesOutFromTheSweeper(t *testing.T) {
 	require.NoError(t, p.Shutdown(context.Background()))
 }
 
+// A correction the sweeper sends and the next consumer refuses goes out again later:
+// the dispatcher's last version at the sink is exact.
+func TestStreamRefusedCorrectionGoesOutAgain(t *testing.T) {
+	in := buildParallel()
+	disp := spanByCalls(t, in, "call_a", "call_b").SpanID()
+	cfg := streamTestConfig()
+	cfg.SettleTime = time.Second
+	f := &failOnce{sink: new(consumertest.TracesSink)}
+	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, f.consumer())
+	require.NoError(t, err)
+	clock := time.Now().UnixNano()
+	p.now = func() int64 { return clock }
+	batches := realTime(in)
+	for _, b := range batches[:len(batches)-1] { // everything but the root
+		require.NoError(t, p.ConsumeTraces(context.Background(), b))
+	}
+	clock += int64(2 * time.Second)
+	f.left.Store(1)
+	require.Error(t, p.sweepStream(context.Background(), clock), "the correction was refused")
+	last, _ := upserted(f.sink.AllTraces())
+	_, merged := genai.SubagentUsageFromMap(last[disp].Attributes())
+	require.False(t, merged, "not at the sink yet")
+
+	require.NoError(t, p.sweepStream(context.Background(), clock), "not due again before its backoff")
+	clock += int64(2 * time.Second)
+	require.NoError(t, p.sweepStream(context.Background(), clock))
+	last, _ = upserted(f.sink.AllTraces())
+	assertSubagent(t, last[disp], genai.Usage{Input: 30, Output: 12}, 2, "call_a", "call_b")
+	require.NoError(t, p.Shutdown(context.Background()))
+}
+
 // failOnce refuses its first n calls, then passes everything to the sink.
 type failOnce struct {
 	left atomic.Int32
