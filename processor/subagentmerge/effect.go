@@ -52,8 +52,8 @@ func (p *subagentMerge) effectOf(sc *scratch, g *group, l *ledger) int {
 			}
 			k = l.spans.keys[i]
 			if k.kind&kindTool != 0 {
-				if model {
-					return effectInline
+				if model && !namesCaller(ref) {
+					return effectInline // the merge gives it its caller from the shape
 				}
 				eff = max(eff, effectLater)
 				break
@@ -61,6 +61,13 @@ func (p *subagentMerge) effectOf(sc *scratch, g *group, l *ledger) int {
 		}
 	}
 	return eff
+}
+
+// namesCaller reports whether a model call carries its own agentmeter.caller, which the
+// merge never replaces (internal/merge attribute.go).
+func namesCaller(ref *ref) bool {
+	v, ok := ref.span.Attributes().Get(genai.AttrCaller)
+	return ok && v.AsString() != ""
 }
 
 // dispatchesUsage reports whether a tool span of call h is present with a model call
