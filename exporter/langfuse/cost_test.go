@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/fakevendor/langfusefake"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/pricing"
 )
 
@@ -21,24 +22,16 @@ func priceTrace(t *testing.T, td ptrace.Traces, model string) float64 {
 	tab, err := pricing.New(pricing.Layer{Name: "default", Rows: pricing.DefaultRows()})
 	require.NoError(t, err)
 	var sum float64
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				sp := spans.At(k)
-				u, ok := genai.UsageFromMap(sp.Attributes())
-				if !genai.IsModelCallSpan(sp.Name(), sp.Attributes()) || !ok {
-					continue
-				}
-				row, ok := tab.Lookup("", model, time.Now())
-				require.True(t, ok)
-				c := pricing.Compute(pricing.Split(u, 0), row)
-				genai.PutCost(sp.Attributes(), c, genai.CostSourceTable)
-				sum += c.Total
-			}
+	for sp := range spaniter.All(td) {
+		u, ok := genai.UsageFromMap(sp.Attributes())
+		if !genai.IsModelCallSpan(sp.Name(), sp.Attributes()) || !ok {
+			continue
 		}
+		row, ok := tab.Lookup("", model, time.Now())
+		require.True(t, ok)
+		c := pricing.Compute(pricing.Split(u, 0), row)
+		genai.PutCost(sp.Attributes(), c, genai.CostSourceTable)
+		sum += c.Total
 	}
 	return sum
 }

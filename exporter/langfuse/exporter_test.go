@@ -26,6 +26,7 @@ import (
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 	"github.com/agentmeter/agentmeter/internal/fakevendor/langfusefake"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // testConfig is an enabled config for srv, with fast retries and no queue, so
@@ -170,11 +171,11 @@ func TestContentPassesThrough(t *testing.T) {
 	exp, _ := started(t, testConfig(srv))
 	td, _, ids := langfusefake.AgentTrace(langfusefake.DefaultAgentRun())
 	msgs := `[{"role":"user","parts":[{"type":"text","content":"hi"}]}]`
-	forEachSpan(td, func(sp ptrace.Span) {
+	for sp := range spaniter.All(td) {
 		if sp.SpanID() == ids[langfusefake.RoleLeadChat2] {
 			sp.Attributes().PutStr(genai.AttrInputMessages, msgs)
 		}
-	})
+	}
 	require.NoError(t, exp.ConsumeTraces(context.Background(), td))
 	o := langfusefake.ByID(srv.Observations())[ids[langfusefake.RoleLeadChat2].String()]
 	assert.Equal(t, msgs, o.Attributes[genai.AttrInputMessages])
@@ -296,7 +297,9 @@ func TestTooLargeSplitsInHalves(t *testing.T) {
 	srv.SetMaxBodyBytes(shapedSize(t, td) * 4 / 10)
 	exp, _ := started(t, testConfig(srv))
 	want := map[string]bool{}
-	forEachSpan(td, func(sp ptrace.Span) { want[sp.SpanID().String()] = true })
+	for sp := range spaniter.All(td) {
+		want[sp.SpanID().String()] = true
+	}
 	require.NoError(t, exp.ConsumeTraces(context.Background(), td))
 
 	var statuses []int
@@ -421,19 +424,6 @@ func TestServerMessageIsCut(t *testing.T) {
 	assert.Len(t, serverMessage(resp), maxServerMessage+len("…"))
 	resp = &http.Response{StatusCode: 502, Body: ioNop("")}
 	assert.Equal(t, "Bad Gateway", serverMessage(resp))
-}
-
-func forEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				f(spans.At(k))
-			}
-		}
-	}
 }
 
 // A split that cuts a trace: the retried half lacks the root span, yet keeps the trace

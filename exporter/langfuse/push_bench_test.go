@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/internal/envconfig"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // discard answers every request 200 after reading its body, without a network: the
@@ -56,17 +57,9 @@ func BenchmarkPush(b *testing.B) {
 
 // renumber gives every trace of the batch fresh ids, as new traces would have.
 func renumber(td ptrace.Traces, n uint64) {
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				sp := spans.At(k)
-				tid := sp.TraceID()
-				binary.BigEndian.PutUint64(tid[8:], n)
-				sp.SetTraceID(pcommon.TraceID(tid))
-			}
-		}
+	for sp := range spaniter.All(td) {
+		tid := sp.TraceID()
+		binary.BigEndian.PutUint64(tid[8:], n)
+		sp.SetTraceID(pcommon.TraceID(tid))
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/pricing"
 	"github.com/agentmeter/agentmeter/processor/genaicost/internal/metadata"
 )
@@ -141,32 +142,24 @@ func (c *coster) processTraces(ctx context.Context, td ptrace.Traces) {
 	tab := c.active().Table // one table for the whole batch, even if a refresh swaps it
 	var table, provider, noModel int64
 	var unknown map[unknownModelKey]int64
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				span := spans.At(k)
-				attrs := span.Attributes()
-				if !genai.IsModelCallSpan(span.Name(), attrs) {
-					continue
-				}
-				out, prov, model := c.price(tab, span, attrs)
-				switch out {
-				case outTable:
-					table++
-				case outProvider:
-					provider++
-				case outNoModel:
-					noModel++
-				case outUnknownModel:
-					if unknown == nil {
-						unknown = map[unknownModelKey]int64{}
-					}
-					unknown[unknownModelKey{prov, model}]++
-				}
+	for span := range spaniter.All(td) {
+		attrs := span.Attributes()
+		if !genai.IsModelCallSpan(span.Name(), attrs) {
+			continue
+		}
+		out, prov, model := c.price(tab, span, attrs)
+		switch out {
+		case outTable:
+			table++
+		case outProvider:
+			provider++
+		case outNoModel:
+			noModel++
+		case outUnknownModel:
+			if unknown == nil {
+				unknown = map[unknownModelKey]int64{}
 			}
+			unknown[unknownModelKey{prov, model}]++
 		}
 	}
 	// counters once per batch, never per span

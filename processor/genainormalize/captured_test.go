@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/processor/subagentmerge"
 )
 
@@ -103,7 +104,7 @@ func TestCapturedThroughMerge(t *testing.T) {
 			out := mergeAll(t, run(t, readCaptured(t, tc.lib)))
 			var lead, sub, merged genai.Usage
 			status, tools := "", 0
-			forEach(out, func(sp ptrace.Span) {
+			for sp := range spaniter.All(out) {
 				attrs := sp.Attributes()
 				if genai.IsToolCallSpan(sp.Name(), attrs) && stringOf(attrs, genai.AttrToolName) == genai.TaskToolName {
 					status, tools = stringOf(attrs, genai.AttrMergeStatus), tools+1
@@ -122,7 +123,7 @@ func TestCapturedThroughMerge(t *testing.T) {
 				default:
 					lead = lead.Add(u)
 				}
-			})
+			}
 			assert.Equal(t, tc.lead, lead, "lead")
 			assert.Equal(t, tc.subagent, sub, "subagent")
 			assert.Equal(t, tc.merged, merged, "merged onto the dispatching call")
@@ -147,19 +148,6 @@ func mergeAll(t *testing.T, td ptrace.Traces) ptrace.Traces {
 		b.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
 	}
 	return out
-}
-
-func forEach(td ptrace.Traces, f func(ptrace.Span)) {
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				f(spans.At(k))
-			}
-		}
-	}
 }
 
 func stringOf(m pcommon.Map, key string) string {
