@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/runtime/journal"
 )
 
 // demoScript is the part of runtime/model/scripted/demo.yaml the test checks spans against.
@@ -43,23 +44,13 @@ type demoTurn struct {
 	} `yaml:"tool_calls"`
 }
 
+// runJSON is what `agentmeter run --json` prints.
 type runJSON struct {
-	Answer     string `json:"answer"`
-	ThreadID   string `json:"thread_id"`
-	RunID      string `json:"run_id"`
-	TraceID    string `json:"trace_id"`
-	Completion struct {
-		TotalInputTokens  int64 `json:"total_input_tokens"`
-		TotalOutputTokens int64 `json:"total_output_tokens"`
-		TotalTokens       int64 `json:"total_tokens"`
-		LLMCallCount      int64 `json:"llm_call_count"`
-		LeadAgentTokens   int64 `json:"lead_agent_tokens"`
-		SubagentTokens    int64 `json:"subagent_tokens"`
-		MiddlewareTokens  int64 `json:"middleware_tokens"`
-		TokenUsageByModel map[string]struct {
-			TotalTokens int64 `json:"total_tokens"`
-		} `json:"token_usage_by_model"`
-	} `json:"completion"`
+	Answer     string                 `json:"answer"`
+	ThreadID   string                 `json:"thread_id"`
+	RunID      string                 `json:"run_id"`
+	TraceID    string                 `json:"trace_id"`
+	Completion journal.CompletionData `json:"completion"`
 }
 
 // The demo run of `agentmeter run` exported to the ocb-built collector: every span of
