@@ -2,11 +2,13 @@ package middleware
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/agentmeter/agentmeter/runtime/agent"
 	"github.com/agentmeter/agentmeter/runtime/message"
+	"github.com/agentmeter/agentmeter/runtime/model"
 	"github.com/agentmeter/agentmeter/runtime/state"
 )
 
@@ -272,4 +274,16 @@ func emit(rt *agent.Runtime, event string, payload map[string]any) {
 	if rt != nil && rt.Emit != nil {
 		rt.Emit(event, payload)
 	}
+}
+
+// checkModelName refuses a model_name the model factory does not know; empty (the run's
+// own model) and a missing factory pass.
+func checkModelName(models *model.Factory, name string) error {
+	if name == "" || models == nil {
+		return nil
+	}
+	if _, err := models.Get(name); err != nil {
+		return fmt.Errorf("model_name: %w", err)
+	}
+	return nil
 }
