@@ -46,3 +46,14 @@ func TestAgentRunName(t *testing.T) {
 		assert.Equal(t, c.agent, agent, c.name)
 	}
 }
+
+func TestStringAttrs(t *testing.T) {
+	m := attrMap("a", "", "b", "x", "c", "y")
+	m.PutInt("n", 7)
+	assert.Equal(t, "x", StringAttr(m, "b"))
+	assert.Equal(t, "7", StringAttr(m, "n"), "any value reads as its string")
+	assert.Equal(t, "", StringAttr(m, "missing"))
+	assert.Equal(t, "x", FirstStringAttr(m, "missing", "a", "b", "c"), "absent and empty are passed over")
+	assert.Equal(t, "", FirstStringAttr(m, "missing", "a"))
+	assert.Equal(t, "", FirstStringAttr(m))
+}

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
@@ -131,9 +130,9 @@ func CallsFromTraces(tds []ptrace.Traces, traceIDs map[string]bool) []Call {
 		}
 		seen[key] = true
 		c := Call{TraceID: tid, SpanID: sp.SpanID().String(), Start: uint64(sp.StartTimestamp()), Own: own,
-			Caller: strAttr(a, genai.AttrCaller), Model: strAttr(a, genai.AttrResponseModel), StepKind: strAttr(a, genai.AttrStepKind)}
+			Caller: genai.StringAttr(a, genai.AttrCaller), Model: genai.StringAttr(a, genai.AttrResponseModel), StepKind: genai.StringAttr(a, genai.AttrStepKind)}
 		if c.Model == "" {
-			c.Model = strAttr(a, genai.AttrRequestModel)
+			c.Model = genai.StringAttr(a, genai.AttrRequestModel)
 		}
 		if m, ok := genai.SubagentUsageFromMap(a); ok {
 			c.HasMerged, c.Merged = true, m
@@ -153,13 +152,6 @@ func CallsFromTraces(tds []ptrace.Traces, traceIDs map[string]bool) []Call {
 		return calls[i].Start < calls[j].Start
 	})
 	return calls
-}
-
-func strAttr(m pcommon.Map, key string) string {
-	if v, ok := m.Get(key); ok {
-		return v.AsString()
-	}
-	return ""
 }
 
 // SpanTotals sums own usage over calls: the whole of it and input+output per caller

@@ -201,14 +201,14 @@ func (c *coster) price(tab *pricing.Table, span ptrace.Span, attrs pcommon.Map) 
 	if !ok {
 		return outNoUsage, "", ""
 	}
-	model = str(attrs, genai.AttrResponseModel) // the model that answered is the one billed
+	model = genai.StringAttr(attrs, genai.AttrResponseModel) // the model that answered is the one billed
 	if model == "" {
-		model = str(attrs, genai.AttrRequestModel)
+		model = genai.StringAttr(attrs, genai.AttrRequestModel)
 	}
 	if model == "" {
 		return outNoModel, "", ""
 	}
-	provider = str(attrs, genai.AttrProviderName)
+	provider = genai.StringAttr(attrs, genai.AttrProviderName)
 	at := span.StartTimestamp().AsTime()
 	if span.StartTimestamp() == 0 {
 		at = c.now()
@@ -248,11 +248,4 @@ func (c *coster) unknownModel(k unknownModelKey) metric.AddOption {
 	c.logger.Warn("genaicost: no price for model; its calls get no cost (add a row under prices or a price file)",
 		zap.String("model", k.model), zap.String("provider", k.provider))
 	return opt
-}
-
-func str(m pcommon.Map, key string) string {
-	if v, ok := m.Get(key); ok {
-		return v.AsString()
-	}
-	return ""
 }

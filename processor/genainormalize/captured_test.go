@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
@@ -106,8 +105,8 @@ func TestCapturedThroughMerge(t *testing.T) {
 			status, tools := "", 0
 			for sp := range spaniter.All(out) {
 				attrs := sp.Attributes()
-				if genai.IsToolCallSpan(sp.Name(), attrs) && stringOf(attrs, genai.AttrToolName) == genai.TaskToolName {
-					status, tools = stringOf(attrs, genai.AttrMergeStatus), tools+1
+				if genai.IsToolCallSpan(sp.Name(), attrs) && genai.StringAttr(attrs, genai.AttrToolName) == genai.TaskToolName {
+					status, tools = genai.StringAttr(attrs, genai.AttrMergeStatus), tools+1
 				}
 				if u, ok := genai.SubagentUsageFromMap(attrs); ok {
 					merged = merged.Add(u)
@@ -116,7 +115,7 @@ func TestCapturedThroughMerge(t *testing.T) {
 					return
 				}
 				u, _ := genai.UsageFromMap(attrs)
-				switch caller := stringOf(attrs, genai.AttrCaller); genai.CallerBucket(caller) {
+				switch caller := genai.StringAttr(attrs, genai.AttrCaller); genai.CallerBucket(caller) {
 				case genai.BucketSubagent:
 					assert.Equal(t, genai.SubagentCaller(tc.subName), caller)
 					sub = sub.Add(u)
@@ -148,11 +147,4 @@ func mergeAll(t *testing.T, td ptrace.Traces) ptrace.Traces {
 		b.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
 	}
 	return out
-}
-
-func stringOf(m pcommon.Map, key string) string {
-	if v, ok := m.Get(key); ok {
-		return v.AsString()
-	}
-	return ""
 }

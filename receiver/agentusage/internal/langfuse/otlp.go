@@ -105,13 +105,13 @@ func mapOTLP(td ptrace.Traces) error {
 	for s := range spaniter.All(td) {
 		n++
 		a := s.Attributes()
-		if v := firstStr(a, lfSessionID, otelSessionID, genai.AttrConversationID); v != "" {
+		if v := genai.FirstStringAttr(a, lfSessionID, otelSessionID, genai.AttrConversationID); v != "" {
 			session[s.TraceID()] = v
 		}
-		if v := firstStr(a, lfUserID, otelUserID, genai.AttrEndUserID); v != "" {
+		if v := genai.FirstStringAttr(a, lfUserID, otelUserID, genai.AttrEndUserID); v != "" {
 			user[s.TraceID()] = v
 		}
-		if firstStr(a, genai.AttrOperationName) == genai.OpExecuteTool || strings.EqualFold(firstStr(a, lfObsType), "tool") {
+		if genai.FirstStringAttr(a, genai.AttrOperationName) == genai.OpExecuteTool || strings.EqualFold(genai.FirstStringAttr(a, lfObsType), "tool") {
 			tools[s.SpanID()] = true
 		}
 	}
@@ -231,15 +231,4 @@ func inheritCallers(spans []ptrace.Span, recs []record.Record) {
 			recs[i].RunID = r
 		}
 	}
-}
-
-func firstStr(m pcommon.Map, keys ...string) string {
-	for _, k := range keys {
-		if v, ok := m.Get(k); ok {
-			if s := v.AsString(); s != "" {
-				return s
-			}
-		}
-	}
-	return ""
 }
