@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/metrictest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/<case>/{input,expected}.yaml from the builders and the processor")
@@ -211,7 +212,7 @@ func counterValue(t *testing.T, tel *componenttest.Telemetry, name string) int64
 	t.Helper()
 	m, err := tel.GetMetric(name)
 	require.NoError(t, err, "metric %s was never recorded", name)
-	return sumInt64(t, m)
+	return metrictest.SumInt64(t, m)
 }
 
 // countedSoFar is counterValue for a counter that may rightly not have counted

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/metrictest"
 )
 
 func TestFactoryLifecycle(t *testing.T) {
@@ -256,14 +257,14 @@ func releasedBy(t *testing.T, tel *componenttest.Telemetry, reason string) int64
 	t.Helper()
 	m, err := tel.GetMetric("otelcol_processor_subagentmerge_traces_released")
 	require.NoError(t, err, "traces_released was never recorded")
-	return sumInt64Where(t, m, "reason", reason)
+	return metrictest.SumInt64Where(t, m, "reason", reason)
 }
 
 func assertGauge(t *testing.T, tel *componenttest.Telemetry, name string, want int64) {
 	t.Helper()
 	m, err := tel.GetMetric(name)
 	require.NoError(t, err)
-	assert.Equal(t, want, gaugeInt64(t, m))
+	assert.Equal(t, want, metrictest.GaugeInt64(t, m))
 }
 
 // Hot spans are encoded once they have been held compact_after; release decodes them

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/metrictest"
 	"github.com/agentmeter/agentmeter/internal/storagetest"
 )
 
@@ -266,8 +267,8 @@ func TestStreamLedgerGauges(t *testing.T) {
 	assertGauge(t, tel, "otelcol_processor_subagentmerge_ledger_traces", 1)
 	m, err := tel.GetMetric("otelcol_processor_subagentmerge_ledger_bytes")
 	require.NoError(t, err)
-	assert.Equal(t, p.ledgerBytes.Load(), gaugeInt64(t, m))
-	assert.Positive(t, gaugeInt64(t, m))
+	assert.Equal(t, p.ledgerBytes.Load(), metrictest.GaugeInt64(t, m))
+	assert.Positive(t, metrictest.GaugeInt64(t, m))
 	assertGauge(t, tel, "otelcol_processor_subagentmerge_spans_buffered", 0)
 	require.NoError(t, p.Shutdown(context.Background()))
 }
