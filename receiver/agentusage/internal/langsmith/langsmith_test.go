@@ -22,20 +22,26 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func spansOf(td ptrace.Traces) []ptrace.Span { return slices.Collect(spaniter.All(td)) }
 
-// What the official JS SDK sent for test/sdk/langsmith-deerflow-run.mjs (captured):
-// one multipart request, POST and PATCH of each run already combined by the SDK.
-func TestGoldenSDKMultipart(t *testing.T) {
-	body, err := os.ReadFile(filepath.Join("testdata", "multipart_sdk.txt"))
+// buildCaptured decodes the captured multipart request testdata/<name>.txt (its
+// Content-Type in <name>.content-type), whose runs all ended, and builds its spans.
+func buildCaptured(t *testing.T, name string) ptrace.Traces {
+	t.Helper()
+	body, err := os.ReadFile(filepath.Join("testdata", name+".txt"))
 	require.NoError(t, err)
-	ct, err := os.ReadFile(filepath.Join("testdata", "multipart_sdk.content-type"))
+	ct, err := os.ReadFile(filepath.Join("testdata", name+".content-type"))
 	require.NoError(t, err)
 	ops, errs, err := DecodeMultipart(string(ct), bytes.NewReader(body))
 	require.NoError(t, err)
 	require.Empty(t, errs)
-	tr := NewTranslator(time.Minute, 100)
-	plan := tr.Plan(ops)
+	plan := NewTranslator(time.Minute, 100).Plan(ops)
 	require.Empty(t, plan.Park, "every run ended")
-	td := plan.Build()
+	return plan.Build()
+}
+
+// What the official JS SDK sent for test/sdk/langsmith-deerflow-run.mjs (captured):
+// one multipart request, POST and PATCH of each run already combined by the SDK.
+func TestGoldenSDKMultipart(t *testing.T) {
+	td := buildCaptured(t, "multipart_sdk")
 	assert.Equal(t, 9, td.SpanCount())
 	goldentest.Compare(t, filepath.Join("testdata", "multipart_sdk.expected.yaml"), td)
 }
@@ -194,17 +200,7 @@ func TestGoldenLangChainSubagentWithCallerConfig(t *testing.T) {
 }
 
 func testLangChainAgents(t *testing.T, name, callID string) {
-	body, err := os.ReadFile(filepath.Join("testdata", name+".txt"))
-	require.NoError(t, err)
-	ct, err := os.ReadFile(filepath.Join("testdata", name+".content-type"))
-	require.NoError(t, err)
-	ops, errs, err := DecodeMultipart(string(ct), bytes.NewReader(body))
-	require.NoError(t, err)
-	require.Empty(t, errs)
-	tr := NewTranslator(time.Minute, 100)
-	plan := tr.Plan(ops)
-	require.Empty(t, plan.Park, "every run ended")
-	td := plan.Build()
+	td := buildCaptured(t, name)
 
 	byID := map[string]ptrace.Span{}
 	var agents, nodes []string
