@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agentmeter/agentmeter/bench/internal/childproc"
 )
 
 // load is what bench/subagentmerge_loadgen reports for one collector run.
@@ -133,7 +135,7 @@ func (b *bench) runLoad(cr collectorRun, spans int, hard time.Duration, sk *sink
 	defer stop()
 	withLog := func(err error) error {
 		stop()
-		return fmt.Errorf("%s: %w\n--- collector log (last lines) ---\n%s", cr.name, err, tail(logPath, 30))
+		return fmt.Errorf("%s: %w\n--- collector log (last lines) ---\n%s", cr.name, err, childproc.Tail(logPath, 30))
 	}
 	if err := waitReady(ctx, cr.otlpAddr, cr.metrics, exited, &waitErr); err != nil {
 		return load{}, withLog(err)
@@ -161,7 +163,7 @@ func (b *bench) runLoad(cr collectorRun, spans int, hard time.Duration, sk *sink
 	lgCmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := lgCmd.CombinedOutput()
 	if err != nil {
-		return load{}, withLog(fmt.Errorf("load generator: %w: %s", err, lastLines(string(out), 5)))
+		return load{}, withLog(fmt.Errorf("load generator: %w: %s", err, childproc.LastLines(string(out), 5)))
 	}
 	l, err := parseLoad(string(out))
 	if err != nil {
@@ -188,7 +190,7 @@ func parseLoad(out string) (load, error) {
 		}
 	}
 	if line == "" {
-		return load{}, fmt.Errorf("no result line from the load generator: %s", lastLines(out, 5))
+		return load{}, fmt.Errorf("no result line from the load generator: %s", childproc.LastLines(out, 5))
 	}
 	kv := map[string]float64{}
 	for _, f := range strings.Fields(line) {
@@ -244,15 +246,6 @@ func waitReady(ctx context.Context, otlp, metrics string, exited <-chan struct{}
 	return errors.New("collector not ready (OTLP port and /metrics) after 60s")
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // ports hands out distinct free loopback addresses (a port just closed can come back
 // from the kernel twice).
 type ports struct{ seen map[string]bool }
@@ -262,7 +255,7 @@ func (p *ports) addr() (string, error) {
 		p.seen = map[string]bool{}
 	}
 	for range 50 {
-		a, err := freeAddr()
+		a, err := childproc.FreeAddr()
 		if err != nil {
 			return "", err
 		}
@@ -314,22 +307,6 @@ func shippedPorts(yaml string, p *ports) (map[string]string, error) {
 		}
 	}
 	return out, nil
-}
-
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	return lastLines(string(b), n)
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // sink is the one loopback server every exporter of a pair sends to: it reads each body

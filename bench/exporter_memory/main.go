@@ -10,7 +10,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -29,6 +28,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/agentmeter/agentmeter/bench/internal/childproc"
 )
 
 func main() {
@@ -98,14 +99,11 @@ func run(collector, loadgen string, exporters []string, runsFlag, queue string, 
 	if loadgen == "" {
 		return errors.New("-loadgen is required")
 	}
-	if dir == "" {
-		d, err := os.MkdirTemp("", "agentmeter-exporter-memory-")
-		if err != nil {
-			return fmt.Errorf("work dir: %w", err)
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, cleanup, err := childproc.WorkDir(dir, "agentmeter-exporter-memory-")
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	var sinkBytes atomic.Int64
 	var bandwidth link
 	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -150,24 +148,15 @@ func run(collector, loadgen string, exporters []string, runsFlag, queue string, 
 	return nil
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 var loadLine = regexp.MustCompile(`e2e_spans_per_s=([0-9.]+).*peak_rss_mib=([0-9.]+)`)
 
 // once runs one collector under one load and reads the load generator's report.
 func once(collector, loadgen, dir, exporter, sinkURL, queue string, spans int) (result, error) {
-	otlp, err := freeAddr()
+	otlp, err := childproc.FreeAddr()
 	if err != nil {
 		return result{}, err
 	}
-	tel, err := freeAddr()
+	tel, err := childproc.FreeAddr()
 	if err != nil {
 		return result{}, err
 	}
@@ -236,7 +225,7 @@ service:
 		}
 	}()
 	if err := waitReady(otlp, "http://"+tel+"/metrics", exited); err != nil {
-		return result{}, fmt.Errorf("%w; collector log: %s", err, tailFile(logPath))
+		return result{}, fmt.Errorf("%w; collector log: %s", err, childproc.Tail(logPath, 10))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -244,11 +233,11 @@ service:
 		"-metrics", "http://"+tel+"/metrics", "-pid", strconv.Itoa(cmd.Process.Pid), "-exporters", exporter,
 		"-timeout", "10m").CombinedOutput()
 	if err != nil {
-		return result{}, fmt.Errorf("load: %w: %s; collector log: %s", err, lastLines(string(out), 5), tailFile(logPath))
+		return result{}, fmt.Errorf("load: %w: %s; collector log: %s", err, childproc.LastLines(string(out), 5), childproc.Tail(logPath, 10))
 	}
 	m := loadLine.FindStringSubmatch(string(out))
 	if m == nil {
-		return result{}, fmt.Errorf("unreadable load report: %s", lastLines(string(out), 5))
+		return result{}, fmt.Errorf("unreadable load report: %s", childproc.LastLines(string(out), 5))
 	}
 	rate, _ := strconv.ParseFloat(m[1], 64)
 	peak, _ := strconv.ParseFloat(m[2], 64)
@@ -273,21 +262,4 @@ func waitReady(otlp, metrics string, exited <-chan error) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return errors.New("collector not ready after 60s")
-}
-
-func tailFile(path string) string {
-	b, _ := os.ReadFile(path)
-	return lastLines(string(b), 10)
-}
-
-func lastLines(s string, n int) string {
-	var lines []string
-	sc := bufio.NewScanner(strings.NewReader(s))
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentmeter/agentmeter/bench/internal/childproc"
 	"github.com/agentmeter/agentmeter/internal/fakevendor/faulty"
 )
 
@@ -42,28 +43,16 @@ func main() {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func run(bin string, duration, every time.Duration, rate, perReq, limitMiB int, faultEvery, faultFor, drain time.Duration, dir string) error {
 	if rate < 1 || perReq < 1 {
 		return fmt.Errorf("-rate and -per-request must be positive")
 	}
-	if dir == "" {
-		d, err := os.MkdirTemp("", "agentmeter-soak-")
-		if err != nil {
-			return fmt.Errorf("work dir: %w", err)
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, cleanup, err := childproc.WorkDir(dir, "agentmeter-soak-")
+	if err != nil {
+		return err
 	}
-	bin, err := filepath.Abs(bin)
+	defer cleanup()
+	bin, err = filepath.Abs(bin)
 	if err != nil {
 		return fmt.Errorf("collector path: %w", err)
 	}
@@ -79,11 +68,11 @@ func run(bin string, duration, every time.Duration, rate, perReq, limitMiB int, 
 	defer lfSrv.Close()
 	defer lsSrv.Close()
 
-	otlpPort, err := freePort()
+	otlpPort, err := childproc.FreePort()
 	if err != nil {
 		return err
 	}
-	telPort, err := freePort()
+	telPort, err := childproc.FreePort()
 	if err != nil {
 		return err
 	}
