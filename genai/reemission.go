@@ -27,28 +27,77 @@ func MergeRevisionValue(v pcommon.Value) int64 {
 
 // IsReemission is the one rule for "this span was sent before under the same span id":
 // it carries a merge revision ≥1, or is a dispatching model call marked corrected. Sinks
-// that upsert replace what they hold for the span; sinks that count (the token metrics)
-// skip it, since its own usage was counted with the first emission.
-func IsReemission(attrs pcommon.Map) bool {
-	if MergeRevision(attrs) >= 1 {
-		return true
-	}
-	v, ok := attrs.Get(AttrMergeStatus)
-	return ok && v.Type() == pcommon.ValueTypeStr && v.Str() == MergeCorrected
-}
+// that upsert by span id take it as the newer version; counters skip it.
+func IsReemission(attrs pcommon.Map) bool { return VersionOf(attrs).Reemission() }
 
 // IsCountedVersion reports whether counters count this version of a span: a first
 // emission, unless its caller is pending (AttrCallerPending), and the one re-emission
 // that settles a pending caller (AttrCallerSettled). Every model call is counted by
 // exactly one of its versions.
-func IsCountedVersion(attrs pcommon.Map) bool {
-	if boolAttr(attrs, AttrCallerSettled) {
-		return true
-	}
-	return !IsReemission(attrs) && !boolAttr(attrs, AttrCallerPending)
+func IsCountedVersion(attrs pcommon.Map) bool { return VersionOf(attrs).Counted() }
+
+// Version is what the re-emission and counting rules read of a span. Readers that walk
+// a span's attributes once fill it with Offer; others use VersionOf.
+type Version struct {
+	Revision  int64 // MergeRevision
+	Corrected bool  // agentmeter.merge.status is "corrected"
+	Pending   bool  // AttrCallerPending
+	Settled   bool  // AttrCallerSettled
+	seen      uint8 // keys offered so far: the first of a repeated key wins, as Map.Get reads
 }
 
-func boolAttr(attrs pcommon.Map, key string) bool {
-	v, ok := attrs.Get(key)
-	return ok && v.Type() == pcommon.ValueTypeBool && v.Bool()
+const (
+	seenRevision = 1 << iota
+	seenStatus
+	seenPending
+	seenSettled
+)
+
+// VersionOf reads a span's version facts.
+func VersionOf(attrs pcommon.Map) Version {
+	var v Version
+	for _, k := range [...]string{AttrMergeRevision, AttrMergeStatus, AttrCallerPending, AttrCallerSettled} {
+		if val, ok := attrs.Get(k); ok {
+			v.Offer(k, val)
+		}
+	}
+	return v
 }
+
+// Offer takes one attribute; it reports whether the key is one Version reads.
+func (f *Version) Offer(k string, v pcommon.Value) bool {
+	var bit uint8
+	switch k {
+	case AttrMergeRevision:
+		bit = seenRevision
+	case AttrMergeStatus:
+		bit = seenStatus
+	case AttrCallerPending:
+		bit = seenPending
+	case AttrCallerSettled:
+		bit = seenSettled
+	default:
+		return false
+	}
+	if f.seen&bit != 0 {
+		return true
+	}
+	f.seen |= bit
+	switch bit {
+	case seenRevision:
+		f.Revision = MergeRevisionValue(v)
+	case seenStatus:
+		f.Corrected = v.Type() == pcommon.ValueTypeStr && v.Str() == MergeCorrected
+	case seenPending:
+		f.Pending = v.Type() == pcommon.ValueTypeBool && v.Bool()
+	case seenSettled:
+		f.Settled = v.Type() == pcommon.ValueTypeBool && v.Bool()
+	}
+	return true
+}
+
+// Reemission is IsReemission's rule.
+func (f Version) Reemission() bool { return f.Revision >= 1 || f.Corrected }
+
+// Counted is IsCountedVersion's rule.
+func (f Version) Counted() bool { return f.Settled || (!f.Reemission() && !f.Pending) }

@@ -68,28 +68,15 @@ func readCall(sp ptrace.Span, c *call) outcome {
 	// one pass over the attributes for the usage, the cost, the merge status and the label
 	// sources, instead of a search of the attributes for each
 	var own genai.OwnAttrs
-	var status pcommon.Value
-	hasStatus := false
-	var revision int64
-	var pending, settled bool
+	var ver genai.Version
 	var callerTag, agentName string
 	var savings float64
 	lb := call{operation: cls.Operation}
 	for k, v := range attrs.All() {
-		if own.Offer(k, v) {
+		if own.Offer(k, v) || ver.Offer(k, v) {
 			continue
 		}
 		switch k {
-		case genai.AttrMergeStatus:
-			if !hasStatus { // the first, as Map.Get reads it
-				status, hasStatus = v, true
-			}
-		case genai.AttrMergeRevision:
-			revision = genai.MergeRevisionValue(v)
-		case genai.AttrCallerPending:
-			pending = v.Type() == pcommon.ValueTypeBool && v.Bool()
-		case genai.AttrCallerSettled:
-			settled = v.Type() == pcommon.ValueTypeBool && v.Bool()
 		case genai.AttrCaller:
 			callerTag = str(v)
 		case genai.AttrAgentName:
@@ -112,14 +99,13 @@ func readCall(sp ptrace.Span, c *call) outcome {
 			}
 		}
 	}
-	// a re-emission (genai.IsReemission's rule, read in the same pass) was counted when
-	// first sent, except the one that settles a pending caller: the first emission waited
-	// for it (docs/contract.md#merge)
-	switch {
-	case pending:
-		return outPending
-	case settled:
-	case revision >= 1 || (hasStatus && status.Type() == pcommon.ValueTypeStr && status.Str() == genai.MergeCorrected):
+	// genai.IsCountedVersion's rule, read in the same pass: a re-emission was counted
+	// when first sent, except the one that settles a pending caller, which the first
+	// emission waited for (docs/contract.md#merge)
+	if !ver.Counted() {
+		if ver.Pending {
+			return outPending
+		}
 		return outCorrected
 	}
 	u, ok := own.Usage()

@@ -131,13 +131,15 @@ type entry struct {
 	chunks   [][]byte
 	seqs     []uint64 // sequence numbers of its chunks in storage (persist.go)
 	lastSeen int64    // unix nanos of the last span added
-	// prev/next order the shard's entries by lastSeen (idle and capacity release);
-	// hprev/hnext order the entries holding hot spans by hotSince (compaction).
-	// sprev/snext order the settling entries by settleAt.
-	prev, next   *entry
-	hprev, hnext *entry
-	sprev, snext *entry
+	// its places in the shard's chains: by lastSeen (idle and capacity release), among
+	// the entries holding hot spans by hotSince (compaction), among the settling entries
+	// by settleAt
+	lruL, hotL, settleL link[entry]
 }
+
+func entryLRU(e *entry) *link[entry]    { return &e.lruL }
+func entryHot(e *entry) *link[entry]    { return &e.hotL }
+func entrySettle(e *entry) *link[entry] { return &e.settleL }
 
 // held is a released trace's data, taken out of its entry.
 type held struct {
@@ -167,15 +169,14 @@ type releasedAt struct {
 
 type shard struct {
 	mu sync.Mutex
-	// traces are the buffered traces; head..tail is their order by lastSeen (oldest
-	// first), so idle and capacity release pop from the head: one list per shard instead
-	// of one timer per trace.
-	traces     map[pcommon.TraceID]*entry
-	head, tail *entry
-	// hotHead..hotTail are the entries with hot spans, oldest hotSince first.
-	hotHead, hotTail *entry
-	// settleHead..settleTail are the settling entries, earliest settleAt first.
-	settleHead, settleTail *entry
+	// traces are the buffered traces; lru is their order by lastSeen (oldest first), so
+	// idle and capacity release pop from its head.
+	traces map[pcommon.TraceID]*entry
+	lru    chain[entry]
+	// hot are the entries with hot spans, oldest hotSince first.
+	hot chain[entry]
+	// settling are the settling entries, earliest settleAt first.
+	settling chain[entry]
 	// released are the tombstones; relQueue is their release order, for expiry.
 	released map[pcommon.TraceID]*tombstone
 	records  *atomic.Int64 // bytes of all shards' tombstone records (correction.go)
@@ -191,103 +192,42 @@ func shardIndex(id pcommon.TraceID) int {
 	return int(h % numShards)
 }
 
-func (s *shard) pushBack(e *entry) {
-	e.prev, e.next = s.tail, nil
-	if s.tail != nil {
-		s.tail.next = e
-	} else {
-		s.head = e
-	}
-	s.tail = e
-}
-
-func (s *shard) unlink(e *entry) {
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
-		s.head = e.next
-	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else {
-		s.tail = e.prev
-	}
-	e.prev, e.next = nil, nil
-}
-
 func (s *shard) pushHot(e *entry, now int64) {
 	e.hotSince = now
-	e.hprev, e.hnext = s.hotTail, nil
-	if s.hotTail != nil {
-		s.hotTail.hnext = e
-	} else {
-		s.hotHead = e
-	}
-	s.hotTail = e
+	s.hot.pushBack(e)
 }
 
 func (s *shard) unlinkHot(e *entry) {
-	if e.hotSince == 0 {
-		return
+	if e.hotSince != 0 {
+		s.hot.remove(e)
 	}
-	if e.hprev != nil {
-		e.hprev.hnext = e.hnext
-	} else {
-		s.hotHead = e.hnext
-	}
-	if e.hnext != nil {
-		e.hnext.hprev = e.hprev
-	} else {
-		s.hotTail = e.hprev
-	}
-	e.hprev, e.hnext = nil, nil
 }
 
-// pushSettle puts e on the settling list; settle_time is one constant, so appending
-// keeps the list ordered by settleAt (up to a root that arrived long before it settled,
-// whose settleAt is already past: it goes at the next sweep either way).
+// pushSettle puts e on the settling chain, in settleAt order: settle_time and
+// release_after_root give different delays after a root.
 func (s *shard) pushSettle(e *entry, at int64) {
 	e.settleAt = at
-	e.sprev, e.snext = s.settleTail, nil
-	if s.settleTail != nil {
-		s.settleTail.snext = e
-	} else {
-		s.settleHead = e
-	}
-	s.settleTail = e
+	s.settling.insertOrdered(e, func(e *entry) int64 { return e.settleAt })
 }
 
 func (s *shard) unlinkSettle(e *entry) {
-	if e.settleAt == 0 {
-		return
+	if e.settleAt != 0 {
+		s.settling.remove(e)
+		e.settleAt = 0
 	}
-	if e.sprev != nil {
-		e.sprev.snext = e.snext
-	} else {
-		s.settleHead = e.snext
-	}
-	if e.snext != nil {
-		e.snext.sprev = e.sprev
-	} else {
-		s.settleTail = e.sprev
-	}
-	e.sprev, e.snext, e.settleAt = nil, nil, 0
 }
 
 // touch marks e as just extended.
 func (s *shard) touch(e *entry, now int64) {
 	e.lastSeen = now
-	if s.tail != e {
-		s.unlink(e)
-		s.pushBack(e)
-	}
+	s.lru.moveToBack(e)
 }
 
 // remove takes e out of the buffer and, when window > 0, leaves a tombstone with its
 // span ids. It returns the trace's data, which the caller now owns.
 func (s *shard) remove(e *entry, now int64, window int64, maxTombstones int) held {
 	delete(s.traces, e.id)
-	s.unlink(e)
+	s.lru.remove(e)
 	s.unlinkHot(e)
 	s.unlinkSettle(e)
 	h := e.take()

@@ -53,7 +53,8 @@ type Config struct {
 	// names is missing but it does not say that every agent run has ended: its model
 	// calls announce nothing (no tool-call ids, output messages or finish reasons), or an
 	// agent run in it has no final answer yet. A trace that says everything is released
-	// at once. 0 releases such traces at once too (the old rule: root and parents).
+	// at once. 0 releases such traces at once too (their root and every parent present is
+	// enough).
 	// A settle_time above wait_duration acts as wait_duration.
 	// Default: 2s.
 	SettleTime time.Duration `mapstructure:"settle_time"`
@@ -63,6 +64,18 @@ type Config struct {
 	// whole buffer are released early, never dropped.
 	// Default: 10000.
 	NumTraces int `mapstructure:"num_traces"`
+
+	// ReleaseAfterRoot (hold mode) releases a trace this long after its root arrived even
+	// when spans it names are still missing: a parent, an execute_tool span, a subagent's
+	// run. A root ends after everything under it in its process, so what is still missing
+	// then is mostly never traced (a `task` tool the instrumentation does not record);
+	// what does come later, a subagent in another process, is merged as a late span and
+	// its dispatcher re-emitted `corrected` within late_span_window. For sinks that take
+	// corrections (LangSmith by PATCH). 0: such a trace is held until it is complete or
+	// wait_duration passes. It must not exceed wait_duration, and it needs
+	// late_span_window.
+	// Default: 0.
+	ReleaseAfterRoot time.Duration `mapstructure:"release_after_root"`
 
 	// LateSpanWindow (hold mode) is how long the span ids of a released trace are remembered, so a
 	// span arriving later is passed on marked late and an exact duplicate (a client
@@ -129,6 +142,19 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("late_span_window must not be negative, got %s", c.LateSpanWindow))
 	} else if c.LateSpanWindow > maxWaitDuration {
 		errs = append(errs, fmt.Errorf("late_span_window must be at most %s, got %s", maxWaitDuration, c.LateSpanWindow))
+	}
+	if c.ReleaseAfterRoot < 0 {
+		errs = append(errs, fmt.Errorf("release_after_root must not be negative, got %s", c.ReleaseAfterRoot))
+	} else if c.ReleaseAfterRoot > 0 {
+		if c.Mode == ModeStream {
+			errs = append(errs, fmt.Errorf("release_after_root applies to mode %q only (stream mode holds nothing)", ModeHold))
+		}
+		if c.WaitDuration > 0 && c.ReleaseAfterRoot > c.WaitDuration {
+			errs = append(errs, fmt.Errorf("release_after_root (%s) must not exceed wait_duration (%s)", c.ReleaseAfterRoot, c.WaitDuration))
+		}
+		if c.LateSpanWindow == 0 {
+			errs = append(errs, errors.New("release_after_root needs late_span_window above 0: spans arriving after the early release would not be merged"))
+		}
 	}
 	if c.CompactAfter < 0 {
 		errs = append(errs, fmt.Errorf("compact_after must not be negative, got %s", c.CompactAfter))

@@ -15,7 +15,7 @@ import (
 func TestLoadConfig(t *testing.T) {
 	configtest.Loads(t, NewFactory(), []configtest.Section{
 		{ID: component.NewID(Type), Want: createDefaultConfig()},
-		{ID: component.NewIDWithName(Type, "custom"), Want: &Config{Mode: ModeHold, LedgerLimitMiB: 16, WaitDuration: 30 * time.Second, SettleTime: 500 * time.Millisecond, NumTraces: 500, LateSpanWindow: time.Minute, CompactAfter: 0}},
+		{ID: component.NewIDWithName(Type, "custom"), Want: &Config{Mode: ModeHold, LedgerLimitMiB: 16, WaitDuration: 30 * time.Second, SettleTime: 500 * time.Millisecond, NumTraces: 500, LateSpanWindow: time.Minute, ReleaseAfterRoot: 2 * time.Second, CompactAfter: 0}},
 		{ID: component.NewIDWithName(Type, "durable"), Want: func() *Config {
 			c := createDefaultConfig()
 			id := component.MustNewIDWithName("file_storage", "merge")
@@ -54,6 +54,14 @@ func TestValidate(t *testing.T) {
 			"ledger_limit_mib must be between 1 and 65536, got 0"),
 		configtest.BadCase("negative compact", func(c *Config) { c.CompactAfter = -time.Millisecond },
 			"compact_after must not be negative, got -1ms"),
+		configtest.BadCase("negative release_after_root", func(c *Config) { c.Mode, c.ReleaseAfterRoot = ModeHold, -time.Second },
+			"release_after_root must not be negative, got -1s"),
+		configtest.BadCase("release_after_root in stream mode", func(c *Config) { c.ReleaseAfterRoot = time.Second },
+			`release_after_root applies to mode "hold" only`),
+		configtest.BadCase("release_after_root past wait", func(c *Config) { c.Mode, c.WaitDuration, c.ReleaseAfterRoot = ModeHold, time.Second, time.Minute },
+			"release_after_root (1m0s) must not exceed wait_duration (1s)"),
+		configtest.BadCase("release_after_root without late spans", func(c *Config) { c.Mode, c.ReleaseAfterRoot, c.LateSpanWindow = ModeHold, time.Second, 0 },
+			"release_after_root needs late_span_window above 0"),
 		configtest.BadCase("everything at once", func(c *Config) { c.WaitDuration, c.NumTraces, c.LateSpanWindow = 0, -1, -time.Minute },
 			"wait_duration must be positive", "num_traces must be positive", "late_span_window must not be negative"),
 	)

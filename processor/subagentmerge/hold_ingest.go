@@ -221,16 +221,28 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 			e.rootAt = now
 		}
 		s.traces[g.id] = e
-		s.pushBack(e)
+		s.lru.pushBack(e)
 		p.nTraces.Add(1)
 	}
 	e.spans, e.hasRoot = set, hasRoot
 	p.nSpans.Add(int64(added))
 	s.touch(e, now)
+	// A settling trace goes settle_time after its root; with release_after_root, one that
+	// still names something missing goes that long after its root. The earlier wins.
+	var due int64
 	switch {
-	case st == stSettle && e.settleAt == 0:
-		s.pushSettle(e, e.rootAt+p.settle)
-	case st == stWait && e.settleAt != 0:
+	case st == stSettle:
+		due = e.rootAt + p.settle
+	case st == stWait && hasRoot && p.afterRoot > 0:
+		due = e.rootAt + p.afterRoot
+	}
+	switch {
+	case due != 0 && (e.settleAt == 0 || due < e.settleAt):
+		if e.settleAt != 0 {
+			s.unlinkSettle(e)
+		}
+		s.pushSettle(e, due)
+	case due == 0 && e.settleAt != 0:
 		s.unlinkSettle(e) // a span that arrived names something still missing
 	}
 
@@ -286,8 +298,8 @@ func (p *subagentMerge) evictOverCapacity(sc *scratch, now int64, c *counts) {
 		for i := range p.shards {
 			s := &p.shards[i]
 			s.mu.Lock()
-			if s.head != nil && (best < 0 || s.head.lastSeen < bestSeen) {
-				best, bestSeen = i, s.head.lastSeen
+			if h := s.lru.head; h != nil && (best < 0 || h.lastSeen < bestSeen) {
+				best, bestSeen = i, h.lastSeen
 			}
 			s.mu.Unlock()
 		}
@@ -296,7 +308,7 @@ func (p *subagentMerge) evictOverCapacity(sc *scratch, now int64, c *counts) {
 		}
 		s := &p.shards[best]
 		s.mu.Lock()
-		if e := s.head; e != nil && p.nTraces.Load() > limit {
+		if e := s.lru.head; e != nil && p.nTraces.Load() > limit {
 			sc.evicted = append(sc.evicted, p.removeLocked(s, e, now))
 			c.released[relCapacity]++
 		}

@@ -24,11 +24,11 @@ func (p *subagentMerge) releaseDue(ctx context.Context, now int64) error {
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
-		for e := s.head; e != nil && e.lastSeen <= cutoff; e = s.head {
+		for e := s.lru.head; e != nil && e.lastSeen <= cutoff; e = s.lru.head {
 			bufs = append(bufs, p.removeLocked(s, e, now))
 			c.released[relIdle]++
 		}
-		for e := s.settleHead; e != nil && e.settleAt <= now; e = s.settleHead {
+		for e := s.settling.head; e != nil && e.settleAt <= now; e = s.settling.head {
 			bufs = append(bufs, p.removeLocked(s, e, now))
 			c.released[relSettled]++
 		}
@@ -46,7 +46,7 @@ func (p *subagentMerge) releaseAll(ctx context.Context) error {
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
-		for e := s.head; e != nil; e = s.head {
+		for e := s.lru.head; e != nil; e = s.lru.head {
 			bufs = append(bufs, p.removeLocked(s, e, now))
 		}
 		s.mu.Unlock()
@@ -97,7 +97,7 @@ func (p *subagentMerge) compact(cutoff int64) {
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
-		for e := s.hotHead; e != nil && e.hotSince <= cutoff; e = s.hotHead {
+		for e := s.hot.head; e != nil && e.hotSince <= cutoff; e = s.hot.head {
 			b, err := p.marshaler.MarshalTraces(e.hot)
 			s.unlinkHot(e)
 			if err != nil {

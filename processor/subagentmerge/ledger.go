@@ -49,12 +49,14 @@ type ledger struct {
 	size      int64 // bytes counted against ledger_limit_mib
 	complete  bool  // the completeness rule says nothing the trace names is missing
 	seqs      []uint64
-	prev      *ledger // shard's ledgers by lastSeen, oldest first
-	next      *ledger
-	dprev     *ledger // shard's dirty ledgers by dueAt, earliest first
-	dnext     *ledger
-	onDueList bool
+	// its places in the shard's chains: by lastSeen, oldest first; among the dirty
+	// ledgers by dueAt, earliest first
+	lruL, dueL link[ledger]
+	onDueList  bool
 }
+
+func ledgerLRU(l *ledger) *link[ledger] { return &l.lruL }
+func ledgerDue(l *ledger) *link[ledger] { return &l.dueL }
 
 // keptSpan is a span that may go out again: the last version passed on, encoded alone
 // (a TracesData message with its resource and scope), and the fingerprint of what the
@@ -74,96 +76,41 @@ func (l *ledger) cost() int64 {
 
 // ledgers is one shard's ledgers and their two orders.
 type ledgers struct {
-	byID       map[pcommon.TraceID]*ledger
-	head, tail *ledger // by lastSeen
-	dHead      *ledger // dirty, by dueAt
-	dTail      *ledger
-}
-
-func (ls *ledgers) pushBack(l *ledger) {
-	l.prev, l.next = ls.tail, nil
-	if ls.tail != nil {
-		ls.tail.next = l
-	} else {
-		ls.head = l
-	}
-	ls.tail = l
-}
-
-func (ls *ledgers) unlink(l *ledger) {
-	if l.prev != nil {
-		l.prev.next = l.next
-	} else if ls.head == l {
-		ls.head = l.next
-	}
-	if l.next != nil {
-		l.next.prev = l.prev
-	} else if ls.tail == l {
-		ls.tail = l.prev
-	}
-	l.prev, l.next = nil, nil
+	byID map[pcommon.TraceID]*ledger
+	lru  chain[ledger] // by lastSeen
+	due  chain[ledger] // dirty, by dueAt
 }
 
 // touch moves l to the back of the lastSeen order.
 func (ls *ledgers) touch(l *ledger, now int64) {
 	l.lastSeen = now
-	if ls.tail == l {
-		return
-	}
-	ls.unlink(l)
-	ls.pushBack(l)
+	ls.lru.moveToBack(l)
 }
 
-// schedule puts l on the dirty list at at, keeping the list ordered by dueAt (due
-// times mostly grow, so the walk from the tail is short).
+// schedule puts l on the dirty chain at at, keeping it ordered by dueAt; a ledger due
+// no later already stays.
 func (ls *ledgers) schedule(l *ledger, at int64) {
 	if l.onDueList {
 		if l.dueAt <= at {
-			return // already due no later
+			return
 		}
-		ls.unschedule(l)
+		ls.due.remove(l)
 	}
 	l.dueAt, l.onDueList = at, true
-	after := ls.dTail
-	for after != nil && after.dueAt > at {
-		after = after.dprev
-	}
-	l.dprev = after
-	if after == nil {
-		l.dnext = ls.dHead
-		ls.dHead = l
-	} else {
-		l.dnext = after.dnext
-		after.dnext = l
-	}
-	if l.dnext != nil {
-		l.dnext.dprev = l
-	} else {
-		ls.dTail = l
-	}
+	ls.due.insertOrdered(l, func(l *ledger) int64 { return l.dueAt })
 }
 
 func (ls *ledgers) unschedule(l *ledger) {
-	if !l.onDueList {
-		return
+	if l.onDueList {
+		ls.due.remove(l)
+		l.dueAt, l.onDueList = 0, false
 	}
-	if l.dprev != nil {
-		l.dprev.dnext = l.dnext
-	} else {
-		ls.dHead = l.dnext
-	}
-	if l.dnext != nil {
-		l.dnext.dprev = l.dprev
-	} else {
-		ls.dTail = l.dprev
-	}
-	l.dprev, l.dnext, l.dueAt, l.onDueList = nil, nil, 0, false
 }
 
 // remove takes l out of the shard.
 func (ls *ledgers) remove(l *ledger) {
 	delete(ls.byID, l.id)
-	ls.unlink(l)
+	ls.lru.remove(l)
 	ls.unschedule(l)
 }
 

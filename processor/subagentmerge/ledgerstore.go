@@ -181,7 +181,7 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 		if l == nil {
 			l = &ledger{id: id, lastSeen: now, kept: map[pcommon.SpanID]*keptSpan{}}
 			s.led.byID[id] = l
-			s.led.pushBack(l)
+			s.led.lru.pushBack(l)
 			p.nLedgers.Add(1)
 		}
 		sw.reset()
@@ -219,7 +219,7 @@ func (p *subagentMerge) minLiveLedgerSeq() (uint64, bool) {
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
-		for l := s.led.head; l != nil; l = l.next {
+		for l := s.led.lru.head; l != nil; l = s.led.lru.next(l) {
 			if len(l.seqs) > 0 && (!any || l.seqs[0] < lowest) {
 				lowest, any = l.seqs[0], true
 			}

@@ -240,7 +240,7 @@ func (m *subagentMerge) minLiveSeq() (uint64, bool) {
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
-		for e := s.head; e != nil; e = e.next {
+		for e := s.lru.head; e != nil; e = s.lru.next(e) {
 			// an entry's chunks are numbered in the order written
 			if len(e.seqs) > 0 && (!any || e.seqs[0] < lowest) {
 				lowest, any = e.seqs[0], true

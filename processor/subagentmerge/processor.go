@@ -83,6 +83,7 @@ type subagentMerge struct {
 
 	wait, window   int64 // nanoseconds
 	settle         int64 // nanoseconds
+	afterRoot      int64 // nanoseconds; release_after_root, 0 off
 	compactAfter   int64 // nanoseconds
 	maxTombstones  int   // per shard
 	shards         [numShards]shard
@@ -122,6 +123,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		logger:         set.Logger,
 		wait:           int64(cfg.WaitDuration),
 		window:         int64(cfg.LateSpanWindow),
+		afterRoot:      int64(cfg.ReleaseAfterRoot),
 		settle:         int64(min(cfg.SettleTime, cfg.WaitDuration)),
 		compactAfter:   int64(cfg.CompactAfter),
 		maxTombstones:  max(cfg.NumTraces/numShards, 64),
@@ -136,7 +138,9 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		p.shards[i].traces = map[pcommon.TraceID]*entry{}
 		p.shards[i].released = map[pcommon.TraceID]*tombstone{}
 		p.shards[i].records = &p.records
+		p.shards[i].lru.of, p.shards[i].hot.of, p.shards[i].settling.of = entryLRU, entryHot, entrySettle
 		p.shards[i].led.byID = map[pcommon.TraceID]*ledger{}
+		p.shards[i].led.lru.of, p.shards[i].led.due.of = ledgerLRU, ledgerDue
 	}
 	p.pool.New = func() any { return &scratch{byTrace: map[pcommon.TraceID]int32{}} }
 	tel, err := newTelemetry(set.ID, set.TelemetrySettings,
@@ -164,6 +168,9 @@ func (p *subagentMerge) Start(ctx context.Context, host component.Host) error {
 		every := min(p.cfg.WaitDuration, max(p.cfg.CompactAfter, time.Millisecond))
 		if p.settle > 0 {
 			every = min(every, time.Duration(p.settle))
+		}
+		if p.afterRoot > 0 {
+			every = min(every, time.Duration(p.afterRoot))
 		}
 		go p.sweepLoop(sweepInterval(every))
 	}

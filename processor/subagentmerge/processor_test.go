@@ -279,7 +279,7 @@ func TestCompactionKeepsTheResult(t *testing.T) {
 	require.Eventually(t, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return s.hotHead == nil
+		return s.hot.head == nil
 	}, 5*time.Second, 5*time.Millisecond, "the sweeper compacts hot spans")
 	s.mu.Lock()
 	for _, e := range s.traces {

@@ -148,7 +148,7 @@ func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces)
 		for i := range p.shards {
 			s := &p.shards[i]
 			s.mu.Lock()
-			if h := s.led.head; h != nil && (best < 0 || h.lastSeen < bestSeen) {
+			if h := s.led.lru.head; h != nil && (best < 0 || h.lastSeen < bestSeen) {
 				best, bestSeen = i, h.lastSeen
 			}
 			s.mu.Unlock()
@@ -158,7 +158,7 @@ func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces)
 		}
 		s := &p.shards[best]
 		s.mu.Lock()
-		if l := s.led.head; l != nil {
+		if l := s.led.lru.head; l != nil {
 			seqs = append(seqs, p.endLedger(s, l, out, c, now)...)
 			c.released[relCapacity]++
 		}
@@ -177,11 +177,11 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
-		for l := s.led.head; l != nil && l.lastSeen <= cutoff; l = s.led.head {
+		for l := s.led.lru.head; l != nil && l.lastSeen <= cutoff; l = s.led.lru.head {
 			seqs = append(seqs, p.endLedger(s, l, out, &c, now)...)
 			c.released[relIdle]++
 		}
-		for l := s.led.dHead; l != nil && l.dueAt <= now; l = s.led.dHead {
+		for l := s.led.due.head; l != nil && l.dueAt <= now; l = s.led.due.head {
 			if _, err := p.flush(s, l, out, &c, now, nil, false); err != nil {
 				errs = append(errs, err)
 			}
@@ -211,13 +211,13 @@ func (p *subagentMerge) flushAll(ctx context.Context) error {
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
-		for l := s.led.dHead; l != nil; l = s.led.dHead {
+		for l := s.led.due.head; l != nil; l = s.led.due.head {
 			if _, err := p.flush(s, l, out, &c, now, nil, p.store == nil); err != nil {
 				errs = append(errs, err)
 			}
 		}
 		if p.store == nil {
-			for l := s.led.head; l != nil; l = l.next {
+			for l := s.led.lru.head; l != nil; l = s.led.lru.next(l) {
 				if l.pending > 0 {
 					if _, err := p.flush(s, l, out, &c, now, nil, true); err != nil {
 						errs = append(errs, err)

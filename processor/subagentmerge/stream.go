@@ -150,7 +150,7 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 		// lastEmit starts at creation: even the first re-emission waits for a window
 		l = &ledger{id: g.id, lastSeen: now, lastEmit: now, kept: map[pcommon.SpanID]*keptSpan{}}
 		s.led.byID[g.id] = l
-		s.led.pushBack(l)
+		s.led.lru.pushBack(l)
 		p.nLedgers.Add(1)
 		t.l, t.created = l, true
 	}

@@ -53,7 +53,10 @@ func NewCompressor(t configcompression.Type, level configcompression.Level, def 
 		if level != 0 {
 			l = zstd.EncoderLevelFromZstd(int(level))
 		}
-		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(l), zstd.WithEncoderConcurrency(4))
+		// A 1 MiB window instead of the level's default (up to 8 MiB): each of the four
+		// encoders keeps a history of twice its window, and bodies are JSON whose repeats
+		// are near each other, so the larger window bought little ratio for 4× the memory.
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(l), zstd.WithEncoderConcurrency(4), zstd.WithWindowSize(1<<20))
 		if err != nil {
 			return nil, fmt.Errorf("zstd encoder: %w", err)
 		}

@@ -1,0 +1,129 @@
+package subagentmerge
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+// untracedTask is an OpenLLMetry-shaped run whose `task` tool is never traced: the lead
+// asks for the tool call, the subagent's model call sits under a span that never comes.
+func untracedTask() ptrace.Traces {
+	b := newTraceBuilder(120)
+	lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
+	b.chat(lead, usage(30, 3), "call_untraced")
+	b.chat(pcommon.SpanID{0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4}, usage(7, 2)) // its parent is never sent
+	b.chat(lead, usage(40, 4))
+	return b.td
+}
+
+// With release_after_root, a trace still naming a missing span goes that long after its
+// root arrived (released "settled"), not wait_duration after its last span; without it,
+// it is held.
+func TestReleaseAfterRootReleasesAnUntracedTask(t *testing.T) {
+	cfg := defaultTestConfig()
+	cfg.WaitDuration = time.Hour
+	cfg.ReleaseAfterRoot = 40 * time.Millisecond
+	p, sink, tel := newTestProcessor(t, cfg)
+	start := time.Now()
+	require.NoError(t, p.ConsumeTraces(context.Background(), untracedTask()))
+	assert.Zero(t, sink.SpanCount(), "held until release_after_root")
+	require.Eventually(t, func() bool { return sink.SpanCount() == 4 }, 5*time.Second, 2*time.Millisecond)
+	assert.GreaterOrEqual(t, time.Since(start), cfg.ReleaseAfterRoot)
+	assert.Equal(t, int64(1), releasedBy(t, tel, "settled"))
+	require.NoError(t, p.Shutdown(context.Background()))
+
+	cfg.ReleaseAfterRoot = 0
+	held, heldSink, heldTel := newTestProcessor(t, cfg)
+	require.NoError(t, held.ConsumeTraces(context.Background(), untracedTask()))
+	time.Sleep(200 * time.Millisecond) // five times the release above; wait_duration is an hour
+	assert.Zero(t, heldSink.SpanCount(), "without release_after_root the trace waits for its missing parent")
+	require.NoError(t, held.Shutdown(context.Background()))
+	assert.Equal(t, 4, heldSink.SpanCount())
+	assert.Equal(t, int64(1), releasedBy(t, heldTel, "shutdown"))
+}
+
+// A subagent that arrives after the early release (another process flushing later) is
+// merged from the trace's record, and its dispatcher re-emitted `corrected`: the last
+// version at an upserting sink is the one a complete trace gives.
+func TestReleaseAfterRootCorrectsALateSubtree(t *testing.T) {
+	full := buildOneTask()
+	all := flatSpans(full)
+	var first, later []arrivalSpan
+	for _, it := range all {
+		name, _ := it.sp.Attributes().Get(genai.AttrToolName)
+		if underTask(all, it.sp) || name.Str() == genai.TaskToolName {
+			later = append(later, it)
+		} else {
+			first = append(first, it)
+		}
+	}
+	require.NotEmpty(t, later)
+	cfg := defaultTestConfig()
+	cfg.WaitDuration = time.Hour
+	cfg.ReleaseAfterRoot = 30 * time.Millisecond
+	p, sink, tel := newTestProcessor(t, cfg)
+	require.NoError(t, p.ConsumeTraces(context.Background(), batchOf(first)))
+	require.Eventually(t, func() bool { return sink.SpanCount() == len(first) }, 5*time.Second, 2*time.Millisecond)
+	assert.Equal(t, int64(1), releasedBy(t, tel, "settled"))
+	require.NoError(t, p.ConsumeTraces(context.Background(), batchOf(later)))
+	require.NoError(t, p.Shutdown(context.Background()))
+
+	got := canonical(lastVersions(sink.AllTraces()...)...)
+	want := run(t, defaultTestConfig(), buildOneTask())
+	assertSubagent(t, spanByCalls(t, got, "call_task_1"), genai.Usage{Input: 10, Output: 5}, 1, "call_task_1")
+	assertSubagent(t, spanByCalls(t, want, "call_task_1"), genai.Usage{Input: 10, Output: 5}, 1, "call_task_1")
+	var corrected bool
+	for _, td := range sink.AllTraces() {
+		forEachSpan(td, func(sp ptrace.Span) {
+			if v, ok := sp.Attributes().Get(genai.AttrMergeStatus); ok && v.Str() == genai.MergeCorrected {
+				corrected = true
+			}
+		})
+	}
+	assert.True(t, corrected, "the dispatcher went out again marked corrected")
+}
+
+// settle_time and release_after_root are two delays after a root: a trace due sooner
+// goes sooner even when it started settling after one due later in its shard.
+func TestSettlingKeepsDueOrderAcrossBothDelays(t *testing.T) {
+	unannounced := func(no uint64) ptrace.Traces { // settles: settle_time after its root
+		b := newTraceBuilder(no)
+		b.chat(b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID(), usage(1, 1))
+		return b.td
+	}
+	// a trace number in the same shard as the settling one
+	first := unannounced(500)
+	shard := shardIndex(first.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID())
+	var second ptrace.Traces
+	var secondID pcommon.TraceID
+	for no := uint64(501); ; no++ {
+		b := newTraceBuilder(no)
+		lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
+		b.chat(lead, usage(2, 2), "call_missing") // its tool span never comes
+		if shardIndex(b.tid) == shard {
+			second, secondID = b.td, b.tid
+			break
+		}
+	}
+	cfg := defaultTestConfig()
+	cfg.WaitDuration = time.Hour
+	cfg.SettleTime = 10 * time.Second
+	cfg.ReleaseAfterRoot = 20 * time.Millisecond
+	p, sink, _ := newTestProcessor(t, cfg)
+	defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+	require.NoError(t, p.ConsumeTraces(context.Background(), first))
+	require.NoError(t, p.ConsumeTraces(context.Background(), second))
+	require.Eventually(t, func() bool { return sink.SpanCount() == 2 }, 5*time.Second, 2*time.Millisecond,
+		"the trace due after release_after_root does not wait behind the one due after settle_time")
+	forEachSpan(sink.AllTraces()[0], func(sp ptrace.Span) {
+		assert.Equal(t, secondID, sp.TraceID())
+	})
+}
