@@ -62,19 +62,7 @@ type collectorRun struct {
 var foreignEnv = []string{"LANGSMITH_", "LANGFUSE_", "LANGCHAIN_", "AGENTMETER_"}
 
 func collectorEnv(extra []string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		keep := true
-		for _, p := range foreignEnv {
-			if strings.HasPrefix(kv, p) {
-				keep = false
-			}
-		}
-		if keep {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
+	return append(childproc.EnvWithout(foreignEnv...), extra...)
 }
 
 // runLoad starts the collector, drives spans through it with the load generator, and
@@ -110,34 +98,16 @@ func (b *bench) runLoad(cr collectorRun, spans int, hard time.Duration, sk *sink
 	env := append(append([]string(nil), cr.env...), "AGENTMETER_STORAGE_DIR="+filepath.Join(dir, "storage"))
 	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = dir, logf, logf, collectorEnv(env)
 	// a collector never outlives the driver, even when it is killed at the backstop timeout
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	col, err := childproc.Start(cmd)
+	if err != nil {
 		return load{}, fmt.Errorf("start collector: %w", err)
 	}
-	// exited is closed when the collector is gone; waitErr is then its exit status
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
-	defer stop()
+	defer col.Stop(20 * time.Second)
 	withLog := func(err error) error {
-		stop()
+		col.Stop(20 * time.Second)
 		return fmt.Errorf("%s: %w\n--- collector log (last lines) ---\n%s", cr.name, err, childproc.Tail(logPath, 30))
 	}
-	if err := waitReady(ctx, cr.otlpAddr, cr.metrics, exited, &waitErr); err != nil {
+	if err := waitReady(ctx, cr.otlpAddr, cr.metrics, col); err != nil {
 		return load{}, withLog(err)
 	}
 	var before sinkCount
@@ -174,8 +144,8 @@ func (b *bench) runLoad(cr collectorRun, spans int, hard time.Duration, sk *sink
 		l.SinkB, l.SinkReqs = float64(after.bytes-before.bytes), float64(after.requests-before.requests)
 	}
 	select {
-	case <-exited:
-		return load{}, withLog(fmt.Errorf("collector exited during the load: %v", waitErr))
+	case <-col.Exited():
+		return load{}, withLog(fmt.Errorf("collector exited during the load: %v", col.Err()))
 	default:
 	}
 	return l, nil
@@ -221,12 +191,12 @@ func parseLoad(out string) (load, error) {
 		MarkS: kv["mark_s"], MarkCPU: kv["mark_cpu_s"], MarkRSS: kv["peak_rss_at_mark_mib"]}, nil
 }
 
-func waitReady(ctx context.Context, otlp, metrics string, exited <-chan struct{}, waitErr *error) error {
+func waitReady(ctx context.Context, otlp, metrics string, col *childproc.Process) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
-		case <-exited:
-			return fmt.Errorf("collector exited at start: %v", *waitErr)
+		case <-col.Exited():
+			return fmt.Errorf("collector exited at start: %v", col.Err())
 		case <-ctx.Done():
 			return ctx.Err()
 		default:

@@ -26,7 +26,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/agentmeter/agentmeter/bench/internal/childproc"
@@ -204,27 +203,13 @@ service:
 	defer logf.Close()
 	cmd := exec.Command(collector, "--config", cfgPath)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	for _, kv := range os.Environ() { // a vendor setting in the shell must not change the exporter
-		if !strings.HasPrefix(kv, "LANGSMITH_") && !strings.HasPrefix(kv, "LANGCHAIN_") && !strings.HasPrefix(kv, "LANGFUSE_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	cmd.Env = childproc.EnvWithout("LANGSMITH_", "LANGCHAIN_", "LANGFUSE_") // a vendor setting in the shell must not change the exporter
+	col, err := childproc.Start(cmd)
+	if err != nil {
 		return result{}, fmt.Errorf("start collector: %w", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	if err := waitReady(otlp, "http://"+tel+"/metrics", exited); err != nil {
+	defer col.Stop(30 * time.Second)
+	if err := waitReady(otlp, "http://"+tel+"/metrics", col); err != nil {
 		return result{}, fmt.Errorf("%w; collector log: %s", err, childproc.Tail(logPath, 10))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -244,12 +229,12 @@ service:
 	return result{peakMiB: peak, rate: rate}, nil
 }
 
-func waitReady(otlp, metrics string, exited <-chan error) error {
+func waitReady(otlp, metrics string, col *childproc.Process) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
-		case err := <-exited:
-			return fmt.Errorf("collector exited: %v", err)
+		case <-col.Exited():
+			return fmt.Errorf("collector exited: %v", col.Err())
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", otlp, time.Second); err == nil {

@@ -15,8 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/agentmeter/agentmeter/bench/internal/childproc"
@@ -94,26 +92,13 @@ func run(bin string, duration, every time.Duration, rate, perReq, limitMiB int, 
 	defer logf.Close()
 	cmd := exec.Command(bin, "--config", cfgPath)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, logf, logf
-	for _, k := range os.Environ() { // the exporters must not pick up a real vendor's settings
-		if !strings.HasPrefix(k, "LANGFUSE_") && !strings.HasPrefix(k, "LANGSMITH_") && !strings.HasPrefix(k, "LANGCHAIN_") {
-			cmd.Env = append(cmd.Env, k)
-		}
-	}
-	if err := cmd.Start(); err != nil {
+	cmd.Env = childproc.EnvWithout("LANGFUSE_", "LANGSMITH_", "LANGCHAIN_") // the exporters must not pick up a real vendor's settings
+	col, err := childproc.Start(cmd)
+	if err != nil {
 		return fmt.Errorf("start collector: %w", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	if err := waitTCP(otlp, 60*time.Second, exited); err != nil {
+	defer col.Stop(30 * time.Second)
+	if err := waitTCP(otlp, 60*time.Second, col); err != nil {
 		return err
 	}
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", telPort)
@@ -188,8 +173,8 @@ loop:
 					time.Sleep(100 * time.Millisecond)
 				}
 			})
-		case err := <-exited:
-			return fmt.Errorf("collector exited during the soak: %v (log: %s)", err, logPath)
+		case <-col.Exited():
+			return fmt.Errorf("collector exited during the soak: %v (log: %s)", col.Err(), logPath)
 		case <-loadDone:
 			break loop
 		}
@@ -232,12 +217,12 @@ func missing(want map[string]bool, got map[string]int) int {
 	return n
 }
 
-func waitTCP(addr string, timeout time.Duration, exited <-chan error) error {
+func waitTCP(addr string, timeout time.Duration, col *childproc.Process) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		select {
-		case err := <-exited:
-			return fmt.Errorf("collector exited at start: %v", err)
+		case <-col.Exited():
+			return fmt.Errorf("collector exited at start: %v", col.Err())
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {

@@ -7,7 +7,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"slices"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 )
 
 // FreePort is a loopback TCP port that was free a moment ago.
@@ -58,4 +63,59 @@ func Tail(path string, n int) string {
 		return ""
 	}
 	return LastLines(string(b), n)
+}
+
+// EnvWithout is this process's environment without the variables whose names start with
+// one of prefixes (a vendor key in the developer's shell must not switch an exporter on).
+func EnvWithout(prefixes ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(kv, p) }) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// Process is a started child process that does not outlive this one (it gets SIGKILL
+// when the parent dies).
+type Process struct {
+	Cmd    *exec.Cmd
+	exited chan struct{}
+	err    error
+	stop   sync.Once
+}
+
+// Start starts cmd as a Process.
+func Start(cmd *exec.Cmd) (*Process, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &Process{Cmd: cmd, exited: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	return p, nil
+}
+
+// Exited is closed once the child is gone; Err is then its exit status.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Err is the child's exit status, once Exited is closed.
+func (p *Process) Err() error {
+	<-p.exited
+	return p.err
+}
+
+// Stop asks the child to end (SIGTERM), kills it when it has not within grace, and
+// returns once it is gone. Later calls return at once.
+func (p *Process) Stop(grace time.Duration) {
+	p.stop.Do(func() {
+		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(grace):
+			_ = p.Cmd.Process.Kill()
+			<-p.exited
+		}
+	})
 }
