@@ -1,6 +1,7 @@
 // Package vendortest holds what both vendor exporters' tests and benchmarks need: a
 // transport that answers without a network, fresh trace ids for a reused batch, the
-// per-batch push benchmark and the stock otlphttp exporter they are measured against.
+// per-batch push benchmark, the stock otlphttp exporter they are measured against, and
+// the cost step's pricing of a batch.
 package vendortest
 
 import (
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -21,7 +23,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/spaniter"
+	"github.com/agentmeter/agentmeter/pricing"
 )
 
 // Discard is a transport that reads every request body and answers status with "{}",
@@ -82,4 +86,30 @@ func StockOTLPHTTP(b *testing.B, url string, configure func(*otlphttpexporter.Co
 	require.NoError(b, err)
 	require.NoError(b, e.Start(context.Background(), componenttest.NewNopHost()))
 	return e
+}
+
+// PriceModelCalls prices every model call of td with the default price table, as the
+// cost step does (writing the cost attributes), and returns the sum of their own cost.
+// model, when set, prices every call as that model; empty, each call's request model.
+func PriceModelCalls(t testing.TB, td ptrace.Traces, model string) float64 {
+	t.Helper()
+	tab, err := pricing.New(pricing.Layer{Name: "default", Rows: pricing.DefaultRows()})
+	require.NoError(t, err)
+	var sum float64
+	for sp := range spaniter.All(td) {
+		u, ok := genai.UsageFromMap(sp.Attributes())
+		if !ok || !genai.IsModelCallSpan(sp.Name(), sp.Attributes()) {
+			continue
+		}
+		m := model
+		if m == "" {
+			m = genai.StringAttr(sp.Attributes(), genai.AttrRequestModel)
+		}
+		row, ok := tab.Lookup("", m, time.Now())
+		require.True(t, ok, m)
+		c := pricing.Compute(pricing.Split(u, 0), row)
+		genai.PutCost(sp.Attributes(), c, genai.CostSourceTable)
+		sum += c.Total
+	}
+	return sum
 }
