@@ -95,8 +95,8 @@ func TestStreamingNormalisesCacheIntoInput(t *testing.T) {
 		"input = input + cache read + cache creation")
 	assert.Equal(t, int64(1262), resp.Message.UsageMetadata.TotalTokens)
 
-	body := f.Bodies()[0]
-	assert.Equal(t, "Bearer sk-ant-secret", f.Auth()[0], "the SDK sends the key as a bearer token")
+	body := f.Requests()[0].Body
+	assert.Equal(t, "Bearer sk-ant-secret", f.Requests()[0].Auth, "the SDK sends the key as a bearer token")
 	assert.Equal(t, true, body["stream"])
 	assert.Equal(t, []any{map[string]any{"type": "text", "text": "be brief"}}, body["system"])
 	msgs := body["messages"].([]any)
@@ -126,7 +126,7 @@ func TestNonStreamingAndToolChoice(t *testing.T) {
 	assert.Equal(t, "hello", resp.Message.Content)
 	assert.Equal(t, genai.Usage{Input: 10, Output: 3}, resp.Message.UsageMetadata.GenAI())
 	assert.Nil(t, resp.Message.UsageMetadata.InputTokenDetails, "no cache, no detail block")
-	body := f.Bodies()[0]
+	body := f.Requests()[0].Body
 	assert.NotContains(t, body, "stream")
 	assert.NotContains(t, body, "thinking", "thinking only when requested")
 	assert.Equal(t, 512.0, body["max_tokens"])
@@ -150,7 +150,7 @@ func TestErrorsSurfaceWithoutRetries(t *testing.T) {
 			assert.Equal(t, code != 400, model.IsRetryable(err))
 			assert.NotContains(t, err.Error(), "sk-ant-secret")
 		}
-		assert.Equal(t, 2, f.Requests(), "no SDK retries")
+		assert.Len(t, f.Requests(), 2, "no SDK retries")
 	}
 }
 

@@ -72,10 +72,10 @@ func TestStreamingUsageInFinalChunkWithoutChoices(t *testing.T) {
 		resp.Message.UsageMetadata)
 	assert.Equal(t, "gpt-4o-mini-2024", resp.Message.ModelName())
 
-	body := f.Bodies()[0]
+	body := f.Requests()[0].Body
 	assert.Equal(t, true, body["stream"])
 	assert.Equal(t, map[string]any{"include_usage": true}, body["stream_options"], "include_usage on by default for a custom base_url")
-	assert.Equal(t, "Bearer sk-test-secret", f.Auth()[0])
+	assert.Equal(t, "Bearer sk-test-secret", f.Requests()[0].Auth)
 	msgs := body["messages"].([]any)
 	require.Len(t, msgs, 4)
 	assert.Equal(t, "system", msgs[0].(map[string]any)["role"])
@@ -108,7 +108,7 @@ func TestStreamingUsageInLastChunkWithChoicesAndToolCalls(t *testing.T) {
 	assert.Equal(t, int64(218), resp.Message.UsageMetadata.TotalTokens)
 	assert.Equal(t, int64(64), resp.Message.UsageMetadata.CacheRead())
 	assert.Equal(t, []string{"call_a", "call_b"}, resp.Message.ToolCallIDs())
-	body := f.Bodies()[0]
+	body := f.Requests()[0].Body
 	assert.Equal(t, "auto", body["tool_choice"])
 	tool := body["tools"].([]any)[0].(map[string]any)
 	assert.Equal(t, "function", tool["type"])
@@ -123,7 +123,7 @@ func TestStreamUsageFalseIsKept(t *testing.T) {
 	_, m := start(t, f, func(c *config.Model) { c.StreamUsage = &off })
 	resp, err := m.Generate(context.Background(), &model.Request{Messages: conversation[:2]})
 	require.NoError(t, err)
-	assert.NotContains(t, f.Bodies()[0], "stream_options", "explicit stream_usage: false is not overridden")
+	assert.NotContains(t, f.Requests()[0].Body, "stream_options", "explicit stream_usage: false is not overridden")
 	assert.Nil(t, resp.Message.UsageMetadata, "no usage reported means none")
 }
 
@@ -144,7 +144,7 @@ func TestNonStreaming(t *testing.T) {
 	assert.Empty(t, resp.Message.ToolCalls[1].Args, "invalid JSON arguments are not guessed")
 	assert.Len(t, resp.Message.AdditionalKwargs["invalid_tool_calls"], 1)
 	assert.Equal(t, int64(20), resp.Message.UsageMetadata.InputTokenDetails.CacheCreation)
-	body := f.Bodies()[0]
+	body := f.Requests()[0].Body
 	assert.NotContains(t, body, "stream")
 	assert.NotContains(t, body, "stream_options")
 	assert.Equal(t, 256.0, body["max_tokens"])
@@ -168,7 +168,7 @@ func TestErrorsSurfaceWithoutRetries(t *testing.T) {
 			assert.Equal(t, code == 429 || code >= 500, model.IsRetryable(err))
 			assert.NotContains(t, err.Error(), "sk-test-secret", "the key never appears in errors")
 		}
-		assert.Equal(t, 2, f.Requests(), "no SDK retries")
+		assert.Len(t, f.Requests(), 2, "no SDK retries")
 	}
 }
 

@@ -9,15 +9,20 @@ import (
 	"sync"
 )
 
-// Server answers Path with Handler (other paths get 404) and records each request's JSON
-// body and Authorization header. Safe for concurrent requests.
+// Request is what one request sent.
+type Request struct {
+	Body map[string]any // the JSON body
+	Auth string         // the Authorization header
+}
+
+// Server answers Path with Handler (other paths get 404) and records each request.
+// Safe for concurrent requests.
 type Server struct {
 	Path    string
 	Handler func(w http.ResponseWriter, body map[string]any)
 
-	mu     sync.Mutex
-	bodies []map[string]any
-	auth   []string
+	mu       sync.Mutex
+	requests []Request
 }
 
 // ServeHTTP implements http.Handler.
@@ -30,29 +35,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var body map[string]any
 	_ = json.Unmarshal(raw, &body)
 	s.mu.Lock()
-	s.bodies = append(s.bodies, body)
-	s.auth = append(s.auth, r.Header.Get("Authorization"))
+	s.requests = append(s.requests, Request{Body: body, Auth: r.Header.Get("Authorization")})
 	s.mu.Unlock()
 	s.Handler(w, body)
 }
 
-// Bodies are the JSON bodies received, in order.
-func (s *Server) Bodies() []map[string]any {
+// Requests are the requests that reached Path, in order.
+func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]map[string]any(nil), s.bodies...)
-}
-
-// Auth are the Authorization headers received, in order.
-func (s *Server) Auth() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.auth...)
-}
-
-// Requests is how many requests reached Path.
-func (s *Server) Requests() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.bodies)
+	return append([]Request(nil), s.requests...)
 }
