@@ -112,7 +112,7 @@ func TestCapturedThroughMerge(t *testing.T) {
 					merged = merged.Add(u)
 				}
 				if !genai.IsModelCallSpan(sp.Name(), attrs) {
-					return
+					continue
 				}
 				u, _ := genai.UsageFromMap(attrs)
 				switch caller := genai.StringAttr(attrs, genai.AttrCaller); genai.CallerBucket(caller) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/metrictest"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 func TestFactoryLifecycle(t *testing.T) {
@@ -154,12 +155,12 @@ func TestCapacityReleasesOldestFirstAndDropsNothing(t *testing.T) {
 	for i := uint64(0); i < 200; i++ {
 		in := withoutRoot(buildOneTask())
 		// a distinct trace id per trace
-		forEachSpan(in, func(sp ptrace.Span) {
+		for sp := range spaniter.All(in) {
 			id := sp.TraceID()
 			id[0] = byte(i)
 			id[1] = byte(i >> 8)
 			sp.SetTraceID(id)
-		})
+		}
 		total += in.SpanCount()
 		require.NoError(t, p.ConsumeTraces(context.Background(), in))
 		if i == 0 {

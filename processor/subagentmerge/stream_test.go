@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/metrictest"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/internal/storagetest"
 )
 
@@ -38,11 +39,11 @@ func realTime(td ptrace.Traces) []ptrace.Traces {
 func firstEmissions(tds []ptrace.Traces) int {
 	n := 0
 	for _, td := range tds {
-		forEachSpan(td, func(sp ptrace.Span) {
+		for sp := range spaniter.All(td) {
 			if !genai.IsReemission(sp.Attributes()) {
 				n++
 			}
-		})
+		}
 	}
 	return n
 }
@@ -99,11 +100,11 @@ func TestStreamCorrectionsAreCoalesced(t *testing.T) {
 	}
 	versions := 0
 	for _, td := range sink.AllTraces() {
-		forEachSpan(td, func(sp ptrace.Span) {
+		for sp := range spaniter.All(td) {
 			if sp.SpanID() == disp {
 				versions++
 			}
-		})
+		}
 	}
 	assert.Equal(t, 2, versions, "first emission, then the final one at completion (no window passed before)")
 	assertExactAtSink(t, sink.AllTraces(), want, "real time")
@@ -112,11 +113,11 @@ func TestStreamCorrectionsAreCoalesced(t *testing.T) {
 	// pending), once each when their caller is settled: the counter counts them all
 	reemitted := 0
 	for _, td := range sink.AllTraces() {
-		forEachSpan(td, func(sp ptrace.Span) {
+		for sp := range spaniter.All(td) {
 			if genai.IsReemission(sp.Attributes()) {
 				reemitted++
 			}
-		})
+		}
 	}
 	assert.Equal(t, int64(reemitted), counterValue(t, tel, "otelcol_processor_subagentmerge_corrections"))
 }
