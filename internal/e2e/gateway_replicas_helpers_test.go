@@ -91,6 +91,23 @@ func (rs *replicaSet) waitStatus(t *testing.T, g *gatewayProcess, thread, runID 
 	}
 }
 
+// startRunning posts input as a run of thread to the first replica and waits until the
+// run is running; it returns the run, the replica executing it and the other one.
+func (rs *replicaSet) startRunning(t *testing.T, thread, input string) (r replicaRun, exec, other *gatewayProcess) {
+	t.Helper()
+	a, b := rs.gws[0], rs.gws[1]
+	code, body := a.request(t, "POST", "/api/threads/"+thread+"/runs", rs.key, `{"input":"`+input+`"}`)
+	require.Equal(t, 202, code, string(body))
+	require.NoError(t, json.Unmarshal(body, &r))
+	rs.waitStatus(t, a, thread, r.RunID, 10*time.Second, "running")
+	exec, other = a, b
+	if rs.activeRuns(t, a) == 0 {
+		exec, other = b, a
+	}
+	require.Equal(t, 1, rs.activeRuns(t, exec))
+	return r, exec, other
+}
+
 // activeRuns reads a gateway's agentmeter_gateway_runs_active gauge: the runs that
 // process executes.
 func (rs *replicaSet) activeRuns(t *testing.T, g *gatewayProcess) int {

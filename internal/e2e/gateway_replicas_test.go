@@ -203,16 +203,7 @@ func TestGatewayReplicasBehaveAsOne(t *testing.T) {
 	})
 
 	t.Run("wait and cancel answer on the replica not executing the run", func(t *testing.T) {
-		code, body := a.request(t, "POST", "/api/threads/c/runs", rs.key, `{"input":"cancel me"}`)
-		require.Equal(t, 202, code, string(body))
-		var r replicaRun
-		require.NoError(t, json.Unmarshal(body, &r))
-		rs.waitStatus(t, a, "c", r.RunID, 10*time.Second, "running")
-		exec, other := a, b
-		if rs.activeRuns(t, a) == 0 {
-			exec, other = b, a
-		}
-		require.Equal(t, 1, rs.activeRuns(t, exec))
+		r, _, other := rs.startRunning(t, "c", "cancel me")
 		// A run queued behind it, waited for on the replica not executing the thread.
 		waited := make(chan string, 1)
 		go func() {
@@ -228,7 +219,7 @@ func TestGatewayReplicasBehaveAsOne(t *testing.T) {
 			waited <- fmt.Sprintf("%d %s", resp.StatusCode, b)
 		}()
 		time.Sleep(300 * time.Millisecond) // the queued run is admitted
-		code, body = other.request(t, "POST", "/api/threads/c/runs/"+r.RunID+"/cancel", rs.key, "")
+		code, body := other.request(t, "POST", "/api/threads/c/runs/"+r.RunID+"/cancel", rs.key, "")
 		require.Equal(t, 202, code, string(body))
 		var got replicaRun
 		require.NoError(t, json.Unmarshal(body, &got))
@@ -245,17 +236,8 @@ func TestGatewayReplicasBehaveAsOne(t *testing.T) {
 	})
 
 	t.Run("a replica killed mid-run: its run ends error within the lease, the next starts elsewhere", func(t *testing.T) {
-		code, body := a.request(t, "POST", "/api/threads/k/runs", rs.key, `{"input":"never finishes"}`)
-		require.Equal(t, 202, code, string(body))
-		var first replicaRun
-		require.NoError(t, json.Unmarshal(body, &first))
-		rs.waitStatus(t, a, "k", first.RunID, 10*time.Second, "running")
-		victim, survivor := a, b
-		if rs.activeRuns(t, a) == 0 {
-			victim, survivor = b, a
-		}
-		require.Equal(t, 1, rs.activeRuns(t, victim))
-		code, body = survivor.request(t, "POST", "/api/threads/k/runs", rs.key, `{"input":"after the crash","multitask_strategy":"enqueue"}`)
+		first, victim, survivor := rs.startRunning(t, "k", "never finishes")
+		code, body := survivor.request(t, "POST", "/api/threads/k/runs", rs.key, `{"input":"after the crash","multitask_strategy":"enqueue"}`)
 		require.Equal(t, 202, code, string(body))
 		var next replicaRun
 		require.NoError(t, json.Unmarshal(body, &next))
