@@ -17,11 +17,11 @@ import (
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/exporter/exportertest"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/vendortest"
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 	"github.com/agentmeter/agentmeter/internal/fakevendor/langfusefake"
@@ -346,17 +346,7 @@ func TestInputNotMutated(t *testing.T) {
 	srv := langfusefake.New(t)
 	exp, _ := started(t, testConfig(srv))
 	assert.False(t, exp.Capabilities().MutatesData)
-	td := traceBatch(3)
-	before := ptrace.NewTraces()
-	td.CopyTo(before)
-	td.MarkReadOnly() // a write would panic
-	require.NoError(t, exp.ConsumeTraces(context.Background(), td))
-	var m ptrace.ProtoMarshaler
-	a, err := m.MarshalTraces(before)
-	require.NoError(t, err)
-	b, err := m.MarshalTraces(td)
-	require.NoError(t, err)
-	assert.Equal(t, a, b)
+	vendortest.ConsumeReadOnly(t, exp, traceBatch(3))
 	assert.Len(t, srv.Observations(), 27)
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configoptional"
@@ -112,4 +113,20 @@ func PriceModelCalls(t testing.TB, td ptrace.Traces, model string) float64 {
 		sum += c.Total
 	}
 	return sum
+}
+
+// ConsumeReadOnly hands td to exp read-only, as a fan-out does (a write would panic), and
+// checks that the batch is byte for byte what it was.
+func ConsumeReadOnly(t *testing.T, exp exporter.Traces, td ptrace.Traces) {
+	t.Helper()
+	before := ptrace.NewTraces()
+	td.CopyTo(before)
+	td.MarkReadOnly()
+	require.NoError(t, exp.ConsumeTraces(context.Background(), td))
+	var m ptrace.ProtoMarshaler
+	want, err := m.MarshalTraces(before)
+	require.NoError(t, err)
+	got, err := m.MarshalTraces(td)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
 }
