@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configoptional"
@@ -128,5 +127,5 @@ func ConsumeReadOnly(t *testing.T, exp exporter.Traces, td ptrace.Traces) {
 	require.NoError(t, err)
 	got, err := m.MarshalTraces(td)
 	require.NoError(t, err)
-	assert.Equal(t, want, got)
+	require.Equal(t, want, got, "the batch changed")
 }
