@@ -122,10 +122,17 @@ func ConsumeReadOnly(t *testing.T, exp exporter.Traces, td ptrace.Traces) {
 	td.CopyTo(before)
 	td.MarkReadOnly()
 	require.NoError(t, exp.ConsumeTraces(context.Background(), td))
+	SameBytes(t, before, td)
+}
+
+// SameBytes fails unless got encodes (OTLP protobuf) to exactly the bytes want does:
+// the same spans, attributes and order.
+func SameBytes(t *testing.T, want, got ptrace.Traces) {
+	t.Helper()
 	var m ptrace.ProtoMarshaler
-	want, err := m.MarshalTraces(before)
+	w, err := m.MarshalTraces(want)
 	require.NoError(t, err)
-	got, err := m.MarshalTraces(td)
+	g, err := m.MarshalTraces(got)
 	require.NoError(t, err)
-	require.Equal(t, want, got, "the batch changed")
+	require.Equal(t, w, g, "the batches differ")
 }
