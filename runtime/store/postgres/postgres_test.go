@@ -136,7 +136,7 @@ func TestBadDSNDoesNotLeakPassword(t *testing.T) {
 	}
 }
 
-func openBench(b *testing.B) *sqlstore.Store {
+func openBench(b *testing.B) store.RunStore {
 	srv := storetest.RequirePostgres(b, server, serverErr)
 	s, err := postgres.Open(context.Background(), srv.NewDatabase(b))
 	if err != nil {
@@ -146,8 +146,4 @@ func openBench(b *testing.B) *sqlstore.Store {
 	return s
 }
 
-func BenchmarkRunLifecycle(b *testing.B) { storetest.BenchRunLifecycle(b, openBench(b)) }
-
-func BenchmarkAggregate100Runs(b *testing.B) { storetest.BenchAggregate(b, openBench(b), 100) }
-
-func BenchmarkThreadState10Turns(b *testing.B) { storetest.BenchThreadState(b, openBench(b), 10) }
+func BenchmarkStore(b *testing.B) { storetest.Bench(b, openBench) }

@@ -98,7 +98,7 @@ func TestOpenRequiresPath(t *testing.T) {
 	}
 }
 
-func openBench(b *testing.B) *sqlstore.Store {
+func openBench(b *testing.B) store.RunStore {
 	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
 	if err != nil {
 		b.Fatal(err)
@@ -107,11 +107,7 @@ func openBench(b *testing.B) *sqlstore.Store {
 	return s
 }
 
-func BenchmarkRunLifecycle(b *testing.B) { storetest.BenchRunLifecycle(b, openBench(b)) }
-
-func BenchmarkAggregate100Runs(b *testing.B) { storetest.BenchAggregate(b, openBench(b), 100) }
-
-func BenchmarkThreadState10Turns(b *testing.B) { storetest.BenchThreadState(b, openBench(b), 10) }
+func BenchmarkStore(b *testing.B) { storetest.Bench(b, openBench) }
 
 // migratedTo opens path with only the first n migrations applied (a database an earlier
 // binary wrote).
