@@ -18,6 +18,11 @@ import (
 // consume is ConsumeTraces; restoreSeq >= 0 says td is that stored chunk, read back at
 // start (it is buffered again under its own sequence number, not written again).
 func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSeq int64) error {
+	if restoreSeq < 0 {
+		if err := p.refuseWhileFull(ctx); err != nil {
+			return err
+		}
+	}
 	sc := p.pool.Get().(*scratch)
 	defer p.putScratch(sc)
 	if restoreSeq >= 0 {
@@ -29,13 +34,13 @@ func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSe
 	err := p.process(ctx, td, sc, &c)
 	p.tel.record(ctx, &c)
 	if td.ResourceSpans().Len() > 0 {
-		if nerr := p.next.ConsumeTraces(ctx, td); nerr != nil {
-			p.keepOnDisk(sc.dels)
-			if sc.restoring {
-				p.keepOnDisk([]uint64{sc.restoreAt})
-			}
-			return errors.Join(err, nerr)
+		// the stored chunks td's released traces came from go with it (sc is reused)
+		seqs := append([]uint64(nil), sc.dels...)
+		if sc.restoring {
+			p.store.ref(sc.restoreAt) // held by td until it is delivered
+			seqs = append(seqs, sc.restoreAt)
 		}
+		return errors.Join(err, p.passOn(ctx, td, seqs, !sc.restoring))
 	}
 	var drop []uint64
 	if sc.restoring && !sc.adopted {

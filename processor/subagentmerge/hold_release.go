@@ -83,11 +83,8 @@ func (p *subagentMerge) sendReleased(ctx context.Context, bufs []held, c *counts
 	for _, b := range bufs {
 		seqs = append(seqs, b.seqs...)
 	}
-	if err := p.next.ConsumeTraces(ctx, out); err != nil {
+	if err := p.passOn(ctx, out, seqs, false); err != nil {
 		errs = append(errs, fmt.Errorf("subagentmerge: passing on %d traces released (%s): %w", len(bufs), what, err))
-		p.keepOnDisk(seqs)
-	} else {
-		p.forgetOnDisk(ctx, seqs)
 	}
 	return errors.Join(errs...)
 }
@@ -163,12 +160,5 @@ func (p *subagentMerge) forgetOnDisk(ctx context.Context, seqs []uint64, drop ..
 	if err := p.store.forget(ctx, seqs, drop...); err != nil {
 		// they are sent again after a restart: duplicates, which the vendors upsert
 		p.logger.Warn("storage: deleting the chunks of passed-on traces failed", zap.Error(err))
-	}
-}
-
-// keepOnDisk keeps the stored chunks of traces the next consumer refused, for the next start.
-func (p *subagentMerge) keepOnDisk(seqs []uint64) {
-	if p.store != nil && len(seqs) > 0 {
-		p.store.keep(seqs)
 	}
 }

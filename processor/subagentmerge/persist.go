@@ -65,14 +65,11 @@ type persister struct {
 	refs  map[uint64]int
 	// unwritten are chunks a write failed to store, retried with the next write
 	unwritten map[uint64][]byte
-	// kept are chunks of released traces the next consumer refused: they stay on disk
-	// (the next start sends them again) and hold "low" back.
-	kept map[uint64]struct{}
 }
 
 // newPersister reads the bounds of the chunks stored under prefix.
 func newPersister(ctx context.Context, client storage.Client, prefix string) (*persister, error) {
-	p := &persister{client: client, prefix: prefix, kept: map[uint64]struct{}{}, refs: map[uint64]int{}, unwritten: map[uint64][]byte{}}
+	p := &persister{client: client, prefix: prefix, refs: map[uint64]int{}, unwritten: map[uint64][]byte{}}
 	var err error
 	if p.low, err = p.getUint(ctx, p.prefix+keyLow); err == nil {
 		p.high, err = p.getUint(ctx, p.prefix+keyHigh)
@@ -167,26 +164,14 @@ func (p *persister) forget(ctx context.Context, seqs []uint64, drop ...uint64) e
 	return p.client.Batch(ctx, ops...)
 }
 
-// keep remembers chunks of released traces the next consumer refused.
-func (p *persister) keep(seqs []uint64) {
-	p.mu.Lock()
-	for _, s := range seqs {
-		p.kept[s] = struct{}{}
-	}
-	p.mu.Unlock()
-}
-
-// advanceLow writes "low" = the lowest live sequence number (minLive, or "high" when
-// nothing is live), never below a kept chunk.
+// advanceLow writes "low" = the lowest live sequence number (minLive: of the buffered
+// traces and the unsent queue; "high" when nothing is live).
 func (p *persister) advanceLow(ctx context.Context, minLive uint64, anyLive bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	low := p.high
 	if anyLive {
 		low = min(low, minLive)
-	}
-	for s := range p.kept {
-		low = min(low, s)
 	}
 	if low <= p.low {
 		return nil
@@ -247,6 +232,9 @@ func (m *subagentMerge) minLiveSeq() (uint64, bool) {
 			}
 		}
 		s.mu.Unlock()
+	}
+	if u, ok := m.unsent.lowestSeq(); ok && (!any || u < lowest) {
+		lowest, any = u, true
 	}
 	return lowest, any
 }

@@ -84,8 +84,9 @@ func TestStorageFailureRefusesRetryably(t *testing.T) {
 	assert.Equal(t, n+buildParallel().SpanCount()-1, sink.SpanCount(), "nothing accepted in memory is lost")
 }
 
-// When the next consumer refuses a released trace, its chunks stay on disk for the next
-// start, and the low mark does not pass them.
+// When the next consumer refuses a released trace, it waits in the unsent queue with its
+// chunks on disk (the request that completed it is written too): a crash before it is
+// delivered leaves it for the next start, and the low mark does not pass it.
 func TestStorageKeepsRefusedTraces(t *testing.T) {
 	st := storagetest.New()
 	cfg := defaultTestConfig()
@@ -95,13 +96,17 @@ func TestStorageKeepsRefusedTraces(t *testing.T) {
 	require.NoError(t, p.Start(context.Background(), st.Host(storageID)))
 	full := buildOneTask()
 	require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(full)))
-	require.Error(t, p.ConsumeTraces(context.Background(), only(full, isLocalRoot)))
-	assert.Positive(t, st.Count("chunk/"), "kept for the next start")
+	require.NoError(t, p.ConsumeTraces(context.Background(), only(full, isLocalRoot)), "in the processor's keeping")
+	assert.Equal(t, int64(full.SpanCount()), p.unsent.spans.Load())
+	assert.Positive(t, st.Count("chunk/"), "on disk until delivered")
+	lowest, any := p.minLiveSeq()
+	assert.True(t, any, "the unsent queue holds the low mark back")
+	assert.Zero(t, lowest)
 	kill(p)
 
 	p2, sink2 := startWithStorage(t, st, defaultTestConfig())
 	require.NoError(t, p2.Shutdown(context.Background()))
-	assert.Equal(t, full.SpanCount()-1, sink2.SpanCount(), "the next start sends them")
+	assert.Equal(t, full.SpanCount(), sink2.SpanCount(), "the next start sends every span, once")
 	assert.Zero(t, st.Count("chunk/"))
 }
 

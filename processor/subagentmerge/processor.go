@@ -81,11 +81,12 @@ type subagentMerge struct {
 	logger *zap.Logger
 	tel    *telemetry
 
-	wait, window   int64 // nanoseconds
-	settle         int64 // nanoseconds
-	afterRoot      int64 // nanoseconds; release_after_root, 0 off
-	compactAfter   int64 // nanoseconds
-	maxTombstones  int   // per shard
+	wait, window   int64  // nanoseconds
+	settle         int64  // nanoseconds
+	afterRoot      int64  // nanoseconds; release_after_root, 0 off
+	unsent         unsent // hold mode: what the next consumer refused (hold_unsent.go)
+	compactAfter   int64  // nanoseconds
+	maxTombstones  int    // per shard
 	shards         [numShards]shard
 	nTraces        atomic.Int64
 	nSpans         atomic.Int64
@@ -131,6 +132,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		maxLedgerBytes: int64(cfg.LedgerLimitMiB) << 20,
 		stream:         cfg.Mode == ModeStream,
 		now:            func() int64 { return time.Now().UnixNano() },
+		unsent:         unsent{max: maxUnsentBytes},
 		stop:           make(chan struct{}),
 		done:           make(chan struct{}),
 	}
@@ -145,7 +147,8 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 	p.pool.New = func() any { return &scratch{byTrace: map[pcommon.TraceID]int32{}} }
 	tel, err := newTelemetry(set.ID, set.TelemetrySettings,
 		func() (int64, int64) { return p.nTraces.Load(), p.nSpans.Load() },
-		func() (int64, int64) { return p.nLedgers.Load(), p.ledgerBytes.Load() })
+		func() (int64, int64) { return p.nLedgers.Load(), p.ledgerBytes.Load() },
+		p.unsent.spans.Load)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +198,7 @@ func (p *subagentMerge) Shutdown(ctx context.Context) error {
 		if p.stream {
 			err = p.flushAll(ctx)
 		} else {
-			err = p.releaseAll(ctx)
+			err = errors.Join(p.releaseAll(ctx), p.unsentAtShutdown(ctx))
 		}
 		err = errors.Join(err, p.tel.shutdown())
 		if p.store != nil {
@@ -220,8 +223,11 @@ func (p *subagentMerge) sweepLoop(every time.Duration) {
 				if err := p.sweepStream(context.Background(), now); err != nil {
 					p.logger.Error("re-emitting corrected spans or ending idle ledgers failed", zap.Error(err))
 				}
-			} else if err := p.releaseDue(context.Background(), now); err != nil {
-				p.logger.Error("releasing idle or settled traces failed", zap.Error(err))
+			} else {
+				p.drainUnsent(context.Background(), now)
+				if err := p.releaseDue(context.Background(), now); err != nil {
+					p.logger.Error("releasing idle or settled traces failed", zap.Error(err))
+				}
 			}
 			if p.compactAfter > 0 && p.store == nil && !p.stream {
 				p.compact(now - p.compactAfter)

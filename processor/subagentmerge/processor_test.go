@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -201,9 +202,10 @@ func TestSpansWithoutTraceIDPassThrough(t *testing.T) {
 	assert.Equal(t, 1, sink.SpanCount())
 }
 
-func TestNextConsumerErrorIsReturned(t *testing.T) {
+// A permanent refusal can never be delivered: it goes back to the caller.
+func TestNextConsumerPermanentErrorIsReturned(t *testing.T) {
 	set := processortest.NewNopSettings(Type)
-	boom := errors.New("downstream full")
+	boom := consumererror.NewPermanent(errors.New("malformed"))
 	p, err := newProcessor(set, defaultTestConfig(), consumertest.NewErr(boom))
 	require.NoError(t, err)
 	require.NoError(t, p.Start(context.Background(), componenttest.NewNopHost()))

@@ -36,7 +36,7 @@ type telemetry struct {
 	idAttr      metric.MeasurementOption
 }
 
-func newTelemetry(id component.ID, set component.TelemetrySettings, buffered func() (traces, spans int64), ledgers func() (traces, bytes int64)) (*telemetry, error) {
+func newTelemetry(id component.ID, set component.TelemetrySettings, buffered func() (traces, spans int64), ledgers func() (traces, bytes int64), unsent func() int64) (*telemetry, error) {
 	tb, err := metadata.NewTelemetryBuilder(set)
 	if err != nil {
 		return nil, fmt.Errorf("subagentmerge: create metrics: %w", err)
@@ -71,6 +71,12 @@ func newTelemetry(id component.ID, set component.TelemetrySettings, buffered fun
 		err = tb.RegisterProcessorSubagentmergeLedgerBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
 			_, b := ledgers()
 			o.Observe(b, t.idAttr)
+			return nil
+		})
+	}
+	if err == nil {
+		err = tb.RegisterProcessorSubagentmergeUnsentSpansCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(unsent(), t.idAttr)
 			return nil
 		})
 	}

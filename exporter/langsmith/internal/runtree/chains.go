@@ -20,6 +20,28 @@ type chainEntry struct {
 	orphan      string
 }
 
+// cachedRun is a mapped run as the cache keeps it: the run its chain goes on from and
+// its own segment's timestamp. Its id, its trace_id and its dotted_order follow from
+// those and are rebuilt on a lookup, so a chain is not kept as a string once per run
+// (a deep chain's dotted_order is hundreds of bytes; this is 24).
+type cachedRun struct {
+	up       pcommon.SpanID // the run above it; zero: its chain starts here
+	seg      int64
+	traceRun bool  // its run id is the trace UUID (the true root)
+	orphan   uint8 // index into orphanReasons
+}
+
+var orphanReasons = [...]string{"", OrphanRerooted, OrphanAttachedToRoot}
+
+func orphanCode(reason string) uint8 {
+	for i, r := range orphanReasons {
+		if r == reason {
+			return uint8(i)
+		}
+	}
+	return 0
+}
+
 // traceChains remembers the runs of one trace that were already mapped, so spans that
 // arrive in a later batch than their parent still get the full ancestor chain.
 type traceChains struct {
@@ -28,11 +50,63 @@ type traceChains struct {
 	trueRoot    pcommon.SpanID
 	trueRootSet bool
 	// root is where orphans are attached: the true root, or else the first re-rooted
-	// orphan (see Mapper).
-	root    chainEntry
-	rootSet bool
-	spans   map[pcommon.SpanID]chainEntry
-	elem    *list.Element
+	// orphan (see Mapper); rootSpan is its span.
+	root     chainEntry
+	rootSpan pcommon.SpanID
+	rootSet  bool
+	spans    map[pcommon.SpanID]cachedRun
+	elem     *list.Element
+}
+
+// lookup rebuilds the chain entry of a remembered span; buf is scratch for the
+// dotted_order.
+func (tc *traceChains) lookup(span pcommon.SpanID, buf []byte) (chainEntry, []byte, bool) {
+	r, ok := tc.spans[span]
+	if !ok {
+		return chainEntry{}, buf, false
+	}
+	// the chain from span up to where it starts, bounded by the runs remembered (a
+	// cycle cannot be built by put, but the walk does not rely on it)
+	var path [16]pcommon.SpanID
+	chain := append(path[:0], span)
+	for at := r; !at.up.IsEmpty() && len(chain) <= len(tc.spans); {
+		next, ok := tc.spans[at.up]
+		if !ok {
+			break // cannot happen: a trace's runs are evicted together
+		}
+		chain = append(chain, at.up)
+		at = next
+	}
+	traceUUID := ""
+	runIDOf := func(id pcommon.SpanID, c cachedRun) string {
+		if c.traceRun {
+			if traceUUID == "" {
+				traceUUID = TraceUUID(tc.traceID)
+			}
+			return traceUUID
+		}
+		return SpanUUID(id)
+	}
+	buf = buf[:0]
+	var e chainEntry
+	for i := len(chain) - 1; i >= 0; i-- {
+		c := tc.spans[chain[i]]
+		id := runIDOf(chain[i], c)
+		if i == len(chain)-1 {
+			e.traceRunID = id
+		} else {
+			buf = append(buf, '.')
+		}
+		buf = AppendSegment(buf, c.seg, id)
+		if i == 1 {
+			e.parentRunID = id
+		}
+		if i == 0 {
+			e.runID, e.segMicros, e.orphan = id, c.seg, orphanReasons[c.orphan]
+		}
+	}
+	e.dotted = string(buf)
+	return e, buf, true
 }
 
 // chainCache is an LRU of traceChains bounded by the total number of remembered spans.
@@ -54,13 +128,13 @@ func (c *chainCache) get(id pcommon.TraceID) *traceChains {
 		c.lru.MoveToFront(tc.elem)
 		return tc
 	}
-	tc := &traceChains{traceID: id, spans: map[pcommon.SpanID]chainEntry{}}
+	tc := &traceChains{traceID: id, spans: map[pcommon.SpanID]cachedRun{}}
 	tc.elem = c.lru.PushFront(tc)
 	c.traces[id] = tc
 	return tc
 }
 
-func (c *chainCache) put(tc *traceChains, span pcommon.SpanID, e chainEntry) {
+func (c *chainCache) put(tc *traceChains, span pcommon.SpanID, e cachedRun) {
 	if _, had := tc.spans[span]; !had {
 		c.spans++
 	}

@@ -160,7 +160,8 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 
 		// a span mapped before keeps its run's place: LangSmith holds the run there, and
 		// a patch that named another trace_id or dotted_order would move it
-		if e, ok := tc.spans[s.spanID]; ok {
+		if e, buf, ok := tc.lookup(s.spanID, m.scratch); ok {
+			m.scratch = buf
 			s.entry, s.parentRunID, s.orphan = e, e.parentRunID, e.orphan
 			return
 		}
@@ -169,19 +170,21 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 			tc.trueRoot, tc.trueRootSet = s.spanID, true
 			s.entry = chainEntry{runID: traceUUID, traceRunID: traceUUID, segMicros: s.start,
 				dotted: string(AppendSegment(nil, s.start, traceUUID))}
-			tc.root, tc.rootSet = s.entry, true
-			m.cache.put(tc, s.spanID, s.entry)
+			tc.root, tc.rootSpan, tc.rootSet = s.entry, s.spanID, true
+			m.cache.put(tc, s.spanID, cachedRun{seg: s.start, traceRun: true})
 			return
 		}
 		runID := SpanUUID(s.spanID)
 		var parent chainEntry
+		var up pcommon.SpanID // the span of the run it hangs under
 		found := false
 		if !s.parent.IsEmpty() {
 			if pi, ok := local[s.parent]; ok && !infos[pi].visiting {
 				resolve(pi)
-				parent, found = infos[pi].entry, true
-			} else if e, ok := tc.spans[s.parent]; ok {
-				parent, found = e, true
+				parent, up, found = infos[pi].entry, s.parent, true
+			} else if e, buf, ok := tc.lookup(s.parent, m.scratch); ok {
+				m.scratch = buf
+				parent, up, found = e, s.parent, true
 			}
 		}
 		if !found {
@@ -189,11 +192,11 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 				s.orphan = OrphanRerooted
 				s.entry = chainEntry{runID: runID, traceRunID: runID, segMicros: s.start,
 					dotted: string(AppendSegment(nil, s.start, runID)), orphan: OrphanRerooted}
-				tc.root, tc.rootSet = s.entry, true
-				m.cache.put(tc, s.spanID, s.entry)
+				tc.root, tc.rootSpan, tc.rootSet = s.entry, s.spanID, true
+				m.cache.put(tc, s.spanID, cachedRun{seg: s.start, orphan: orphanCode(OrphanRerooted)})
 				return
 			}
-			parent, s.orphan = tc.root, OrphanAttachedToRoot
+			parent, up, s.orphan = tc.root, tc.rootSpan, OrphanAttachedToRoot
 		}
 		seg := max(s.start, parent.segMicros)
 		buf := append(m.scratch[:0], parent.dotted...)
@@ -203,7 +206,7 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 		s.entry = chainEntry{runID: runID, traceRunID: parent.traceRunID, dotted: string(buf), segMicros: seg,
 			parentRunID: parent.runID, orphan: s.orphan}
 		s.parentRunID = parent.runID
-		m.cache.put(tc, s.spanID, s.entry)
+		m.cache.put(tc, s.spanID, cachedRun{up: up, seg: seg, orphan: orphanCode(s.orphan)})
 	}
 	for _, i := range idxs {
 		resolve(i)

@@ -166,6 +166,13 @@ func TestChainsAcrossBatches(t *testing.T) {
 		assert.NotContains(t, meta(t, runs[0]), "orphan")
 	}
 	assert.Equal(t, n, m.CachedSpans())
+
+	// every span again (re-emissions, patched onto the runs), children first: each is
+	// rebuilt from the cache where its run already is
+	again, _ := m.Map(rev)
+	for _, r := range again {
+		assert.Equal(t, want[r.Head.ID], r.Head)
+	}
 }
 
 func singleSpan(td ptrace.Traces, i int) ptrace.Traces {

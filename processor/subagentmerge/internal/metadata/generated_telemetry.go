@@ -38,6 +38,7 @@ type TelemetryBuilder struct {
 	ProcessorSubagentmergeSpansMerged       metric.Int64Counter
 	ProcessorSubagentmergeTracesBuffered    metric.Int64ObservableGauge
 	ProcessorSubagentmergeTracesReleased    metric.Int64Counter
+	ProcessorSubagentmergeUnsentSpans       metric.Int64ObservableGauge
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -102,6 +103,21 @@ func (builder *TelemetryBuilder) RegisterProcessorSubagentmergeTracesBufferedCal
 		cb(ctx, &observerInt64{inst: builder.ProcessorSubagentmergeTracesBuffered, obs: o})
 		return nil
 	}, builder.ProcessorSubagentmergeTracesBuffered)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorSubagentmergeUnsentSpansCallback sets callback for observable ProcessorSubagentmergeUnsentSpans metric.
+func (builder *TelemetryBuilder) RegisterProcessorSubagentmergeUnsentSpansCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorSubagentmergeUnsentSpans, obs: o})
+		return nil
+	}, builder.ProcessorSubagentmergeUnsentSpans)
 	if err != nil {
 		return err
 	}
@@ -197,6 +213,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_subagentmerge_traces_released",
 		metric.WithDescription("Traces released, by reason (complete, settled, idle, capacity, shutdown); in stream mode, ledgers ended (idle, capacity). [Development]"),
 		metric.WithUnit("{trace}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorSubagentmergeUnsentSpans, err = builder.meter.Int64ObservableGauge(
+		"otelcol_processor_subagentmerge_unsent_spans",
+		metric.WithDescription("Spans the next consumer refused after they left the buffer (hold mode), waiting to be sent again in order; past 32 MiB of them new spans are refused (retryable). [Development]"),
+		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

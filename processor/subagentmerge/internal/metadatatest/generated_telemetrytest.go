@@ -172,3 +172,17 @@ func AssertEqualProcessorSubagentmergeTracesReleased(t *testing.T, tt *component
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
+
+func AssertEqualProcessorSubagentmergeUnsentSpans(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_subagentmerge_unsent_spans",
+		Description: "Spans the next consumer refused after they left the buffer (hold mode), waiting to be sent again in order; past 32 MiB of them new spans are refused (retryable). [Development]",
+		Unit:        "{span}",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_subagentmerge_unsent_spans")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}

@@ -36,6 +36,10 @@ func TestSetupTelemetry(t *testing.T) {
 		observer.Observe(1)
 		return nil
 	}))
+	require.NoError(t, tb.RegisterProcessorSubagentmergeUnsentSpansCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
 	tb.ProcessorSubagentmergeCorrections.Add(context.Background(), 1)
 	tb.ProcessorSubagentmergeDuplicatesDropped.Add(context.Background(), 1)
 	tb.ProcessorSubagentmergeLateSpans.Add(context.Background(), 1)
@@ -70,6 +74,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorSubagentmergeTracesReleased(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorSubagentmergeUnsentSpans(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 

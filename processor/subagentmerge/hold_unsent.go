@@ -1,0 +1,212 @@
+package subagentmerge
+
+// Hold mode: what the next consumer refuses after it has left the buffer.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+)
+
+// maxUnsentBytes bounds what waits in the unsent queue, held encoded (protobuf). Past it
+// the processor refuses new spans at once, retryably, until the queue drains: an outage
+// downstream pushes back on the senders instead of growing the heap.
+const maxUnsentBytes = 32 << 20
+
+// Retries of the unsent queue's head back off from minUnsentBackoff to maxUnsentBackoff.
+const (
+	minUnsentBackoff = 100 * time.Millisecond
+	maxUnsentBackoff = 5 * time.Second
+)
+
+// unsentBatch is one refused batch: released traces (merged), their late spans and
+// corrections, and the spans passed on with them. seqs are the stored chunks it came
+// from (and the one it was written to, when it held spans not on disk yet); they stay
+// on disk until the batch is delivered, so a restart sends it again.
+type unsentBatch struct {
+	enc   []byte // ptrace.ProtoMarshaler's encoding, decoded for each attempt
+	seqs  []uint64
+	spans int
+}
+
+// unsent is the queue of refused batches, sent again in order by the sweeper and ahead
+// of anything released later. A released trace was acknowledged when it was buffered,
+// and its spans are no longer in the buffer: handing the refusal back to the sender
+// would lose them (a retry of the same request finds its trace released and drops its
+// spans as duplicates).
+type unsent struct {
+	mu      sync.Mutex // guards items
+	items   []unsentBatch
+	sending sync.Mutex // held by the one goroutine sending the head
+	n       atomic.Int64
+	spans   atomic.Int64
+	bytes   atomic.Int64
+	retryAt atomic.Int64 // unix nanos before which the head is not sent again
+	backoff time.Duration
+	max     int64 // maxUnsentBytes; tests lower it
+	errMu   sync.Mutex
+	lastErr error // the last refusal, for the shutdown report
+}
+
+func (u *unsent) refused(err error) {
+	u.errMu.Lock()
+	u.lastErr = err
+	u.errMu.Unlock()
+}
+
+func (u *unsent) push(b unsentBatch) {
+	u.mu.Lock()
+	u.items = append(u.items, b)
+	u.mu.Unlock()
+	u.n.Add(1)
+	u.spans.Add(int64(b.spans))
+	u.bytes.Add(int64(len(b.enc)))
+}
+
+// lowestSeq is the lowest stored chunk a queued batch holds, which the buffer's low
+// mark must not pass.
+func (u *unsent) lowestSeq() (uint64, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	lowest, any := uint64(0), false
+	for _, b := range u.items {
+		for _, s := range b.seqs {
+			if !any || s < lowest {
+				lowest, any = s, true
+			}
+		}
+	}
+	return lowest, any
+}
+
+// passOn hands td to the next consumer. When the consumer refuses it, or batches it
+// refused earlier still wait, td joins the unsent queue (with storage, on disk first
+// when it holds spans not stored yet: unstored) and passOn reports success: the spans
+// are in this processor's keeping. It reports an error for a permanent refusal, or when
+// writing td failed (it is kept in memory and written with the next write; the sender's
+// retry is a duplicate).
+func (p *subagentMerge) passOn(ctx context.Context, td ptrace.Traces, seqs []uint64, unstored bool) error {
+	if p.unsent.n.Load() > 0 {
+		p.drainUnsent(ctx, p.now())
+	}
+	if p.unsent.n.Load() == 0 {
+		err := p.next.ConsumeTraces(ctx, td)
+		if err == nil {
+			p.forgetOnDisk(ctx, seqs)
+			return nil
+		}
+		if consumererror.IsPermanent(err) {
+			// it can never be delivered: sending it again would block every later batch
+			p.forgetOnDisk(ctx, seqs)
+			return err
+		}
+		p.logger.Warn("the next consumer refused released traces; they wait in the unsent queue",
+			zap.Int("spans", td.SpanCount()), zap.Error(err))
+		p.unsent.refused(err)
+	}
+	enc, err := p.marshaler.MarshalTraces(td)
+	if err != nil {
+		// only pdata this process built: a bug, not bad input
+		p.forgetOnDisk(ctx, seqs)
+		return fmt.Errorf("subagentmerge: encoding refused spans: %w", err)
+	}
+	b := unsentBatch{enc: enc, seqs: seqs, spans: td.SpanCount()}
+	if unstored && p.store != nil {
+		// a failed write is retried with the next one (persister.write), so the chunk
+		// is the batch's either way
+		seq := p.store.next.Add(1) - 1
+		p.store.ref(seq)
+		b.seqs = append(b.seqs, seq)
+		if werr := p.store.write(ctx, seq, enc); werr != nil {
+			err = fmt.Errorf("subagentmerge: storing refused spans: %w", werr)
+		}
+	}
+	p.unsent.push(b)
+	if p.unsent.retryAt.Load() == 0 {
+		p.unsent.retryAt.Store(p.now() + int64(minUnsentBackoff))
+	}
+	return err
+}
+
+// drainUnsent sends the queue's batches in order until one is refused, then backs off.
+// One goroutine sends at a time; the others go on at once.
+func (p *subagentMerge) drainUnsent(ctx context.Context, now int64) {
+	u := &p.unsent
+	if u.n.Load() == 0 || now < u.retryAt.Load() || !u.sending.TryLock() {
+		return
+	}
+	defer u.sending.Unlock()
+	for {
+		u.mu.Lock()
+		if len(u.items) == 0 {
+			u.mu.Unlock()
+			u.backoff = 0
+			u.retryAt.Store(0)
+			return
+		}
+		b := u.items[0]
+		u.mu.Unlock()
+		td, err := p.unmarshaler.UnmarshalTraces(b.enc)
+		if err == nil {
+			err = p.next.ConsumeTraces(ctx, td)
+		} else {
+			err = consumererror.NewPermanent(fmt.Errorf("decoding: %w", err))
+		}
+		if err != nil && !consumererror.IsPermanent(err) {
+			u.refused(err)
+			u.backoff = min(max(2*u.backoff, minUnsentBackoff), maxUnsentBackoff)
+			u.retryAt.Store(p.now() + int64(u.backoff))
+			return
+		}
+		if err != nil {
+			p.logger.Error("the next consumer refused unsent spans for good; dropped",
+				zap.Int("spans", b.spans), zap.Error(err))
+		}
+		u.mu.Lock()
+		u.items[0] = unsentBatch{}
+		u.items = u.items[1:]
+		u.mu.Unlock()
+		u.n.Add(-1)
+		u.spans.Add(-int64(b.spans))
+		u.bytes.Add(-int64(len(b.enc)))
+		p.forgetOnDisk(ctx, b.seqs)
+	}
+}
+
+// refuseWhileFull answers a new request at once, retryably, while the unsent queue is
+// over its bound (after trying its head once more).
+func (p *subagentMerge) refuseWhileFull(ctx context.Context) error {
+	if p.unsent.bytes.Load() <= p.unsent.max {
+		return nil
+	}
+	p.drainUnsent(ctx, p.now())
+	if b := p.unsent.bytes.Load(); b > p.unsent.max {
+		return fmt.Errorf("subagentmerge: %d spans (%d MiB) the next consumer refused wait to be sent again; refusing new spans until they go (retryable)",
+			p.unsent.spans.Load(), b>>20)
+	}
+	return nil
+}
+
+// unsentAtShutdown sends what it can of the queue once more; the rest stays on disk
+// for the next start (with storage) or is lost, said in the log.
+func (p *subagentMerge) unsentAtShutdown(ctx context.Context) error {
+	p.unsent.retryAt.Store(0)
+	p.drainUnsent(ctx, p.now())
+	n := p.unsent.spans.Load()
+	if n == 0 {
+		return nil
+	}
+	if p.store != nil {
+		p.logger.Warn("spans the next consumer refused stay on disk; the next start sends them", zap.Int64("spans", n))
+		return nil
+	}
+	p.unsent.errMu.Lock()
+	defer p.unsent.errMu.Unlock()
+	return fmt.Errorf("subagentmerge: %d spans the next consumer refused are lost at shutdown (no storage): %w", n, p.unsent.lastErr)
+}

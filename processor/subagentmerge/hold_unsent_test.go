@@ -1,0 +1,130 @@
+package subagentmerge
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
+)
+
+// flakyNext refuses (retryably) while down is set, like an exporter whose queue is full
+// during a vendor outage; what it accepts goes to sink.
+type flakyNext struct {
+	down    atomic.Bool
+	refused atomic.Int64
+	mu      sync.Mutex
+	sink    consumertest.TracesSink
+}
+
+func (f *flakyNext) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	if f.down.Load() {
+		f.refused.Add(1)
+		return errors.New("sending queue is full")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sink.ConsumeTraces(ctx, td)
+}
+
+func startFlaky(t *testing.T, cfg *Config) (*subagentMerge, *flakyNext) {
+	t.Helper()
+	f := &flakyNext{}
+	next, err := consumer.NewTraces(f.ConsumeTraces)
+	require.NoError(t, err)
+	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, next)
+	require.NoError(t, err)
+	require.NoError(t, p.Start(context.Background(), componenttest.NewNopHost()))
+	return p, f
+}
+
+func (f *flakyNext) spans() map[pcommon.SpanID]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	got := map[pcommon.SpanID]int{}
+	for _, td := range f.sink.AllTraces() {
+		forEachSpan(td, func(sp ptrace.Span) { got[sp.SpanID()]++ })
+	}
+	return got
+}
+
+// A trace released while the next consumer refuses, in the request that completes it
+// or by the sweeper, is kept and sent again once the consumer takes spans again: every
+// span arrives, once, and the request that completed it was answered with success (a
+// sender's retry of it would find its spans released and drop them as duplicates).
+func TestRefusedReleasesAreSentAgain(t *testing.T) {
+	cfg := defaultTestConfig()
+	cfg.SettleTime = 10 * time.Millisecond
+	p, f := startFlaky(t, cfg)
+	f.down.Store(true)
+
+	complete := buildOneTask() // released in the request that completes it
+	want := spanIDSet(complete)
+	require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(complete)))
+	require.NoError(t, p.ConsumeTraces(context.Background(), only(complete, isLocalRoot)))
+	b := newTraceBuilder(300) // settles: released by the sweeper
+	b.chat(b.agent(pcommon.SpanID{}, "lead_agent").SpanID(), usage(1, 1))
+	for id := range spanIDSet(b.td) {
+		want[id] = true
+	}
+	require.NoError(t, p.ConsumeTraces(context.Background(), b.td))
+	require.Eventually(t, func() bool { return p.unsent.spans.Load() == int64(len(want)) }, 5*time.Second, 2*time.Millisecond)
+	assert.Positive(t, f.refused.Load())
+	assert.Empty(t, f.spans())
+
+	f.down.Store(false)
+	require.Eventually(t, func() bool { return len(f.spans()) == len(want) }, 10*time.Second, 5*time.Millisecond)
+	assert.Zero(t, p.unsent.n.Load())
+	for id, n := range f.spans() {
+		assert.True(t, want[id])
+		assert.Equal(t, 1, n, "span %s once", id)
+	}
+	// a sender retrying the completing request finds its spans released: dropped
+	require.NoError(t, p.ConsumeTraces(context.Background(), only(complete, isLocalRoot)))
+	require.NoError(t, p.Shutdown(context.Background()))
+	assert.Len(t, f.spans(), len(want))
+}
+
+// Past its bound the unsent queue refuses new requests at once and retryably; once the
+// next consumer takes spans again, what was accepted arrives and new requests go on.
+func TestUnsentQueueRefusesWhenFull(t *testing.T) {
+	p, f := startFlaky(t, defaultTestConfig())
+	p.unsent.max = 1 // the first refused batch fills it
+	f.down.Store(true)
+	first := buildOneTask()
+	firstSpans := first.SpanCount()
+	require.NoError(t, p.ConsumeTraces(context.Background(), first))
+	start := time.Now()
+	err := p.ConsumeTraces(context.Background(), buildParallel())
+	require.Error(t, err)
+	assert.False(t, consumererror.IsPermanent(err), "retryable: %v", err)
+	assert.Less(t, time.Since(start), time.Second, "answered at once")
+
+	f.down.Store(false)
+	require.Eventually(t, func() bool { return len(f.spans()) == firstSpans }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, p.ConsumeTraces(context.Background(), buildParallel()))
+	require.NoError(t, p.Shutdown(context.Background()))
+	assert.Len(t, f.spans(), firstSpans+buildParallel().SpanCount())
+}
+
+// Without storage, what is still refused at shutdown is reported lost, with the refusal.
+func TestShutdownReportsUnsentSpansLost(t *testing.T) {
+	p, f := startFlaky(t, defaultTestConfig())
+	f.down.Store(true)
+	require.NoError(t, p.ConsumeTraces(context.Background(), buildOneTask()))
+	err := p.Shutdown(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "lost at shutdown")
+	assert.Contains(t, err.Error(), "sending queue is full")
+}
