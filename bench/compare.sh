@@ -10,19 +10,14 @@
 #   AGENTMETER_COLLECTOR=/path/to/collector bench/compare.sh   # skip `make collector`
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 OUT=${BENCH_OUT:-docs/performance.md}
 smoke=""
 if [ -n "${BENCH_SMOKE:-}" ] && [ "${BENCH_SMOKE}" != 0 ]; then smoke=1; fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-collector=${AGENTMETER_COLLECTOR:-}
-if [ -z "$collector" ]; then
-  make --no-print-directory collector >/dev/null
-  collector=bin/agentmeter-collector
-fi
-# a private copy: `make collector` elsewhere may replace bin/ while this runs
-cp "$collector" "$tmp/agentmeter-collector"
+private_collector "$tmp"
 go build -o "$tmp/loadgen" ./bench/subagentmerge_loadgen
 go build -o "$tmp/compare" ./bench/compare
 

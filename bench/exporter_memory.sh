@@ -13,6 +13,7 @@
 #   AGENTMETER_COLLECTOR=/path/to/older/collector ENABLE=true bench/exporter_memory.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 RUNS=${RUNS:-200000,1000000}
 EXPORTERS=${EXPORTERS:-langsmith,langfuse}
 QUEUE=${QUEUE:-}
@@ -21,13 +22,7 @@ ENABLE=${ENABLE:-false}   # true: also write enabled: true (for a build older th
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-collector=${AGENTMETER_COLLECTOR:-}
-if [ -z "$collector" ]; then
-  make --no-print-directory collector >/dev/null
-  collector=bin/agentmeter-collector
-fi
-# a private copy: `make collector` elsewhere must be able to replace bin/ while this runs
-cp "$collector" "$tmp/agentmeter-collector"
+private_collector "$tmp"
 go build -o "$tmp/loadgen" ./bench/subagentmerge_loadgen
 go build -o "$tmp/exporter_memory" ./bench/exporter_memory
 "$tmp/exporter_memory" -collector "$tmp/agentmeter-collector" -loadgen "$tmp/loadgen" \

@@ -14,6 +14,7 @@
 #   AGENTMETER_COLLECTOR=/path/to/collector bench/soak.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 DURATION=${DURATION:-1h}
 REPORT=${REPORT:-1m}
 RATE=${RATE:-100}
@@ -24,13 +25,7 @@ FAULT_FOR=${FAULT_FOR:-10s}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-collector=${AGENTMETER_COLLECTOR:-}
-if [ -z "$collector" ]; then
-  make --no-print-directory collector >/dev/null
-  collector=bin/agentmeter-collector
-fi
-# a private copy: `make collector` elsewhere must be able to replace bin/ while this runs
-cp "$collector" "$tmp/agentmeter-collector"
+private_collector "$tmp"
 go build -o "$tmp/soak" ./bench/soak
 "$tmp/soak" -collector "$tmp/agentmeter-collector" -duration "$DURATION" -every "$REPORT" -rate "$RATE" \
   -per-request "$PER_REQUEST" -limit-mib "$LIMIT_MIB" -fault-every "$FAULT_EVERY" -fault-for "$FAULT_FOR" \

@@ -10,12 +10,12 @@
 # Usage: bench/subagentmerge.sh [spans] [collector binary]   (default 200000, bin/agentmeter-collector)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 SPANS=${1:-200000}
 BIN=${2:-bin/agentmeter-collector}
 [ -x "$BIN" ] || make collector
 go build -o /tmp/subagentmerge_loadgen ./bench/subagentmerge_loadgen
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 run() {
   local name=$1 processors=$2 extra=$3 storage=${4:-}

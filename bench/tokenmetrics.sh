@@ -14,12 +14,12 @@
 # Usage: bench/tokenmetrics.sh [spans] [collector binary]   (default 300000, bin/agentmeter-collector)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 SPANS=${1:-300000}
 BIN=${2:-bin/agentmeter-collector}
 [ -x "$BIN" ] || make collector
 go build -o /tmp/tokenmetrics_loadgen ./bench/subagentmerge_loadgen
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 declare -A RATE CPU
 
 run() {

@@ -49,14 +49,14 @@ func agentRunName(op, name string, attrs pcommon.Map) (string, bool) {
 		if op != OpInvokeAgent {
 			return "", false
 		}
-		if n := strAttr(attrs, AttrAgentName); n != "" {
+		if n := StringAttr(attrs, AttrAgentName); n != "" {
 			return n, true
 		}
 		_, target, _ := strings.Cut(name, " ")
 		return target, true
 	}
 	for _, k := range [...]string{AttrAgentName, AttrOIAgentName, AttrTraceloopEntityName, AttrAIFunctionID} {
-		if n := strAttr(attrs, k); n != "" {
+		if n := StringAttr(attrs, k); n != "" {
 			return n, true
 		}
 	}
@@ -104,9 +104,20 @@ func foreignKind(name string, attrs pcommon.Map) spanKind {
 	return kindOther
 }
 
-func strAttr(m pcommon.Map, key string) string {
+// StringAttr is the attribute key of m as a string; "" when it is absent.
+func StringAttr(m pcommon.Map, key string) string {
 	if v, ok := m.Get(key); ok {
 		return v.AsString()
+	}
+	return ""
+}
+
+// FirstStringAttr is the first of keys that m holds as a non-empty string; "" when none.
+func FirstStringAttr(m pcommon.Map, keys ...string) string {
+	for _, k := range keys {
+		if s := StringAttr(m, k); s != "" {
+			return s
+		}
 	}
 	return ""
 }

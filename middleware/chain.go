@@ -3,8 +3,8 @@ package middleware
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -474,11 +474,7 @@ func lookupExtension(name string) (ExtensionFactory, bool) {
 func ExtensionNames() []string {
 	extMu.RLock()
 	defer extMu.RUnlock()
-	names := make([]string, 0, len(extensions))
-	for n := range extensions {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(extensions))
 	return names
 }
 

@@ -2,11 +2,14 @@ package middleware
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/agentmeter/agentmeter/runtime/agent"
 	"github.com/agentmeter/agentmeter/runtime/message"
+	"github.com/agentmeter/agentmeter/runtime/model"
+	"github.com/agentmeter/agentmeter/runtime/state"
 )
 
 // Clock is the time source of time-dependent middlewares (circuit breaker, dynamic
@@ -156,16 +159,54 @@ func withoutToolCalls(m message.Message) message.Message {
 	return c
 }
 
-// hardStopped is the budget and loop middlewares' hard stop of the lead's response:
-// a clone of last without its tool calls, notice appended to its content, and a
-// tool_calls finish reason turned into stop.
-func hardStopped(last message.Message, notice string) message.Message {
+// hardStop is the budget and loop middlewares' hard stop of the lead's response: the
+// update replacing last with a clone without its tool calls, notice appended to its
+// content and a tool_calls finish reason turned into stop; the run's stop reason becomes
+// stopReason.
+func hardStop(rt *agent.Runtime, last message.Message, stopReason, notice string) *state.Update {
 	stopped := withoutToolCalls(last)
 	stopped.Content = appendText(stopped.Content, notice)
 	if finishReason(stopped) == "tool_calls" {
 		stopped = setFinishReason(stopped, "stop")
 	}
-	return stopped
+	if rt != nil && rt.Context != nil {
+		rt.Context.SetStopReason(stopReason)
+	}
+	return &state.Update{Messages: []message.Message{stopped}}
+}
+
+// budgetWarning is a budget's one-time warning: queued once when its warn ratio is
+// passed, then added as a hidden human message to the next model request only.
+type budgetWarning struct {
+	mu      sync.Mutex
+	warned  bool
+	pending string
+}
+
+// queueOnce queues text unless a warning was already queued in this run; it reports
+// whether it queued.
+func (w *budgetWarning) queueOnce(text string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.warned {
+		return false
+	}
+	w.warned, w.pending = true, text
+	return true
+}
+
+// wrap sends req on, with the queued warning (named name) appended when there is one.
+func (w *budgetWarning) wrap(ctx context.Context, req *agent.ModelRequest, next agent.ModelHandler, name string) (*agent.ModelResponse, error) {
+	w.mu.Lock()
+	text := w.pending
+	w.pending = ""
+	w.mu.Unlock()
+	if text == "" {
+		return next(ctx, req)
+	}
+	r := req.Request.Clone()
+	r.Messages = append(r.Messages, hiddenHuman(message.NewID(), name, text))
+	return next(ctx, req.WithRequest(r))
 }
 
 // setFinishReason returns a clone of m with response_metadata.finish_reason = reason.
@@ -233,4 +274,16 @@ func emit(rt *agent.Runtime, event string, payload map[string]any) {
 	if rt != nil && rt.Emit != nil {
 		rt.Emit(event, payload)
 	}
+}
+
+// checkModelName refuses a model_name the model factory does not know; empty (the run's
+// own model) and a missing factory pass.
+func checkModelName(models *model.Factory, name string) error {
+	if name == "" || models == nil {
+		return nil
+	}
+	if _, err := models.Get(name); err != nil {
+		return fmt.Errorf("model_name: %w", err)
+	}
+	return nil
 }

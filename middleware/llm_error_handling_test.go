@@ -290,7 +290,9 @@ func TestBurstRateRetry(t *testing.T) {
 	assert.Equal(t, CircuitClosed, m2.Breaker().State(), "burst exhaustion does not trip the breaker")
 }
 
-func TestLimiterCapsConcurrentCalls(t *testing.T) {
+// freshLimiter gives the test an unset process-wide limiter (the first middleware built
+// sets it) and puts the previous one back when the test ends.
+func freshLimiter(t *testing.T) {
 	limiterMu.Lock()
 	prevFrozen, prevSem := limiterFrozen, limiterSem
 	limiterFrozen, limiterSem = false, nil
@@ -300,6 +302,10 @@ func TestLimiterCapsConcurrentCalls(t *testing.T) {
 		limiterFrozen, limiterSem = prevFrozen, prevSem
 		limiterMu.Unlock()
 	})
+}
+
+func TestLimiterCapsConcurrentCalls(t *testing.T) {
+	freshLimiter(t)
 	m := llmMW(t, newFakeClock(), func(c *CircuitBreakerConfig) { c.MaxConcurrentCalls = 2 })
 	_ = llmMW(t, newFakeClock(), func(c *CircuitBreakerConfig) { c.MaxConcurrentCalls = 8 }) // frozen: ignored
 	var mu sync.Mutex
@@ -343,15 +349,7 @@ func TestLLMFallbackEndsRunInLoop(t *testing.T) {
 
 // test_limiter_cancellation_does_not_leak_capacity.
 func TestLimiterCancellationDoesNotLeakCapacity(t *testing.T) {
-	limiterMu.Lock()
-	prevFrozen, prevSem := limiterFrozen, limiterSem
-	limiterFrozen, limiterSem = false, nil
-	limiterMu.Unlock()
-	t.Cleanup(func() {
-		limiterMu.Lock()
-		limiterFrozen, limiterSem = prevFrozen, prevSem
-		limiterMu.Unlock()
-	})
+	freshLimiter(t)
 	m := llmMW(t, newFakeClock(), func(c *CircuitBreakerConfig) { c.MaxConcurrentCalls = 1 })
 	hold, release := make(chan struct{}), make(chan struct{})
 	go func() {

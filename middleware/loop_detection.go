@@ -312,12 +312,9 @@ func (m *LoopDetectionMiddleware) AfterModel(_ context.Context, rt *agent.Runtim
 }
 
 func (m *LoopDetectionMiddleware) hardStop(rt *agent.Runtime, last message.Message, notice string) *state.Update {
-	stopped := hardStopped(last, notice)
-	if rt != nil && rt.Context != nil {
-		rt.Context.SetStopReason(agent.StopLoopCapped)
-	}
+	up := hardStop(rt, last, agent.StopLoopCapped, notice)
 	record(rt, "loop_detection", NameLoopDetection, "after_model", "hard_stop", map[string]any{"notice": notice})
-	return &state.Update{Messages: []message.Message{stopped}}
+	return up
 }
 
 // WrapModelCall appends the run's queued warnings to this request only, then drains them.

@@ -99,10 +99,8 @@ type MemoryMiddleware struct {
 
 // NewMemoryMiddleware returns the middleware (the memory model must be configured).
 func NewMemoryMiddleware(cfg MemorySettings, store MemoryStore, models *model.Factory) (*MemoryMiddleware, error) {
-	if cfg.ModelName != "" && models != nil {
-		if _, err := models.Get(cfg.ModelName); err != nil {
-			return nil, fmt.Errorf("model_name: %w", err)
-		}
+	if err := checkModelName(models, cfg.ModelName); err != nil {
+		return nil, err
 	}
 	return &MemoryMiddleware{cfg: cfg, store: store, models: models}, nil
 }

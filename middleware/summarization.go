@@ -43,10 +43,8 @@ func NewSummarizationMiddleware(cfg SummarizationConfig, models *model.Factory) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.ModelName != "" && models != nil {
-		if _, err := models.Get(cfg.ModelName); err != nil {
-			return nil, fmt.Errorf("model_name: %w", err)
-		}
+	if err := checkModelName(models, cfg.ModelName); err != nil {
+		return nil, err
 	}
 	if cfg.SummaryPrompt == "" {
 		cfg.SummaryPrompt = DefaultSummaryPrompt

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/agentmeter/agentmeter/runtime/agent"
 	"github.com/agentmeter/agentmeter/runtime/journal"
-	"github.com/agentmeter/agentmeter/runtime/message"
 	"github.com/agentmeter/agentmeter/runtime/state"
 )
 
@@ -67,12 +65,6 @@ func (c *ThreadBudgetConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-type threadBudgetRun struct {
-	mu          sync.Mutex
-	warned      bool
-	pendingWarn string
-}
-
 // ThreadBudgetMiddleware enforces a thread budget on the lead agent. It reads the run
 // journal, which counts the lead's calls, the subagents' (reported by the task tool when
 // a subagent finishes) and the middlewares' own calls, plus the thread's earlier runs
@@ -95,8 +87,8 @@ func NewThreadBudgetMiddleware(cfg ThreadBudgetConfig) (*ThreadBudgetMiddleware,
 // Name implements agent.Middleware.
 func (*ThreadBudgetMiddleware) Name() string { return NameThreadBudget }
 
-func (m *ThreadBudgetMiddleware) run(rt *agent.Runtime) *threadBudgetRun {
-	return runScoped(rt, threadBudgetRunKey, func() *threadBudgetRun { return &threadBudgetRun{} })
+func (m *ThreadBudgetMiddleware) run(rt *agent.Runtime) *budgetWarning {
+	return runScoped(rt, threadBudgetRunKey, func() *budgetWarning { return &budgetWarning{} })
 }
 
 // BudgetUsage is what the thread and the user have used so far: their earlier runs plus this
@@ -167,22 +159,14 @@ func (m *ThreadBudgetMiddleware) level(u BudgetUsage) (ratio float64, scope, use
 func (m *ThreadBudgetMiddleware) AfterModel(_ context.Context, rt *agent.Runtime, st *state.State) (*state.Update, error) {
 	u := m.usage(rt)
 	ratio, scope, used, limit, kind := m.level(u)
-	b := m.run(rt)
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	last, isAI := lastAIIsLast(st.Messages)
 	if ratio >= m.cfg.HardRatio && isAI && len(last.ToolCalls) > 0 {
-		stopped := hardStopped(last, fmt.Sprintf(ThreadBudgetExceeded, scope, used, limit))
-		if rt != nil && rt.Context != nil {
-			rt.Context.SetStopReason(StopBudgetCapped)
-		}
+		up := hardStop(rt, last, StopBudgetCapped, fmt.Sprintf(ThreadBudgetExceeded, scope, used, limit))
 		record(rt, "thread_budget", NameThreadBudget, "after_model", "hard_stop",
 			map[string]any{"limit": kind, "thread_tokens": u.ThreadTokens, "thread_cost_usd": u.ThreadCostUSD, "user_tokens": u.UserTokens, "user_cost_usd": u.UserCost})
-		return &state.Update{Messages: []message.Message{stopped}}, nil
+		return up, nil
 	}
-	if ratio >= m.cfg.WarnRatio && !b.warned {
-		b.warned = true
-		b.pendingWarn = fmt.Sprintf(ThreadBudgetWarningFmt, scope, used, limit, 100*ratio)
+	if ratio >= m.cfg.WarnRatio && m.run(rt).queueOnce(fmt.Sprintf(ThreadBudgetWarningFmt, scope, used, limit, 100*ratio)) {
 		record(rt, "thread_budget", NameThreadBudget, "after_model", "warn",
 			map[string]any{"limit": kind, "thread_tokens": u.ThreadTokens, "thread_cost_usd": u.ThreadCostUSD})
 	}
@@ -191,15 +175,5 @@ func (m *ThreadBudgetMiddleware) AfterModel(_ context.Context, rt *agent.Runtime
 
 // WrapModelCall injects the pending warning once, after all messages of the request.
 func (m *ThreadBudgetMiddleware) WrapModelCall(ctx context.Context, req *agent.ModelRequest, next agent.ModelHandler) (*agent.ModelResponse, error) {
-	b := m.run(req.Runtime)
-	b.mu.Lock()
-	w := b.pendingWarn
-	b.pendingWarn = ""
-	b.mu.Unlock()
-	if w == "" {
-		return next(ctx, req)
-	}
-	r := req.Request.Clone()
-	r.Messages = append(r.Messages, hiddenHuman(message.NewID(), threadBudgetWarnName, w))
-	return next(ctx, req.WithRequest(r))
+	return m.run(req.Runtime).wrap(ctx, req, next, threadBudgetWarnName)
 }

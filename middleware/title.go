@@ -42,10 +42,8 @@ func NewTitleMiddleware(cfg TitleConfig, models *model.Factory) (*TitleMiddlewar
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.ModelName != "" && models != nil {
-		if _, err := models.Get(cfg.ModelName); err != nil {
-			return nil, err
-		}
+	if err := checkModelName(models, cfg.ModelName); err != nil {
+		return nil, err
 	}
 	return &TitleMiddleware{cfg: cfg, models: models}, nil
 }

@@ -24,8 +24,7 @@ type budgetRun struct {
 	mu           sync.Mutex
 	seen         map[string][3]int64 // message id → (input, output, total) already counted
 	in, out, tot int64
-	warned       bool
-	pendingWarn  string
+	warning      budgetWarning
 }
 
 // TokenBudgetMiddleware (opt-in) enforces a per-run token budget: a one-time warning
@@ -113,31 +112,17 @@ func (m *TokenBudgetMiddleware) AfterModel(_ context.Context, rt *agent.Runtime,
 	}
 	last, isAI := lastAIIsLast(st.Messages)
 	if ratio >= m.cfg.HardRatio && isAI && len(last.ToolCalls) > 0 {
-		stopped := hardStopped(last, fmt.Sprintf(TokenBudgetExceeded, used, limit, kind))
-		if rt != nil && rt.Context != nil {
-			rt.Context.SetStopReason(agent.StopTokenCapped)
-		}
+		up := hardStop(rt, last, agent.StopTokenCapped, fmt.Sprintf(TokenBudgetExceeded, used, limit, kind))
 		record(rt, "token_budget", NameTokenBudget, "after_model", "hard_stop", map[string]any{"used": used, "limit": limit})
-		return &state.Update{Messages: []message.Message{stopped}}, nil
+		return up, nil
 	}
-	if ratio >= m.cfg.WarnRatio && !b.warned {
-		b.warned = true
-		b.pendingWarn = fmt.Sprintf(TokenBudgetWarningFmt, used, limit, kind, 100*ratio)
+	if ratio >= m.cfg.WarnRatio {
+		b.warning.queueOnce(fmt.Sprintf(TokenBudgetWarningFmt, used, limit, kind, 100*ratio))
 	}
 	return nil, nil
 }
 
 // WrapModelCall injects the pending warning once, after all messages of the request.
 func (m *TokenBudgetMiddleware) WrapModelCall(ctx context.Context, req *agent.ModelRequest, next agent.ModelHandler) (*agent.ModelResponse, error) {
-	b := m.run(req.Runtime)
-	b.mu.Lock()
-	w := b.pendingWarn
-	b.pendingWarn = ""
-	b.mu.Unlock()
-	if w == "" {
-		return next(ctx, req)
-	}
-	r := req.Request.Clone()
-	r.Messages = append(r.Messages, hiddenHuman(message.NewID(), budgetWarningName, w))
-	return next(ctx, req.WithRequest(r))
+	return m.run(req.Runtime).warning.wrap(ctx, req, next, budgetWarningName)
 }

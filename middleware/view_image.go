@@ -3,7 +3,8 @@ package middleware
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/agentmeter/agentmeter/runtime/agent"
@@ -81,11 +82,7 @@ func (*ViewImageMiddleware) BeforeModel(_ context.Context, _ *agent.Runtime, st 
 		text = append(text, "No images have been viewed.")
 		blocks = append(blocks, map[string]any{"type": "text", "text": "No images have been viewed."})
 	}
-	paths := make([]string, 0, len(viewed))
-	for p := range viewed {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
+	paths := slices.Sorted(maps.Keys(viewed))
 	for _, p := range paths {
 		img, _ := viewed[p].(map[string]any)
 		b64, _ := img["base64"].(string)

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -16,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/calcprice"
 )
 
 // snapshotModels are the snapshot's models as provider/model, in order, and those with a
@@ -46,63 +45,13 @@ func snapshotModels(t *testing.T) (all []string, requestFee map[string]bool) {
 	return all, requestFee
 }
 
-// gpUsage is a call's usage in genai-prices' keys.
-type gpUsage struct {
-	Input     int64 `json:"input_tokens"`
-	CacheRead int64 `json:"cache_read_tokens,omitempty"`
-	Write     int64 `json:"cache_write_tokens,omitempty"`
-	Write1h   int64 `json:"cache_write_1h_tokens,omitempty"`
-	Output    int64 `json:"output_tokens"`
-	Reasoning int64 `json:"output_reasoning_tokens,omitempty"`
-}
-
+// gpCase is one call for calcPrice and what agentmeter made of it.
 type gpCase struct {
-	Provider  string  `json:"provider"`
-	Model     string  `json:"model"`
-	Timestamp string  `json:"timestamp"`
-	Usage     gpUsage `json:"usage"`
-	key       string  // provider/model
-	scenario  string
-	ours      *float64
-	row       string
-}
-
-type gpResult struct {
-	Total   float64 `json:"total"`
-	Matched string  `json:"matched"`
-	Error   string  `json:"error"`
-}
-
-func crosscheckDir(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs("../test/genai-prices")
-	require.NoError(t, err)
-	_, modErr := os.Stat(filepath.Join(dir, "node_modules", "@pydantic", "genai-prices"))
-	_, nodeErr := exec.LookPath("node")
-	if modErr != nil || nodeErr != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("node and test/genai-prices/node_modules are needed (scripts/test-deps.sh installs both): %v %v", modErr, nodeErr)
-		}
-		t.Skip("node or test/genai-prices/node_modules missing; `make test-deps` installs them")
-	}
-	return dir
-}
-
-func runCalcPrice(t *testing.T, dir string, cases []gpCase) []*gpResult {
-	t.Helper()
-	in, err := json.Marshal(cases)
-	require.NoError(t, err)
-	cmd := exec.Command("node", "crosscheck.mjs")
-	cmd.Dir = dir
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, stderr.String())
-	var res []*gpResult
-	require.NoError(t, json.Unmarshal(out, &res))
-	require.Len(t, res, len(cases))
-	return res
+	calcprice.Call
+	key      string // provider/model
+	scenario string
+	ours     *float64
+	row      string
 }
 
 // periodTimes are one instant in each of a model's price periods: each dated row's
@@ -177,7 +126,7 @@ func promptSizes(rows []Row) []int64 {
 // bill a per-request fee, or be one whose own id calcPrice does not match and which we
 // price as the same model from another provider; each is listed in docs/cost.md.
 func TestDatasetAgainstCalcPrice(t *testing.T) {
-	dir := crosscheckDir(t)
+	calcprice.Require(t)
 	tab, err := New(DefaultLayers()...)
 	require.NoError(t, err)
 
@@ -200,8 +149,8 @@ func TestDatasetAgainstCalcPrice(t *testing.T) {
 		if byModel[k] == nil {
 			noTokenPrice[k] = true
 			provider, model, _ := strings.Cut(k, "/")
-			cases = append(cases, gpCase{Provider: provider, Model: model, Timestamp: "2026-11-20T12:00:00Z", key: k, scenario: "no token price",
-				Usage: gpUsage{Input: 12_000, CacheRead: 3_000, Output: 800}})
+			cases = append(cases, gpCase{Call: calcprice.Call{Provider: provider, Model: model, Timestamp: "2026-11-20T12:00:00Z",
+				Usage: calcprice.Usage{Input: 12_000, CacheRead: 3_000, Output: 800}}, key: k, scenario: "no token price"})
 		}
 	}
 	for _, k := range keys {
@@ -211,9 +160,9 @@ func TestDatasetAgainstCalcPrice(t *testing.T) {
 				u := genai.Usage{Input: p, CacheRead: p * 3 / 10, CacheCreation: p / 10, Output: 3_000, Reasoning: 1_200}
 				w1h := p / 25
 				c := gpCase{
-					Provider: rows[0].Provider, Model: rows[0].Model, Timestamp: at.Format(time.RFC3339), key: k,
-					Usage:    gpUsage{Input: u.Input, CacheRead: u.CacheRead, Write: u.CacheCreation, Write1h: w1h, Output: u.Output, Reasoning: u.Reasoning},
-					scenario: fmt.Sprintf("%s prompt %d", at.Format(time.RFC3339), p),
+					Call: calcprice.Call{Provider: rows[0].Provider, Model: rows[0].Model, Timestamp: at.Format(time.RFC3339),
+						Usage: calcprice.Usage{Input: u.Input, CacheRead: u.CacheRead, Write: u.CacheCreation, Write1h: w1h, Output: u.Output, Reasoning: u.Reasoning}},
+					key: k, scenario: fmt.Sprintf("%s prompt %d", at.Format(time.RFC3339), p),
 				}
 				if row, ok := tab.Lookup(c.Provider, c.Model, at); ok {
 					v := Compute(Split(u, w1h), row).Total
@@ -223,7 +172,11 @@ func TestDatasetAgainstCalcPrice(t *testing.T) {
 			}
 		}
 	}
-	res := runCalcPrice(t, dir, cases)
+	calls := make([]calcprice.Call, len(cases))
+	for i, c := range cases {
+		calls[i] = c.Call
+	}
+	res := calcprice.Price(t, calls)
 
 	overridden := map[string]string{}
 	for _, o := range Overrides() {

@@ -3,7 +3,9 @@ package pricing
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,11 +37,7 @@ func ParseLiteLLM(data []byte, source string) ([]Row, error) {
 	if err := json.Unmarshal(data, &entries); err != nil {
 		return nil, fmt.Errorf("litellm price file: %w", err)
 	}
-	keys := make([]string, 0, len(entries))
-	for k := range entries {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(entries))
 	seen := map[string]bool{}
 	var rows []Row
 	for _, key := range keys {

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agentmeter/agentmeter/bench/internal/childproc"
 )
 
 // load is what bench/subagentmerge_loadgen reports for one collector run.
@@ -60,19 +62,7 @@ type collectorRun struct {
 var foreignEnv = []string{"LANGSMITH_", "LANGFUSE_", "LANGCHAIN_", "AGENTMETER_"}
 
 func collectorEnv(extra []string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		keep := true
-		for _, p := range foreignEnv {
-			if strings.HasPrefix(kv, p) {
-				keep = false
-			}
-		}
-		if keep {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
+	return append(childproc.EnvWithout(foreignEnv...), extra...)
 }
 
 // runLoad starts the collector, drives spans through it with the load generator, and
@@ -108,34 +98,16 @@ func (b *bench) runLoad(cr collectorRun, spans int, hard time.Duration, sk *sink
 	env := append(append([]string(nil), cr.env...), "AGENTMETER_STORAGE_DIR="+filepath.Join(dir, "storage"))
 	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = dir, logf, logf, collectorEnv(env)
 	// a collector never outlives the driver, even when it is killed at the backstop timeout
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	col, err := childproc.Start(cmd)
+	if err != nil {
 		return load{}, fmt.Errorf("start collector: %w", err)
 	}
-	// exited is closed when the collector is gone; waitErr is then its exit status
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
-	defer stop()
+	defer col.Stop(20 * time.Second)
 	withLog := func(err error) error {
-		stop()
-		return fmt.Errorf("%s: %w\n--- collector log (last lines) ---\n%s", cr.name, err, tail(logPath, 30))
+		col.Stop(20 * time.Second)
+		return fmt.Errorf("%s: %w\n--- collector log (last lines) ---\n%s", cr.name, err, childproc.Tail(logPath, 30))
 	}
-	if err := waitReady(ctx, cr.otlpAddr, cr.metrics, exited, &waitErr); err != nil {
+	if err := waitReady(ctx, cr.otlpAddr, cr.metrics, col); err != nil {
 		return load{}, withLog(err)
 	}
 	var before sinkCount
@@ -161,7 +133,7 @@ func (b *bench) runLoad(cr collectorRun, spans int, hard time.Duration, sk *sink
 	lgCmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := lgCmd.CombinedOutput()
 	if err != nil {
-		return load{}, withLog(fmt.Errorf("load generator: %w: %s", err, lastLines(string(out), 5)))
+		return load{}, withLog(fmt.Errorf("load generator: %w: %s", err, childproc.LastLines(string(out), 5)))
 	}
 	l, err := parseLoad(string(out))
 	if err != nil {
@@ -172,8 +144,8 @@ func (b *bench) runLoad(cr collectorRun, spans int, hard time.Duration, sk *sink
 		l.SinkB, l.SinkReqs = float64(after.bytes-before.bytes), float64(after.requests-before.requests)
 	}
 	select {
-	case <-exited:
-		return load{}, withLog(fmt.Errorf("collector exited during the load: %v", waitErr))
+	case <-col.Exited():
+		return load{}, withLog(fmt.Errorf("collector exited during the load: %v", col.Err()))
 	default:
 	}
 	return l, nil
@@ -188,7 +160,7 @@ func parseLoad(out string) (load, error) {
 		}
 	}
 	if line == "" {
-		return load{}, fmt.Errorf("no result line from the load generator: %s", lastLines(out, 5))
+		return load{}, fmt.Errorf("no result line from the load generator: %s", childproc.LastLines(out, 5))
 	}
 	kv := map[string]float64{}
 	for _, f := range strings.Fields(line) {
@@ -219,12 +191,12 @@ func parseLoad(out string) (load, error) {
 		MarkS: kv["mark_s"], MarkCPU: kv["mark_cpu_s"], MarkRSS: kv["peak_rss_at_mark_mib"]}, nil
 }
 
-func waitReady(ctx context.Context, otlp, metrics string, exited <-chan struct{}, waitErr *error) error {
+func waitReady(ctx context.Context, otlp, metrics string, col *childproc.Process) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
-		case <-exited:
-			return fmt.Errorf("collector exited at start: %v", *waitErr)
+		case <-col.Exited():
+			return fmt.Errorf("collector exited at start: %v", col.Err())
 		case <-ctx.Done():
 			return ctx.Err()
 		default:
@@ -244,15 +216,6 @@ func waitReady(ctx context.Context, otlp, metrics string, exited <-chan struct{}
 	return errors.New("collector not ready (OTLP port and /metrics) after 60s")
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // ports hands out distinct free loopback addresses (a port just closed can come back
 // from the kernel twice).
 type ports struct{ seen map[string]bool }
@@ -262,7 +225,7 @@ func (p *ports) addr() (string, error) {
 		p.seen = map[string]bool{}
 	}
 	for range 50 {
-		a, err := freeAddr()
+		a, err := childproc.FreeAddr()
 		if err != nil {
 			return "", err
 		}
@@ -314,22 +277,6 @@ func shippedPorts(yaml string, p *ports) (map[string]string, error) {
 		}
 	}
 	return out, nil
-}
-
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	return lastLines(string(b), n)
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // sink is the one loopback server every exporter of a pair sends to: it reads each body

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agentmeter/agentmeter/bench/internal/childproc"
 )
 
 // benchResults maps a benchmark name (GOMAXPROCS suffix removed) to one map of reported
@@ -81,7 +83,7 @@ func (b *bench) goBenchWith(flags, env []string, pkg, pattern, benchtime string,
 	cmd.Env = collectorEnv(env)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, lastLines(string(out), 20))
+		return nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, childproc.LastLines(string(out), 20))
 	}
 	return parseBench(string(out)), nil
 }
@@ -116,16 +118,16 @@ func (b *bench) runGateway(runs, threads int, hard time.Duration) (gateway, erro
 	cmd.Env = append(collectorEnv(nil), "RUNS="+strconv.Itoa(runs), "THREADS="+strconv.Itoa(threads), "STORE=sqlite")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return gateway{}, fmt.Errorf("bench/gateway.sh: %w\n%s", err, lastLines(string(out), 20))
+		return gateway{}, fmt.Errorf("bench/gateway.sh: %w\n%s", err, childproc.LastLines(string(out), 20))
 	}
 	s := string(out)
 	if !strings.Contains(s, "\nPASS") {
-		return gateway{}, fmt.Errorf("bench/gateway.sh did not verify the store:\n%s", lastLines(s, 20))
+		return gateway{}, fmt.Errorf("bench/gateway.sh did not verify the store:\n%s", childproc.LastLines(s, 20))
 	}
 	t := gwThroughput.FindStringSubmatch(s)
 	l := gwLatency.FindStringSubmatch(s)
 	if t == nil || l == nil {
-		return gateway{}, fmt.Errorf("bench/gateway.sh output not understood:\n%s", lastLines(s, 20))
+		return gateway{}, fmt.Errorf("bench/gateway.sh output not understood:\n%s", childproc.LastLines(s, 20))
 	}
 	var g gateway
 	g.RunsPerS, _ = strconv.ParseFloat(t[1], 64)

@@ -10,7 +10,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -27,8 +26,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/agentmeter/agentmeter/bench/internal/childproc"
 )
 
 func main() {
@@ -98,14 +98,11 @@ func run(collector, loadgen string, exporters []string, runsFlag, queue string, 
 	if loadgen == "" {
 		return errors.New("-loadgen is required")
 	}
-	if dir == "" {
-		d, err := os.MkdirTemp("", "agentmeter-exporter-memory-")
-		if err != nil {
-			return fmt.Errorf("work dir: %w", err)
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, cleanup, err := childproc.WorkDir(dir, "agentmeter-exporter-memory-")
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	var sinkBytes atomic.Int64
 	var bandwidth link
 	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -150,24 +147,15 @@ func run(collector, loadgen string, exporters []string, runsFlag, queue string, 
 	return nil
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 var loadLine = regexp.MustCompile(`e2e_spans_per_s=([0-9.]+).*peak_rss_mib=([0-9.]+)`)
 
 // once runs one collector under one load and reads the load generator's report.
 func once(collector, loadgen, dir, exporter, sinkURL, queue string, spans int) (result, error) {
-	otlp, err := freeAddr()
+	otlp, err := childproc.FreeAddr()
 	if err != nil {
 		return result{}, err
 	}
-	tel, err := freeAddr()
+	tel, err := childproc.FreeAddr()
 	if err != nil {
 		return result{}, err
 	}
@@ -215,28 +203,14 @@ service:
 	defer logf.Close()
 	cmd := exec.Command(collector, "--config", cfgPath)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	for _, kv := range os.Environ() { // a vendor setting in the shell must not change the exporter
-		if !strings.HasPrefix(kv, "LANGSMITH_") && !strings.HasPrefix(kv, "LANGCHAIN_") && !strings.HasPrefix(kv, "LANGFUSE_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	cmd.Env = childproc.EnvWithout("LANGSMITH_", "LANGCHAIN_", "LANGFUSE_") // a vendor setting in the shell must not change the exporter
+	col, err := childproc.Start(cmd)
+	if err != nil {
 		return result{}, fmt.Errorf("start collector: %w", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	if err := waitReady(otlp, "http://"+tel+"/metrics", exited); err != nil {
-		return result{}, fmt.Errorf("%w; collector log: %s", err, tailFile(logPath))
+	defer col.Stop(30 * time.Second)
+	if err := waitReady(otlp, "http://"+tel+"/metrics", col); err != nil {
+		return result{}, fmt.Errorf("%w; collector log: %s", err, childproc.Tail(logPath, 10))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -244,23 +218,23 @@ service:
 		"-metrics", "http://"+tel+"/metrics", "-pid", strconv.Itoa(cmd.Process.Pid), "-exporters", exporter,
 		"-timeout", "10m").CombinedOutput()
 	if err != nil {
-		return result{}, fmt.Errorf("load: %w: %s; collector log: %s", err, lastLines(string(out), 5), tailFile(logPath))
+		return result{}, fmt.Errorf("load: %w: %s; collector log: %s", err, childproc.LastLines(string(out), 5), childproc.Tail(logPath, 10))
 	}
 	m := loadLine.FindStringSubmatch(string(out))
 	if m == nil {
-		return result{}, fmt.Errorf("unreadable load report: %s", lastLines(string(out), 5))
+		return result{}, fmt.Errorf("unreadable load report: %s", childproc.LastLines(string(out), 5))
 	}
 	rate, _ := strconv.ParseFloat(m[1], 64)
 	peak, _ := strconv.ParseFloat(m[2], 64)
 	return result{peakMiB: peak, rate: rate}, nil
 }
 
-func waitReady(otlp, metrics string, exited <-chan error) error {
+func waitReady(otlp, metrics string, col *childproc.Process) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
-		case err := <-exited:
-			return fmt.Errorf("collector exited: %v", err)
+		case <-col.Exited():
+			return fmt.Errorf("collector exited: %v", col.Err())
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", otlp, time.Second); err == nil {
@@ -273,21 +247,4 @@ func waitReady(otlp, metrics string, exited <-chan error) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return errors.New("collector not ready after 60s")
-}
-
-func tailFile(path string) string {
-	b, _ := os.ReadFile(path)
-	return lastLines(string(b), 10)
-}
-
-func lastLines(s string, n int) string {
-	var lines []string
-	sc := bufio.NewScanner(strings.NewReader(s))
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

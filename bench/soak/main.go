@@ -15,10 +15,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
+	"github.com/agentmeter/agentmeter/bench/internal/childproc"
 	"github.com/agentmeter/agentmeter/internal/fakevendor/faulty"
 )
 
@@ -42,28 +41,16 @@ func main() {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func run(bin string, duration, every time.Duration, rate, perReq, limitMiB int, faultEvery, faultFor, drain time.Duration, dir string) error {
 	if rate < 1 || perReq < 1 {
 		return fmt.Errorf("-rate and -per-request must be positive")
 	}
-	if dir == "" {
-		d, err := os.MkdirTemp("", "agentmeter-soak-")
-		if err != nil {
-			return fmt.Errorf("work dir: %w", err)
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, cleanup, err := childproc.WorkDir(dir, "agentmeter-soak-")
+	if err != nil {
+		return err
 	}
-	bin, err := filepath.Abs(bin)
+	defer cleanup()
+	bin, err = filepath.Abs(bin)
 	if err != nil {
 		return fmt.Errorf("collector path: %w", err)
 	}
@@ -79,11 +66,11 @@ func run(bin string, duration, every time.Duration, rate, perReq, limitMiB int, 
 	defer lfSrv.Close()
 	defer lsSrv.Close()
 
-	otlpPort, err := freePort()
+	otlpPort, err := childproc.FreePort()
 	if err != nil {
 		return err
 	}
-	telPort, err := freePort()
+	telPort, err := childproc.FreePort()
 	if err != nil {
 		return err
 	}
@@ -105,26 +92,13 @@ func run(bin string, duration, every time.Duration, rate, perReq, limitMiB int, 
 	defer logf.Close()
 	cmd := exec.Command(bin, "--config", cfgPath)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, logf, logf
-	for _, k := range os.Environ() { // the exporters must not pick up a real vendor's settings
-		if !strings.HasPrefix(k, "LANGFUSE_") && !strings.HasPrefix(k, "LANGSMITH_") && !strings.HasPrefix(k, "LANGCHAIN_") {
-			cmd.Env = append(cmd.Env, k)
-		}
-	}
-	if err := cmd.Start(); err != nil {
+	cmd.Env = childproc.EnvWithout("LANGFUSE_", "LANGSMITH_", "LANGCHAIN_") // the exporters must not pick up a real vendor's settings
+	col, err := childproc.Start(cmd)
+	if err != nil {
 		return fmt.Errorf("start collector: %w", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	if err := waitTCP(otlp, 60*time.Second, exited); err != nil {
+	defer col.Stop(30 * time.Second)
+	if err := waitTCP(otlp, 60*time.Second, col); err != nil {
 		return err
 	}
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", telPort)
@@ -199,8 +173,8 @@ loop:
 					time.Sleep(100 * time.Millisecond)
 				}
 			})
-		case err := <-exited:
-			return fmt.Errorf("collector exited during the soak: %v (log: %s)", err, logPath)
+		case <-col.Exited():
+			return fmt.Errorf("collector exited during the soak: %v (log: %s)", col.Err(), logPath)
 		case <-loadDone:
 			break loop
 		}
@@ -243,12 +217,12 @@ func missing(want map[string]bool, got map[string]int) int {
 	return n
 }
 
-func waitTCP(addr string, timeout time.Duration, exited <-chan error) error {
+func waitTCP(addr string, timeout time.Duration, col *childproc.Process) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		select {
-		case err := <-exited:
-			return fmt.Errorf("collector exited at start: %v", err)
+		case <-col.Exited():
+			return fmt.Errorf("collector exited at start: %v", col.Err())
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {

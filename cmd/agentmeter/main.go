@@ -5,8 +5,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -56,10 +57,6 @@ func usage(w io.Writer) {
 }
 
 func sortedCommandNames() []string {
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(commands))
 	return names
 }

@@ -8,9 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -185,11 +186,7 @@ func printText(w io.Writer, out *runOutput) {
 	fmt.Fprintf(w, "thread %s  run %s  trace %s\n", out.ThreadID, out.RunID, out.TraceID)
 	fmt.Fprintf(w, "tokens: total %d (input %d, output %d) in %d model calls\n", c.TotalTokens, c.TotalInputTokens, c.TotalOutputTokens, c.LLMCallCount)
 	fmt.Fprintf(w, "by caller: lead_agent %d, subagent %d, middleware %d\n", c.LeadAgentTokens, c.SubagentTokens, c.MiddlewareTokens)
-	names := make([]string, 0, len(c.TokenUsageByModel))
-	for n := range c.TokenUsageByModel {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(c.TokenUsageByModel))
 	for _, n := range names {
 		b := c.TokenUsageByModel[n]
 		line := fmt.Sprintf("  %s: total %d (input %d, output %d)", n, b.TotalTokens, b.InputTokens, b.OutputTokens)

@@ -2,8 +2,9 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 
 	"github.com/agentmeter/agentmeter/genai"
 )
@@ -77,11 +78,7 @@ func checkCost(journal Completion, spans SpanTotals, prom PromTotals) []error {
 			errs = append(errs, fmt.Errorf("caller %s cost: journal %.9f != prometheus %.9f", bucket, want, got))
 		}
 	}
-	models := make([]string, 0, len(journal.CostUSDByModel))
-	for m := range journal.CostUSDByModel {
-		models = append(models, m)
-	}
-	sort.Strings(models)
+	models := slices.Sorted(maps.Keys(journal.CostUSDByModel))
 	for _, m := range models {
 		want := journal.CostUSDByModel[m]
 		if got := spans.Cost.ByModel[m]; !sameUSD(got, want) {

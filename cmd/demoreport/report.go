@@ -12,10 +12,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // RunResult is `agentmeter run --json`: {"answer", "thread_id", "run_id", "trace_id", "completion"}.
@@ -114,46 +114,36 @@ type Call struct {
 func CallsFromTraces(tds []ptrace.Traces, traceIDs map[string]bool) []Call {
 	var calls []Call
 	seen := map[string]bool{} // a span exported twice (a retried batch) is counted once
-	for _, td := range tds {
-		rss := td.ResourceSpans()
-		for i := 0; i < rss.Len(); i++ {
-			sss := rss.At(i).ScopeSpans()
-			for j := 0; j < sss.Len(); j++ {
-				spans := sss.At(j).Spans()
-				for k := 0; k < spans.Len(); k++ {
-					sp := spans.At(k)
-					tid := sp.TraceID().String()
-					if len(traceIDs) > 0 && !traceIDs[tid] {
-						continue
-					}
-					a := sp.Attributes()
-					own, ok := genai.UsageFromMap(a)
-					if !ok {
-						continue
-					}
-					key := tid + "/" + sp.SpanID().String()
-					if seen[key] {
-						continue
-					}
-					seen[key] = true
-					c := Call{TraceID: tid, SpanID: sp.SpanID().String(), Start: uint64(sp.StartTimestamp()), Own: own,
-						Caller: strAttr(a, genai.AttrCaller), Model: strAttr(a, genai.AttrResponseModel), StepKind: strAttr(a, genai.AttrStepKind)}
-					if c.Model == "" {
-						c.Model = strAttr(a, genai.AttrRequestModel)
-					}
-					if m, ok := genai.SubagentUsageFromMap(a); ok {
-						c.HasMerged, c.Merged = true, m
-					}
-					if v, ok := a.Get(genai.AttrSubagentDispatches); ok {
-						c.Dispatches = v.Int()
-					}
-					if cost, _, ok := genai.CostFromMap(a); ok {
-						c.Cost, c.Priced = cost.Total, true
-					}
-					calls = append(calls, c)
-				}
-			}
+	for sp := range spaniter.In(tds) {
+		tid := sp.TraceID().String()
+		if len(traceIDs) > 0 && !traceIDs[tid] {
+			continue
 		}
+		a := sp.Attributes()
+		own, ok := genai.UsageFromMap(a)
+		if !ok {
+			continue
+		}
+		key := tid + "/" + sp.SpanID().String()
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		c := Call{TraceID: tid, SpanID: sp.SpanID().String(), Start: uint64(sp.StartTimestamp()), Own: own,
+			Caller: genai.StringAttr(a, genai.AttrCaller), Model: genai.StringAttr(a, genai.AttrResponseModel), StepKind: genai.StringAttr(a, genai.AttrStepKind)}
+		if c.Model == "" {
+			c.Model = genai.StringAttr(a, genai.AttrRequestModel)
+		}
+		if m, ok := genai.SubagentUsageFromMap(a); ok {
+			c.HasMerged, c.Merged = true, m
+		}
+		if v, ok := a.Get(genai.AttrSubagentDispatches); ok {
+			c.Dispatches = v.Int()
+		}
+		if cost, _, ok := genai.CostFromMap(a); ok {
+			c.Cost, c.Priced = cost.Total, true
+		}
+		calls = append(calls, c)
 	}
 	sort.SliceStable(calls, func(i, j int) bool {
 		if calls[i].TraceID != calls[j].TraceID {
@@ -162,13 +152,6 @@ func CallsFromTraces(tds []ptrace.Traces, traceIDs map[string]bool) []Call {
 		return calls[i].Start < calls[j].Start
 	})
 	return calls
-}
-
-func strAttr(m pcommon.Map, key string) string {
-	if v, ok := m.Get(key); ok {
-		return v.AsString()
-	}
-	return ""
 }
 
 // SpanTotals sums own usage over calls: the whole of it and input+output per caller

@@ -90,7 +90,6 @@ func BenchmarkConsumeTraces(b *testing.B) {
 		v := v
 		td := benchBatch(v.runs)
 		td.MarkReadOnly() // as the fan-out hands it over: the connector must not write
-		spans := td.SpanCount()
 		b.Run(v.name, func(b *testing.B) {
 			cfg := createDefaultConfig()
 			cfg.Metrics = v.sets
@@ -98,21 +97,7 @@ func BenchmarkConsumeTraces(b *testing.B) {
 			if v.flushEvery > 0 {
 				cfg.FlushInterval = time.Hour // the loop never ticks; the benchmark flushes
 			}
-			c := startedWith(b, cfg, td)
-			ctx := context.Background()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if err := c.ConsumeTraces(ctx, td); err != nil {
-					b.Fatal(err)
-				}
-				if v.flushEvery > 0 && i%v.flushEvery == 0 {
-					c.mu.Lock()
-					c.flush(ctx)
-					c.mu.Unlock()
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*spans), "ns/span")
+			benchConsume(b, cfg, td, v.flushEvery)
 		})
 	}
 }
@@ -148,10 +133,16 @@ func BenchmarkConsumeBenchCompareLoad(b *testing.B) {
 		run.Traces.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
 	}
 	td.MarkReadOnly()
-	spans := td.SpanCount()
 	cfg := createDefaultConfig()
 	cfg.Metrics = MetricSets{Agentmeter: true, GenAIInference: true, GenAITokenUsage: true}
 	cfg.FlushInterval = time.Hour // the loop never ticks: the benchmark is the counting
+	benchConsume(b, cfg, td, 0)
+}
+
+// benchConsume times ConsumeTraces of td on a connector with cfg that has counted td
+// once (startedWith), flushing after every flushEvery ops when flushEvery > 0 (the
+// loop's tick), and reports ns/span.
+func benchConsume(b *testing.B, cfg *Config, td ptrace.Traces, flushEvery int) {
 	c := startedWith(b, cfg, td)
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -160,9 +151,14 @@ func BenchmarkConsumeBenchCompareLoad(b *testing.B) {
 		if err := c.ConsumeTraces(ctx, td); err != nil {
 			b.Fatal(err)
 		}
+		if flushEvery > 0 && i%flushEvery == 0 {
+			c.mu.Lock()
+			c.flush(ctx)
+			c.mu.Unlock()
+		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*spans), "ns/span")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*td.SpanCount()), "ns/span")
 }
 
 // startedWith is a started connector (shut down at the benchmark's end) that has counted

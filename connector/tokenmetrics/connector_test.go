@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/metrictest"
 )
 
 const (
@@ -311,12 +312,12 @@ func TestCardinalityOverflow(t *testing.T) {
 
 	m, err := h.tel.GetMetric("otelcol_connector_tokenmetrics_overflow_calls")
 	require.NoError(t, err)
-	assert.Equal(t, int64(12), sumInt64Where(m, "metric_set", "agentmeter"))
-	assert.Equal(t, int64(12), sumInt64Where(m, "metric_set", "gen_ai_inference"))
-	assert.Equal(t, int64(12), sumInt64Where(m, "metric_set", "gen_ai_token_usage"))
+	assert.Equal(t, int64(12), metrictest.SumInt64Where(t, m, "metric_set", "agentmeter"))
+	assert.Equal(t, int64(12), metrictest.SumInt64Where(t, m, "metric_set", "gen_ai_inference"))
+	assert.Equal(t, int64(12), metrictest.SumInt64Where(t, m, "metric_set", "gen_ai_token_usage"))
 	g, err := h.tel.GetMetric("otelcol_connector_tokenmetrics_series")
 	require.NoError(t, err)
-	assert.Equal(t, int64(4), gaugeInt64Where(g, "metric_set", "agentmeter"), "3 label sets and the overflow")
+	assert.Equal(t, int64(4), metrictest.GaugeInt64Where(t, g, "metric_set", "agentmeter"), "3 label sets and the overflow")
 	assert.Equal(t, 3, h.logs.FilterMessageSnippet("max_series reached").Len(), "logged once per metric set")
 }
 
@@ -455,7 +456,7 @@ func (h *harness) modelCalls(outcome string) int64 {
 	if err != nil {
 		return 0
 	}
-	return sumInt64Where(m, "outcome", outcome)
+	return metrictest.SumInt64Where(h.t, m, "outcome", outcome)
 }
 
 // The cost counter sums each model call's own cost (agentmeter.cost.*) by cost type with

@@ -14,9 +14,9 @@ import (
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/exporter/exportertest"
-	"go.opentelemetry.io/collector/exporter/otlphttpexporter"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/vendortest"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 )
 
@@ -41,16 +41,9 @@ func BenchmarkVsOTLPHTTP(b *testing.B) {
 	lf, err := NewFactory().CreateTraces(ctx, exportertest.NewNopSettings(componentType), lcfg)
 	require.NoError(b, err)
 
-	of := otlphttpexporter.NewFactory()
-	ocfg := of.CreateDefaultConfig().(*otlphttpexporter.Config)
-	ocfg.ClientConfig.Endpoint = srv.URL
-	ocfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
-	ocfg.RetryConfig.Enabled = false
-	otlp, err := of.CreateTraces(ctx, exportertest.NewNopSettings(of.Type()), ocfg)
-	require.NoError(b, err)
-
+	require.NoError(b, lf.Start(ctx, componenttest.NewNopHost()))
+	otlp := vendortest.StockOTLPHTTP(b, srv.URL, nil)
 	for _, e := range []exporter.Traces{lf, otlp} {
-		require.NoError(b, e.Start(ctx, componenttest.NewNopHost()))
 		defer func(e exporter.Traces) { require.NoError(b, e.Shutdown(ctx)) }(e)
 	}
 

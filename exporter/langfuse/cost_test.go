@@ -3,45 +3,13 @@ package langfuse
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/exporter/internal/vendortest"
 	"github.com/agentmeter/agentmeter/internal/fakevendor/langfusefake"
-	"github.com/agentmeter/agentmeter/pricing"
 )
-
-// priceTrace prices every model call of td with the default table, as genaicost does,
-// and returns the sum of the calls' own cost.
-func priceTrace(t *testing.T, td ptrace.Traces, model string) float64 {
-	t.Helper()
-	tab, err := pricing.New(pricing.Layer{Name: "default", Rows: pricing.DefaultRows()})
-	require.NoError(t, err)
-	var sum float64
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				sp := spans.At(k)
-				u, ok := genai.UsageFromMap(sp.Attributes())
-				if !genai.IsModelCallSpan(sp.Name(), sp.Attributes()) || !ok {
-					continue
-				}
-				row, ok := tab.Lookup("", model, time.Now())
-				require.True(t, ok)
-				c := pricing.Compute(pricing.Split(u, 0), row)
-				genai.PutCost(sp.Attributes(), c, genai.CostSourceTable)
-				sum += c.Total
-			}
-		}
-	}
-	return sum
-}
 
 // Langfuse's trace cost (the sum of its observations' cost) equals the sum of our per-call
 // cost, and every cost_details value passes the spec's Observation.costDetails schema.
@@ -49,7 +17,7 @@ func TestCostReachesLangfuse(t *testing.T) {
 	srv := langfusefake.New(t)
 	exp, _ := started(t, testConfig(srv))
 	td, _, _ := langfusefake.AgentTrace(langfusefake.DefaultAgentRun())
-	want := priceTrace(t, td, "claude-sonnet-4-5")
+	want := vendortest.PriceModelCalls(t, td, "claude-sonnet-4-5")
 	require.NoError(t, exp.ConsumeTraces(context.Background(), td))
 	require.Empty(t, srv.Problems())
 

@@ -2,7 +2,6 @@ package langsmith
 
 import (
 	"context"
-	"encoding/binary"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,9 +16,9 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/exporter/otlphttpexporter"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/vendortest"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 	"github.com/agentmeter/agentmeter/internal/fakevendor"
 )
@@ -47,20 +46,6 @@ func benchBatch(tracesPerBatch int) ptrace.Traces {
 	return td
 }
 
-// renumber gives every trace of the batch fresh ids, as new traces would have.
-func renumber(td ptrace.Traces, n uint64) {
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		spans := rss.At(i).ScopeSpans().At(0).Spans()
-		for k := 0; k < spans.Len(); k++ {
-			sp := spans.At(k)
-			tid := sp.TraceID()
-			binary.BigEndian.PutUint64(tid[8:], n)
-			sp.SetTraceID(pcommon.TraceID(tid))
-		}
-	}
-}
-
 func newBenchExporters(b *testing.B, url string, comp configcompression.Type) (ls, otlp exporter.Traces) {
 	b.Helper()
 	lsCfg := newDefaultConfig(envconfig.FromMap(map[string]string{"LANGSMITH_TRACING": "true", "LANGSMITH_API_KEY": "k"}))
@@ -70,20 +55,8 @@ func newBenchExporters(b *testing.B, url string, comp configcompression.Type) (l
 	lsCfg.RetryConfig.Enabled = false
 	ls, err := NewFactory().CreateTraces(context.Background(), exportertest.NewNopSettings(componentType), lsCfg)
 	require.NoError(b, err)
-
-	of := otlphttpexporter.NewFactory()
-	oCfg := of.CreateDefaultConfig().(*otlphttpexporter.Config)
-	oCfg.ClientConfig.Endpoint = url
-	oCfg.ClientConfig.Compression = comp
-	oCfg.Encoding = otlphttpexporter.EncodingJSON
-	oCfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
-	oCfg.RetryConfig.Enabled = false
-	otlp, err = of.CreateTraces(context.Background(), exportertest.NewNopSettings(of.Type()), oCfg)
-	require.NoError(b, err)
-	for _, e := range []exporter.Traces{ls, otlp} {
-		require.NoError(b, e.Start(context.Background(), componenttest.NewNopHost()))
-	}
-	return ls, otlp
+	require.NoError(b, ls.Start(context.Background(), componenttest.NewNopHost()))
+	return ls, stockJSON(b, url, comp)
 }
 
 // benchmarkAgainstOTLPHTTP sends the same spans to the same loopback server through both
@@ -112,20 +85,23 @@ func BenchmarkVsOTLPHTTPDefaults(b *testing.B) {
 func benchmarkDefaults(b *testing.B, url string) {
 	ls, otlp := newBenchExporters(b, url, configcompression.TypeZstd)
 	_ = otlp.Shutdown(context.Background())
-	of := otlphttpexporter.NewFactory()
-	oCfg := of.CreateDefaultConfig().(*otlphttpexporter.Config)
-	oCfg.ClientConfig.Endpoint = url
-	oCfg.Encoding = otlphttpexporter.EncodingJSON
-	oCfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
-	oCfg.RetryConfig.Enabled = false
-	otlp, err := of.CreateTraces(context.Background(), exportertest.NewNopSettings(of.Type()), oCfg)
-	require.NoError(b, err)
-	require.NoError(b, otlp.Start(context.Background(), componenttest.NewNopHost()))
+	otlp = stockJSON(b, url, "") // otlphttp's own default compression
 	defer func() {
 		_ = ls.Shutdown(context.Background())
 		_ = otlp.Shutdown(context.Background())
 	}()
 	runInterleaved(b, ls, otlp)
+}
+
+// stockJSON is the stock otlphttp exporter sending JSON, as LangSmith's ingest does, with
+// comp (empty: otlphttp's default).
+func stockJSON(b *testing.B, url string, comp configcompression.Type) exporter.Traces {
+	return vendortest.StockOTLPHTTP(b, url, func(c *otlphttpexporter.Config) {
+		c.Encoding = otlphttpexporter.EncodingJSON
+		if comp != "" {
+			c.ClientConfig.Compression = comp
+		}
+	})
 }
 
 func runInterleaved(b *testing.B, ls, otlp exporter.Traces) {
@@ -134,7 +110,7 @@ func runInterleaved(b *testing.B, ls, otlp exporter.Traces) {
 	var lsTime, otlpTime time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		renumber(td, uint64(i))
+		vendortest.Renumber(td, uint64(i))
 		t0 := time.Now()
 		if err := ls.ConsumeTraces(context.Background(), td); err != nil {
 			b.Fatal(err)

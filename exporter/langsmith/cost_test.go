@@ -3,45 +3,14 @@ package langsmith
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/vendortest"
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/fakevendor"
-	"github.com/agentmeter/agentmeter/pricing"
 )
-
-// priceModelCalls prices every model call as genaicost does and returns Σ own cost.
-func priceModelCalls(t *testing.T, td ptrace.Traces) float64 {
-	t.Helper()
-	tab, err := pricing.New(pricing.Layer{Name: "default", Rows: pricing.DefaultRows()})
-	require.NoError(t, err)
-	var sum float64
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				sp := spans.At(k)
-				u, ok := genai.UsageFromMap(sp.Attributes())
-				if !ok || !genai.IsModelCallSpan(sp.Name(), sp.Attributes()) {
-					continue
-				}
-				model, _ := sp.Attributes().Get(genai.AttrRequestModel)
-				row, ok := tab.Lookup("", model.Str(), time.Now())
-				require.True(t, ok, model.Str())
-				c := pricing.Compute(pricing.Split(u, 0), row)
-				genai.PutCost(sp.Attributes(), c, genai.CostSourceTable)
-				sum += c.Total
-			}
-		}
-	}
-	return sum
-}
 
 // LangSmith's total_cost over the trace equals the sum of our per-call cost; the fake
 // checks every usage_metadata against the spec (additionalProperties: false) and the
@@ -50,7 +19,7 @@ func TestCostReachesLangSmith(t *testing.T) {
 	fake := newFake(t)
 	h := mustStart(t, fake, nil)
 	td, _ := fakevendor.AgentTrace(1, base)
-	want := priceModelCalls(t, td)
+	want := vendortest.PriceModelCalls(t, td, "")
 	rss := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
 	for i := 0; i < rss.Len(); i++ { // the dispatching call carries its subagents' cost as metadata
 		if _, ok := genai.SubagentUsageFromMap(rss.At(i).Attributes()); ok {

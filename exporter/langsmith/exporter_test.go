@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/vendortest"
 	"github.com/agentmeter/agentmeter/exporter/langsmith/internal/runtree"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 	"github.com/agentmeter/agentmeter/internal/fakevendor"
@@ -168,16 +169,7 @@ func TestInputNotMutated(t *testing.T) {
 	h := mustStart(t, fake, endpoint)
 	assert.False(t, h.exp.Capabilities().MutatesData)
 	td, _ := fakevendor.AgentTrace(1, base)
-	before := ptrace.NewTraces()
-	td.CopyTo(before)
-	td.MarkReadOnly()
-	require.NoError(t, h.exp.ConsumeTraces(context.Background(), td))
-	var m ptrace.ProtoMarshaler
-	a, err := m.MarshalTraces(before)
-	require.NoError(t, err)
-	b, err := m.MarshalTraces(td)
-	require.NoError(t, err)
-	assert.Equal(t, a, b)
+	vendortest.ConsumeReadOnly(t, h.exp, td)
 	assert.Equal(t, 8, fake.RunCount())
 }
 

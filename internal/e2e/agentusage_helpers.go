@@ -19,60 +19,88 @@ import (
 	"github.com/agentmeter/agentmeter/genai"
 )
 
-// SDKDir holds the node project with the real vendor SDKs (test/sdk).
-func SDKDir() string { return filepath.Join(RepoRoot(), "test", "sdk") }
+// nodeProject is a node project under test/ whose dependencies `npm ci` installs on first
+// use: test/sdk (the real vendor SDKs) and test/interop (the agent frameworks and
+// instrumentations).
+type nodeProject struct {
+	name   string // folder under test/
+	marker string // a file under node_modules that npm ci leaves
+	once   sync.Once
+	err    error
+}
 
-var npmOnce sync.Once
+var (
+	sdkProject     = &nodeProject{name: "sdk", marker: filepath.Join("langsmith", "package.json")}
+	interopProject = &nodeProject{name: "interop", marker: filepath.Join("openai", "package.json")}
+)
 
-// EnsureSDKs makes sure test/sdk/node_modules exists, running `npm ci` (under a file
-// lock, once per test process) when it does not. A machine without node or npm fails
-// the test: the SDK tests are the proof that real clients work, never skipped.
-func EnsureSDKs(t testing.TB) {
+func (p *nodeProject) dir() string { return filepath.Join(RepoRoot(), "test", p.name) }
+
+func (p *nodeProject) installed() bool {
+	_, err := os.Stat(filepath.Join(p.dir(), "node_modules", p.marker))
+	return err == nil
+}
+
+// ensure makes sure the project's node_modules exists, running `npm ci` (under one file
+// lock for every project and test process, once per test process) when it does not. A
+// machine without node or npm fails the test: these tests are the proof that real
+// clients and libraries work, so they never skip.
+func (p *nodeProject) ensure(t testing.TB) {
 	t.Helper()
-	var err error
-	npmOnce.Do(func() {
-		if _, statErr := os.Stat(filepath.Join(SDKDir(), "node_modules", "langsmith", "package.json")); statErr == nil {
+	p.once.Do(func() {
+		if p.installed() {
 			return
 		}
-		lock, lerr := os.OpenFile(filepath.Join(os.TempDir(), "agentmeter-npm.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-		if lerr != nil {
-			err = lerr
+		lock, err := os.OpenFile(filepath.Join(os.TempDir(), "agentmeter-npm.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			p.err = err
 			return
 		}
 		defer lock.Close()
 		_ = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX)
 		defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+		if p.installed() {
+			return // another test process installed it while we waited
+		}
 		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		cmd.Dir = SDKDir()
-		out, cerr := cmd.CombinedOutput()
-		if cerr != nil {
-			err = fmt.Errorf("npm ci in %s: %w\n%s", SDKDir(), cerr, out)
+		cmd.Dir = p.dir()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			p.err = fmt.Errorf("npm ci in %s: %w\n%s", p.dir(), err, out)
 		}
 	})
-	if err != nil {
-		t.Fatalf("installing the vendor SDKs: %v", err)
+	if p.err != nil {
+		t.Fatalf("installing test/%s (node and npm are required; scripts/test-deps.sh installs them): %v", p.name, p.err)
 	}
-	if _, statErr := os.Stat(filepath.Join(SDKDir(), "node_modules", "langsmith", "package.json")); statErr != nil {
-		t.Fatalf("test/sdk/node_modules is missing after npm ci: %v", statErr)
+	if !p.installed() {
+		t.Fatalf("test/%s/node_modules is missing after npm ci", p.name)
 	}
+}
+
+// run runs one script of the project with env added to the environment, within timeout,
+// and returns its standard output and standard error; a non-zero exit fails the test with
+// both.
+func (p *nodeProject) run(t testing.TB, timeout time.Duration, script string, env ...string) (stdout, stderr string) {
+	t.Helper()
+	p.ensure(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script)
+	cmd.Dir = p.dir()
+	cmd.Env = append(os.Environ(), env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node %s: %v\nstdout:\n%s\nstderr:\n%s", script, err, out.String(), errOut.String())
+	}
+	return out.String(), errOut.String()
 }
 
 // RunNode runs one script of test/sdk with extra environment variables and returns
 // its standard output; a non-zero exit fails the test with the script's output.
 func RunNode(t testing.TB, script string, env ...string) string {
 	t.Helper()
-	EnsureSDKs(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", script)
-	cmd.Dir = SDKDir()
-	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("node %s: %v\nstdout:\n%s\nstderr:\n%s", script, err, stdout.String(), stderr.String())
-	}
-	return stdout.String()
+	out, _ := sdkProject.run(t, 60*time.Second, script, env...)
+	return out
 }
 
 // SpanTree indexes spans by id for tree assertions.

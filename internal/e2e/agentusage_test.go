@@ -21,20 +21,7 @@ import (
 // agentusageConfig runs the agentusage receiver into subagentmerge and the file
 // exporter, as the sidecar does.
 func agentusageConfig(addr, out string) string {
-	return fmt.Sprintf(`
-receivers:
-  agentusage:
-    endpoint: %q
-    api_keys: [test-key, sk-lf-test]
-processors:
-  subagentmerge: {wait_duration: 5s}
-exporters:
-  file: {path: %q, format: json, flush_interval: 100ms}
-service:
-  telemetry: {metrics: {level: none}, logs: {level: warn}}
-  pipelines:
-    traces: {receivers: [agentusage], processors: [subagentmerge], exporters: [file]}
-`, addr, out)
+	return mergeToFileConfig("agentusage", fmt.Sprintf("{endpoint: %q, api_keys: [test-key, sk-lf-test]}", addr), out)
 }
 
 func startAgentusage(t *testing.T) (addr, out string) {

@@ -5,9 +5,12 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,6 +92,58 @@ func (rs *replicaSet) waitStatus(t *testing.T, g *gatewayProcess, thread, runID 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// postAnswer is one answer of postAtOnce: status 0 and the error when the request failed.
+type postAnswer struct {
+	code int
+	body string
+}
+
+// postAtOnce sends n POSTs of body to path at the same moment, alternating the replicas,
+// and returns each one's answer in the order sent.
+func (rs *replicaSet) postAtOnce(t *testing.T, n int, path, body string) []postAnswer {
+	t.Helper()
+	answers := make([]postAnswer, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			req, _ := http.NewRequest("POST", rs.gws[i%len(rs.gws)].URL+path, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+rs.key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answers[i] = postAnswer{body: err.Error()}
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			answers[i] = postAnswer{resp.StatusCode, string(b)}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return answers
+}
+
+// startRunning posts input as a run of thread to the first replica and waits until the
+// run is running; it returns the run, the replica executing it and the other one.
+func (rs *replicaSet) startRunning(t *testing.T, thread, input string) (r replicaRun, exec, other *gatewayProcess) {
+	t.Helper()
+	a, b := rs.gws[0], rs.gws[1]
+	code, body := a.request(t, "POST", "/api/threads/"+thread+"/runs", rs.key, `{"input":"`+input+`"}`)
+	require.Equal(t, 202, code, string(body))
+	require.NoError(t, json.Unmarshal(body, &r))
+	rs.waitStatus(t, a, thread, r.RunID, 10*time.Second, "running")
+	exec, other = a, b
+	if rs.activeRuns(t, a) == 0 {
+		exec, other = b, a
+	}
+	require.Equal(t, 1, rs.activeRuns(t, exec))
+	return r, exec, other
 }
 
 // activeRuns reads a gateway's agentmeter_gateway_runs_active gauge: the runs that

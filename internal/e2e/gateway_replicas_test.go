@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -75,24 +74,7 @@ func TestGatewayReplicasBehaveAsOne(t *testing.T) {
 	a, b := rs.gws[0], rs.gws[1]
 
 	t.Run("reject: one runs, four get 409 on either replica", func(t *testing.T) {
-		type answer struct {
-			code int
-			body string
-		}
-		answers := make([]answer, 5)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range 5 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				code, body := rs.gws[i%2].request(t, "POST", "/api/threads/rej/runs", rs.key, `{"input":"reject me"}`)
-				answers[i] = answer{code, string(body)}
-			}()
-		}
-		close(start)
-		wg.Wait()
+		answers := rs.postAtOnce(t, 5, "/api/threads/rej/runs", `{"input":"reject me"}`)
 		var accepted []string
 		conflicts := 0
 		for i, ans := range answers {
@@ -167,28 +149,12 @@ func TestGatewayReplicasBehaveAsOne(t *testing.T) {
 
 	t.Run("enqueue: five posted at once over both replicas run one after another", func(t *testing.T) {
 		ids := make([]string, 5)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range 5 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				req, _ := http.NewRequest("POST", rs.gws[i%2].URL+"/api/threads/qa/runs", strings.NewReader(`{"input":"queue at once","multitask_strategy":"enqueue"}`))
-				req.Header.Set("Authorization", "Bearer "+rs.key)
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					return
-				}
-				defer resp.Body.Close()
-				var r replicaRun
-				if resp.StatusCode == 202 && json.NewDecoder(resp.Body).Decode(&r) == nil {
-					ids[i] = r.RunID
-				}
-			}()
+		for i, ans := range rs.postAtOnce(t, 5, "/api/threads/qa/runs", `{"input":"queue at once","multitask_strategy":"enqueue"}`) {
+			var r replicaRun
+			if ans.code == 202 && json.Unmarshal([]byte(ans.body), &r) == nil {
+				ids[i] = r.RunID
+			}
 		}
-		close(start)
-		wg.Wait()
 		// Each run answers the turn its thread's state had reached: five different
 		// answers 1..5 mean no two of them ran on the same state, i.e. at once.
 		var answers []string
@@ -203,16 +169,7 @@ func TestGatewayReplicasBehaveAsOne(t *testing.T) {
 	})
 
 	t.Run("wait and cancel answer on the replica not executing the run", func(t *testing.T) {
-		code, body := a.request(t, "POST", "/api/threads/c/runs", rs.key, `{"input":"cancel me"}`)
-		require.Equal(t, 202, code, string(body))
-		var r replicaRun
-		require.NoError(t, json.Unmarshal(body, &r))
-		rs.waitStatus(t, a, "c", r.RunID, 10*time.Second, "running")
-		exec, other := a, b
-		if rs.activeRuns(t, a) == 0 {
-			exec, other = b, a
-		}
-		require.Equal(t, 1, rs.activeRuns(t, exec))
+		r, _, other := rs.startRunning(t, "c", "cancel me")
 		// A run queued behind it, waited for on the replica not executing the thread.
 		waited := make(chan string, 1)
 		go func() {
@@ -228,7 +185,7 @@ func TestGatewayReplicasBehaveAsOne(t *testing.T) {
 			waited <- fmt.Sprintf("%d %s", resp.StatusCode, b)
 		}()
 		time.Sleep(300 * time.Millisecond) // the queued run is admitted
-		code, body = other.request(t, "POST", "/api/threads/c/runs/"+r.RunID+"/cancel", rs.key, "")
+		code, body := other.request(t, "POST", "/api/threads/c/runs/"+r.RunID+"/cancel", rs.key, "")
 		require.Equal(t, 202, code, string(body))
 		var got replicaRun
 		require.NoError(t, json.Unmarshal(body, &got))
@@ -245,17 +202,8 @@ func TestGatewayReplicasBehaveAsOne(t *testing.T) {
 	})
 
 	t.Run("a replica killed mid-run: its run ends error within the lease, the next starts elsewhere", func(t *testing.T) {
-		code, body := a.request(t, "POST", "/api/threads/k/runs", rs.key, `{"input":"never finishes"}`)
-		require.Equal(t, 202, code, string(body))
-		var first replicaRun
-		require.NoError(t, json.Unmarshal(body, &first))
-		rs.waitStatus(t, a, "k", first.RunID, 10*time.Second, "running")
-		victim, survivor := a, b
-		if rs.activeRuns(t, a) == 0 {
-			victim, survivor = b, a
-		}
-		require.Equal(t, 1, rs.activeRuns(t, victim))
-		code, body = survivor.request(t, "POST", "/api/threads/k/runs", rs.key, `{"input":"after the crash","multitask_strategy":"enqueue"}`)
+		first, victim, survivor := rs.startRunning(t, "k", "never finishes")
+		code, body := survivor.request(t, "POST", "/api/threads/k/runs", rs.key, `{"input":"after the crash","multitask_strategy":"enqueue"}`)
 		require.Equal(t, 202, code, string(body))
 		var next replicaRun
 		require.NoError(t, json.Unmarshal(body, &next))

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +26,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // RepoRoot is the repository root, found from this file's location.
@@ -335,20 +338,7 @@ func ReadTraces(path string) ([]ptrace.Traces, error) {
 
 // Spans flattens traces into their spans, keyed by nothing: a convenience for assertions.
 func Spans(tds []ptrace.Traces) []ptrace.Span {
-	var out []ptrace.Span
-	for _, td := range tds {
-		rss := td.ResourceSpans()
-		for i := 0; i < rss.Len(); i++ {
-			sss := rss.At(i).ScopeSpans()
-			for j := 0; j < sss.Len(); j++ {
-				spans := sss.At(j).Spans()
-				for k := 0; k < spans.Len(); k++ {
-					out = append(out, spans.At(k))
-				}
-			}
-		}
-	}
-	return out
+	return slices.Collect(spaniter.In(tds))
 }
 
 // WaitForSpans polls the file exporter output until it holds at least n spans.

@@ -4,16 +4,11 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,72 +18,22 @@ import (
 
 // InteropDir holds the node project with the real agent frameworks and instrumentations
 // (test/interop): one script per library, each the same two-agent app.
-func InteropDir() string { return filepath.Join(RepoRoot(), "test", "interop") }
-
-var interopOnce sync.Once
-
-// EnsureInterop makes sure test/interop/node_modules exists, running `npm ci` (under the
-// same file lock as EnsureSDKs, once per test process) when it does not. A machine
-// without node or npm fails the test: these tests are the proof that the collector
-// counts what real libraries send, so they never skip.
-func EnsureInterop(t testing.TB) {
-	t.Helper()
-	marker := filepath.Join(InteropDir(), "node_modules", "openai", "package.json")
-	var err error
-	interopOnce.Do(func() {
-		if _, statErr := os.Stat(marker); statErr == nil {
-			return
-		}
-		lock, lerr := os.OpenFile(filepath.Join(os.TempDir(), "agentmeter-npm.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-		if lerr != nil {
-			err = lerr
-			return
-		}
-		defer lock.Close()
-		_ = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX)
-		defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-		if _, statErr := os.Stat(marker); statErr == nil {
-			return // another test process installed it while we waited
-		}
-		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		cmd.Dir = InteropDir()
-		out, cerr := cmd.CombinedOutput()
-		if cerr != nil {
-			err = fmt.Errorf("npm ci in %s: %w\n%s", InteropDir(), cerr, out)
-		}
-	})
-	if err != nil {
-		t.Fatalf("installing the interop libraries (node and npm are required; scripts/test-deps.sh installs them): %v", err)
-	}
-	if _, statErr := os.Stat(marker); statErr != nil {
-		t.Fatalf("test/interop/node_modules is missing after npm ci: %v", statErr)
-	}
-}
+func InteropDir() string { return interopProject.dir() }
 
 // RunInterop runs one script of test/interop with extra environment variables and
 // returns its standard output; a non-zero exit fails the test with the script's output.
 // The scripts reach nothing but loopback: the fake model, the collector.
 func RunInterop(t testing.TB, script string, env ...string) string {
 	t.Helper()
-	EnsureInterop(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", script)
-	cmd.Dir = InteropDir()
 	// no proxy, no vendor keys of the developer's shell: the scripts set what they need
-	cmd.Env = append(os.Environ(), "NO_PROXY=127.0.0.1,localhost", "OTEL_SDK_DISABLED=false",
+	base := []string{"NO_PROXY=127.0.0.1,localhost", "OTEL_SDK_DISABLED=false",
 		"LANGSMITH_API_KEY=test-key", "OPENAI_API_KEY=sk-fake-interop", "TRACELOOP_SYNC_ENABLED=false",
-		"TRACELOOP_TELEMETRY=false")
-	cmd.Env = append(cmd.Env, env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("node %s: %v\nstdout:\n%s\nstderr:\n%s", script, err, stdout.String(), stderr.String())
+		"TRACELOOP_TELEMETRY=false"}
+	out, stderr := interopProject.run(t, 90*time.Second, script, append(base, env...)...)
+	if stderr != "" {
+		t.Logf("node %s stderr:\n%s", script, stderr)
 	}
-	if stderr.Len() > 0 {
-		t.Logf("node %s stderr:\n%s", script, stderr.String())
-	}
-	return stdout.String()
+	return out
 }
 
 // interopOverlay is merged over the shipped otelcol-config.yaml (with

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // LangSmithCollectorConfig is an OTLP/HTTP → subagentmerge → batch → langsmith pipeline.
@@ -59,15 +60,8 @@ var mergeWritten = map[string]bool{
 // StripMergedUsage removes what subagentmerge writes, so the collector's own processor
 // does the merge.
 func StripMergedUsage(td ptrace.Traces) {
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				spans.At(k).Attributes().RemoveIf(func(key string, _ pcommon.Value) bool { return mergeWritten[key] })
-			}
-		}
+	for sp := range spaniter.All(td) {
+		sp.Attributes().RemoveIf(func(key string, _ pcommon.Value) bool { return mergeWritten[key] })
 	}
 }
 

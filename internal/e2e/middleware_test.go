@@ -110,20 +110,20 @@ func TestMiddlewareChainRunThroughCollector(t *testing.T) {
 	for _, s := range spans {
 		a := s.Attributes()
 		assert.Equal(t, res.TraceID, s.TraceID().String())
-		if str(a, genai.AttrOperationName) != genai.OpChat {
+		if genai.StringAttr(a, genai.AttrOperationName) != genai.OpChat {
 			continue
 		}
 		u, ok := genai.UsageFromMap(a)
 		require.True(t, ok, s.Name())
 		own += u.Total()
-		caller := str(a, genai.AttrCaller)
+		caller := genai.StringAttr(a, genai.AttrCaller)
 		buckets[genai.CallerBucket(caller)] += u.Total()
 		switch genai.CallerBucket(caller) {
 		case genai.BucketMiddleware:
 			mwCallers = append(mwCallers, caller)
 			assert.Equal(t, lead.SpanID(), s.ParentSpanID(), "middleware chat span under the lead invoke_agent span")
 		case genai.BucketLeadAgent:
-			kinds = append(kinds, str(a, genai.AttrStepKind))
+			kinds = append(kinds, genai.StringAttr(a, genai.AttrStepKind))
 		}
 	}
 	c := res.Completion

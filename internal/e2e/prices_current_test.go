@@ -3,14 +3,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/calcprice"
 )
 
 // currentCall is one call to a model current in November 2026, as an app reports it to
@@ -43,46 +39,13 @@ var currentCalls = []currentCall{
 // node (test/genai-prices). Without node or its package the test skips, unless CI is set.
 func calcPrice(t *testing.T, calls []currentCall, startOf func(int) time.Time) []float64 {
 	t.Helper()
-	dir := filepath.Join(RepoRoot(), "test", "genai-prices")
-	_, modErr := os.Stat(filepath.Join(dir, "node_modules", "@pydantic", "genai-prices"))
-	_, nodeErr := exec.LookPath("node")
-	if modErr != nil || nodeErr != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("node and test/genai-prices/node_modules are needed (scripts/test-deps.sh): %v %v", modErr, nodeErr)
-		}
-		t.Skip("node or test/genai-prices/node_modules missing; `make test-deps` installs them")
-	}
-	type usage struct {
-		Input     int64 `json:"input_tokens"`
-		CacheRead int64 `json:"cache_read_tokens,omitempty"`
-		Write     int64 `json:"cache_write_tokens,omitempty"`
-		Output    int64 `json:"output_tokens"`
-		Reasoning int64 `json:"output_reasoning_tokens,omitempty"`
-	}
-	type gpCase struct {
-		Provider  string `json:"provider"`
-		Model     string `json:"model"`
-		Timestamp string `json:"timestamp"`
-		Usage     usage  `json:"usage"`
-	}
-	var cases []gpCase
+	var cases []calcprice.Call
 	for i, c := range calls {
-		cases = append(cases, gpCase{Provider: c.gpProvider, Model: c.model, Timestamp: startOf(i).Format(time.RFC3339Nano),
-			Usage: usage{Input: c.usage.Input, CacheRead: c.usage.CacheRead, Write: c.usage.CacheCreation, Output: c.usage.Output, Reasoning: c.usage.Reasoning}})
+		cases = append(cases, calcprice.Call{Provider: c.gpProvider, Model: c.model, Timestamp: startOf(i).Format(time.RFC3339Nano),
+			Usage: calcprice.Usage{Input: c.usage.Input, CacheRead: c.usage.CacheRead, Write: c.usage.CacheCreation, Output: c.usage.Output, Reasoning: c.usage.Reasoning}})
 	}
-	in, err := json.Marshal(cases)
-	require.NoError(t, err)
-	cmd := exec.Command("node", "crosscheck.mjs")
-	cmd.Dir, cmd.Stdin = dir, bytes.NewReader(in)
-	out, err := cmd.Output()
-	require.NoError(t, err)
-	var res []*struct {
-		Total float64 `json:"total"`
-		Error string  `json:"error"`
-	}
-	require.NoError(t, json.Unmarshal(out, &res))
 	totals := make([]float64, len(calls))
-	for i, r := range res {
+	for i, r := range calcprice.Price(t, cases) {
 		require.NotNil(t, r, "calcPrice does not know %s", calls[i].model)
 		require.Empty(t, r.Error, calls[i].model)
 		totals[i] = r.Total

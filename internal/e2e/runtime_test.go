@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/runtime/journal"
 )
 
 // demoScript is the part of runtime/model/scripted/demo.yaml the test checks spans against.
@@ -43,23 +44,13 @@ type demoTurn struct {
 	} `yaml:"tool_calls"`
 }
 
+// runJSON is what `agentmeter run --json` prints.
 type runJSON struct {
-	Answer     string `json:"answer"`
-	ThreadID   string `json:"thread_id"`
-	RunID      string `json:"run_id"`
-	TraceID    string `json:"trace_id"`
-	Completion struct {
-		TotalInputTokens  int64 `json:"total_input_tokens"`
-		TotalOutputTokens int64 `json:"total_output_tokens"`
-		TotalTokens       int64 `json:"total_tokens"`
-		LLMCallCount      int64 `json:"llm_call_count"`
-		LeadAgentTokens   int64 `json:"lead_agent_tokens"`
-		SubagentTokens    int64 `json:"subagent_tokens"`
-		MiddlewareTokens  int64 `json:"middleware_tokens"`
-		TokenUsageByModel map[string]struct {
-			TotalTokens int64 `json:"total_tokens"`
-		} `json:"token_usage_by_model"`
-	} `json:"completion"`
+	Answer     string                 `json:"answer"`
+	ThreadID   string                 `json:"thread_id"`
+	RunID      string                 `json:"run_id"`
+	TraceID    string                 `json:"trace_id"`
+	Completion journal.CompletionData `json:"completion"`
 }
 
 // The demo run of `agentmeter run` exported to the ocb-built collector: every span of
@@ -112,18 +103,18 @@ sandbox:
 	var ownTotal int64
 	for _, s := range spans {
 		a := s.Attributes()
-		assert.Equal(t, "e2e-thread", str(a, genai.AttrConversationID), s.Name())
-		assert.Equal(t, res.RunID, str(a, genai.AttrRunID), s.Name())
-		assert.Equal(t, "user-7", str(a, genai.AttrEndUserID), s.Name())
-		caller := str(a, genai.AttrCaller)
+		assert.Equal(t, "e2e-thread", genai.StringAttr(a, genai.AttrConversationID), s.Name())
+		assert.Equal(t, res.RunID, genai.StringAttr(a, genai.AttrRunID), s.Name())
+		assert.Equal(t, "user-7", genai.StringAttr(a, genai.AttrEndUserID), s.Name())
+		caller := genai.StringAttr(a, genai.AttrCaller)
 		parent := byID[s.ParentSpanID()]
-		op := str(a, genai.AttrOperationName)
+		op := genai.StringAttr(a, genai.AttrOperationName)
 		switch op {
 		case genai.OpInvokeAgent:
 			assert.Equal(t, ptrace.SpanKindInternal, s.Kind())
-			name := str(a, genai.AttrAgentName)
+			name := genai.StringAttr(a, genai.AttrAgentName)
 			assert.Equal(t, "invoke_agent "+name, s.Name())
-			assert.NotEmpty(t, str(a, genai.AttrAgentID))
+			assert.NotEmpty(t, genai.StringAttr(a, genai.AttrAgentID))
 			if name == genai.LeadAgentName {
 				assert.Equal(t, "lead_agent", caller)
 				assertKeys(t, s, common, genai.AttrAgentName, genai.AttrAgentID)
@@ -135,21 +126,21 @@ sandbox:
 			assert.Equal(t, "subagent:general-purpose", caller)
 			assertKeys(t, s, common, genai.AttrAgentName, genai.AttrAgentID, genai.AttrToolCallID)
 			assert.Equal(t, "execute_tool task", parent.Name(), "subagent run under the task tool span")
-			assert.Equal(t, str(parent.Attributes(), genai.AttrToolCallID), str(a, genai.AttrToolCallID))
+			assert.Equal(t, genai.StringAttr(parent.Attributes(), genai.AttrToolCallID), genai.StringAttr(a, genai.AttrToolCallID))
 			assert.Equal(t, lead.SpanID(), parent.ParentSpanID())
 		case genai.OpChat:
 			counts["chat"]++
 			assert.Equal(t, ptrace.SpanKindClient, s.Kind())
 			assert.Equal(t, "chat scripted-demo", s.Name())
-			assert.Equal(t, "scripted", str(a, genai.AttrProviderName))
-			assert.Equal(t, "scripted-demo", str(a, genai.AttrRequestModel))
-			conv, turn := responseTurn(t, str(a, genai.AttrResponseID))
+			assert.Equal(t, "scripted", genai.StringAttr(a, genai.AttrProviderName))
+			assert.Equal(t, "scripted-demo", genai.StringAttr(a, genai.AttrRequestModel))
+			conv, turn := responseTurn(t, genai.StringAttr(a, genai.AttrResponseID))
 			tr := script.turn(t, conv, turn)
 			wantModel := tr.Model
 			if wantModel == "" {
 				wantModel = "scripted-demo"
 			}
-			assert.Equal(t, wantModel, str(a, genai.AttrResponseModel))
+			assert.Equal(t, wantModel, genai.StringAttr(a, genai.AttrResponseModel))
 			keys := append([]string{genai.AttrProviderName, genai.AttrRequestModel, genai.AttrResponseModel, genai.AttrResponseID,
 				genai.AttrFinishReasons, genai.AttrRequestStream, genai.AttrUsageInput, genai.AttrUsageOutput}, common...)
 			require.NotNil(t, tr.Usage)
@@ -177,7 +168,7 @@ sandbox:
 				assert.Equal(t, lead.SpanID(), s.ParentSpanID())
 				keys = append(keys, genai.AttrStepKind)
 				assert.Equal(t, []string{genai.StepToolBatch, genai.StepToolBatch, genai.StepToolBatch, genai.StepToolBatch, genai.StepFinalAnswer}[turn-1],
-					str(a, genai.AttrStepKind), "step kind of lead turn %d", turn)
+					genai.StringAttr(a, genai.AttrStepKind), "step kind of lead turn %d", turn)
 			case "title":
 				assert.Equal(t, "middleware:title", caller)
 				assert.Equal(t, lead.SpanID(), s.ParentSpanID(), "middleware call under the lead span")
@@ -190,14 +181,14 @@ sandbox:
 		case genai.OpExecuteTool:
 			counts["tool"]++
 			assert.Equal(t, ptrace.SpanKindInternal, s.Kind())
-			toolName := str(a, genai.AttrToolName)
+			toolName := genai.StringAttr(a, genai.AttrToolName)
 			assert.Equal(t, "execute_tool "+toolName, s.Name())
-			assert.Equal(t, genai.ToolTypeFunction, str(a, genai.AttrToolType))
+			assert.Equal(t, genai.ToolTypeFunction, genai.StringAttr(a, genai.AttrToolType))
 			assert.Equal(t, ptrace.StatusCodeUnset, s.Status().Code(), "%s did not fail", s.Name())
 			keys := append([]string{genai.AttrToolName, genai.AttrToolCallID, genai.AttrToolType}, common...)
 			if toolName == genai.TaskToolName {
 				keys = append(keys, genai.AttrSubagentStatus)
-				assert.Equal(t, genai.SubagentCompleted, str(a, genai.AttrSubagentStatus))
+				assert.Equal(t, genai.SubagentCompleted, genai.StringAttr(a, genai.AttrSubagentStatus))
 			}
 			assertKeys(t, s, keys)
 			assert.Equal(t, parent.Name(), map[bool]string{true: "invoke_agent lead_agent", false: "invoke_agent general-purpose"}[caller == "lead_agent"])
@@ -210,14 +201,6 @@ sandbox:
 	assert.Equal(t, res.Completion.TotalTokens, ownTotal, "sum of own usage over chat spans == journal total_tokens")
 	assert.Equal(t, res.Completion.TotalTokens, res.Completion.LeadAgentTokens+res.Completion.SubagentTokens+res.Completion.MiddlewareTokens)
 	assert.Equal(t, int64(6), res.Completion.LLMCallCount, "lead and middleware calls inline; subagent calls arrive as external records")
-}
-
-func str(m pcommon.Map, k string) string {
-	v, ok := m.Get(k)
-	if !ok {
-		return ""
-	}
-	return v.AsString()
 }
 
 // assertKeys checks the span carries exactly these attribute keys.

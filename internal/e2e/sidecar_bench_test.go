@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // What the token-metrics path costs the sidecar: the shipped config (merge, batch, file
@@ -114,15 +115,8 @@ func setTraceID(td ptrace.Traces, n uint32) {
 	var tid [16]byte
 	binary.BigEndian.PutUint32(tid[:4], n)
 	tid[15] = 0xbe
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				spans.At(k).SetTraceID(tid)
-			}
-		}
+	for sp := range spaniter.All(td) {
+		sp.SetTraceID(tid)
 	}
 }
 

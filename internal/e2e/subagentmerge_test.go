@@ -17,18 +17,12 @@ import (
 	"github.com/agentmeter/agentmeter/genai"
 )
 
-// mergeTierConfig is one collector running subagentmerge between an OTLP receiver and
-// the file exporter; grpcAddr may be empty.
-func mergeTierConfig(httpAddr, grpcAddr, out string) string {
-	grpc := ""
-	if grpcAddr != "" {
-		grpc = fmt.Sprintf("\n      grpc: {endpoint: %q}", grpcAddr)
-	}
+// mergeToFileConfig is one collector running subagentmerge between receiver (named
+// receiverID, its settings in YAML flow style) and the file exporter writing out.
+func mergeToFileConfig(receiverID, receiver, out string) string {
 	return fmt.Sprintf(`
 receivers:
-  otlp:
-    protocols:
-      http: {endpoint: %q}%s
+  %s: %s
 processors:
   subagentmerge: {wait_duration: 5s}
 exporters:
@@ -36,8 +30,18 @@ exporters:
 service:
   telemetry: {metrics: {level: none}, logs: {level: warn}}
   pipelines:
-    traces: {receivers: [otlp], processors: [subagentmerge], exporters: [file]}
-`, httpAddr, grpc, out)
+    traces: {receivers: [%s], processors: [subagentmerge], exporters: [file]}
+`, receiverID, receiver, out, receiverID)
+}
+
+// mergeTierConfig is one collector running subagentmerge between an OTLP receiver and
+// the file exporter; grpcAddr may be empty.
+func mergeTierConfig(httpAddr, grpcAddr, out string) string {
+	protocols := fmt.Sprintf("http: {endpoint: %q}", httpAddr)
+	if grpcAddr != "" {
+		protocols += fmt.Sprintf(", grpc: {endpoint: %q}", grpcAddr)
+	}
+	return mergeToFileConfig("otlp", "{protocols: {"+protocols+"}}", out)
 }
 
 func sendRuns(t *testing.T, addr string, runs []uint64) int {

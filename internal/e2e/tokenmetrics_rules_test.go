@@ -37,6 +37,20 @@ func rulesFile(t *testing.T) string {
 	return p
 }
 
+// promtoolRules checks the rules of deploy/prometheus-rules.yaml (promtool check rules)
+// and runs the rule unit tests of test, a promtool test file without its rule_files
+// line, against them (promtool test rules).
+func promtoolRules(t *testing.T, test string) {
+	t.Helper()
+	rules := rulesFile(t)
+	out, err := exec.Command(promtool(t), "check", "rules", rules).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	p := filepath.Join(t.TempDir(), "rules_test.yml")
+	require.NoError(t, os.WriteFile(p, []byte("rule_files: ["+rules+"]\n"+test), 0o600))
+	out, err = exec.Command(promtool(t), "test", "rules", p).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+}
+
 func promtool(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("promtool")
@@ -50,12 +64,7 @@ func promtool(t *testing.T) string {
 // synthetic series (promtool test rules), including the 30-minute one no live test can wait
 // for.
 func TestTokenMetricsAlertRulesPromtool(t *testing.T) {
-	rules := rulesFile(t)
-	out, err := exec.Command(promtool(t), "check", "rules", rules).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-
-	test := `rule_files: [` + rules + `]
-evaluation_interval: 1m
+	promtoolRules(t, `evaluation_interval: 1m
 tests:
   - interval: 1m
     input_series:
@@ -89,11 +98,7 @@ tests:
       - eval_time: 60m
         alertname: AgentmeterInvalidUsage
         exp_alerts: []
-`
-	p := filepath.Join(t.TempDir(), "rules_test.yml")
-	require.NoError(t, os.WriteFile(p, []byte(test), 0o600))
-	out, err = exec.Command(promtool(t), "test", "rules", p).CombinedOutput()
-	require.NoError(t, err, "%s", out)
+`)
 }
 
 // The alert rules fire in a real Prometheus scraping the shipped collector: past

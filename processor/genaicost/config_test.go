@@ -1,49 +1,35 @@
 package genaicost
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/confmap"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
 
+	"github.com/agentmeter/agentmeter/internal/configtest"
 	"github.com/agentmeter/agentmeter/pricing"
 )
 
 func TestLoadConfig(t *testing.T) {
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
-	tests := []struct {
-		id   component.ID
-		want *Config
-	}{
-		{component.NewID(Type), createDefaultConfig()},
-		{component.NewIDWithName(Type, "custom"), &Config{
+	sections := []configtest.Section{
+		{ID: component.NewID(Type), Want: createDefaultConfig()},
+		{ID: component.NewIDWithName(Type, "custom"), Want: &Config{
 			PriceFiles: []PriceFile{{Path: "testdata/prices.yaml"}, {Path: "../../pricing/testdata/litellm_prices.json", Format: FormatLiteLLM}},
 			Prices: []pricing.Row{{Provider: "openai", Model: "my-finetune", Match: []string{"ft:gpt-4o-mini:acme:*"}, Effective: "2025-06-01",
 				Rates: pricing.Rates{Input: pricing.F(0.3), Output: pricing.F(1.2), CacheRead: pricing.F(0.15)}, Source: "our contract with OpenAI"}},
 		}},
-		{component.NewIDWithName(Type, "unquoted_date"), &Config{DefaultPrices: true, PriceFiles: []PriceFile{},
+		{ID: component.NewIDWithName(Type, "unquoted_date"), Want: &Config{DefaultPrices: true, PriceFiles: []PriceFile{},
 			Prices: []pricing.Row{{Provider: "openai", Model: "m", Effective: "2025-06-01", Rates: pricing.Rates{Input: pricing.F(1), Output: pricing.F(2)}}}}},
-		{component.NewIDWithName(Type, "refresh"), &Config{DefaultPrices: true, PriceFiles: []PriceFile{}, Prices: []pricing.Row{},
+		{ID: component.NewIDWithName(Type, "refresh"), Want: &Config{DefaultPrices: true, PriceFiles: []PriceFile{}, Prices: []pricing.Row{},
 			PriceRefresh: &PriceRefresh{URL: "https://raw.githubusercontent.com/pydantic/genai-prices/main/prices/new_data/v2/data.json", Interval: 12 * time.Hour}}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.id.String(), func(t *testing.T) {
-			cfg := NewFactory().CreateDefaultConfig()
-			sub, err := cm.Sub(tt.id.String())
-			require.NoError(t, err)
-			require.NoError(t, sub.Unmarshal(cfg))
-			require.NoError(t, confmap.Validate(cfg))
-			assert.Equal(t, tt.want, cfg)
-			tab, err := cfg.(*Config).buildTable()
-			require.NoError(t, err)
-			assert.Positive(t, tab.Rows())
-		})
+	configtest.Loads(t, NewFactory(), sections)
+	for _, s := range sections {
+		tab, err := s.Want.(*Config).buildTable()
+		require.NoError(t, err, s.ID)
+		assert.Positive(t, tab.Rows(), s.ID)
 	}
 }
 
@@ -68,11 +54,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
-			require.Error(t, err)
-			for _, w := range tt.want {
-				assert.Contains(t, err.Error(), w)
-			}
+			configtest.ErrorHas(t, tt.cfg.Validate(), tt.want...)
 		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/pricing"
 	"github.com/agentmeter/agentmeter/processor/genaicost/internal/metadata"
 )
@@ -141,32 +142,24 @@ func (c *coster) processTraces(ctx context.Context, td ptrace.Traces) {
 	tab := c.active().Table // one table for the whole batch, even if a refresh swaps it
 	var table, provider, noModel int64
 	var unknown map[unknownModelKey]int64
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				span := spans.At(k)
-				attrs := span.Attributes()
-				if !genai.IsModelCallSpan(span.Name(), attrs) {
-					continue
-				}
-				out, prov, model := c.price(tab, span, attrs)
-				switch out {
-				case outTable:
-					table++
-				case outProvider:
-					provider++
-				case outNoModel:
-					noModel++
-				case outUnknownModel:
-					if unknown == nil {
-						unknown = map[unknownModelKey]int64{}
-					}
-					unknown[unknownModelKey{prov, model}]++
-				}
+	for span := range spaniter.All(td) {
+		attrs := span.Attributes()
+		if !genai.IsModelCallSpan(span.Name(), attrs) {
+			continue
+		}
+		out, prov, model := c.price(tab, span, attrs)
+		switch out {
+		case outTable:
+			table++
+		case outProvider:
+			provider++
+		case outNoModel:
+			noModel++
+		case outUnknownModel:
+			if unknown == nil {
+				unknown = map[unknownModelKey]int64{}
 			}
+			unknown[unknownModelKey{prov, model}]++
 		}
 	}
 	// counters once per batch, never per span
@@ -208,14 +201,14 @@ func (c *coster) price(tab *pricing.Table, span ptrace.Span, attrs pcommon.Map) 
 	if !ok {
 		return outNoUsage, "", ""
 	}
-	model = str(attrs, genai.AttrResponseModel) // the model that answered is the one billed
+	model = genai.StringAttr(attrs, genai.AttrResponseModel) // the model that answered is the one billed
 	if model == "" {
-		model = str(attrs, genai.AttrRequestModel)
+		model = genai.StringAttr(attrs, genai.AttrRequestModel)
 	}
 	if model == "" {
 		return outNoModel, "", ""
 	}
-	provider = str(attrs, genai.AttrProviderName)
+	provider = genai.StringAttr(attrs, genai.AttrProviderName)
 	at := span.StartTimestamp().AsTime()
 	if span.StartTimestamp() == 0 {
 		at = c.now()
@@ -255,11 +248,4 @@ func (c *coster) unknownModel(k unknownModelKey) metric.AddOption {
 	c.logger.Warn("genaicost: no price for model; its calls get no cost (add a row under prices or a price file)",
 		zap.String("model", k.model), zap.String("provider", k.provider))
 	return opt
-}
-
-func str(m pcommon.Map, key string) string {
-	if v, ok := m.Get(key); ok {
-		return v.AsString()
-	}
-	return ""
 }

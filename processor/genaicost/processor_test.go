@@ -13,12 +13,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/metrictest"
 )
 
 type testProc struct {
@@ -173,11 +172,11 @@ func TestUnknownModelCountedAndLoggedOnce(t *testing.T) {
 
 	unpriced, err := tp.tel.GetMetric("otelcol_processor_genaicost_calls_unpriced")
 	require.NoError(t, err)
-	assert.Equal(t, int64(6), sumWhere(unpriced, "model", "llama-3-70b"))
-	assert.Equal(t, int64(3), sumWhere(unpriced, "reason", "no_model"))
+	assert.Equal(t, int64(6), metrictest.SumInt64Where(t, unpriced, "model", "llama-3-70b"))
+	assert.Equal(t, int64(3), metrictest.SumInt64Where(t, unpriced, "reason", "no_model"))
 	priced, err := tp.tel.GetMetric("otelcol_processor_genaicost_calls_priced")
 	require.NoError(t, err)
-	assert.Equal(t, int64(3), sumWhere(priced, "source", "table"))
+	assert.Equal(t, int64(3), metrictest.SumInt64Where(t, priced, "source", "table"))
 }
 
 func TestAlreadyPricedSpanIsKept(t *testing.T) {
@@ -193,16 +192,4 @@ func TestAlreadyPricedSpanIsKept(t *testing.T) {
 	s.Attributes().CopyTo(first)
 	require.NoError(t, tp.p.ConsumeTraces(context.Background(), td))
 	assert.Equal(t, first.AsRaw(), s.Attributes().AsRaw())
-}
-
-func sumWhere(m metricdata.Metrics, key, value string) int64 {
-	var total int64
-	if s, ok := m.Data.(metricdata.Sum[int64]); ok {
-		for _, dp := range s.DataPoints {
-			if v, ok := dp.Attributes.Value(attribute.Key(key)); ok && v.AsString() == value {
-				total += dp.Value
-			}
-		}
-	}
-	return total
 }

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/metrictest"
 	"github.com/agentmeter/agentmeter/pricing"
 )
 
@@ -180,9 +181,9 @@ func TestPriceRefreshKeepsTheLastGoodTable(t *testing.T) {
 
 	refreshes, err := rp.tel.GetMetric("otelcol_processor_genaicost_price_refreshes")
 	require.NoError(t, err)
-	assert.Equal(t, int64(2), sumWhere(refreshes, "outcome", "updated"))
-	assert.Equal(t, int64(1), sumWhere(refreshes, "outcome", "not_modified"))
-	assert.Equal(t, int64(len(cases)), sumWhere(refreshes, "outcome", "failed"))
+	assert.Equal(t, int64(2), metrictest.SumInt64Where(t, refreshes, "outcome", "updated"))
+	assert.Equal(t, int64(1), metrictest.SumInt64Where(t, refreshes, "outcome", "not_modified"))
+	assert.Equal(t, int64(len(cases)), metrictest.SumInt64Where(t, refreshes, "outcome", "failed"))
 }
 
 // A refresh never changes a cost already written on a span.

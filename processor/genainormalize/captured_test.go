@@ -12,11 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/processor/subagentmerge"
 )
 
@@ -103,26 +103,26 @@ func TestCapturedThroughMerge(t *testing.T) {
 			out := mergeAll(t, run(t, readCaptured(t, tc.lib)))
 			var lead, sub, merged genai.Usage
 			status, tools := "", 0
-			forEach(out, func(sp ptrace.Span) {
+			for sp := range spaniter.All(out) {
 				attrs := sp.Attributes()
-				if genai.IsToolCallSpan(sp.Name(), attrs) && stringOf(attrs, genai.AttrToolName) == genai.TaskToolName {
-					status, tools = stringOf(attrs, genai.AttrMergeStatus), tools+1
+				if genai.IsToolCallSpan(sp.Name(), attrs) && genai.StringAttr(attrs, genai.AttrToolName) == genai.TaskToolName {
+					status, tools = genai.StringAttr(attrs, genai.AttrMergeStatus), tools+1
 				}
 				if u, ok := genai.SubagentUsageFromMap(attrs); ok {
 					merged = merged.Add(u)
 				}
 				if !genai.IsModelCallSpan(sp.Name(), attrs) {
-					return
+					continue
 				}
 				u, _ := genai.UsageFromMap(attrs)
-				switch caller := stringOf(attrs, genai.AttrCaller); genai.CallerBucket(caller) {
+				switch caller := genai.StringAttr(attrs, genai.AttrCaller); genai.CallerBucket(caller) {
 				case genai.BucketSubagent:
 					assert.Equal(t, genai.SubagentCaller(tc.subName), caller)
 					sub = sub.Add(u)
 				default:
 					lead = lead.Add(u)
 				}
-			})
+			}
 			assert.Equal(t, tc.lead, lead, "lead")
 			assert.Equal(t, tc.subagent, sub, "subagent")
 			assert.Equal(t, tc.merged, merged, "merged onto the dispatching call")
@@ -147,24 +147,4 @@ func mergeAll(t *testing.T, td ptrace.Traces) ptrace.Traces {
 		b.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
 	}
 	return out
-}
-
-func forEach(td ptrace.Traces, f func(ptrace.Span)) {
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				f(spans.At(k))
-			}
-		}
-	}
-}
-
-func stringOf(m pcommon.Map, key string) string {
-	if v, ok := m.Get(key); ok {
-		return v.AsString()
-	}
-	return ""
 }

@@ -1,38 +1,22 @@
 package genainormalize
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/confmap"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/agentmeter/agentmeter/internal/configtest"
 )
 
 func TestLoadConfig(t *testing.T) {
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
-	tests := []struct {
-		id   component.ID
-		want *Config
-	}{
-		{component.NewID(Type), createDefaultConfig()},
-		{component.NewIDWithName(Type, "no_langchain"), &Config{Conventions: []string{ConvSemconv, ConvOpenLLMetry, ConvOpenInference, ConvAISDK}}},
-		{component.NewIDWithName(Type, "none"), &Config{Conventions: []string{}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.id.String(), func(t *testing.T) {
-			cfg := NewFactory().CreateDefaultConfig()
-			sub, err := cm.Sub(tt.id.String())
-			require.NoError(t, err)
-			require.NoError(t, sub.Unmarshal(cfg))
-			require.NoError(t, confmap.Validate(cfg))
-			assert.Equal(t, tt.want, cfg)
-		})
-	}
+	configtest.Loads(t, NewFactory(), []configtest.Section{
+		{ID: component.NewID(Type), Want: createDefaultConfig()},
+		{ID: component.NewIDWithName(Type, "no_langchain"), Want: &Config{Conventions: []string{ConvSemconv, ConvOpenLLMetry, ConvOpenInference, ConvAISDK}}},
+		{ID: component.NewIDWithName(Type, "none"), Want: &Config{Conventions: []string{}}},
+	})
 }
 
 func TestConfigStruct(t *testing.T) {

@@ -7,6 +7,11 @@
 // lacks it (the emitter's own semconv value always wins), maps usage only on model-call
 // spans (genai.IsModelCallSpan) and never invents usage: a call that reported none
 // carries none. docs/genainormalize.md has the table of what each attribute becomes.
+//
+// keys.go says where each convention keeps each value (the slots a span is scanned into,
+// best source first), normalize.go holds the rules that write the contract keys from
+// them, and encoded.go decodes the values some conventions pack as JSON into one string
+// attribute.
 package genainormalize // import "github.com/agentmeter/agentmeter/processor/genainormalize"
 
 //go:generate go tool -modfile=../../internal/tools/go.mod mdatagen metadata.yaml

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/<case>/{input,expected}.yaml from the builders and the processor")
@@ -80,20 +81,12 @@ func run(t *testing.T, td ptrace.Traces) ptrace.Traces {
 // model-call span, read through the contract keys only.
 func modelCallUsage(td ptrace.Traces) genai.Usage {
 	var sum genai.Usage
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				sp := spans.At(k)
-				if !genai.IsModelCallSpan(sp.Name(), sp.Attributes()) {
-					continue
-				}
-				if u, ok := genai.UsageFromMap(sp.Attributes()); ok {
-					sum = sum.Add(u)
-				}
-			}
+	for sp := range spaniter.All(td) {
+		if !genai.IsModelCallSpan(sp.Name(), sp.Attributes()) {
+			continue
+		}
+		if u, ok := genai.UsageFromMap(sp.Attributes()); ok {
+			sum = sum.Add(u)
 		}
 	}
 	return sum

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // normalizeOne runs one span with the given name and attributes through the default
@@ -281,15 +282,8 @@ func TestCanonicalProvider(t *testing.T) {
 
 func rawSpans(td ptrace.Traces) []map[string]any {
 	var out []map[string]any
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				out = append(out, spans.At(k).Attributes().AsRaw())
-			}
-		}
+	for sp := range spaniter.All(td) {
+		out = append(out, sp.Attributes().AsRaw())
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // traceBuilder writes agent traces the way docs/contract.md#spans describes them, with
@@ -104,7 +105,9 @@ func lastVersions(tds ...ptrace.Traces) []ptrace.Traces {
 	}
 	last := map[id]ptrace.Span{}
 	for _, td := range tds {
-		forEachSpan(td, func(sp ptrace.Span) { last[id{sp.TraceID(), sp.SpanID()}] = sp })
+		for sp := range spaniter.All(td) {
+			last[id{sp.TraceID(), sp.SpanID()}] = sp
+		}
 	}
 	seen := map[id]bool{}
 	var out []ptrace.Traces

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // only returns a copy of td with the spans keep accepts.
@@ -27,7 +28,9 @@ func only(td ptrace.Traces, keep func(ptrace.Span) bool) ptrace.Traces {
 
 func spanIDSet(td ptrace.Traces) map[pcommon.SpanID]bool {
 	m := map[pcommon.SpanID]bool{}
-	forEachSpan(td, func(sp ptrace.Span) { m[sp.SpanID()] = true })
+	for sp := range spaniter.All(td) {
+		m[sp.SpanID()] = true
+	}
 	return m
 }
 
@@ -101,11 +104,11 @@ func TestNumTracesIsExact(t *testing.T) {
 	p.now = func() int64 { clock++; return clock }
 	for i := uint64(0); i < 20; i++ {
 		in := withoutRoot(buildOneTask())
-		forEachSpan(in, func(sp ptrace.Span) {
+		for sp := range spaniter.All(in) {
 			id := sp.TraceID()
 			id[0], id[1] = byte(i), 0x5a
 			sp.SetTraceID(id)
-		})
+		}
 		order = append(order, in.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID())
 		require.NoError(t, p.ConsumeTraces(context.Background(), in))
 		assert.LessOrEqual(t, p.nTraces.Load(), int64(5))
@@ -115,12 +118,12 @@ func TestNumTracesIsExact(t *testing.T) {
 	var firstSeen []pcommon.TraceID
 	seen := map[pcommon.TraceID]bool{}
 	for _, td := range sink.AllTraces() {
-		forEachSpan(td, func(sp ptrace.Span) {
+		for sp := range spaniter.All(td) {
 			if !seen[sp.TraceID()] {
 				seen[sp.TraceID()] = true
 				firstSeen = append(firstSeen, sp.TraceID())
 			}
-		})
+		}
 	}
 	assert.Equal(t, order[:15], firstSeen, "oldest released first")
 	require.NoError(t, p.Shutdown(context.Background()))
@@ -207,11 +210,11 @@ func TestLateModelCallIsAttributedByShape(t *testing.T) {
 	require.Equal(t, early.SpanCount(), sink.SpanCount(), "complete: released at once")
 	require.NoError(t, p.ConsumeTraces(context.Background(), clone(b.td)))
 	var got ptrace.Span
-	forEachSpan(sink.AllTraces()[1], func(sp ptrace.Span) {
+	for sp := range spaniter.All(sink.AllTraces()[1]) {
 		if sp.SpanID() == lateID {
 			got = sp
 		}
-	})
+	}
 	caller, _ := got.Attributes().Get(genai.AttrCaller)
 	assert.Equal(t, "subagent:researcher", caller.Str())
 	fix := spanByCalls(t, canonical(sink.AllTraces()[1]), "call_x")

@@ -20,6 +20,8 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/metrictest"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/<case>/{input,expected}.yaml from the builders and the processor")
@@ -69,11 +71,11 @@ var goldenCases = []goldenCase{
 	{"reused_call_id", buildReusedCallID, func(t *testing.T, out ptrace.Traces) {
 		// DeerFlow's pinned case A8 "reused tool_call_id keeps usage scoped": each dispatcher gets its own.
 		var got []int64
-		forEachSpan(out, func(sp ptrace.Span) {
+		for sp := range spaniter.All(out) {
 			if u, ok := genai.SubagentUsageFromMap(sp.Attributes()); ok {
 				got = append(got, u.Total())
 			}
-		})
+		}
 		// the lead's dispatcher gets both planners' subtrees: 6+12 + 6+98
 		assert.ElementsMatch(t, []int64{122, 12, 98}, got)
 	}},
@@ -211,7 +213,7 @@ func counterValue(t *testing.T, tel *componenttest.Telemetry, name string) int64
 	t.Helper()
 	m, err := tel.GetMetric(name)
 	require.NoError(t, err, "metric %s was never recorded", name)
-	return sumInt64(t, m)
+	return metrictest.SumInt64(t, m)
 }
 
 // countedSoFar is counterValue for a counter that may rightly not have counted
@@ -267,19 +269,13 @@ func clone(td ptrace.Traces) ptrace.Traces {
 	return c
 }
 
-func forEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
-	for _, sp := range appendSpans(nil, td) {
-		f(sp)
-	}
-}
-
 func ownUsageSum(td ptrace.Traces) genai.Usage {
 	var sum genai.Usage
-	forEachSpan(td, func(sp ptrace.Span) {
+	for sp := range spaniter.All(td) {
 		if u, ok := genai.UsageFromMap(sp.Attributes()); ok {
 			sum = sum.Add(u)
 		}
-	})
+	}
 	return sum
 }
 
@@ -287,11 +283,11 @@ func ownUsageSum(td ptrace.Traces) genai.Usage {
 func spanByCalls(t *testing.T, td ptrace.Traces, calls ...string) ptrace.Span {
 	t.Helper()
 	var found []ptrace.Span
-	forEachSpan(td, func(sp ptrace.Span) {
+	for sp := range spaniter.All(td) {
 		if assert.ObjectsAreEqual(calls, genai.StringsFromMap(sp.Attributes(), genai.AttrResponseToolCallIDs)) {
 			found = append(found, sp)
 		}
-	})
+	}
 	require.Len(t, found, 1, "chat span dispatching %v", calls)
 	return found[0]
 }
@@ -299,11 +295,11 @@ func spanByCalls(t *testing.T, td ptrace.Traces, calls ...string) ptrace.Span {
 func spanWithAttr(t *testing.T, td ptrace.Traces, key string) ptrace.Span {
 	t.Helper()
 	var found []ptrace.Span
-	forEachSpan(td, func(sp ptrace.Span) {
+	for sp := range spaniter.All(td) {
 		if _, ok := sp.Attributes().Get(key); ok {
 			found = append(found, sp)
 		}
-	})
+	}
 	require.Len(t, found, 1, "span with %s", key)
 	return found[0]
 }
@@ -312,9 +308,9 @@ func spanWithAttr(t *testing.T, td ptrace.Traces, key string) ptrace.Span {
 func status(t *testing.T, td ptrace.Traces, callID string) string {
 	t.Helper()
 	st, n := "", 0
-	forEachSpan(td, func(sp ptrace.Span) {
+	for sp := range spaniter.All(td) {
 		if genai.SpanOperation(sp.Name(), sp.Attributes()) != genai.OpExecuteTool {
-			return
+			continue
 		}
 		if v, ok := sp.Attributes().Get(genai.AttrToolCallID); ok && v.Str() == callID {
 			n++
@@ -322,7 +318,7 @@ func status(t *testing.T, td ptrace.Traces, callID string) string {
 				st = s.Str()
 			}
 		}
-	})
+	}
 	require.Equal(t, 1, n, "execute_tool spans with call id %s", callID)
 	return st
 }
@@ -347,10 +343,10 @@ func assertOwn(t *testing.T, sp ptrace.Span, want genai.Usage) {
 
 func assertNoSubagentUsage(t *testing.T, td ptrace.Traces) {
 	t.Helper()
-	forEachSpan(td, func(sp ptrace.Span) {
+	for sp := range spaniter.All(td) {
 		_, has := genai.SubagentUsageFromMap(sp.Attributes())
 		assert.False(t, has, "span %s", sp.Name())
-	})
+	}
 }
 
 // --- the cases ---

@@ -17,6 +17,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // flakyNext refuses (retryably) while down is set, like an exporter whose queue is full
@@ -53,8 +55,8 @@ func (f *flakyNext) spans() map[pcommon.SpanID]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	got := map[pcommon.SpanID]int{}
-	for _, td := range f.sink.AllTraces() {
-		forEachSpan(td, func(sp ptrace.Span) { got[sp.SpanID()]++ })
+	for sp := range spaniter.In(f.sink.AllTraces()) {
+		got[sp.SpanID()]++
 	}
 	return got
 }

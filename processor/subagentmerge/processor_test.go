@@ -19,6 +19,8 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/metrictest"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 func TestFactoryLifecycle(t *testing.T) {
@@ -154,12 +156,12 @@ func TestCapacityReleasesOldestFirstAndDropsNothing(t *testing.T) {
 	for i := uint64(0); i < 200; i++ {
 		in := withoutRoot(buildOneTask())
 		// a distinct trace id per trace
-		forEachSpan(in, func(sp ptrace.Span) {
+		for sp := range spaniter.All(in) {
 			id := sp.TraceID()
 			id[0] = byte(i)
 			id[1] = byte(i >> 8)
 			sp.SetTraceID(id)
-		})
+		}
 		total += in.SpanCount()
 		require.NoError(t, p.ConsumeTraces(context.Background(), in))
 		if i == 0 {
@@ -258,14 +260,14 @@ func releasedBy(t *testing.T, tel *componenttest.Telemetry, reason string) int64
 	t.Helper()
 	m, err := tel.GetMetric("otelcol_processor_subagentmerge_traces_released")
 	require.NoError(t, err, "traces_released was never recorded")
-	return sumInt64Where(t, m, "reason", reason)
+	return metrictest.SumInt64Where(t, m, "reason", reason)
 }
 
 func assertGauge(t *testing.T, tel *componenttest.Telemetry, name string, want int64) {
 	t.Helper()
 	m, err := tel.GetMetric(name)
 	require.NoError(t, err)
-	assert.Equal(t, want, gaugeInt64(t, m))
+	assert.Equal(t, want, metrictest.GaugeInt64(t, m))
 }
 
 // Hot spans are encoded once they have been held compact_after; release decodes them

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // agentGen builds random agent runs and remembers, for every dispatching chat span, the
@@ -126,7 +127,7 @@ func TestPropertyRandomAgentTrees(t *testing.T) {
 		out := run(t, bufferModes[seed%uint64(len(bufferModes))].cfg(), batches...)
 		require.Equal(t, in.SpanCount(), out.SpanCount(), "seed %d", seed)
 		require.Equal(t, ownUsageSum(in), ownUsageSum(out), "seed %d: own usage changed", seed)
-		forEachSpan(out, func(sp ptrace.Span) {
+		for sp := range spaniter.All(out) {
 			got, has := genai.SubagentUsageFromMap(sp.Attributes())
 			w, dispatcher := want[sp.SpanID()]
 			require.Equal(t, dispatcher, has, "seed %d span %s", seed, sp.SpanID())
@@ -139,6 +140,6 @@ func TestPropertyRandomAgentTrees(t *testing.T) {
 					assert.Equal(t, genai.MergeMerged, st.Str(), "seed %d", seed)
 				}
 			}
-		})
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // untracedTask is an OpenLLMetry-shaped run whose `task` tool is never traced: the lead
@@ -82,11 +83,11 @@ func TestReleaseAfterRootCorrectsALateSubtree(t *testing.T) {
 	assertSubagent(t, spanByCalls(t, want, "call_task_1"), genai.Usage{Input: 10, Output: 5}, 1, "call_task_1")
 	var corrected bool
 	for _, td := range sink.AllTraces() {
-		forEachSpan(td, func(sp ptrace.Span) {
+		for sp := range spaniter.All(td) {
 			if v, ok := sp.Attributes().Get(genai.AttrMergeStatus); ok && v.Str() == genai.MergeCorrected {
 				corrected = true
 			}
-		})
+		}
 	}
 	assert.True(t, corrected, "the dispatcher went out again marked corrected")
 }
@@ -123,7 +124,7 @@ func TestSettlingKeepsDueOrderAcrossBothDelays(t *testing.T) {
 	require.NoError(t, p.ConsumeTraces(context.Background(), second))
 	require.Eventually(t, func() bool { return sink.SpanCount() == 2 }, 5*time.Second, 2*time.Millisecond,
 		"the trace due after release_after_root does not wait behind the one due after settle_time")
-	forEachSpan(sink.AllTraces()[0], func(sp ptrace.Span) {
+	for sp := range spaniter.All(sink.AllTraces()[0]) {
 		assert.Equal(t, secondID, sp.TraceID())
-	})
+	}
 }

@@ -18,6 +18,8 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/metrictest"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/internal/storagetest"
 )
 
@@ -37,11 +39,11 @@ func realTime(td ptrace.Traces) []ptrace.Traces {
 func firstEmissions(tds []ptrace.Traces) int {
 	n := 0
 	for _, td := range tds {
-		forEachSpan(td, func(sp ptrace.Span) {
+		for sp := range spaniter.All(td) {
 			if !genai.IsReemission(sp.Attributes()) {
 				n++
 			}
-		})
+		}
 	}
 	return n
 }
@@ -98,11 +100,11 @@ func TestStreamCorrectionsAreCoalesced(t *testing.T) {
 	}
 	versions := 0
 	for _, td := range sink.AllTraces() {
-		forEachSpan(td, func(sp ptrace.Span) {
+		for sp := range spaniter.All(td) {
 			if sp.SpanID() == disp {
 				versions++
 			}
-		})
+		}
 	}
 	assert.Equal(t, 2, versions, "first emission, then the final one at completion (no window passed before)")
 	assertExactAtSink(t, sink.AllTraces(), want, "real time")
@@ -111,11 +113,11 @@ func TestStreamCorrectionsAreCoalesced(t *testing.T) {
 	// pending), once each when their caller is settled: the counter counts them all
 	reemitted := 0
 	for _, td := range sink.AllTraces() {
-		forEachSpan(td, func(sp ptrace.Span) {
+		for sp := range spaniter.All(td) {
 			if genai.IsReemission(sp.Attributes()) {
 				reemitted++
 			}
-		})
+		}
 	}
 	assert.Equal(t, int64(reemitted), counterValue(t, tel, "otelcol_processor_subagentmerge_corrections"))
 }
@@ -297,8 +299,8 @@ func TestStreamLedgerGauges(t *testing.T) {
 	assertGauge(t, tel, "otelcol_processor_subagentmerge_ledger_traces", 1)
 	m, err := tel.GetMetric("otelcol_processor_subagentmerge_ledger_bytes")
 	require.NoError(t, err)
-	assert.Equal(t, p.ledgerBytes.Load(), gaugeInt64(t, m))
-	assert.Positive(t, gaugeInt64(t, m))
+	assert.Equal(t, p.ledgerBytes.Load(), metrictest.GaugeInt64(t, m))
+	assert.Positive(t, metrictest.GaugeInt64(t, m))
 	assertGauge(t, tel, "otelcol_processor_subagentmerge_spans_buffered", 0)
 	require.NoError(t, p.Shutdown(context.Background()))
 }

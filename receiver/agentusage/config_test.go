@@ -1,7 +1,6 @@
 package agentusage
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,20 +9,14 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configopaque"
-	"go.opentelemetry.io/collector/confmap"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/agentmeter/agentmeter/internal/configtest"
 )
 
 func TestConfigLoads(t *testing.T) {
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
-
-	tests := []struct {
-		id   component.ID
-		want func() *Config
-	}{
-		{component.NewID(Type), func() *Config { return createDefaultConfig().(*Config) }},
-		{component.NewIDWithName(Type, "custom"), func() *Config {
+	configtest.Loads(t, NewFactory(), []configtest.Section{
+		{ID: component.NewID(Type), Want: createDefaultConfig()},
+		{ID: component.NewIDWithName(Type, "custom"), Want: func() *Config {
 			c := createDefaultConfig().(*Config)
 			c.ServerConfig.NetAddr.Endpoint = "127.0.0.1:5319"
 			c.ServerConfig.MaxRequestBodySize = 1 << 20
@@ -32,18 +25,8 @@ func TestConfigLoads(t *testing.T) {
 			c.MaxPending = 100
 			c.RetryAfter = 3 * time.Second
 			return c
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.id.String(), func(t *testing.T) {
-			cfg := createDefaultConfig()
-			sub, err := cm.Sub(tt.id.String())
-			require.NoError(t, err)
-			require.NoError(t, sub.Unmarshal(cfg))
-			require.NoError(t, confmap.Validate(cfg))
-			assert.Equal(t, tt.want(), cfg)
-		})
-	}
+		}()},
+	})
 }
 
 func TestDefaultConfigIsLoopback(t *testing.T) {
@@ -60,17 +43,13 @@ func TestConfigValidateNamesEveryBadKey(t *testing.T) {
 	cfg.PendingTimeout = 0
 	cfg.MaxPending = -1
 	cfg.RetryAfter = -time.Second
-	err := cfg.Validate()
-	require.Error(t, err)
-	for _, msg := range []string{
+	configtest.ErrorHas(t, cfg.Validate(),
 		"endpoint must not be empty",
 		"api_keys[1] must not be empty",
 		"pending_timeout must be positive",
 		"max_pending must be positive",
 		"retry_after must not be negative",
-	} {
-		assert.Contains(t, err.Error(), msg)
-	}
+	)
 }
 
 func TestSecretsAreRedacted(t *testing.T) {

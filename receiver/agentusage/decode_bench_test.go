@@ -57,12 +57,7 @@ func BenchmarkDecodeVsOTLP(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				prep := langsmith.Prepare(ops) // as the receiver does, before its lock
-				p := tr.Plan(ops)
-				p.Build()
-				p.Commit(time.Now())
-				p.Release()
-				prep.Release()
+				translateLangSmith(tr, ops)
 			}
 		},
 		"langsmith_multipart": func(b *testing.B) {
@@ -73,12 +68,7 @@ func BenchmarkDecodeVsOTLP(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				prep := langsmith.Prepare(ops) // as the receiver does, before its lock
-				p := tr.Plan(ops)
-				p.Build()
-				p.Commit(time.Now())
-				p.Release()
-				prep.Release()
+				translateLangSmith(tr, ops)
 				release()
 			}
 		},
@@ -116,4 +106,15 @@ func BenchmarkDecodeVsOTLP(b *testing.B) {
 			})
 		})
 	}
+}
+
+// translateLangSmith does the receiver's work on decoded LangSmith ops: prepare them (as
+// the receiver does, before its lock), plan, build the spans, commit and release.
+func translateLangSmith(tr *langsmith.Translator, ops []langsmith.Op) {
+	prep := langsmith.Prepare(ops)
+	p := tr.Plan(ops)
+	p.Build()
+	p.Commit(time.Now())
+	p.Release()
+	prep.Release()
 }

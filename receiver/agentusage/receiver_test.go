@@ -29,6 +29,7 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 func freeAddr(t testing.TB) string {
@@ -74,17 +75,8 @@ func do(t *testing.T, method, url, contentType string, body []byte, hdr map[stri
 
 func allSpans(sink *consumertest.TracesSink) map[string]ptrace.Span {
 	out := map[string]ptrace.Span{}
-	for _, td := range sink.AllTraces() {
-		rss := td.ResourceSpans()
-		for i := 0; i < rss.Len(); i++ {
-			sss := rss.At(i).ScopeSpans()
-			for j := 0; j < sss.Len(); j++ {
-				for k := 0; k < sss.At(j).Spans().Len(); k++ {
-					s := sss.At(j).Spans().At(k)
-					out[s.Name()+"|"+s.SpanID().String()] = s
-				}
-			}
-		}
+	for s := range spaniter.In(sink.AllTraces()) {
+		out[s.Name()+"|"+s.SpanID().String()] = s
 	}
 	return out
 }

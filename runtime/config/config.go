@@ -7,6 +7,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 )
@@ -123,6 +124,17 @@ func BoolOr(b *bool, def bool) bool {
 		return def
 	}
 	return *b
+}
+
+// APIKey reads the model's key from the variable api_key_env names, else from
+// defaultEnv (the provider's usual variable); it returns the variable read and the key
+// ("" when that variable is unset).
+func (m Model) APIKey(defaultEnv string) (envName, key string) {
+	envName = m.APIKeyEnv
+	if envName == "" {
+		envName = defaultEnv
+	}
+	return envName, os.Getenv(envName)
 }
 
 // StreamUsageEnabled applies DeerFlow's default: true unless explicitly false.

@@ -121,3 +121,17 @@ func TestExampleConfigLoads(t *testing.T) {
 	_, err = LoadFile("/nonexistent.yaml")
 	assert.ErrorContains(t, err, "read config")
 }
+
+func TestModelAPIKey(t *testing.T) {
+	t.Setenv("AGENTMETER_TEST_DEFAULT_KEY", "from-default")
+	t.Setenv("AGENTMETER_TEST_NAMED_KEY", "from-named")
+	name, key := Model{}.APIKey("AGENTMETER_TEST_DEFAULT_KEY")
+	assert.Equal(t, "AGENTMETER_TEST_DEFAULT_KEY", name)
+	assert.Equal(t, "from-default", key)
+	name, key = Model{APIKeyEnv: "AGENTMETER_TEST_NAMED_KEY"}.APIKey("AGENTMETER_TEST_DEFAULT_KEY")
+	assert.Equal(t, "AGENTMETER_TEST_NAMED_KEY", name)
+	assert.Equal(t, "from-named", key)
+	name, key = Model{APIKeyEnv: "AGENTMETER_TEST_UNSET_KEY"}.APIKey("AGENTMETER_TEST_DEFAULT_KEY")
+	assert.Equal(t, "AGENTMETER_TEST_UNSET_KEY", name, "a named variable is not replaced by the default")
+	assert.Empty(t, key)
+}

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"sync"
 
 	"go.yaml.in/yaml/v3"
@@ -71,11 +72,7 @@ func Parse(data []byte) (*Config, error) {
 	cfg := &Config{Models: fc.Models, Agent: fc.Agent, Subagents: fc.Subagents, Sandbox: fc.Sandbox,
 		Telemetry: fc.Telemetry, Sections: map[string]any{}}
 	var errs []error
-	keys := make([]string, 0, len(fc.Rest))
-	for k := range fc.Rest {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(fc.Rest))
 	sectionsMu.RLock()
 	defer sectionsMu.RUnlock()
 	for _, key := range keys {

@@ -122,9 +122,19 @@ func (e *env) do(t *testing.T, method, path, key, body string) (int, string) {
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequest(method, e.http.URL+path, rd)
+	return e.send(t, method, path, key, "", rd)
+}
+
+// send sends a request with the given body and content type (both optional) and returns
+// the status and body.
+func (e *env) send(t *testing.T, method, path, key, contentType string, body io.Reader) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, e.http.URL+path, body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)

@@ -1,7 +1,8 @@
 package gateway
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,11 +68,7 @@ func newMetrics() *metrics {
 func (m *metrics) runFinished(status store.Status, took time.Duration, u journal.CompletionData) {
 	m.runs.WithLabelValues(string(status)).Inc()
 	m.duration.WithLabelValues(string(status)).Observe(took.Seconds())
-	names := make([]string, 0, len(u.TokenUsageByModel))
-	for n := range u.TokenUsageByModel {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(u.TokenUsageByModel))
 	for _, n := range names {
 		b := u.TokenUsageByModel[n]
 		m.tokens.WithLabelValues(n, "input").Add(float64(b.InputTokens))

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"mime/multipart"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,16 +39,7 @@ func multipartBody(t *testing.T, fields map[string]string, files map[string]stri
 
 func (e *env) postMultipart(t *testing.T, path, key, contentType string, body io.Reader) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", e.http.URL+path, body)
-	req.Header.Set("Content-Type", contentType)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return e.send(t, "POST", path, key, contentType, body)
 }
 
 // checkUploadRun: the run succeeded, the human message names the file, and both tools

@@ -2,7 +2,8 @@ package model
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/agentmeter/agentmeter/runtime/config"
@@ -33,11 +34,7 @@ func Register(name string, ctor Constructor) {
 func Providers() []string {
 	registryMu.RLock()
 	defer registryMu.RUnlock()
-	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(registry))
 	return names
 }
 

@@ -76,24 +76,3 @@ func (m *Mounted) Exec(ctx context.Context, command string, timeout time.Duratio
 	}
 	return m.inner.Exec(ctx, command, timeout)
 }
-
-// followExisting resolves the symlinks of the longest existing prefix of abs.
-func followExisting(abs string) (string, error) {
-	existing, rest := abs, ""
-	for {
-		if _, err := os.Lstat(existing); err == nil {
-			break
-		}
-		parent := filepath.Dir(existing)
-		if parent == existing {
-			break
-		}
-		rest = filepath.Join(filepath.Base(existing), rest)
-		existing = parent
-	}
-	real, err := filepath.EvalSymlinks(existing)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(real, rest), nil
-}

@@ -84,23 +84,10 @@ func (l *Local) Resolve(p string) (string, error) {
 	}
 	// Follow symlinks of the longest existing prefix so a link inside the workspace
 	// cannot point a write outside it.
-	existing, rest := abs, ""
-	for {
-		if _, err := os.Lstat(existing); err == nil {
-			break
-		}
-		parent := filepath.Dir(existing)
-		if parent == existing {
-			break
-		}
-		rest = filepath.Join(filepath.Base(existing), rest)
-		existing = parent
-	}
-	real, err := filepath.EvalSymlinks(existing)
+	full, err := followExisting(abs)
 	if err != nil {
 		return "", fmt.Errorf("%q: %w", p, err)
 	}
-	full := filepath.Join(real, rest)
 	if !within(l.root, full) {
 		return "", fmt.Errorf("%q: %w", p, ErrOutside)
 	}
@@ -136,4 +123,25 @@ func (l *Local) Exec(ctx context.Context, command string, timeout time.Duration)
 		return string(out), -1, fmt.Errorf("run command: %w", err)
 	}
 	return string(out), 0, nil
+}
+
+// followExisting resolves the symlinks of the longest existing prefix of abs.
+func followExisting(abs string) (string, error) {
+	existing, rest := abs, ""
+	for {
+		if _, err := os.Lstat(existing); err == nil {
+			break
+		}
+		parent := filepath.Dir(existing)
+		if parent == existing {
+			break
+		}
+		rest = filepath.Join(filepath.Base(existing), rest)
+		existing = parent
+	}
+	real, err := filepath.EvalSymlinks(existing)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(real, rest), nil
 }

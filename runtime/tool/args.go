@@ -46,6 +46,19 @@ func describe(desc string) map[string]any {
 	return strProp("Explain why you are running this tool, in a few words. " + desc)
 }
 
+// pathArg resolves the call's path argument in its sandbox. A path the sandbox refuses
+// (outside the workspace) comes back as the tool's error answer, refused; a call without a
+// sandbox is an error.
+func pathArg(call Call) (sb sandbox.Sandbox, path string, refused Result, err error) {
+	if sb, err = sandboxOf(call); err != nil {
+		return nil, "", Result{}, err
+	}
+	if path, err = sb.Resolve(str(call.Args, "path")); err != nil {
+		return nil, "", errorf("%v", err), nil
+	}
+	return sb, path, Result{}, nil
+}
+
 func errorf(format string, a ...any) Result {
 	return Result{Content: "Error: " + fmt.Sprintf(format, a...), Status: "error"}
 }

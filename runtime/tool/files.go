@@ -71,13 +71,9 @@ func (Ls) Spec() Spec {
 }
 
 func (Ls) Call(_ context.Context, call Call) (Result, error) {
-	sb, err := sandboxOf(call)
-	if err != nil {
-		return Result{}, err
-	}
-	dir, err := sb.Resolve(str(call.Args, "path"))
-	if err != nil {
-		return errorf("%v", err), nil
+	sb, dir, refused, err := pathArg(call)
+	if err != nil || refused.Status != "" {
+		return refused, err
 	}
 	var lines []string
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -131,13 +127,9 @@ func (ReadFile) Spec() Spec {
 }
 
 func (ReadFile) Call(_ context.Context, call Call) (Result, error) {
-	sb, err := sandboxOf(call)
-	if err != nil {
-		return Result{}, err
-	}
-	p, err := sb.Resolve(str(call.Args, "path"))
-	if err != nil {
-		return errorf("%v", err), nil
+	sb, p, refused, err := pathArg(call)
+	if err != nil || refused.Status != "" {
+		return refused, err
 	}
 	data, err := readLimited(p, MaxReadBytes)
 	if err != nil {
@@ -180,13 +172,9 @@ func (WriteFile) Spec() Spec {
 }
 
 func (WriteFile) Call(_ context.Context, call Call) (Result, error) {
-	sb, err := sandboxOf(call)
-	if err != nil {
-		return Result{}, err
-	}
-	p, err := sb.Resolve(str(call.Args, "path"))
-	if err != nil {
-		return errorf("%v", err), nil
+	sb, p, refused, err := pathArg(call)
+	if err != nil || refused.Status != "" {
+		return refused, err
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return errorf("%v", stripRoot(err, sb.Root())), nil
@@ -225,13 +213,9 @@ func (StrReplace) Spec() Spec {
 }
 
 func (StrReplace) Call(_ context.Context, call Call) (Result, error) {
-	sb, err := sandboxOf(call)
-	if err != nil {
-		return Result{}, err
-	}
-	p, err := sb.Resolve(str(call.Args, "path"))
-	if err != nil {
-		return errorf("%v", err), nil
+	sb, p, refused, err := pathArg(call)
+	if err != nil || refused.Status != "" {
+		return refused, err
 	}
 	data, err := readLimited(p, MaxReadBytes)
 	if err != nil {

@@ -2,9 +2,9 @@ package tool
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 )
 
 // ValidateArgs checks args against the JSON Schema subset the built-in tools use:
@@ -24,22 +24,14 @@ func ValidateArgs(spec Spec, args map[string]any) error {
 		}
 	}
 	if ap, ok := schema["additionalProperties"].(bool); ok && !ap {
-		keys := make([]string, 0, len(args))
-		for k := range args {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := slices.Sorted(maps.Keys(args))
 		for _, k := range keys {
 			if _, known := props[k]; !known {
 				return &ArgError{Tool: spec.Name, Field: k, Reason: "is not a known argument"}
 			}
 		}
 	}
-	keys := make([]string, 0, len(props))
-	for k := range props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(props))
 	for _, k := range keys {
 		v, ok := args[k]
 		if !ok || v == nil {

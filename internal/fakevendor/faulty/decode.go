@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // maxDecoded bounds a decompressed body, so a hostile or broken one cannot exhaust memory.
@@ -85,17 +86,9 @@ func decodeOTLP(ctype string, raw []byte) ([]Item, error) {
 // output usage (gen_ai.usage.*). Senders use it to count what they sent the same way.
 func SpanItems(td ptrace.Traces) []Item {
 	var out []Item
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				sp := spans.At(k)
-				u, _ := genai.UsageFromMap(sp.Attributes())
-				out = append(out, Item{ID: SpanID(sp), Tokens: u.Input + u.Output})
-			}
-		}
+	for sp := range spaniter.All(td) {
+		u, _ := genai.UsageFromMap(sp.Attributes())
+		out = append(out, Item{ID: SpanID(sp), Tokens: u.Input + u.Output})
 	}
 	return out
 }

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // Load is a steady OTLP/HTTP sender that behaves like an OTel SDK exporter with
@@ -164,23 +165,15 @@ func (l *Load) record(td ptrace.Traces) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.requests++
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				sp := spans.At(k)
-				id := SpanID(sp)
-				if _, seen := l.spans[id]; seen {
-					continue
-				}
-				u, _ := genai.UsageFromMap(sp.Attributes())
-				l.spans[id] = Item{ID: id, Tokens: u.Input + u.Output}
-				l.runIDs[LangSmithRunID(sp)] = true
-				l.tokens += u.Input + u.Output
-			}
+	for sp := range spaniter.All(td) {
+		id := SpanID(sp)
+		if _, seen := l.spans[id]; seen {
+			continue
 		}
+		u, _ := genai.UsageFromMap(sp.Attributes())
+		l.spans[id] = Item{ID: id, Tokens: u.Input + u.Output}
+		l.runIDs[LangSmithRunID(sp)] = true
+		l.tokens += u.Input + u.Output
 	}
 }
 

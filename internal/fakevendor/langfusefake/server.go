@@ -25,6 +25,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // Paths served.
@@ -326,7 +328,7 @@ func (s *Server) traces(w http.ResponseWriter, r *http.Request) {
 // checkSpans applies the server's whole-request 400 rule: every span needs a valid
 // trace and span id.
 func (s *Server) checkSpans(td ptrace.Traces) string {
-	for _, sp := range spansOf(td) {
+	for sp := range spaniter.All(td) {
 		if sp.TraceID().IsEmpty() || sp.SpanID().IsEmpty() {
 			s.problem("traces: span %q without trace or span id", sp.Name())
 			return "Invalid span: missing traceId or spanId"
@@ -357,7 +359,7 @@ func (s *Server) checkSchema(req ptraceotlp.ExportRequest) {
 		s.problem("spec: no Observation.costDetails schema")
 	}
 	flat := map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "integer"}}
-	for _, sp := range spansOf(req.Traces()) {
+	for sp := range spaniter.All(req.Traces()) {
 		if v, ok := sp.Attributes().Get("langfuse.observation.cost_details"); ok && costSchema != nil {
 			if v.Str() == "" {
 				s.problem("span %s: cost_details is not a string", sp.SpanID())
@@ -425,25 +427,9 @@ func ProjectsBody(withProject bool) string {
 }
 
 func observe(td ptrace.Traces) []Observation {
-	spans := spansOf(td)
-	out := make([]Observation, 0, len(spans))
-	for _, sp := range spans {
+	out := make([]Observation, 0, td.SpanCount())
+	for sp := range spaniter.All(td) {
 		out = append(out, Observe(sp))
-	}
-	return out
-}
-
-func spansOf(td ptrace.Traces) []ptrace.Span {
-	var out []ptrace.Span
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				out = append(out, spans.At(k))
-			}
-		}
 	}
 	return out
 }

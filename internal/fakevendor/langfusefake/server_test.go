@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 func post(t *testing.T, s *Server, mutate func(*http.Request)) int {
@@ -62,7 +64,7 @@ func TestServerChecks(t *testing.T) {
 func TestObserveGenericUsage(t *testing.T) {
 	td, _, ids := AgentTrace(DefaultAgentRun())
 	var o Observation
-	for _, sp := range spansOf(td) {
+	for sp := range spaniter.All(td) {
 		if sp.SpanID() == ids[RoleSubChat1] {
 			o = Observe(sp)
 		}

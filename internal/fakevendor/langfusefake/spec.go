@@ -4,8 +4,9 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -187,11 +188,7 @@ func (s *Spec) validate(schema map[string]any, v any, path string, probs *[]stri
 			}
 		}
 		props, _ := schema["properties"].(map[string]any)
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := slices.Sorted(maps.Keys(obj))
 		for _, k := range keys {
 			if p, ok := props[k].(map[string]any); ok {
 				s.validate(p, obj[k], path+"."+k, probs)

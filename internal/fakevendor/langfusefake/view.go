@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentmeter/agentmeter/genai"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
@@ -48,7 +49,7 @@ func Observe(sp ptrace.Span) Observation {
 		TraceID:    hexTrace(sp.TraceID()),
 		ID:         hexSpan(sp.SpanID()),
 		StartTime:  sp.StartTimestamp(),
-		Name:       firstStr(attrs, "gen_ai.tool.name"),
+		Name:       genai.FirstStringAttr(attrs, "gen_ai.tool.name"),
 		Attributes: attrs.AsRaw(),
 		Metadata:   map[string]any{},
 		Level:      "DEFAULT",
@@ -63,10 +64,10 @@ func Observe(sp ptrace.Span) Observation {
 		o.Level = "ERROR"
 	}
 	o.Type = observationType(attrs)
-	o.Model = firstStr(attrs, "langfuse.observation.model.name", "gen_ai.response.model", "gen_ai.request.model", "model")
-	o.SessionID = firstStr(attrs, "langfuse.session.id", "session.id", "gen_ai.conversation.id")
-	o.UserID = firstStr(attrs, "langfuse.user.id", "user.id")
-	o.TraceName = firstStr(attrs, "langfuse.trace.name")
+	o.Model = genai.FirstStringAttr(attrs, "langfuse.observation.model.name", "gen_ai.response.model", "gen_ai.request.model", "model")
+	o.SessionID = genai.FirstStringAttr(attrs, "langfuse.session.id", "session.id", "gen_ai.conversation.id")
+	o.UserID = genai.FirstStringAttr(attrs, "langfuse.user.id", "user.id")
+	o.TraceName = genai.FirstStringAttr(attrs, "langfuse.trace.name")
 	o.Tags = tags(attrs)
 	attrs.Range(func(k string, v pcommon.Value) bool {
 		if rest, ok := strings.CutPrefix(k, "langfuse.observation.metadata."); ok {
@@ -125,13 +126,13 @@ func cost(attrs pcommon.Map) map[string]float64 {
 }
 
 func observationType(attrs pcommon.Map) string {
-	if t := strings.ToLower(firstStr(attrs, "langfuse.observation.type")); t != "" {
+	if t := strings.ToLower(genai.FirstStringAttr(attrs, "langfuse.observation.type")); t != "" {
 		switch t {
 		case "span", "generation", "event", "embedding", "agent", "tool", "chain", "retriever", "guardrail", "evaluator":
 			return t
 		}
 	}
-	switch firstStr(attrs, "gen_ai.operation.name") {
+	switch genai.FirstStringAttr(attrs, "gen_ai.operation.name") {
 	case "chat", "completion", "text_completion", "generate_content", "generate":
 		return "generation"
 	case "embeddings":
@@ -141,10 +142,10 @@ func observationType(attrs pcommon.Map) string {
 	case "execute_tool":
 		return "tool"
 	}
-	if firstStr(attrs, "gen_ai.tool.name", "gen_ai.tool.call.id") != "" {
+	if genai.FirstStringAttr(attrs, "gen_ai.tool.name", "gen_ai.tool.call.id") != "" {
 		return "tool"
 	}
-	if firstStr(attrs, "langfuse.observation.model.name", "gen_ai.request.model", "gen_ai.response.model", "model") != "" {
+	if genai.FirstStringAttr(attrs, "langfuse.observation.model.name", "gen_ai.request.model", "gen_ai.response.model", "model") != "" {
 		return "generation"
 	}
 	return "span"
@@ -154,7 +155,7 @@ func observationType(attrs pcommon.Map) string {
 // non-negative integers is kept as is), else the generic gen_ai.usage.* normalisation.
 // Agent operations carry no usage (isAiSdkAgentOperation).
 func usage(attrs pcommon.Map) (map[string]int64, bool) {
-	if op := firstStr(attrs, "gen_ai.operation.name"); op == "invoke_agent" || op == "agent_step" {
+	if op := genai.FirstStringAttr(attrs, "gen_ai.operation.name"); op == "invoke_agent" || op == "agent_step" {
 		return nil, false
 	}
 	if v, ok := attrs.Get("langfuse.observation.usage_details"); ok {
@@ -269,17 +270,6 @@ func tags(attrs pcommon.Map) []string {
 		return out
 	}
 	return nil
-}
-
-func firstStr(m pcommon.Map, keys ...string) string {
-	for _, k := range keys {
-		if v, ok := m.Get(k); ok {
-			if s := v.AsString(); s != "" {
-				return s
-			}
-		}
-	}
-	return ""
 }
 
 func hexTrace(id pcommon.TraceID) string { return id.String() }

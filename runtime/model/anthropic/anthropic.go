@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	an "github.com/anthropics/anthropic-sdk-go/v2"
@@ -60,11 +59,7 @@ func New(cfg config.Model) (*Provider, error) {
 	if cfg.Model == "" {
 		return nil, errors.New("model is required")
 	}
-	envName := cfg.APIKeyEnv
-	if envName == "" {
-		envName = DefaultAPIKeyEnv
-	}
-	key := os.Getenv(envName)
+	envName, key := cfg.APIKey(DefaultAPIKeyEnv)
 	if key == "" {
 		return nil, fmt.Errorf("api_key_env: environment variable %s is not set", envName)
 	}

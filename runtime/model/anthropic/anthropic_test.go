@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -18,31 +16,11 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/config"
 	"github.com/agentmeter/agentmeter/runtime/message"
 	"github.com/agentmeter/agentmeter/runtime/model"
+	"github.com/agentmeter/agentmeter/runtime/model/internal/providertest"
 )
 
-type fakeServer struct {
-	mu       sync.Mutex
-	bodies   []map[string]any
-	keys     []string
-	requests int
-	handler  func(w http.ResponseWriter, body map[string]any)
-}
-
-func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/v1/messages" {
-		http.NotFound(w, r)
-		return
-	}
-	raw, _ := io.ReadAll(r.Body)
-	var body map[string]any
-	_ = json.Unmarshal(raw, &body)
-	f.mu.Lock()
-	f.bodies = append(f.bodies, body)
-	f.keys = append(f.keys, r.Header.Get("Authorization"))
-	f.requests++
-	f.mu.Unlock()
-	f.handler(w, body)
-}
+// apiPath is where the provider sends its requests.
+const apiPath = "/v1/messages"
 
 func events(w http.ResponseWriter, evs ...string) {
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -55,7 +33,7 @@ func events(w http.ResponseWriter, evs ...string) {
 	}
 }
 
-func start(t *testing.T, f *fakeServer, mutate func(*config.Model)) model.ChatModel {
+func start(t *testing.T, f *providertest.Server, mutate func(*config.Model)) model.ChatModel {
 	t.Helper()
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
@@ -80,7 +58,7 @@ var conversation = []message.Message{
 }
 
 func TestStreamingNormalisesCacheIntoInput(t *testing.T) {
-	f := &fakeServer{handler: func(w http.ResponseWriter, _ map[string]any) {
+	f := &providertest.Server{Path: apiPath, Handler: func(w http.ResponseWriter, _ map[string]any) {
 		events(w,
 			`{"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":20,"cache_read_input_tokens":1000,"cache_creation_input_tokens":200,"output_tokens":1}}}`,
 			`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
@@ -117,8 +95,8 @@ func TestStreamingNormalisesCacheIntoInput(t *testing.T) {
 		"input = input + cache read + cache creation")
 	assert.Equal(t, int64(1262), resp.Message.UsageMetadata.TotalTokens)
 
-	body := f.bodies[0]
-	assert.Equal(t, "Bearer sk-ant-secret", f.keys[0], "the SDK sends the key as a bearer token")
+	body := f.Requests()[0].Body
+	assert.Equal(t, "Bearer sk-ant-secret", f.Requests()[0].Auth, "the SDK sends the key as a bearer token")
 	assert.Equal(t, true, body["stream"])
 	assert.Equal(t, []any{map[string]any{"type": "text", "text": "be brief"}}, body["system"])
 	msgs := body["messages"].([]any)
@@ -137,7 +115,7 @@ func TestStreamingNormalisesCacheIntoInput(t *testing.T) {
 }
 
 func TestNonStreamingAndToolChoice(t *testing.T) {
-	f := &fakeServer{handler: func(w http.ResponseWriter, _ map[string]any) {
+	f := &providertest.Server{Path: apiPath, Handler: func(w http.ResponseWriter, _ map[string]any) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"id":"msg_02","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"hello"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":3}}`)
 	}}
@@ -148,7 +126,7 @@ func TestNonStreamingAndToolChoice(t *testing.T) {
 	assert.Equal(t, "hello", resp.Message.Content)
 	assert.Equal(t, genai.Usage{Input: 10, Output: 3}, resp.Message.UsageMetadata.GenAI())
 	assert.Nil(t, resp.Message.UsageMetadata.InputTokenDetails, "no cache, no detail block")
-	body := f.bodies[0]
+	body := f.Requests()[0].Body
 	assert.NotContains(t, body, "stream")
 	assert.NotContains(t, body, "thinking", "thinking only when requested")
 	assert.Equal(t, 512.0, body["max_tokens"])
@@ -157,7 +135,7 @@ func TestNonStreamingAndToolChoice(t *testing.T) {
 
 func TestErrorsSurfaceWithoutRetries(t *testing.T) {
 	for _, code := range []int{429, 500, 529, 400} {
-		f := &fakeServer{handler: func(w http.ResponseWriter, _ map[string]any) {
+		f := &providertest.Server{Path: apiPath, Handler: func(w http.ResponseWriter, _ map[string]any) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(code)
 			fmt.Fprintf(w, `{"type":"error","error":{"type":"overloaded_error","message":"failure %d"}}`, code)
@@ -172,7 +150,7 @@ func TestErrorsSurfaceWithoutRetries(t *testing.T) {
 			assert.Equal(t, code != 400, model.IsRetryable(err))
 			assert.NotContains(t, err.Error(), "sk-ant-secret")
 		}
-		assert.Equal(t, 2, f.requests, "no SDK retries")
+		assert.Len(t, f.Requests(), 2, "no SDK retries")
 	}
 }
 

@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 
@@ -57,11 +56,7 @@ func New(cfg config.Model) (*Provider, error) {
 	if cfg.Model == "" {
 		return nil, errors.New("model is required")
 	}
-	envName := cfg.APIKeyEnv
-	if envName == "" {
-		envName = DefaultAPIKeyEnv
-	}
-	key := os.Getenv(envName)
+	envName, key := cfg.APIKey(DefaultAPIKeyEnv)
 	switch {
 	case key == "" && cfg.APIKeyEnv != "":
 		return nil, fmt.Errorf("api_key_env: environment variable %s is not set", cfg.APIKeyEnv)

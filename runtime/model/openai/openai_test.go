@@ -2,14 +2,11 @@ package openai
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,32 +16,11 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/config"
 	"github.com/agentmeter/agentmeter/runtime/message"
 	"github.com/agentmeter/agentmeter/runtime/model"
+	"github.com/agentmeter/agentmeter/runtime/model/internal/providertest"
 )
 
-// fakeServer is a local OpenAI Chat Completions endpoint.
-type fakeServer struct {
-	mu       sync.Mutex
-	bodies   []map[string]any
-	auth     []string
-	handler  func(w http.ResponseWriter, body map[string]any)
-	requests int
-}
-
-func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/v1/chat/completions" {
-		http.NotFound(w, r)
-		return
-	}
-	raw, _ := io.ReadAll(r.Body)
-	var body map[string]any
-	_ = json.Unmarshal(raw, &body)
-	f.mu.Lock()
-	f.bodies = append(f.bodies, body)
-	f.auth = append(f.auth, r.Header.Get("Authorization"))
-	f.requests++
-	f.mu.Unlock()
-	f.handler(w, body)
-}
+// apiPath is where the provider sends its requests.
+const apiPath = "/v1/chat/completions"
 
 func sse(w http.ResponseWriter, chunks ...string) {
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -54,7 +30,7 @@ func sse(w http.ResponseWriter, chunks ...string) {
 	fmt.Fprint(w, "data: [DONE]\n\n")
 }
 
-func start(t *testing.T, f *fakeServer, mutate func(*config.Model)) (*Provider, model.ChatModel) {
+func start(t *testing.T, f *providertest.Server, mutate func(*config.Model)) (*Provider, model.ChatModel) {
 	t.Helper()
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
@@ -76,7 +52,7 @@ var conversation = []message.Message{
 }
 
 func TestStreamingUsageInFinalChunkWithoutChoices(t *testing.T) {
-	f := &fakeServer{handler: func(w http.ResponseWriter, _ map[string]any) {
+	f := &providertest.Server{Path: apiPath, Handler: func(w http.ResponseWriter, _ map[string]any) {
 		sse(w,
 			`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini-2024","choices":[{"index":0,"delta":{"role":"assistant","content":"Sunny "}}]}`,
 			`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini-2024","choices":[{"index":0,"delta":{"content":"in Paris."},"finish_reason":"stop"}]}`,
@@ -96,10 +72,10 @@ func TestStreamingUsageInFinalChunkWithoutChoices(t *testing.T) {
 		resp.Message.UsageMetadata)
 	assert.Equal(t, "gpt-4o-mini-2024", resp.Message.ModelName())
 
-	body := f.bodies[0]
+	body := f.Requests()[0].Body
 	assert.Equal(t, true, body["stream"])
 	assert.Equal(t, map[string]any{"include_usage": true}, body["stream_options"], "include_usage on by default for a custom base_url")
-	assert.Equal(t, "Bearer sk-test-secret", f.auth[0])
+	assert.Equal(t, "Bearer sk-test-secret", f.Requests()[0].Auth)
 	msgs := body["messages"].([]any)
 	require.Len(t, msgs, 4)
 	assert.Equal(t, "system", msgs[0].(map[string]any)["role"])
@@ -112,7 +88,7 @@ func TestStreamingUsageInFinalChunkWithoutChoices(t *testing.T) {
 }
 
 func TestStreamingUsageInLastChunkWithChoicesAndToolCalls(t *testing.T) {
-	f := &fakeServer{handler: func(w http.ResponseWriter, _ map[string]any) {
+	f := &providertest.Server{Path: apiPath, Handler: func(w http.ResponseWriter, _ map[string]any) {
 		sse(w,
 			`{"id":"c2","object":"chat.completion.chunk","created":1,"model":"deepseek-chat","choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"think "}}]}`,
 			`{"id":"c2","object":"chat.completion.chunk","created":1,"model":"deepseek-chat","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"task","arguments":"{\"prompt\":"}},{"index":1,"id":"call_b","type":"function","function":{"name":"bash","arguments":""}}]}}]}`,
@@ -132,7 +108,7 @@ func TestStreamingUsageInLastChunkWithChoicesAndToolCalls(t *testing.T) {
 	assert.Equal(t, int64(218), resp.Message.UsageMetadata.TotalTokens)
 	assert.Equal(t, int64(64), resp.Message.UsageMetadata.CacheRead())
 	assert.Equal(t, []string{"call_a", "call_b"}, resp.Message.ToolCallIDs())
-	body := f.bodies[0]
+	body := f.Requests()[0].Body
 	assert.Equal(t, "auto", body["tool_choice"])
 	tool := body["tools"].([]any)[0].(map[string]any)
 	assert.Equal(t, "function", tool["type"])
@@ -140,19 +116,19 @@ func TestStreamingUsageInLastChunkWithChoicesAndToolCalls(t *testing.T) {
 }
 
 func TestStreamUsageFalseIsKept(t *testing.T) {
-	f := &fakeServer{handler: func(w http.ResponseWriter, _ map[string]any) {
+	f := &providertest.Server{Path: apiPath, Handler: func(w http.ResponseWriter, _ map[string]any) {
 		sse(w, `{"id":"c3","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`)
 	}}
 	off := false
 	_, m := start(t, f, func(c *config.Model) { c.StreamUsage = &off })
 	resp, err := m.Generate(context.Background(), &model.Request{Messages: conversation[:2]})
 	require.NoError(t, err)
-	assert.NotContains(t, f.bodies[0], "stream_options", "explicit stream_usage: false is not overridden")
+	assert.NotContains(t, f.Requests()[0].Body, "stream_options", "explicit stream_usage: false is not overridden")
 	assert.Nil(t, resp.Message.UsageMetadata, "no usage reported means none")
 }
 
 func TestNonStreaming(t *testing.T) {
-	f := &fakeServer{handler: func(w http.ResponseWriter, _ map[string]any) {
+	f := &providertest.Server{Path: apiPath, Handler: func(w http.ResponseWriter, _ map[string]any) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"id":"cc-9","object":"chat.completion","created":1,"model":"gpt-4o-mini-2024","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_z","type":"function","function":{"name":"write_todos","arguments":"{\"todos\":[]}"}},{"id":"call_bad","type":"function","function":{"name":"bash","arguments":"{not json"}}]}}],"usage":{"prompt_tokens":50,"completion_tokens":10,"total_tokens":60,"prompt_tokens_details":{"cached_tokens":0,"cache_write_tokens":20}}}`)
 	}}
@@ -168,7 +144,7 @@ func TestNonStreaming(t *testing.T) {
 	assert.Empty(t, resp.Message.ToolCalls[1].Args, "invalid JSON arguments are not guessed")
 	assert.Len(t, resp.Message.AdditionalKwargs["invalid_tool_calls"], 1)
 	assert.Equal(t, int64(20), resp.Message.UsageMetadata.InputTokenDetails.CacheCreation)
-	body := f.bodies[0]
+	body := f.Requests()[0].Body
 	assert.NotContains(t, body, "stream")
 	assert.NotContains(t, body, "stream_options")
 	assert.Equal(t, 256.0, body["max_tokens"])
@@ -177,7 +153,7 @@ func TestNonStreaming(t *testing.T) {
 
 func TestErrorsSurfaceWithoutRetries(t *testing.T) {
 	for _, code := range []int{429, 500, 503, 400} {
-		f := &fakeServer{handler: func(w http.ResponseWriter, _ map[string]any) {
+		f := &providertest.Server{Path: apiPath, Handler: func(w http.ResponseWriter, _ map[string]any) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(code)
 			fmt.Fprintf(w, `{"error":{"message":"failure %d","type":"server_error","code":null,"param":null}}`, code)
@@ -192,7 +168,7 @@ func TestErrorsSurfaceWithoutRetries(t *testing.T) {
 			assert.Equal(t, code == 429 || code >= 500, model.IsRetryable(err))
 			assert.NotContains(t, err.Error(), "sk-test-secret", "the key never appears in errors")
 		}
-		assert.Equal(t, 2, f.requests, "no SDK retries")
+		assert.Len(t, f.Requests(), 2, "no SDK retries")
 	}
 }
 
@@ -214,7 +190,7 @@ func TestConfigErrors(t *testing.T) {
 // DeepSeek's raw usage (A10 test_deepseek_raw_usage_normalizes_to_cache_read): 106 prompt
 // (64 cache hits, 42 misses), 112 completion → cache_read 64, input − cache_read = 42.
 func TestDeepSeekPromptCacheHitTokens(t *testing.T) {
-	f := &fakeServer{handler: func(w http.ResponseWriter, _ map[string]any) {
+	f := &providertest.Server{Path: apiPath, Handler: func(w http.ResponseWriter, _ map[string]any) {
 		sse(w,
 			`{"id":"ds-1","object":"chat.completion.chunk","created":1,"model":"deepseek-chat","choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}`,
 			`{"id":"ds-1","object":"chat.completion.chunk","created":1,"model":"deepseek-chat","choices":[],"usage":{"prompt_tokens":106,"completion_tokens":112,"total_tokens":218,"prompt_cache_hit_tokens":64,"prompt_cache_miss_tokens":42}}`)
@@ -238,7 +214,7 @@ func TestStreamChunkTimeoutIsPerChunk(t *testing.T) {
 		fmt.Fprintf(w, "data: %s\n\n", s)
 		w.(http.Flusher).Flush()
 	}
-	f := &fakeServer{handler: func(w http.ResponseWriter, body map[string]any) {
+	f := &providertest.Server{Path: apiPath, Handler: func(w http.ResponseWriter, body map[string]any) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		stall := strings.Contains(fmt.Sprint(body["messages"]), "stall")
 		for i := range 5 {

@@ -44,17 +44,25 @@ func TestSharedSuite(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.RunStore { return open(t) })
 }
 
+// bothBackends opens a fresh PostgreSQL database and an in-memory SQLite one, closed
+// when the test ends.
+func bothBackends(t *testing.T) (pg, lite store.RunStore) {
+	t.Helper()
+	p := open(t)
+	t.Cleanup(func() { p.Close() })
+	l, err := sqlite.Open(context.Background(), ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return p, l
+}
+
 // TestSQLiteAndPostgresAgree seeds the same rows into both backends and compares the
 // token-usage JSON byte for byte (DeerFlow's test_memory_and_sql_stores_agree).
 func TestSQLiteAndPostgresAgree(t *testing.T) {
 	ctx := context.Background()
-	pg := open(t)
-	defer pg.Close()
-	lite, err := sqlite.Open(ctx, ":memory:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lite.Close()
+	pg, lite := bothBackends(t)
 	for _, s := range []store.RunStore{pg, lite} {
 		storetest.SeedPinnedExample(t, s, "pinned")
 		storetest.SeedByModel(t, s, "by-model")
@@ -81,13 +89,7 @@ func TestSQLiteAndPostgresAgree(t *testing.T) {
 // the same JSON.
 func TestThreadStateSameOnBothBackends(t *testing.T) {
 	ctx := context.Background()
-	pg := open(t)
-	defer pg.Close()
-	lite, err := sqlite.Open(ctx, ":memory:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lite.Close()
+	pg, lite := bothBackends(t)
 	var bodies []string
 	for _, s := range []store.RunStore{pg, lite} {
 		storetest.SeedThreadState(t, s, "t")
@@ -134,7 +136,7 @@ func TestBadDSNDoesNotLeakPassword(t *testing.T) {
 	}
 }
 
-func openBench(b *testing.B) *sqlstore.Store {
+func openBench(b *testing.B) store.RunStore {
 	srv := storetest.RequirePostgres(b, server, serverErr)
 	s, err := postgres.Open(context.Background(), srv.NewDatabase(b))
 	if err != nil {
@@ -144,8 +146,4 @@ func openBench(b *testing.B) *sqlstore.Store {
 	return s
 }
 
-func BenchmarkRunLifecycle(b *testing.B) { storetest.BenchRunLifecycle(b, openBench(b)) }
-
-func BenchmarkAggregate100Runs(b *testing.B) { storetest.BenchAggregate(b, openBench(b), 100) }
-
-func BenchmarkThreadState10Turns(b *testing.B) { storetest.BenchThreadState(b, openBench(b), 10) }
+func BenchmarkStore(b *testing.B) { storetest.Bench(b, openBench) }

@@ -98,7 +98,7 @@ func TestOpenRequiresPath(t *testing.T) {
 	}
 }
 
-func openBench(b *testing.B) *sqlstore.Store {
+func openBench(b *testing.B) store.RunStore {
 	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
 	if err != nil {
 		b.Fatal(err)
@@ -107,11 +107,7 @@ func openBench(b *testing.B) *sqlstore.Store {
 	return s
 }
 
-func BenchmarkRunLifecycle(b *testing.B) { storetest.BenchRunLifecycle(b, openBench(b)) }
-
-func BenchmarkAggregate100Runs(b *testing.B) { storetest.BenchAggregate(b, openBench(b), 100) }
-
-func BenchmarkThreadState10Turns(b *testing.B) { storetest.BenchThreadState(b, openBench(b), 10) }
+func BenchmarkStore(b *testing.B) { storetest.Bench(b, openBench) }
 
 // migratedTo opens path with only the first n migrations applied (a database an earlier
 // binary wrote).
@@ -145,21 +141,31 @@ func migratedTo(t *testing.T, path string, n int) (*sql.DB, sqlstore.Dialect) {
 	return db, old
 }
 
+// upgradedFrom writes a database with the first n migrations applied, lets seed add rows
+// as that earlier binary would, and opens it with this one (closed when the test ends).
+func upgradedFrom(t *testing.T, n int, seed func(db *sql.DB, old sqlstore.Dialect)) *sqlstore.Store {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, old := migratedTo(t, path, n)
+	seed(db, old)
+	db.Close()
+	s, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // TestUpgradeFromVersion3 opens a database written before thread state existed: the
 // migration adds the tables and the old rows are untouched.
 func TestUpgradeFromVersion3(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	db, old := migratedTo(t, path, 3)
-	if err := sqlstore.New(db, old).CreateThread(ctx, store.Thread{ID: "t", UserID: "alice"}); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	s, err := sqlite.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := upgradedFrom(t, 3, func(db *sql.DB, old sqlstore.Dialect) {
+		if err := sqlstore.New(db, old).CreateThread(ctx, store.Thread{ID: "t", UserID: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+	})
 	th, err := s.GetThread(ctx, "t")
 	if err != nil || th.UserID != "alice" {
 		t.Fatalf("thread after the upgrade = %+v, %v", th, err)
@@ -176,20 +182,14 @@ func TestUpgradeFromVersion3(t *testing.T) {
 // end as error at the first renewal after the upgrade, and their threads take runs.
 func TestUpgradeEndsRunsLeftWithoutLeases(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	db, _ := migratedTo(t, path, 5)
-	for _, r := range [][3]string{{"left-running", "t", "running"}, {"left-pending", "u", "pending"}} {
-		if _, err := db.ExecContext(ctx, `INSERT INTO runs (run_id, thread_id, status, created_at, updated_at) VALUES (?, ?, ?, 1, 1)`,
-			r[0], r[1], r[2]); err != nil {
-			t.Fatal(err)
+	s := upgradedFrom(t, 5, func(db *sql.DB, _ sqlstore.Dialect) {
+		for _, r := range [][3]string{{"left-running", "t", "running"}, {"left-pending", "u", "pending"}} {
+			if _, err := db.ExecContext(ctx, `INSERT INTO runs (run_id, thread_id, status, created_at, updated_at) VALUES (?, ?, ?, 1, 1)`,
+				r[0], r[1], r[2]); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	db.Close()
-	s, err := sqlite.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	})
 	ids, err := s.ExpireLeases(ctx, time.Now(), "lease expired")
 	if err != nil || len(ids) != 2 {
 		t.Fatalf("expired %v, %v; want both runs left behind", ids, err)

@@ -11,6 +11,14 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/store"
 )
 
+// Bench runs the store benchmarks on a store from open (a fresh one for each): one run's
+// lifecycle, the token aggregate over 100 runs, and a thread state of 10 turns.
+func Bench(b *testing.B, open func(*testing.B) store.RunStore) {
+	b.Run("RunLifecycle", func(b *testing.B) { BenchRunLifecycle(b, open(b)) })
+	b.Run("Aggregate100Runs", func(b *testing.B) { BenchAggregate(b, open(b), 100) })
+	b.Run("ThreadState10Turns", func(b *testing.B) { BenchThreadState(b, open(b), 10) })
+}
+
 // BenchRunLifecycle measures one run's writes as the gateway makes them: admit (the
 // thread's lock and busy check), claim under a lease, one progress snapshot and the
 // completion.

@@ -54,17 +54,8 @@ func TestSpliceEqualsApplyWithCost(t *testing.T) {
 		}
 	})
 	require.Positive(t, n)
-	plan := NewPlan(td)
 	var s Splicer
-	spliced, err := s.Splice(nil, marshal(t, td), plan)
-	require.NoError(t, err)
-	applied := ptrace.NewTraces()
-	td.CopyTo(applied)
-	plan.Apply(applied)
-	var um ptrace.ProtoUnmarshaler
-	got, err := um.UnmarshalTraces(spliced)
-	require.NoError(t, err)
-	assert.Equal(t, marshal(t, applied), marshal(t, got))
+	spliceMatchesApply(t, &s, td, NewPlan(td))
 }
 
 // Every model call gets usage and cost details, not only chat: a text_completion or

@@ -49,22 +49,28 @@ func marshal(t *testing.T, td ptrace.Traces) []byte {
 	return b
 }
 
+// spliceMatchesApply splices td's encoding with plan and checks that the bytes decode to
+// exactly td with the plan applied; it returns the spliced bytes.
+func spliceMatchesApply(t *testing.T, s *Splicer, td ptrace.Traces, plan *Plan) []byte {
+	t.Helper()
+	spliced, err := s.Splice(nil, marshal(t, td), plan)
+	require.NoError(t, err)
+	applied := ptrace.NewTraces()
+	td.CopyTo(applied)
+	plan.Apply(applied)
+	var um ptrace.ProtoUnmarshaler
+	got, err := um.UnmarshalTraces(spliced)
+	require.NoError(t, err)
+	assert.Equal(t, marshal(t, applied), marshal(t, got))
+	return spliced
+}
+
 // The spliced bytes decode to exactly the batch with the plan applied.
 func TestSpliceEqualsApply(t *testing.T) {
 	td := richBatch()
 	plan := NewPlan(td)
 	var s Splicer
-	spliced, err := s.Splice(nil, marshal(t, td), plan)
-	require.NoError(t, err)
-
-	applied := ptrace.NewTraces()
-	td.CopyTo(applied)
-	plan.Apply(applied)
-
-	var um ptrace.ProtoUnmarshaler
-	got, err := um.UnmarshalTraces(spliced)
-	require.NoError(t, err)
-	assert.Equal(t, marshal(t, applied), marshal(t, got))
+	spliced := spliceMatchesApply(t, &s, td, plan)
 	assert.Greater(t, len(spliced), len(marshal(t, td)))
 
 	// the splicer's buffers are reused: a second call gives the same bytes
@@ -93,15 +99,7 @@ func TestSlicedPlanFitsHalves(t *testing.T) {
 		td   ptrace.Traces
 		plan *Plan
 	}{{first, plan.Slice(0, n/2)}, {second, plan.Slice(n/2, n)}} {
-		out, err := s.Splice(nil, marshal(t, part.td), part.plan)
-		require.NoError(t, err)
-		applied := ptrace.NewTraces()
-		part.td.CopyTo(applied)
-		part.plan.Apply(applied)
-		var um ptrace.ProtoUnmarshaler
-		got, err := um.UnmarshalTraces(out)
-		require.NoError(t, err)
-		assert.Equal(t, marshal(t, applied), marshal(t, got))
+		spliceMatchesApply(t, &s, part.td, part.plan)
 	}
 }
 

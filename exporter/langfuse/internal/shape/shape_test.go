@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/vendortest"
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/fakevendor/langfusefake"
 )
@@ -237,12 +238,7 @@ func TestIdempotent(t *testing.T) {
 	once := ptrace.NewTraces()
 	td.CopyTo(once)
 	Traces(td)
-	var m ptrace.ProtoMarshaler
-	a, err := m.MarshalTraces(once)
-	require.NoError(t, err)
-	b, err := m.MarshalTraces(td)
-	require.NoError(t, err)
-	assert.Equal(t, a, b)
+	vendortest.SameBytes(t, once, td)
 }
 
 func BenchmarkTraces(b *testing.B) {

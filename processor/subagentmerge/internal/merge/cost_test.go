@@ -21,12 +21,8 @@ func priced(sp ptrace.Span, u genai.Usage, c genai.Cost) {
 
 func TestApplyCarriesCostLikeTokens(t *testing.T) {
 	ss := ptrace.NewSpanSlice()
-	newSpan(ss, 1, 0, genai.OpInvokeAgent)
-	d := newSpan(ss, 2, 1, genai.OpChat)
-	genai.PutStrings(d.Attributes(), genai.AttrResponseToolCallIDs, []string{"c1"})
+	d := leadDispatch(ss)
 	priced(d, genai.Usage{Input: 100, Output: 10}, genai.Cost{Input: 1, Total: 1}) // own cost never merged onto itself
-	tool := newSpan(ss, 3, 1, genai.OpExecuteTool)
-	tool.Attributes().PutStr(genai.AttrToolCallID, "c1")
 	newSpan(ss, 4, 3, genai.OpInvokeAgent)
 	s1 := newSpan(ss, 5, 4, genai.OpChat)
 	priced(s1, genai.Usage{Input: 10, Output: 1}, genai.Cost{Input: 0.008, Output: 0.002, Total: 0.01})
@@ -67,11 +63,7 @@ func TestApplyCarriesCostLikeTokens(t *testing.T) {
 
 func TestApplyWithoutCostClaimsNone(t *testing.T) {
 	ss := ptrace.NewSpanSlice()
-	newSpan(ss, 1, 0, genai.OpInvokeAgent)
-	d := newSpan(ss, 2, 1, genai.OpChat)
-	genai.PutStrings(d.Attributes(), genai.AttrResponseToolCallIDs, []string{"c1"})
-	tool := newSpan(ss, 3, 1, genai.OpExecuteTool)
-	tool.Attributes().PutStr(genai.AttrToolCallID, "c1")
+	d := leadDispatch(ss)
 	sub := newSpan(ss, 4, 3, genai.OpChat)
 	genai.PutUsage(sub.Attributes(), genai.Usage{Input: 5, Output: 1})
 	Apply([]ptrace.Span{ss.At(0), ss.At(1), ss.At(2), ss.At(3)})

@@ -21,13 +21,20 @@ func newSpan(ss ptrace.SpanSlice, id, parent byte, op string) ptrace.Span {
 	return sp
 }
 
-func TestApplyMergesAndIsIdempotent(t *testing.T) {
-	ss := ptrace.NewSpanSlice()
+// leadDispatch starts ss with the lead agent (span 1), its chat (2) dispatching the task
+// call c1, and the task tool (3) that runs it; it returns the dispatching chat.
+func leadDispatch(ss ptrace.SpanSlice) ptrace.Span {
 	newSpan(ss, 1, 0, genai.OpInvokeAgent)
 	d := newSpan(ss, 2, 1, genai.OpChat)
 	genai.PutStrings(d.Attributes(), genai.AttrResponseToolCallIDs, []string{"c1"})
 	tool := newSpan(ss, 3, 1, genai.OpExecuteTool)
 	tool.Attributes().PutStr(genai.AttrToolCallID, "c1")
+	return d
+}
+
+func TestApplyMergesAndIsIdempotent(t *testing.T) {
+	ss := ptrace.NewSpanSlice()
+	d := leadDispatch(ss)
 	newSpan(ss, 4, 3, genai.OpInvokeAgent)
 	sub := newSpan(ss, 5, 4, genai.OpChat)
 	genai.PutUsage(sub.Attributes(), genai.Usage{Input: 7, Output: 3, Reasoning: 1})

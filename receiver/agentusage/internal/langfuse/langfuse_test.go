@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,16 +16,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/goldentest"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func spansOf(td ptrace.Traces) []ptrace.Span {
-	var out []ptrace.Span
-	forEachSpan(td, func(s ptrace.Span) { out = append(out, s) })
-	return out
-}
 
 // What @langfuse/otel exported for test/sdk/langfuse-otel.mjs (captured, OTLP JSON).
 func TestGoldenSDKOTLP(t *testing.T) {
@@ -61,7 +57,7 @@ func TestGoldenSDKIngestionBatches(t *testing.T) {
 	assert.Equal(t, 0, in.Pending())
 	require.Equal(t, 5, all.SpanCount())
 	var sum genai.Usage
-	for _, s := range spansOf(all) {
+	for s := range spaniter.All(all) {
 		if u, ok := genai.UsageFromMap(s.Attributes()); ok {
 			sum = sum.Add(u)
 		}
@@ -129,7 +125,7 @@ func TestObservationWithoutTraceCreateIsEmittedOnTimeout(t *testing.T) {
 	expired := in.Expired(t0.Add(2 * time.Minute))
 	require.Len(t, expired, 1)
 	td := in.BuildObservations(expired)
-	s := spansOf(td)[0]
+	s := slices.Collect(spaniter.All(td))[0]
 	assert.Equal(t, "chat m", s.Name())
 	u, _ := genai.UsageFromMap(s.Attributes())
 	assert.Equal(t, genai.Usage{Input: 3, Output: 1}, u)
@@ -194,7 +190,7 @@ func TestGoldenLangChainOTLP(t *testing.T) {
 	require.NoError(t, err)
 	byID := map[string]ptrace.Span{}
 	var agents []string
-	for _, s := range spansOf(td) {
+	for s := range spaniter.All(td) {
 		byID[s.SpanID().String()] = s
 		if op, _ := s.Attributes().Get(genai.AttrOperationName); op.Str() == genai.OpInvokeAgent {
 			agents = append(agents, s.Name())
@@ -254,7 +250,7 @@ func TestToolCallIDFromContent(t *testing.T) {
 func splitSubtree(td ptrace.Traces, root string) (sub, rest ptrace.Traces) {
 	parent := map[string]string{}
 	name := map[string]string{}
-	for _, s := range spansOf(td) {
+	for s := range spaniter.All(td) {
 		parent[s.SpanID().String()] = s.ParentSpanID().String()
 		name[s.SpanID().String()] = s.Name()
 	}
@@ -302,7 +298,7 @@ func TestLangChainSubagentExportedBeforeItsTask(t *testing.T) {
 	sub, rest := splitSubtree(req.Traces(), "researcher")
 	require.Equal(t, 4, sub.SpanCount(), "researcher, __start__, model_request, its chat")
 	require.NoError(t, mapOTLP(sub))
-	for _, s := range spansOf(sub) {
+	for s := range spaniter.All(sub) {
 		_, has := s.Attributes().Get(genai.AttrCaller)
 		assert.False(t, has, "%s: the request does not say who called it", s.Name())
 		if s.Name() == "invoke_agent researcher" {
@@ -313,14 +309,14 @@ func TestLangChainSubagentExportedBeforeItsTask(t *testing.T) {
 		}
 	}
 	var agents []string
-	for _, s := range spansOf(sub) {
+	for s := range spaniter.All(sub) {
 		if op, ok := s.Attributes().Get(genai.AttrOperationName); ok && op.Str() == genai.OpInvokeAgent {
 			agents = append(agents, s.Name())
 		}
 	}
 	assert.Equal(t, []string{"invoke_agent researcher"}, agents, "named after its lc_agent_name")
 	require.NoError(t, mapOTLP(rest))
-	for _, s := range spansOf(rest) {
+	for s := range spaniter.All(rest) {
 		if s.Name() == "execute_tool task" {
 			v, _ := s.Attributes().Get(genai.AttrToolCallID)
 			assert.Equal(t, "call_task_1", v.Str())
@@ -379,7 +375,7 @@ func TestStoredObservationRoundTrip(t *testing.T) {
 	in.Restore([]Observation{back}, t0)
 	td := in.BuildObservations(in.Drain())
 	got := map[string]string{}
-	for _, s := range spansOf(td) {
+	for s := range spaniter.All(td) {
 		id, _ := s.Attributes().Get(genai.AttrToolCallID)
 		st, _ := s.Attributes().Get(genai.AttrSubagentStatus)
 		got[id.Str()] = st.Str()

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/build"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/fielderr"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
@@ -101,26 +102,26 @@ func mapOTLP(td ptrace.Traces) error {
 	// tool observations of the request: a LangChain run directly under one is a subagent
 	tools := map[pcommon.SpanID]bool{}
 	n := 0
-	forEachSpan(td, func(s ptrace.Span) {
+	for s := range spaniter.All(td) {
 		n++
 		a := s.Attributes()
-		if v := firstStr(a, lfSessionID, otelSessionID, genai.AttrConversationID); v != "" {
+		if v := genai.FirstStringAttr(a, lfSessionID, otelSessionID, genai.AttrConversationID); v != "" {
 			session[s.TraceID()] = v
 		}
-		if v := firstStr(a, lfUserID, otelUserID, genai.AttrEndUserID); v != "" {
+		if v := genai.FirstStringAttr(a, lfUserID, otelUserID, genai.AttrEndUserID); v != "" {
 			user[s.TraceID()] = v
 		}
-		if firstStr(a, genai.AttrOperationName) == genai.OpExecuteTool || strings.EqualFold(firstStr(a, lfObsType), "tool") {
+		if genai.FirstStringAttr(a, genai.AttrOperationName) == genai.OpExecuteTool || strings.EqualFold(genai.FirstStringAttr(a, lfObsType), "tool") {
 			tools[s.SpanID()] = true
 		}
-	})
+	}
 	spans := make([]ptrace.Span, 0, n)
 	pooled := recordsPool.Get().(*[]record.Record)
 	recs := (*pooled)[:0]
-	forEachSpan(td, func(s ptrace.Span) {
+	for s := range spaniter.All(td) {
 		spans = append(spans, s)
 		recs = append(recs, decideSpan(s, session[s.TraceID()], user[s.TraceID()], tools[s.ParentSpanID()]))
-	})
+	}
 	inheritCallers(spans, recs)
 	for i := range recs {
 		if err := recs[i].CheckLabels(); err != nil {
@@ -158,7 +159,7 @@ func checkServiceNames(td ptrace.Traces) error {
 	return nil
 }
 
-// spanPath names the n-th span of td (in forEachSpan's order) as the OTLP JSON
+// spanPath names the n-th span of td (in spaniter.All's order) as the OTLP JSON
 // encoding does.
 func spanPath(td ptrace.Traces, n int) string {
 	rss := td.ResourceSpans()
@@ -230,28 +231,4 @@ func inheritCallers(spans []ptrace.Span, recs []record.Record) {
 			recs[i].RunID = r
 		}
 	}
-}
-
-func forEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				f(spans.At(k))
-			}
-		}
-	}
-}
-
-func firstStr(m pcommon.Map, keys ...string) string {
-	for _, k := range keys {
-		if v, ok := m.Get(k); ok {
-			if s := v.AsString(); s != "" {
-				return s
-			}
-		}
-	}
-	return ""
 }

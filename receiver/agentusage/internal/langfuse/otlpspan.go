@@ -96,7 +96,7 @@ func metaValue(a pcommon.Map, meta map[string]any, k metaKey) string {
 // (a subagent invoked by a tool, as the LangSmith face decides too). Graph nodes
 // (model_request, tools, RunnableLambda, __start__) are none of these.
 func langchainAgent(s ptrace.Span, a pcommon.Map, meta map[string]any, parentIsTool bool) (string, bool) {
-	switch strings.ToLower(firstStr(a, lfObsType)) {
+	switch strings.ToLower(genai.FirstStringAttr(a, lfObsType)) {
 	case "", "span", "chain":
 	default:
 		return "", false
@@ -141,29 +141,29 @@ func decideSpan(s ptrace.Span, session, user string, parentIsTool bool) record.R
 		meta = decodeMeta(v.AsString())
 	}
 	rec := record.Record{Kind: record.Step, Name: s.Name(), SpanKind: s.Kind()}
-	rec.ThreadID = firstStr(a, genai.AttrConversationID)
+	rec.ThreadID = genai.FirstStringAttr(a, genai.AttrConversationID)
 	if rec.ThreadID == "" {
 		rec.ThreadID = session
 	}
-	rec.UserID = firstStr(a, genai.AttrEndUserID)
+	rec.UserID = genai.FirstStringAttr(a, genai.AttrEndUserID)
 	if rec.UserID == "" {
 		rec.UserID = user
 	}
-	rec.Caller = firstStr(a, genai.AttrCaller)
+	rec.Caller = genai.FirstStringAttr(a, genai.AttrCaller)
 	if rec.Caller == "" {
 		rec.Caller = metaValue(a, meta, mkCaller)
 	}
 	if rec.Caller == "" {
 		rec.Caller = genai.CallerFromTags(genai.StringsFromMap(a, "langfuse.trace.tags"))
 	}
-	rec.RunID = firstStr(a, genai.AttrRunID)
+	rec.RunID = genai.FirstStringAttr(a, genai.AttrRunID)
 	if rec.RunID == "" {
 		rec.RunID = metaValue(a, meta, mkRunID)
 	}
-	op := firstStr(a, genai.AttrOperationName)
+	op := genai.FirstStringAttr(a, genai.AttrOperationName)
 	lcName := ""
 	if op == "" {
-		switch strings.ToLower(firstStr(a, lfObsType)) {
+		switch strings.ToLower(genai.FirstStringAttr(a, lfObsType)) {
 		case "generation":
 			op = genai.OpChat
 		case "agent":
@@ -181,14 +181,14 @@ func decideSpan(s ptrace.Span, session, user string, parentIsTool bool) record.R
 		rec.Kind = record.ModelCall
 		rec.Operation = op
 		rec.SpanKind = ptrace.SpanKindClient
-		model := firstStr(a, lfModel, genai.AttrResponseModel, genai.AttrRequestModel)
-		if rec.RequestModel = firstStr(a, genai.AttrRequestModel); rec.RequestModel == "" {
+		model := genai.FirstStringAttr(a, lfModel, genai.AttrResponseModel, genai.AttrRequestModel)
+		if rec.RequestModel = genai.FirstStringAttr(a, genai.AttrRequestModel); rec.RequestModel == "" {
 			rec.RequestModel = model
 		}
-		if rec.ResponseModel = firstStr(a, genai.AttrResponseModel); rec.ResponseModel == "" {
+		if rec.ResponseModel = genai.FirstStringAttr(a, genai.AttrResponseModel); rec.ResponseModel == "" {
 			rec.ResponseModel = model
 		}
-		if rec.Provider = firstStr(a, genai.AttrProviderName); rec.Provider == "" {
+		if rec.Provider = genai.FirstStringAttr(a, genai.AttrProviderName); rec.Provider == "" {
 			// LangChain's chat models name their provider in the run metadata
 			rec.Provider = metaValue(a, meta, mkLSProviderName)
 		}
@@ -207,12 +207,12 @@ func decideSpan(s ptrace.Span, session, user string, parentIsTool bool) record.R
 		}
 	case genai.OpExecuteTool:
 		rec.Kind = record.ToolCall
-		if name := firstStr(a, genai.AttrToolName); name != "" {
+		if name := genai.FirstStringAttr(a, genai.AttrToolName); name != "" {
 			rec.Name = name
 		}
-		rec.ToolType = firstStr(a, genai.AttrToolType)
-		rec.SubagentStatus = firstStr(a, genai.AttrSubagentStatus)
-		if rec.ToolCallID = firstStr(a, genai.AttrToolCallID); rec.ToolCallID == "" {
+		rec.ToolType = genai.FirstStringAttr(a, genai.AttrToolType)
+		rec.SubagentStatus = genai.FirstStringAttr(a, genai.AttrSubagentStatus)
+		if rec.ToolCallID = genai.FirstStringAttr(a, genai.AttrToolCallID); rec.ToolCallID == "" {
 			rec.ToolCallID = metaValue(a, meta, mkToolCallID)
 		}
 		if rec.ToolCallID == "" {
@@ -220,14 +220,14 @@ func decideSpan(s ptrace.Span, session, user string, parentIsTool bool) record.R
 		}
 	case genai.OpInvokeAgent:
 		rec.Kind = record.AgentRun
-		switch name := firstStr(a, genai.AttrAgentName); {
+		switch name := genai.FirstStringAttr(a, genai.AttrAgentName); {
 		case name != "":
 			rec.Name = name
 		case lcName != "":
 			rec.Name = lcName
 		}
-		rec.AgentID = firstStr(a, genai.AttrAgentID)
-		if rec.ToolCallID = firstStr(a, genai.AttrToolCallID); rec.ToolCallID == "" {
+		rec.AgentID = genai.FirstStringAttr(a, genai.AttrAgentID)
+		if rec.ToolCallID = genai.FirstStringAttr(a, genai.AttrToolCallID); rec.ToolCallID == "" {
 			rec.ToolCallID = metaValue(a, meta, mkToolCallID)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,39 +14,34 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/goldentest"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func spansOf(td ptrace.Traces) []ptrace.Span {
-	var out []ptrace.Span
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			for k := 0; k < sss.At(j).Spans().Len(); k++ {
-				out = append(out, sss.At(j).Spans().At(k))
-			}
-		}
-	}
-	return out
+func spansOf(td ptrace.Traces) []ptrace.Span { return slices.Collect(spaniter.All(td)) }
+
+// buildCaptured decodes the captured multipart request testdata/<name>.txt (its
+// Content-Type in <name>.content-type), whose runs all ended, and builds its spans.
+func buildCaptured(t *testing.T, name string) ptrace.Traces {
+	t.Helper()
+	body, err := os.ReadFile(filepath.Join("testdata", name+".txt"))
+	require.NoError(t, err)
+	ct, err := os.ReadFile(filepath.Join("testdata", name+".content-type"))
+	require.NoError(t, err)
+	ops, errs, err := DecodeMultipart(string(ct), bytes.NewReader(body))
+	require.NoError(t, err)
+	require.Empty(t, errs)
+	plan := NewTranslator(time.Minute, 100).Plan(ops)
+	require.Empty(t, plan.Park, "every run ended")
+	return plan.Build()
 }
 
 // What the official JS SDK sent for test/sdk/langsmith-deerflow-run.mjs (captured):
 // one multipart request, POST and PATCH of each run already combined by the SDK.
 func TestGoldenSDKMultipart(t *testing.T) {
-	body, err := os.ReadFile(filepath.Join("testdata", "multipart_sdk.txt"))
-	require.NoError(t, err)
-	ct, err := os.ReadFile(filepath.Join("testdata", "multipart_sdk.content-type"))
-	require.NoError(t, err)
-	ops, errs, err := DecodeMultipart(string(ct), bytes.NewReader(body))
-	require.NoError(t, err)
-	require.Empty(t, errs)
-	tr := NewTranslator(time.Minute, 100)
-	plan := tr.Plan(ops)
-	require.Empty(t, plan.Park, "every run ended")
-	td := plan.Build()
+	td := buildCaptured(t, "multipart_sdk")
 	assert.Equal(t, 9, td.SpanCount())
 	goldentest.Compare(t, filepath.Join("testdata", "multipart_sdk.expected.yaml"), td)
 }
@@ -85,7 +81,7 @@ func TestGoldenBatchPostThenPatch(t *testing.T) {
 	p2.Commit(t0)
 	assert.Equal(t, 0, tr.Pending())
 	require.Equal(t, 2, td.SpanCount())
-	for _, s := range spansOf(td) {
+	for s := range spaniter.All(td) {
 		if s.Name() == "chat claude-sonnet" {
 			u, ok := genai.UsageFromMap(s.Attributes())
 			require.True(t, ok)
@@ -204,35 +200,18 @@ func TestGoldenLangChainSubagentWithCallerConfig(t *testing.T) {
 }
 
 func testLangChainAgents(t *testing.T, name, callID string) {
-	body, err := os.ReadFile(filepath.Join("testdata", name+".txt"))
-	require.NoError(t, err)
-	ct, err := os.ReadFile(filepath.Join("testdata", name+".content-type"))
-	require.NoError(t, err)
-	ops, errs, err := DecodeMultipart(string(ct), bytes.NewReader(body))
-	require.NoError(t, err)
-	require.Empty(t, errs)
-	tr := NewTranslator(time.Minute, 100)
-	plan := tr.Plan(ops)
-	require.Empty(t, plan.Park, "every run ended")
-	td := plan.Build()
+	td := buildCaptured(t, name)
 
 	byID := map[string]ptrace.Span{}
 	var agents, nodes []string
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		for j := 0; j < rss.At(i).ScopeSpans().Len(); j++ {
-			spans := rss.At(i).ScopeSpans().At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				s := spans.At(k)
-				byID[s.SpanID().String()] = s
-				op, _ := s.Attributes().Get(genai.AttrOperationName)
-				switch op.Str() {
-				case genai.OpInvokeAgent:
-					agents = append(agents, s.Name())
-				case "":
-					nodes = append(nodes, s.Name())
-				}
-			}
+	for s := range spaniter.All(td) {
+		byID[s.SpanID().String()] = s
+		op, _ := s.Attributes().Get(genai.AttrOperationName)
+		switch op.Str() {
+		case genai.OpInvokeAgent:
+			agents = append(agents, s.Name())
+		case "":
+			nodes = append(nodes, s.Name())
 		}
 	}
 	assert.ElementsMatch(t, []string{"invoke_agent lead_agent", "invoke_agent researcher"}, agents, "one agent span per agent run")

@@ -1,0 +1,121 @@
+// Package childproc holds what the bench programs need to run a collector or load
+// generator as a child process: free loopback addresses, a work folder, and the last
+// lines of its output for an error message.
+package childproc
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// FreePort is a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// FreeAddr is 127.0.0.1 with a FreePort.
+func FreeAddr() (string, error) {
+	p, err := FreePort()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("127.0.0.1:%d", p), nil
+}
+
+// WorkDir returns dir when it is set, else a new temporary folder named with prefix and
+// a cleanup that removes it (a no-op for a given dir, which is the caller's).
+func WorkDir(dir, prefix string) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, nil
+	}
+	d, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, fmt.Errorf("work dir: %w", err)
+	}
+	return d, func() { _ = os.RemoveAll(d) }, nil
+}
+
+// LastLines is the last n lines of s.
+func LastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Tail is the last n lines of the file at path ("" when it cannot be read).
+func Tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return LastLines(string(b), n)
+}
+
+// EnvWithout is this process's environment without the variables whose names start with
+// one of prefixes (a vendor key in the developer's shell must not switch an exporter on).
+func EnvWithout(prefixes ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(kv, p) }) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// Process is a started child process that does not outlive this one (it gets SIGKILL
+// when the parent dies).
+type Process struct {
+	Cmd    *exec.Cmd
+	exited chan struct{}
+	err    error
+	stop   sync.Once
+}
+
+// Start starts cmd as a Process.
+func Start(cmd *exec.Cmd) (*Process, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &Process{Cmd: cmd, exited: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	return p, nil
+}
+
+// Exited is closed once the child is gone; Err is then its exit status.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Err is the child's exit status, once Exited is closed.
+func (p *Process) Err() error {
+	<-p.exited
+	return p.err
+}
+
+// Stop asks the child to end (SIGTERM), kills it when it has not within grace, and
+// returns once it is gone. Later calls return at once.
+func (p *Process) Stop(grace time.Duration) {
+	p.stop.Do(func() {
+		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(grace):
+			_ = p.Cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+}
