@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
@@ -341,24 +342,40 @@ func Spans(tds []ptrace.Traces) []ptrace.Span {
 	return slices.Collect(spaniter.In(tds))
 }
 
-// WaitForSpans polls the file exporter output until it holds at least n spans.
+// WaitForSpans polls the file exporter output until it holds at least n distinct spans
+// (by trace and span id: a streaming merge's re-emission of a span is not another span)
+// and returns every version, in the order written.
 func WaitForSpans(t testing.TB, path string, n int, timeout time.Duration) []ptrace.Span {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var spans []ptrace.Span
+	distinct := 0
 	for {
 		tds, err := ReadTraces(path)
 		if err == nil {
 			spans = Spans(tds)
-			if len(spans) >= n {
+			distinct = countDistinct(spans)
+			if distinct >= n {
 				return spans
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %d spans in %s, have %d (last error: %v)", timeout, n, path, len(spans), err)
+			t.Fatalf("waited %s for %d spans in %s, have %d (last error: %v)", timeout, n, path, distinct, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+func countDistinct(spans []ptrace.Span) int {
+	type id struct {
+		t pcommon.TraceID
+		s pcommon.SpanID
+	}
+	seen := make(map[id]struct{}, len(spans))
+	for _, sp := range spans {
+		seen[id{sp.TraceID(), sp.SpanID()}] = struct{}{}
+	}
+	return len(seen)
 }
 
 // WaitForExactSpans waits for n spans in path, gives a late batch time to land (300 ms)
