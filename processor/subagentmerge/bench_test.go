@@ -332,8 +332,11 @@ func BenchmarkHeapPerBufferedSpan(b *testing.B) {
 					batches[i] = ptrace.Traces{} // the caller lets go of the request
 				}
 				batches = nil
-				// groupbytrace stores asynchronously; subagentmerge compacts after 1s
+				// groupbytrace stores asynchronously; subagentmerge compacts after 1s; in
+				// stream mode the corrections due after settle_time go out first, so the
+				// figure is what the ledgers keep, not a sweep in flight
 				time.Sleep(2 * time.Second)
+				waitNoneDue(b, p)
 				after := liveHeap()
 				perSpan += float64(after-before) / float64(n)
 				// stream mode holds no span, only its ledgers: what they hold per span
@@ -386,6 +389,41 @@ func recordSize(p processor.Traces) int64 {
 		s.mu.Unlock()
 	}
 	return n
+}
+
+// waitNoneDue waits, for subagentmerge in stream mode, until no ledger has a
+// re-emission due and one more sweep has ended.
+func waitNoneDue(b *testing.B, p processor.Traces) {
+	var m *subagentMerge
+	switch v := p.(type) {
+	case *subagentMerge:
+		m = v
+	case withStorage:
+		m = v.subagentMerge
+	}
+	if m == nil || !m.stream {
+		return
+	}
+	due := func() bool {
+		for i := range m.shards {
+			s := &m.shards[i]
+			s.mu.Lock()
+			d := s.led.due.head != nil
+			s.mu.Unlock()
+			if d {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for due() {
+		if time.Now().After(deadline) {
+			b.Fatal("re-emissions still due after 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(sweepInterval(time.Duration(m.settle)) + 50*time.Millisecond)
 }
 
 // streams reports whether target p is subagentmerge in stream mode.
