@@ -28,13 +28,18 @@ func MergeRevisionValue(v pcommon.Value) int64 {
 // IsReemission is the one rule for "this span was sent before under the same span id":
 // it carries a merge revision ≥1, or is a dispatching model call marked corrected. Sinks
 // that upsert by span id take it as the newer version; counters skip it.
-func IsReemission(attrs pcommon.Map) bool { return VersionOf(attrs).Reemission() }
+func IsReemission(attrs pcommon.Map) bool {
+	return versionOf(attrs, AttrMergeRevision, AttrMergeStatus).Reemission()
+}
 
 // IsCountedVersion reports whether counters count this version of a span: a first
 // emission, unless its caller is pending (AttrCallerPending), and the one re-emission
 // that settles a pending caller (AttrCallerSettled). Every model call is counted by
 // exactly one of its versions.
 func IsCountedVersion(attrs pcommon.Map) bool { return VersionOf(attrs).Counted() }
+
+// versionKeys are the attributes Version reads.
+var versionKeys = [...]string{AttrMergeRevision, AttrMergeStatus, AttrCallerPending, AttrCallerSettled}
 
 // Version is what the re-emission and counting rules read of a span. Readers that walk
 // a span's attributes once fill it with Offer; others use VersionOf.
@@ -54,9 +59,13 @@ const (
 )
 
 // VersionOf reads a span's version facts.
-func VersionOf(attrs pcommon.Map) Version {
+func VersionOf(attrs pcommon.Map) Version { return versionOf(attrs, versionKeys[:]...) }
+
+// versionOf reads only keys: IsReemission runs on every span an exporter sends and needs
+// two of the four lookups.
+func versionOf(attrs pcommon.Map, keys ...string) Version {
 	var v Version
-	for _, k := range [...]string{AttrMergeRevision, AttrMergeStatus, AttrCallerPending, AttrCallerSettled} {
+	for _, k := range keys {
 		if val, ok := attrs.Get(k); ok {
 			v.Offer(k, val)
 		}

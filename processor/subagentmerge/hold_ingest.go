@@ -34,8 +34,8 @@ func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSe
 	err := p.process(ctx, td, sc, &c)
 	p.tel.record(ctx, &c)
 	if td.ResourceSpans().Len() > 0 {
-		// the stored chunks td's released traces came from go with it (sc is reused)
-		seqs := append([]uint64(nil), sc.dels...)
+		// the stored chunks td's released traces came from go with it
+		seqs := sc.dels
 		if sc.restoring {
 			p.store.ref(sc.restoreAt) // held by td until it is delivered
 			seqs = append(seqs, sc.restoreAt)

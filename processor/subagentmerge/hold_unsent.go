@@ -116,7 +116,8 @@ func (p *subagentMerge) passOn(ctx context.Context, td ptrace.Traces, seqs []uin
 		p.forgetOnDisk(ctx, seqs)
 		return fmt.Errorf("subagentmerge: encoding refused spans: %w", err)
 	}
-	b := unsentBatch{enc: enc, seqs: seqs, spans: td.SpanCount()}
+	// seqs may be the caller's scratch, reused after this returns
+	b := unsentBatch{enc: enc, seqs: append([]uint64(nil), seqs...), spans: td.SpanCount()}
 	if unstored && p.store != nil {
 		// a failed write is retried with the next one (persister.write), so the chunk
 		// is the batch's either way
