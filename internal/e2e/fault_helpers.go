@@ -184,8 +184,13 @@ type Delivery struct {
 	LSAccepted, LSDup, LSLost, LSRefused int
 	LFTokens, LSTokens                   int64
 	LFUnaccounted, LSUnaccounted         int // lost and not refused for good by the vendor
-	Recovery                             time.Duration
-	LFFaulted, LSFaulted                 map[int]int
+	// Items of requests the collector never acknowledged that a vendor holds anyway (a
+	// request taken in just before a crash, or accepted by one pipeline and refused by
+	// another, then abandoned by the sender). They are left out of Accepted and Tokens,
+	// which count what the sender knows it sent.
+	LFUnsure, LSUnsure   int
+	Recovery             time.Duration
+	LFFaulted, LSFaulted map[int]int
 }
 
 // missingIDs counts the ids of want a front never accepted, and of those the ones it
@@ -238,14 +243,19 @@ func (r *FaultRig) WaitIDs(t testing.TB, l *faulty.Load, spans, runs map[string]
 func (r *FaultRig) delivery(l *faulty.Load, spans, runs map[string]bool) Delivery {
 	s := l.Stats()
 	d := Delivery{Sent: int64(s.Spans), SentTokens: s.Tokens}
+	unsureSpans, unsureRuns := l.Unsure()
 	if r.Pipeline.LangfuseURL != "" {
 		st := r.LF.Stats()
-		d.LFAccepted, d.LFDup, d.LFTokens, d.LFRefused, d.LFFaulted = st.Accepted, st.Duplicates, st.Tokens, st.Refused, st.Faulted
+		n, tok := r.LF.TokensOf(unsureSpans)
+		d.LFAccepted, d.LFDup, d.LFTokens, d.LFRefused, d.LFFaulted = st.Accepted-n, st.Duplicates, st.Tokens-tok, st.Refused, st.Faulted
+		d.LFUnsure = n
 		d.LFLost, d.LFUnaccounted = missingIDs(spans, r.LF)
 	}
 	if r.Pipeline.LangSmithURL != "" {
 		st := r.LS.Stats()
-		d.LSAccepted, d.LSDup, d.LSTokens, d.LSRefused, d.LSFaulted = st.Accepted, st.Duplicates, st.Tokens, st.Refused, st.Faulted
+		n, tok := r.LS.TokensOf(unsureRuns)
+		d.LSAccepted, d.LSDup, d.LSTokens, d.LSRefused, d.LSFaulted = st.Accepted-n, st.Duplicates, st.Tokens-tok, st.Refused, st.Faulted
+		d.LSUnsure = n
 		d.LSLost, d.LSUnaccounted = missingIDs(runs, r.LS)
 	}
 	return d

@@ -120,15 +120,16 @@ type Front struct {
 	slowed    int
 	accepted  map[string]int // id -> times accepted
 	tokens    int64
-	refused   map[string]bool // ids refused permanently
-	acceptAt  time.Time       // last time a new item was accepted
+	tokensOf  map[string]int64 // id -> tokens at its first acceptance
+	refused   map[string]bool  // ids refused permanently
+	acceptAt  time.Time        // last time a new item was accepted
 }
 
 // New returns a front speaking face. inner is the vendor fake that handles what the
 // front lets through (nil: the front answers 200/202 itself, for soaks where the fake's
 // checks would cost more than the collector under test).
 func New(face Face, inner http.Handler) *Front {
-	return &Front{face: face, inner: inner, faulted: map[int]int{}, accepted: map[string]int{}, refused: map[string]bool{}}
+	return &Front{face: face, inner: inner, faulted: map[int]int{}, accepted: map[string]int{}, tokensOf: map[string]int64{}, refused: map[string]bool{}}
 }
 
 // Serve starts the front on a loopback port.
@@ -195,6 +196,19 @@ func (f *Front) AcceptedIDs() map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+// TokensOf sums the tokens of the accepted items among ids.
+func (f *Front) TokensOf(ids map[string]bool) (accepted int, tokens int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id := range ids {
+		if f.accepted[id] > 0 {
+			accepted++
+			tokens += f.tokensOf[id]
+		}
+	}
+	return accepted, tokens
 }
 
 // RefusedIDs returns the ids refused with a non-retryable status and never accepted.
@@ -424,6 +438,7 @@ func (f *Front) accept(items []Item) {
 	for _, it := range items {
 		if f.accepted[it.ID] == 0 {
 			f.tokens += it.Tokens
+			f.tokensOf[it.ID] = it.Tokens
 			f.acceptAt = time.Now()
 		}
 		f.accepted[it.ID]++

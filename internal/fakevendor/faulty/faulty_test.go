@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
@@ -181,4 +182,37 @@ func TestLoadRetriesUntilAccepted(t *testing.T) {
 	for id := range l.RunIDs() {
 		assert.Len(t, id, 36)
 	}
+}
+
+// A request abandoned while the collector is still answering it is not sent, and its
+// spans are unsure: the collector may have taken them in.
+func TestLoadAbandonedRequestIsUnsure(t *testing.T) {
+	answering := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // taken in; the connection is then watched
+		close(answering)
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	l := &Load{Addr: srv.Listener.Addr().String(), Backoff: time.Millisecond}
+	td := ptrace.NewTraces()
+	AppendRun(td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans(), 1, time.Now(), "")
+	stop, cancel := context.WithCancel(context.Background())
+	go func() { <-answering; cancel() }()
+	require.False(t, l.SendRetrying(stop, td))
+	assert.Zero(t, l.Stats().Spans)
+	spans, runs := l.Unsure()
+	assert.Len(t, spans, 3)
+	assert.Len(t, runs, 3)
+
+	// a front that took them in counts them apart
+	f := New(Langfuse, nil)
+	var items []Item
+	for id := range spans {
+		items = append(items, Item{ID: id, Tokens: 7})
+	}
+	f.accept(items[:2])
+	n, tok := f.TokensOf(spans)
+	assert.Equal(t, 2, n)
+	assert.Equal(t, int64(14), tok)
 }

@@ -34,15 +34,20 @@ type Load struct {
 	PadBytes         int           // size of an extra attribute on each chat span (0: none)
 	Client           *http.Client
 
-	mu        sync.Mutex
-	spans     map[string]Item // accepted spans by SpanID
-	runIDs    map[string]bool // the LangSmith run ids of the accepted spans
-	tokens    int64
-	requests  int
-	refusals  map[int]int // retryable refusals by status (0 = network error)
-	permanent int         // requests answered with a non-retryable status (not resent)
-	answers   []Answer
-	seq       int
+	mu     sync.Mutex
+	spans  map[string]Item // accepted spans by SpanID
+	runIDs map[string]bool // the LangSmith run ids of the accepted spans
+	// Spans of requests the collector never acknowledged: abandoned at a stop or refused
+	// for good. They may still reach a vendor: the collector can have taken the request in
+	// before it died mid-answer, or one of its pipelines accepted it while another refused.
+	unsure     map[string]bool
+	unsureRuns map[string]bool
+	tokens     int64
+	requests   int
+	refusals   map[int]int // retryable refusals by status (0 = network error)
+	permanent  int         // requests answered with a non-retryable status (not resent)
+	answers    []Answer
+	seq        int
 }
 
 // Answer is one attempt of a request: how long the collector took to answer it, and
@@ -66,6 +71,7 @@ func (l *Load) init() {
 	defer l.mu.Unlock()
 	if l.spans == nil {
 		l.spans, l.runIDs, l.refusals = map[string]Item{}, map[string]bool{}, map[int]int{}
+		l.unsure, l.unsureRuns = map[string]bool{}, map[string]bool{}
 	}
 	if l.Client == nil {
 		l.Client = &http.Client{Timeout: 10 * time.Second}
@@ -109,7 +115,8 @@ func (l *Load) SendRetrying(stop context.Context, td ptrace.Traces) bool {
 		status, err := l.post(stop, body)
 		took := time.Since(began)
 		if err != nil && stop.Err() != nil {
-			return false // abandoned by the caller, not answered
+			l.abandon(td) // abandoned by the caller, not answered
+			return false
 		}
 		l.mu.Lock()
 		if err != nil {
@@ -125,6 +132,7 @@ func (l *Load) SendRetrying(stop context.Context, td ptrace.Traces) bool {
 			l.mu.Lock()
 			l.permanent++
 			l.mu.Unlock()
+			l.abandon(td)
 			return false
 		}
 		l.mu.Lock()
@@ -132,6 +140,7 @@ func (l *Load) SendRetrying(stop context.Context, td ptrace.Traces) bool {
 		l.mu.Unlock()
 		select {
 		case <-stop.Done():
+			l.abandon(td)
 			return false
 		case <-time.After(backoff):
 		}
@@ -175,6 +184,35 @@ func (l *Load) record(td ptrace.Traces) {
 		l.runIDs[LangSmithRunID(sp)] = true
 		l.tokens += u.Input + u.Output
 	}
+}
+
+// abandon notes the spans of a request the collector never acknowledged.
+func (l *Load) abandon(td ptrace.Traces) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for sp := range spaniter.All(td) {
+		if id := SpanID(sp); l.spans[id].ID == "" {
+			l.unsure[id] = true
+			l.unsureRuns[LangSmithRunID(sp)] = true
+		}
+	}
+}
+
+// Unsure returns the ids (Langfuse face, LangSmith run) of spans sent in requests the
+// collector never acknowledged: a vendor may or may not hold them, and neither is a
+// fault.
+func (l *Load) Unsure() (spans, runs map[string]bool) {
+	l.init()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	spans, runs = make(map[string]bool, len(l.unsure)), make(map[string]bool, len(l.unsureRuns))
+	for id := range l.unsure {
+		spans[id] = true
+	}
+	for id := range l.unsureRuns {
+		runs[id] = true
+	}
+	return spans, runs
 }
 
 // Stats returns the sender's counters.
