@@ -160,6 +160,7 @@ func (e *entry) take() held {
 type tombstone struct {
 	spans      spanSet
 	skel, sent []byte
+	trimmed    bool // its record was dropped for the budget: never attached again
 }
 
 type releasedAt struct {
@@ -182,6 +183,10 @@ type shard struct {
 	records  *atomic.Int64 // bytes of all shards' tombstone records (correction.go)
 	relQueue []releasedAt
 	relHead  int
+	// recBytes are this shard's record bytes; recHead is where in relQueue the oldest
+	// record may be, so trimming the oldest records does not walk the ones gone before
+	recBytes int64
+	recHead  int
 	// led are the ledgers (stream mode, ledger.go)
 	led ledgers
 }
@@ -257,8 +262,8 @@ func (s *shard) expireTombstones(now, window int64, maxTombstones int) {
 		if r.at > now-window && len(s.relQueue)-s.relHead <= maxTombstones {
 			break
 		}
-		if t := s.released[r.id]; t != nil && s.records != nil {
-			s.records.Add(-int64(len(t.skel) + len(t.sent)))
+		if t := s.released[r.id]; t != nil {
+			s.setRecord(t, nil, nil)
 		}
 		delete(s.released, r.id)
 		s.relQueue[s.relHead] = releasedAt{}
@@ -269,8 +274,34 @@ func (s *shard) expireTombstones(now, window int64, maxTombstones int) {
 		n := copy(s.relQueue, s.relQueue[s.relHead:])
 		clear(s.relQueue[n:])
 		s.relQueue = s.relQueue[:n]
+		s.recHead = max(0, s.recHead-s.relHead)
 		s.relHead = 0
 	}
+}
+
+// setRecord replaces t's record (correction.go) and counts the difference.
+func (s *shard) setRecord(t *tombstone, skel, sent []byte) {
+	d := int64(len(skel) + len(sent) - len(t.skel) - len(t.sent))
+	t.skel, t.sent = skel, sent
+	s.recBytes += d
+	if s.records != nil {
+		s.records.Add(d)
+	}
+}
+
+// trimRecords drops the records of the earliest released traces until the shard's
+// records fit in budget. Their tombstones stay (duplicates are still dropped); their
+// late spans are marked late instead of merged. The latest released traces, the ones
+// late spans are likeliest to come for, keep theirs.
+func (s *shard) trimRecords(budget int64) {
+	i := max(s.recHead, s.relHead)
+	for ; s.recBytes > budget && i < len(s.relQueue); i++ {
+		if t := s.released[s.relQueue[i].id]; t != nil && t.skel != nil {
+			s.setRecord(t, nil, nil)
+			t.trimmed = true
+		}
+	}
+	s.recHead = i
 }
 
 // joinChunks returns the chunks as one TracesData message.

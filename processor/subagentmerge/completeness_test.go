@@ -221,23 +221,58 @@ func TestLateModelCallIsAttributedByShape(t *testing.T) {
 	assertSubagent(t, fix, genai.Usage{Input: 7, Output: 7}, 1, "call_x")
 }
 
-// Records for corrections are bounded in bytes: past the bound a trace is released
-// without one, and its late tool spans are marked late as before.
-func TestRecordsAreBounded(t *testing.T) {
+// Records for corrections are bounded in bytes: past the bound the earliest released
+// traces lose theirs (their late spans are then marked late, not merged), and the latest
+// ones keep theirs, since late spans are likeliest to come for them.
+func TestRecordsKeepTheLatestWithinTheBound(t *testing.T) {
+	// two traces of one shard, so one shard's budget decides between them
+	a := uint64(93)
+	bNo := a + 1
+	for shardIndex(newTraceBuilder(bNo).tid) != shardIndex(newTraceBuilder(a).tid) {
+		bNo++
+	}
+	type run struct {
+		early, late ptrace.Traces
+		lateID      pcommon.SpanID
+	}
+	build := func(no uint64) run {
+		b := newTraceBuilder(no)
+		lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
+		b.chat(lead, usage(1, 1), "call_x")
+		_, sub := b.task(lead, "call_x", "researcher", genai.SubagentCompleted)
+		b.chat(sub, usage(2, 2))
+		b.chat(lead, usage(3, 3))
+		early := clone(b.td)
+		b.td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().RemoveIf(func(ptrace.Span) bool { return true })
+		late := b.chat(sub, usage(5, 5))
+		return run{early: early, late: clone(b.td), lateID: late.SpanID()}
+	}
+	first, second := build(a), build(bNo)
 	p, sink, _ := newTestProcessor(t, defaultTestConfig())
 	defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
-	p.maxRecords = 0
-	require.NoError(t, p.ConsumeTraces(context.Background(), buildOneTask())) // recorded: the budget was not exceeded yet
-	assert.Positive(t, p.records.Load())
-	b := newTraceBuilder(92)
-	lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
-	c := b.chat(lead, usage(1, 1))
-	genai.PutStrings(c.Attributes(), genai.AttrFinishReasons, []string{"stop"}) // complete at once
-	require.NoError(t, p.ConsumeTraces(context.Background(), clone(b.td)))
-	before := p.records.Load()
-	_, sub := b.task(lead, "call_over", "coder", genai.SubagentCompleted)
-	b.chat(sub, usage(5, 5))
-	require.NoError(t, p.ConsumeTraces(context.Background(), only(b.td, func(sp ptrace.Span) bool { return !isLocalRoot(sp) })))
-	assert.Equal(t, before, p.records.Load(), "no record kept over the budget")
-	assert.Equal(t, genai.MergeLate, status(t, canonical(sink.AllTraces()...), "call_over"))
+	require.NoError(t, p.ConsumeTraces(context.Background(), first.early))
+	one := p.records.Load()
+	require.Positive(t, one, "a released trace keeps a record")
+	p.maxRecords = numShards * (one * 3 / 2) // one record per shard fits, two do not
+	require.NoError(t, p.ConsumeTraces(context.Background(), second.early))
+	assert.Equal(t, one, p.records.Load(), "the earlier record went, the later one stayed")
+
+	correctedAfter := func(r run) int {
+		before := len(sink.AllTraces())
+		require.NoError(t, p.ConsumeTraces(context.Background(), r.late))
+		n := 0
+		for _, td := range sink.AllTraces()[before:] {
+			for sp := range spaniter.All(td) {
+				if sp.SpanID() != r.lateID {
+					n++ // a re-emitted dispatcher
+				}
+			}
+		}
+		return n
+	}
+	assert.Zero(t, correctedAfter(first), "no record: nothing to correct")
+	assert.Equal(t, 1, correctedAfter(second), "its dispatcher corrected from its record")
+	fix := spanByCalls(t, canonical(sink.AllTraces()[len(sink.AllTraces())-1]), "call_x")
+	assertSubagent(t, fix, genai.Usage{Input: 7, Output: 7}, 1, "call_x")
+	assert.LessOrEqual(t, p.records.Load(), p.maxRecords)
 }

@@ -351,8 +351,8 @@ func (p *subagentMerge) correctLate(td ptrace.Traces, sc *scratch, g *group, c *
 		// under the shard lock: two late batches of one trace are corrected one after
 		// the other, each on the record the other left
 		if cr, err = p.correct(tomb.skel, tomb.sent, late, p.now()); err == nil {
-			p.records.Add(int64(len(cr.skel) + len(cr.sent) - len(tomb.skel) - len(tomb.sent)))
-			tomb.skel, tomb.sent = cr.skel, cr.sent
+			s.setRecord(tomb, cr.skel, cr.sent)
+			s.trimRecords(p.recordBudget())
 			done = true
 		}
 	}
@@ -378,14 +378,15 @@ func (p *subagentMerge) attach(id pcommon.TraceID, rec *recorder) {
 		p.logger.Error("recording a released trace failed; spans arriving after it will not be merged", zap.Error(err))
 		return
 	}
-	if p.records.Load() > p.maxRecords {
-		return // over budget: late spans of this trace will be marked late
-	}
 	s := &p.shards[shardIndex(id)]
 	s.mu.Lock()
-	if tomb := s.released[id]; tomb != nil && tomb.skel == nil {
-		tomb.skel, tomb.sent = skel, sent
-		p.records.Add(int64(len(skel) + len(sent)))
+	if tomb := s.released[id]; tomb != nil && tomb.skel == nil && !tomb.trimmed {
+		s.setRecord(tomb, skel, sent)
+		s.trimRecords(p.recordBudget())
 	}
 	s.mu.Unlock()
 }
+
+// recordBudget is one shard's share of ledger_limit_mib for records: releases spread
+// over the shards by trace id, so the shards' earliest records go first overall too.
+func (p *subagentMerge) recordBudget() int64 { return p.maxRecords / numShards }
