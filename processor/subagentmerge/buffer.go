@@ -160,8 +160,10 @@ func (e *entry) take() held {
 type tombstone struct {
 	spans      spanSet
 	skel, sent []byte
-	trimmed    bool // its record was dropped for the budget: never attached again
+	recL       link[tombstone] // its place among the shard's records, earliest kept first
 }
+
+func tombRecord(t *tombstone) *link[tombstone] { return &t.recL }
 
 type releasedAt struct {
 	id pcommon.TraceID
@@ -183,10 +185,10 @@ type shard struct {
 	records  *atomic.Int64 // bytes of all shards' tombstone records (correction.go)
 	relQueue []releasedAt
 	relHead  int
-	// recBytes are this shard's record bytes; recHead is where in relQueue the oldest
-	// record may be, so trimming the oldest records does not walk the ones gone before
+	// recs are the tombstones holding a record, earliest kept or corrected first, and
+	// recBytes their bytes
+	recs     chain[tombstone]
 	recBytes int64
-	recHead  int
 	// led are the ledgers (stream mode, ledger.go)
 	led ledgers
 }
@@ -274,12 +276,12 @@ func (s *shard) expireTombstones(now, window int64, maxTombstones int) {
 		n := copy(s.relQueue, s.relQueue[s.relHead:])
 		clear(s.relQueue[n:])
 		s.relQueue = s.relQueue[:n]
-		s.recHead = max(0, s.recHead-s.relHead)
 		s.relHead = 0
 	}
 }
 
-// setRecord replaces t's record (correction.go) and counts the difference.
+// setRecord replaces t's record (correction.go) and counts the difference. A record
+// kept or corrected goes to the back of the shard's records, a dropped one leaves them.
 func (s *shard) setRecord(t *tombstone, skel, sent []byte) {
 	d := int64(len(skel) + len(sent) - len(t.skel) - len(t.sent))
 	t.skel, t.sent = skel, sent
@@ -287,21 +289,21 @@ func (s *shard) setRecord(t *tombstone, skel, sent []byte) {
 	if s.records != nil {
 		s.records.Add(d)
 	}
+	if skel == nil && sent == nil {
+		s.recs.remove(t)
+	} else {
+		s.recs.moveToBack(t)
+	}
 }
 
-// trimRecords drops the records of the earliest released traces until the shard's
-// records fit in budget. Their tombstones stay (duplicates are still dropped); their
-// late spans are marked late instead of merged. The latest released traces, the ones
-// late spans are likeliest to come for, keep theirs.
+// trimRecords drops the earliest kept records until the shard's records fit in budget.
+// Their tombstones stay (duplicates are still dropped); their late spans are marked
+// late instead of merged. The traces released or corrected last, the ones late spans
+// are likeliest to come for, keep theirs.
 func (s *shard) trimRecords(budget int64) {
-	i := max(s.recHead, s.relHead)
-	for ; s.recBytes > budget && i < len(s.relQueue); i++ {
-		if t := s.released[s.relQueue[i].id]; t != nil && t.skel != nil {
-			s.setRecord(t, nil, nil)
-			t.trimmed = true
-		}
+	for s.recBytes > budget && s.recs.head != nil {
+		s.setRecord(s.recs.head, nil, nil)
 	}
-	s.recHead = i
 }
 
 // joinChunks returns the chunks as one TracesData message.

@@ -2,6 +2,7 @@ package subagentmerge
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,7 +222,7 @@ func TestLateModelCallIsAttributedByShape(t *testing.T) {
 	assertSubagent(t, fix, genai.Usage{Input: 7, Output: 7}, 1, "call_x")
 }
 
-// Records for corrections are bounded in bytes: past the bound the earliest released
+// Records for corrections are bounded in bytes: past the bound the earliest recorded
 // traces lose theirs (their late spans are then marked late, not merged), and the latest
 // ones keep theirs, since late spans are likeliest to come for them.
 func TestRecordsKeepTheLatestWithinTheBound(t *testing.T) {
@@ -275,4 +276,37 @@ func TestRecordsKeepTheLatestWithinTheBound(t *testing.T) {
 	fix := spanByCalls(t, canonical(sink.AllTraces()[len(sink.AllTraces())-1]), "call_x")
 	assertSubagent(t, fix, genai.Usage{Input: 7, Output: 7}, 1, "call_x")
 	assert.LessOrEqual(t, p.records.Load(), p.maxRecords)
+}
+
+// The bound holds whatever order the records are kept in: a trace released earlier may
+// have its record kept after a later one's (its recording ran longer, outside the lock).
+func TestRecordsBoundedInAnyKeepOrder(t *testing.T) {
+	var total atomic.Int64
+	s := &shard{released: map[pcommon.TraceID]*tombstone{}, records: &total}
+	s.recs.of = tombRecord
+	ids := make([]pcommon.TraceID, 4)
+	for i := range ids {
+		ids[i][0] = byte(i + 1)
+		s.addTombstone(ids[i], spanSet{}, int64(i+1), int64(time.Hour), 100)
+	}
+	rec := make([]byte, 100)
+	const budget = 250                    // two records fit
+	for _, i := range []int{1, 2, 0, 3} { // the first released is kept third
+		s.setRecord(s.released[ids[i]], rec, nil)
+		s.trimRecords(budget)
+		require.LessOrEqual(t, s.recBytes, int64(budget))
+	}
+	assert.Equal(t, int64(200), total.Load())
+	assert.Nil(t, s.released[ids[1]].skel, "kept first, dropped first")
+	assert.Nil(t, s.released[ids[2]].skel)
+	assert.NotNil(t, s.released[ids[0]].skel)
+	assert.NotNil(t, s.released[ids[3]].skel)
+
+	// a corrected record goes to the back: the next one dropped is the other
+	s.setRecord(s.released[ids[0]], rec[:90], nil)
+	s.setRecord(s.released[ids[1]], rec, nil)
+	s.trimRecords(budget)
+	assert.Nil(t, s.released[ids[3]].skel, "the earliest kept and not corrected since")
+	assert.NotNil(t, s.released[ids[0]].skel)
+	assert.Equal(t, s.recBytes, total.Load())
 }

@@ -35,7 +35,8 @@ type Config struct {
 
 	// LedgerLimitMiB bounds the memory of the ledgers (stream mode) and of the records
 	// of released traces (hold mode): past it, the least recently extended traces'
-	// ledgers end first, or the earliest released traces' records go. Default: 64.
+	// ledgers end first, or the records kept earliest (and not corrected since) go.
+	// Default: 64.
 	LedgerLimitMiB int `mapstructure:"ledger_limit_mib"`
 
 	// WaitDuration is, in stream mode, how long a trace's ledger is kept after its last

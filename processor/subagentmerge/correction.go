@@ -380,7 +380,7 @@ func (p *subagentMerge) attach(id pcommon.TraceID, rec *recorder) {
 	}
 	s := &p.shards[shardIndex(id)]
 	s.mu.Lock()
-	if tomb := s.released[id]; tomb != nil && tomb.skel == nil && !tomb.trimmed {
+	if tomb := s.released[id]; tomb != nil && tomb.skel == nil {
 		s.setRecord(tomb, skel, sent)
 		s.trimRecords(p.recordBudget())
 	}

@@ -140,6 +140,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		p.shards[i].traces = map[pcommon.TraceID]*entry{}
 		p.shards[i].released = map[pcommon.TraceID]*tombstone{}
 		p.shards[i].records = &p.records
+		p.shards[i].recs.of = tombRecord
 		p.shards[i].lru.of, p.shards[i].hot.of, p.shards[i].settling.of = entryLRU, entryHot, entrySettle
 		p.shards[i].led.byID = map[pcommon.TraceID]*ledger{}
 		p.shards[i].led.lru.of, p.shards[i].led.due.of = ledgerLRU, ledgerDue
