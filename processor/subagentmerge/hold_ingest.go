@@ -243,9 +243,7 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 	}
 	switch {
 	case due != 0 && (e.settleAt == 0 || due < e.settleAt):
-		if e.settleAt != 0 {
-			s.unlinkSettle(e)
-		}
+		s.unlinkSettle(e)
 		s.pushSettle(e, due)
 	case due == 0 && e.settleAt != 0:
 		s.unlinkSettle(e) // a span that arrived names something still missing

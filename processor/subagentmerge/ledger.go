@@ -52,11 +52,13 @@ type ledger struct {
 	// its places in the shard's chains: by lastSeen, oldest first; among the dirty
 	// ledgers by dueAt, earliest first
 	lruL, dueL link[ledger]
-	onDueList  bool
 }
 
 func ledgerLRU(l *ledger) *link[ledger] { return &l.lruL }
 func ledgerDue(l *ledger) *link[ledger] { return &l.dueL }
+
+// scheduled reports whether l is on its shard's chain of due re-emissions.
+func (l *ledger) scheduled() bool { return l.dueAt != 0 }
 
 // keptSpan is a span that may go out again: the last version passed on, encoded alone
 // (a TracesData message with its resource and scope), and the fingerprint of what the
@@ -90,20 +92,20 @@ func (ls *ledgers) touch(l *ledger, now int64) {
 // schedule puts l on the dirty chain at at, keeping it ordered by dueAt; a ledger due
 // no later already stays.
 func (ls *ledgers) schedule(l *ledger, at int64) {
-	if l.onDueList {
+	if l.scheduled() {
 		if l.dueAt <= at {
 			return
 		}
 		ls.due.remove(l)
 	}
-	l.dueAt, l.onDueList = at, true
+	l.dueAt = at
 	ls.due.insertOrdered(l, func(l *ledger) int64 { return l.dueAt })
 }
 
 func (ls *ledgers) unschedule(l *ledger) {
-	if l.onDueList {
+	if l.scheduled() {
 		ls.due.remove(l)
-		l.dueAt, l.onDueList = 0, false
+		l.dueAt = 0
 	}
 }
 

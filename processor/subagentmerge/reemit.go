@@ -125,7 +125,7 @@ func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts,
 // endLedger takes l out of its shard (whose lock the caller holds), re-emitting first
 // what changed since it last went out, and returns its stored chunks.
 func (p *subagentMerge) endLedger(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64) []uint64 {
-	if l.onDueList || l.pending > 0 {
+	if l.scheduled() || l.pending > 0 {
 		if _, err := p.flush(s, l, out, c, now, nil, true); err != nil {
 			p.logger.Error("re-emitting the last corrections of an ending ledger failed", zap.Error(err))
 		}

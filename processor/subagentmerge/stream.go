@@ -79,7 +79,7 @@ func (p *subagentMerge) acknowledged(sc *scratch) {
 		s.mu.Lock()
 		if len(l.settledAt) > 0 && s.led.byID[l.id] == l {
 			l.settledAt = l.settledAt[:0]
-			if !l.onDueList {
+			if !l.scheduled() {
 				p.prune(l)
 				p.ledgerBytes.Add(l.cost() - l.size)
 				l.size = l.cost()
@@ -249,7 +249,7 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 		if sc.ids, err = p.reemit(l, view, out, c, now, sc.ids, false); err != nil {
 			err = fmt.Errorf("subagentmerge: re-emitting corrected spans: %w", err)
 		}
-	case (dirty && l.complete) || (l.complete && l.onDueList):
+	case (dirty && l.complete) || (l.complete && l.scheduled()):
 		// its last spans came: what waited for the settle window goes now
 		if ferr := p.flushInto(s, l, out, c, now, sc); ferr != nil {
 			err = errors.Join(err, ferr)
@@ -259,7 +259,7 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 	}
 	t.re[1] = int32(len(sc.ids))
 	t.settled = len(l.settledAt) > 0
-	if !l.onDueList && l.complete {
+	if !l.scheduled() && l.complete {
 		p.prune(l) // ancestors that settle a kept span have all come by now
 	}
 
