@@ -370,13 +370,8 @@ func liveHeap() int64 {
 // recordSize is the bytes p keeps for corrections, its ledgers or its tombstones'
 // records (0 for other targets).
 func recordSize(p processor.Traces) int64 {
-	var m *subagentMerge
-	switch v := p.(type) {
-	case *subagentMerge:
-		m = v
-	case withStorage:
-		m = v.subagentMerge
-	default:
+	m := mergeOf(p)
+	if m == nil {
 		return 0
 	}
 	n := m.ledgerBytes.Load()
@@ -394,13 +389,7 @@ func recordSize(p processor.Traces) int64 {
 // waitNoneDue waits, for subagentmerge in stream mode, until no ledger has a
 // re-emission due and one more sweep has ended.
 func waitNoneDue(b *testing.B, p processor.Traces) {
-	var m *subagentMerge
-	switch v := p.(type) {
-	case *subagentMerge:
-		m = v
-	case withStorage:
-		m = v.subagentMerge
-	}
+	m := mergeOf(p)
 	if m == nil || !m.stream {
 		return
 	}
@@ -428,11 +417,17 @@ func waitNoneDue(b *testing.B, p processor.Traces) {
 
 // streams reports whether target p is subagentmerge in stream mode.
 func streams(p processor.Traces) bool {
+	m := mergeOf(p)
+	return m != nil && m.stream
+}
+
+// mergeOf is the subagentmerge processor under target p, or nil for another target.
+func mergeOf(p processor.Traces) *subagentMerge {
 	switch v := p.(type) {
 	case *subagentMerge:
-		return v.stream
+		return v
 	case withStorage:
-		return v.stream
+		return v.subagentMerge
 	}
-	return false
+	return nil
 }
