@@ -28,8 +28,13 @@ func MergeRevisionValue(v pcommon.Value) int64 {
 // IsReemission is the one rule for "this span was sent before under the same span id":
 // it carries a merge revision ≥1, or is a dispatching model call marked corrected. Sinks
 // that upsert by span id take it as the newer version; counters skip it.
-func IsReemission(attrs pcommon.Map) bool {
-	return versionOf(attrs, AttrMergeRevision, AttrMergeStatus).Reemission()
+func IsReemission(attrs pcommon.Map) bool { return ReemissionOf(attrs).Reemission() }
+
+// ReemissionOf reads the two facts the re-emission rule needs (revision and merge
+// status), for readers on every span an exporter sends; the counting facts are left
+// unread.
+func ReemissionOf(attrs pcommon.Map) Version {
+	return versionOf(attrs, AttrMergeRevision, AttrMergeStatus)
 }
 
 // IsCountedVersion reports whether counters count this version of a span: a first
@@ -61,8 +66,7 @@ const (
 // VersionOf reads a span's version facts.
 func VersionOf(attrs pcommon.Map) Version { return versionOf(attrs, versionKeys[:]...) }
 
-// versionOf reads only keys: IsReemission runs on every span an exporter sends and needs
-// two of the four lookups.
+// versionOf reads only keys.
 func versionOf(attrs pcommon.Map, keys ...string) Version {
 	var v Version
 	for _, k := range keys {
@@ -105,8 +109,17 @@ func (f *Version) Offer(k string, v pcommon.Value) bool {
 	return true
 }
 
-// Reemission is IsReemission's rule.
-func (f Version) Reemission() bool { return f.Revision >= 1 || f.Corrected }
+// Rank orders the versions of a span: its revision, and 1 for a dispatching model call
+// marked corrected without one.
+func (f Version) Rank() int64 {
+	if f.Revision == 0 && f.Corrected {
+		return 1
+	}
+	return f.Revision
+}
+
+// Reemission is IsReemission's rule: any version after the first.
+func (f Version) Reemission() bool { return f.Rank() >= 1 }
 
 // Counted is IsCountedVersion's rule.
 func (f Version) Counted() bool { return f.Settled || (!f.Reemission() && !f.Pending) }

@@ -18,7 +18,7 @@ type SpanKey struct {
 }
 
 // Version is one emission of a span: Rev 0 for the first, ≥1 for a re-emission
-// (genai.IsReemission; a corrected span without a revision counts as revision 1).
+// (genai.Version.Rank).
 type Version struct {
 	Key SpanKey
 	Rev int64
@@ -26,20 +26,13 @@ type Version struct {
 
 // VersionOf reads the version of a span from its attributes.
 func VersionOf(key SpanKey, attrs pcommon.Map) Version {
-	rev := genai.MergeRevision(attrs)
-	if rev == 0 && genai.IsReemission(attrs) {
-		rev = 1
-	}
-	return Version{Key: key, Rev: rev}
+	return Version{Key: key, Rev: genai.ReemissionOf(attrs).Rank()}
 }
 
 // NewVersion is VersionOf from the span's merge revision and merge status, for readers
 // that walk the attributes once.
 func NewVersion(key SpanKey, rev int64, mergeStatus string) Version {
-	if rev == 0 && mergeStatus == genai.MergeCorrected {
-		rev = 1
-	}
-	return Version{Key: key, Rev: rev}
+	return Version{Key: key, Rev: genai.Version{Revision: rev, Corrected: mergeStatus == genai.MergeCorrected}.Rank()}
 }
 
 // DefaultMaxRevisions bounds how many re-emitted spans an exporter remembers: a

@@ -18,7 +18,7 @@ import (
 type Batcher struct {
 	Load          *Load
 	RunsPerSecond float64       // the application's rate (3 spans per run)
-	MaxRuns       int           // runs per request at most (a BatchSpanProcessor's 512 spans: 170)
+	MaxRuns       int           // runs per request at most (0: 170, a BatchSpanProcessor's 512 spans)
 	Delay         time.Duration // the longest a run waits for a fuller batch (0: 5 s, the SDK's default)
 	FirstRun      int           // the number of the first run (its thread and run ids): distinct per Batcher
 	// Answered puts finish reasons on each run's model calls, as the GenAI
@@ -53,6 +53,9 @@ func (b *Batcher) Run(ctx, stop context.Context) {
 	b.Load.init()
 	if b.Delay == 0 {
 		b.Delay = 5 * time.Second
+	}
+	if b.MaxRuns == 0 {
+		b.MaxRuns = 170
 	}
 	b.wake = make(chan struct{}, 1)
 	produced := make(chan struct{})
@@ -91,9 +94,7 @@ func (b *Batcher) produce(ctx context.Context) {
 // export sends batches until production ended and nothing waits, or stop ends.
 func (b *Batcher) export(ctx, stop context.Context, produced <-chan struct{}) {
 	for {
-		b.mu.Lock()
-		n := min(b.waiting, b.MaxRuns)
-		b.mu.Unlock()
+		n := b.batchSize()
 		if n == b.MaxRuns || (n > 0 && ctx.Err() != nil) {
 			b.send(stop, n)
 			if stop.Err() != nil {
@@ -115,11 +116,18 @@ func (b *Batcher) export(ctx, stop context.Context, produced <-chan struct{}) {
 			return
 		case <-b.wake:
 		case <-time.After(b.Delay):
-			if n > 0 {
+			if n := b.batchSize(); n > 0 { // what waits now, not when the wait began
 				b.send(stop, n)
 			}
 		}
 	}
+}
+
+// batchSize is how many waiting runs the next request takes.
+func (b *Batcher) batchSize() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return min(b.waiting, b.MaxRuns)
 }
 
 // send builds a request of n waiting runs and sends it until it is accepted.

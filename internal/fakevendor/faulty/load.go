@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -191,7 +192,8 @@ func (l *Load) abandon(td ptrace.Traces) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for sp := range spaniter.All(td) {
-		if id := SpanID(sp); l.spans[id].ID == "" {
+		id := SpanID(sp)
+		if _, sent := l.spans[id]; !sent {
 			l.unsure[id] = true
 			l.unsureRuns[LangSmithRunID(sp)] = true
 		}
@@ -205,14 +207,7 @@ func (l *Load) Unsure() (spans, runs map[string]bool) {
 	l.init()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	spans, runs = make(map[string]bool, len(l.unsure)), make(map[string]bool, len(l.unsureRuns))
-	for id := range l.unsure {
-		spans[id] = true
-	}
-	for id := range l.unsureRuns {
-		runs[id] = true
-	}
-	return spans, runs
+	return maps.Clone(l.unsure), maps.Clone(l.unsureRuns)
 }
 
 // Stats returns the sender's counters.

@@ -101,9 +101,9 @@ func mapOTLP(td ptrace.Traces) error {
 	user := map[pcommon.TraceID]string{}
 	// tool observations of the request: a LangChain run directly under one is a subagent
 	tools := map[pcommon.SpanID]bool{}
-	n := 0
+	spans := make([]ptrace.Span, 0, td.SpanCount())
 	for s := range spaniter.All(td) {
-		n++
+		spans = append(spans, s)
 		a := s.Attributes()
 		if v := genai.FirstStringAttr(a, lfSessionID, otelSessionID, genai.AttrConversationID); v != "" {
 			session[s.TraceID()] = v
@@ -111,15 +111,13 @@ func mapOTLP(td ptrace.Traces) error {
 		if v := genai.FirstStringAttr(a, lfUserID, otelUserID, genai.AttrEndUserID); v != "" {
 			user[s.TraceID()] = v
 		}
-		if genai.FirstStringAttr(a, genai.AttrOperationName) == genai.OpExecuteTool || strings.EqualFold(genai.FirstStringAttr(a, lfObsType), "tool") {
+		if genai.StringAttr(a, genai.AttrOperationName) == genai.OpExecuteTool || strings.EqualFold(genai.StringAttr(a, lfObsType), "tool") {
 			tools[s.SpanID()] = true
 		}
 	}
-	spans := make([]ptrace.Span, 0, n)
 	pooled := recordsPool.Get().(*[]record.Record)
 	recs := (*pooled)[:0]
-	for s := range spaniter.All(td) {
-		spans = append(spans, s)
+	for _, s := range spans {
 		recs = append(recs, decideSpan(s, session[s.TraceID()], user[s.TraceID()], tools[s.ParentSpanID()]))
 	}
 	inheritCallers(spans, recs)
