@@ -59,7 +59,8 @@ type traceChains struct {
 }
 
 // lookup rebuilds the chain entry of a remembered span; buf is scratch for the
-// dotted_order.
+// dotted_order. The run ids it returns are substrings of that dotted_order, which holds
+// them all: a lookup allocates the one string.
 func (tc *traceChains) lookup(span pcommon.SpanID, buf []byte) (chainEntry, []byte, bool) {
 	r, ok := tc.spans[span]
 	if !ok {
@@ -67,45 +68,48 @@ func (tc *traceChains) lookup(span pcommon.SpanID, buf []byte) (chainEntry, []by
 	}
 	// the chain from span up to where it starts, bounded by the runs remembered (a
 	// cycle cannot be built by put, but the walk does not rely on it)
-	var path [16]pcommon.SpanID
-	chain := append(path[:0], span)
-	for at := r; !at.up.IsEmpty() && len(chain) <= len(tc.spans); {
+	var idsArr [16]pcommon.SpanID
+	var runsArr [16]cachedRun
+	ids, runs := append(idsArr[:0], span), append(runsArr[:0], r)
+	for at := r; !at.up.IsEmpty() && len(ids) <= len(tc.spans); {
 		next, ok := tc.spans[at.up]
 		if !ok {
 			break // cannot happen: a trace's runs are evicted together
 		}
-		chain = append(chain, at.up)
+		ids, runs = append(ids, at.up), append(runs, next)
 		at = next
 	}
-	traceUUID := ""
-	runIDOf := func(id pcommon.SpanID, c cachedRun) string {
-		if c.traceRun {
-			if traceUUID == "" {
-				traceUUID = TraceUUID(tc.traceID)
-			}
-			return traceUUID
-		}
-		return SpanUUID(id)
-	}
 	buf = buf[:0]
-	var e chainEntry
-	for i := len(chain) - 1; i >= 0; i-- {
-		c := tc.spans[chain[i]]
-		id := runIDOf(chain[i], c)
-		if i == len(chain)-1 {
-			e.traceRunID = id
-		} else {
+	top := len(ids) - 1
+	var topAt, parentAt, spanAt int // where in buf the run ids of the chain's start, span's parent and span begin
+	for i := top; i >= 0; i-- {
+		if i != top {
 			buf = append(buf, '.')
 		}
-		buf = AppendSegment(buf, c.seg, id)
+		buf = AppendSegment(buf, runs[i].seg, "")
+		if i == top {
+			topAt = len(buf)
+		}
 		if i == 1 {
-			e.parentRunID = id
+			parentAt = len(buf)
 		}
 		if i == 0 {
-			e.runID, e.segMicros, e.orphan = id, c.seg, orphanReasons[c.orphan]
+			spanAt = len(buf)
+		}
+		if runs[i].traceRun {
+			buf = appendUUID(buf, tc.traceID)
+		} else {
+			var b [16]byte
+			copy(b[8:], ids[i][:])
+			buf = appendUUID(buf, b)
 		}
 	}
-	e.dotted = string(buf)
+	e := chainEntry{dotted: string(buf), segMicros: r.seg, orphan: orphanReasons[r.orphan]}
+	runID := func(at int) string { return e.dotted[at : at+uuidLen] }
+	e.traceRunID, e.runID = runID(topAt), runID(spanAt)
+	if top >= 1 {
+		e.parentRunID = runID(parentAt)
+	}
 	return e, buf, true
 }
 

@@ -23,7 +23,18 @@ func SpanUUID(id pcommon.SpanID) string {
 }
 
 func uuidString(b [16]byte) string {
-	var out [36]byte
+	var out [uuidLen]byte
+	return string(appendUUID(out[:0], b))
+}
+
+// uuidLen is the length of a formatted UUID.
+const uuidLen = 36
+
+// appendUUID appends b formatted as a UUID.
+func appendUUID(dst []byte, b [16]byte) []byte {
+	n := len(dst)
+	dst = append(dst, make([]byte, uuidLen)...)
+	out := dst[n:]
 	hex.Encode(out[0:8], b[0:4])
 	out[8] = '-'
 	hex.Encode(out[9:13], b[4:6])
@@ -33,7 +44,7 @@ func uuidString(b [16]byte) string {
 	hex.Encode(out[19:23], b[8:10])
 	out[23] = '-'
 	hex.Encode(out[24:], b[10:])
-	return string(out[:])
+	return dst
 }
 
 // AppendSegment appends one dotted_order segment: the UTC start time as

@@ -170,6 +170,7 @@ func TestChainsAcrossBatches(t *testing.T) {
 	// every span again (re-emissions, patched onto the runs), children first: each is
 	// rebuilt from the cache where its run already is
 	again, _ := m.Map(rev)
+	require.Len(t, again, n)
 	for _, r := range again {
 		assert.Equal(t, want[r.Head.ID], r.Head)
 	}
