@@ -55,10 +55,8 @@ func agentRunName(op, name string, attrs pcommon.Map) (string, bool) {
 		_, target, _ := strings.Cut(name, " ")
 		return target, true
 	}
-	for _, k := range [...]string{AttrAgentName, AttrOIAgentName, AttrTraceloopEntityName, AttrAIFunctionID} {
-		if n := StringAttr(attrs, k); n != "" {
-			return n, true
-		}
+	if n := FirstStringAttr(attrs, AttrAgentName, AttrOIAgentName, AttrTraceloopEntityName, AttrAIFunctionID); n != "" {
+		return n, true
 	}
 	return name, true
 }

@@ -49,7 +49,7 @@ func Observe(sp ptrace.Span) Observation {
 		TraceID:    hexTrace(sp.TraceID()),
 		ID:         hexSpan(sp.SpanID()),
 		StartTime:  sp.StartTimestamp(),
-		Name:       genai.FirstStringAttr(attrs, "gen_ai.tool.name"),
+		Name:       genai.StringAttr(attrs, "gen_ai.tool.name"),
 		Attributes: attrs.AsRaw(),
 		Metadata:   map[string]any{},
 		Level:      "DEFAULT",
@@ -67,7 +67,7 @@ func Observe(sp ptrace.Span) Observation {
 	o.Model = genai.FirstStringAttr(attrs, "langfuse.observation.model.name", "gen_ai.response.model", "gen_ai.request.model", "model")
 	o.SessionID = genai.FirstStringAttr(attrs, "langfuse.session.id", "session.id", "gen_ai.conversation.id")
 	o.UserID = genai.FirstStringAttr(attrs, "langfuse.user.id", "user.id")
-	o.TraceName = genai.FirstStringAttr(attrs, "langfuse.trace.name")
+	o.TraceName = genai.StringAttr(attrs, "langfuse.trace.name")
 	o.Tags = tags(attrs)
 	attrs.Range(func(k string, v pcommon.Value) bool {
 		if rest, ok := strings.CutPrefix(k, "langfuse.observation.metadata."); ok {
@@ -126,13 +126,13 @@ func cost(attrs pcommon.Map) map[string]float64 {
 }
 
 func observationType(attrs pcommon.Map) string {
-	if t := strings.ToLower(genai.FirstStringAttr(attrs, "langfuse.observation.type")); t != "" {
+	if t := strings.ToLower(genai.StringAttr(attrs, "langfuse.observation.type")); t != "" {
 		switch t {
 		case "span", "generation", "event", "embedding", "agent", "tool", "chain", "retriever", "guardrail", "evaluator":
 			return t
 		}
 	}
-	switch genai.FirstStringAttr(attrs, "gen_ai.operation.name") {
+	switch genai.StringAttr(attrs, "gen_ai.operation.name") {
 	case "chat", "completion", "text_completion", "generate_content", "generate":
 		return "generation"
 	case "embeddings":
@@ -155,7 +155,7 @@ func observationType(attrs pcommon.Map) string {
 // non-negative integers is kept as is), else the generic gen_ai.usage.* normalisation.
 // Agent operations carry no usage (isAiSdkAgentOperation).
 func usage(attrs pcommon.Map) (map[string]int64, bool) {
-	if op := genai.FirstStringAttr(attrs, "gen_ai.operation.name"); op == "invoke_agent" || op == "agent_step" {
+	if op := genai.StringAttr(attrs, "gen_ai.operation.name"); op == "invoke_agent" || op == "agent_step" {
 		return nil, false
 	}
 	if v, ok := attrs.Get("langfuse.observation.usage_details"); ok {

@@ -99,7 +99,7 @@ func forEach(td ptrace.Traces, f func(env string, sp ptrace.Span)) {
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
-		env := firstStr(rs.Resource().Attributes(), attrDeployEnv, attrDeployEnvOld)
+		env := genai.FirstStringAttr(rs.Resource().Attributes(), attrDeployEnv, attrDeployEnvOld)
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			spans := sss.At(j).Spans()
@@ -411,22 +411,6 @@ func ObservationType(op string) string {
 	default:
 		return TypeSpan
 	}
-}
-
-func str(m pcommon.Map, key string) string {
-	if v, ok := m.Get(key); ok {
-		return v.AsString()
-	}
-	return ""
-}
-
-func firstStr(m pcommon.Map, keys ...string) string {
-	for _, k := range keys {
-		if s := str(m, k); s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 func first(values ...string) string {

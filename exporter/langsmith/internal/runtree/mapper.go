@@ -283,7 +283,7 @@ func RunType(operation string) string {
 func (m *Mapper) buildRun(s *spanInfo, rs runStrings, a *batchArena) Run {
 	sp := s.span
 	attrs := sp.Attributes()
-	op := str(attrs, genai.AttrOperationName)
+	op := genai.StringAttr(attrs, genai.AttrOperationName)
 	if op == "" {
 		op, _, _ = strings.Cut(sp.Name(), " ")
 	}
@@ -310,17 +310,17 @@ func (m *Mapper) buildRun(s *spanInfo, rs runStrings, a *batchArena) Run {
 	if s.orphan != "" {
 		md = append(md, StrKV(keyOrphan, s.orphan))
 	}
-	if v := str(s.res.Attributes(), genai.AttrServiceName); v != "" {
+	if v := genai.StringAttr(s.res.Attributes(), genai.AttrServiceName); v != "" {
 		md = append(md, StrKV(genai.AttrServiceName, v))
 	}
 	// LangSmith threads group runs by metadata thread_id / session_id (docs/langsmith.md)
-	if thread := str(attrs, genai.AttrConversationID); thread != "" {
+	if thread := genai.StringAttr(attrs, genai.AttrConversationID); thread != "" {
 		md = append(md, StrKV(keyThreadID, thread), StrKV(keySessionID, thread))
 	}
-	if user := str(attrs, genai.AttrEndUserID); user != "" {
+	if user := genai.StringAttr(attrs, genai.AttrEndUserID); user != "" {
 		md = append(md, StrKV(keyUserID, user))
 	}
-	if caller := str(attrs, genai.AttrCaller); caller != "" {
+	if caller := genai.StringAttr(attrs, genai.AttrCaller); caller != "" {
 		md = append(md, StrKV(keyCaller, caller), StrKV(keyCallerBucket, genai.CallerBucket(caller)))
 		r.Head.Tags = a.tag(caller)
 	}
@@ -343,11 +343,11 @@ func (m *Mapper) buildRun(s *spanInfo, rs runStrings, a *batchArena) Run {
 	}
 	switch runType {
 	case TypeLLM, TypeEmbedding:
-		model := str(attrs, genai.AttrRequestModel)
+		model := genai.StringAttr(attrs, genai.AttrRequestModel)
 		if model == "" {
-			model = str(attrs, genai.AttrResponseModel)
+			model = genai.StringAttr(attrs, genai.AttrResponseModel)
 		}
-		if p := str(attrs, genai.AttrProviderName); p != "" {
+		if p := genai.StringAttr(attrs, genai.AttrProviderName); p != "" {
 			md = append(md, StrKV(keyLSProvider, p))
 		}
 		if model != "" {
@@ -366,7 +366,7 @@ func (m *Mapper) buildRun(s *spanInfo, rs runStrings, a *batchArena) Run {
 			}
 		}
 	case TypeTool:
-		if t := str(attrs, genai.AttrToolName); t != "" {
+		if t := genai.StringAttr(attrs, genai.AttrToolName); t != "" {
 			params = append(params, StrKV("tool_name", t))
 		}
 	}
@@ -397,15 +397,15 @@ func errorText(sp ptrace.Span) string {
 			continue
 		}
 		a := ev.Attributes()
-		msg := str(a, attrExceptionMessage)
-		if t := str(a, attrExceptionType); t != "" {
+		msg := genai.StringAttr(a, attrExceptionMessage)
+		if t := genai.StringAttr(a, attrExceptionType); t != "" {
 			if msg == "" {
 				msg = t
 			} else {
 				msg = t + ": " + msg
 			}
 		}
-		if st := str(a, attrExceptionStack); st != "" {
+		if st := genai.StringAttr(a, attrExceptionStack); st != "" {
 			msg += "\n\n" + st
 		}
 		if msg != "" {
@@ -415,17 +415,10 @@ func errorText(sp ptrace.Span) string {
 	if msg := sp.Status().Message(); msg != "" {
 		return msg
 	}
-	if t := str(sp.Attributes(), genai.AttrErrorType); t != "" {
+	if t := genai.StringAttr(sp.Attributes(), genai.AttrErrorType); t != "" {
 		return t
 	}
 	return "error"
-}
-
-func str(m pcommon.Map, key string) string {
-	if v, ok := m.Get(key); ok {
-		return v.AsString()
-	}
-	return ""
 }
 
 // content returns an opt-in content attribute as JSON: semconv sends it as a JSON string,

@@ -63,7 +63,7 @@ func toolNameAbove(nodes []node, j int32) string {
 	for steps := 0; j >= 0 && steps < len(nodes); j, steps = nodes[j].parent, steps+1 {
 		switch a := &nodes[j]; {
 		case a.tool:
-			return stringAttr(a.span.Attributes(), genai.AttrToolName)
+			return genai.StringAttr(a.span.Attributes(), genai.AttrToolName)
 		case a.agentRun:
 			return ""
 		}

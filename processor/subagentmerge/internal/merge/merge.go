@@ -140,7 +140,7 @@ func Apply(spans []ptrace.Span) Result {
 		if dispatchers == nil {
 			dispatchers = indexDispatchers(nodes)
 		}
-		callID := stringAttr(t.span.Attributes(), genai.AttrToolCallID)
+		callID := genai.StringAttr(t.span.Attributes(), genai.AttrToolCallID)
 		d := pickDispatcher(nodes, dispatchers[callID], t)
 		if callID == "" || d < 0 {
 			t.span.Attributes().PutStr(genai.AttrMergeStatus, genai.MergeOrphan)
@@ -231,13 +231,6 @@ func writeDispatch(m pcommon.Map, a *dispatch) {
 	slices.SortStableFunc(a.ids, func(x, y string) int { return pos(x) - pos(y) })
 	ids := append(genai.StringsFromMap(m, genai.AttrSubagentToolCallIDs), a.ids...)
 	genai.PutStrings(m, genai.AttrSubagentToolCallIDs, ids)
-}
-
-func stringAttr(m pcommon.Map, key string) string {
-	if v, ok := m.Get(key); ok {
-		return v.AsString()
-	}
-	return ""
 }
 
 // writeDispatchCost adds one pass's merged subagent cost (agentmeter.subagent.cost.*) on

@@ -96,7 +96,7 @@ func metaValue(a pcommon.Map, meta map[string]any, k metaKey) string {
 // (a subagent invoked by a tool, as the LangSmith face decides too). Graph nodes
 // (model_request, tools, RunnableLambda, __start__) are none of these.
 func langchainAgent(s ptrace.Span, a pcommon.Map, meta map[string]any, parentIsTool bool) (string, bool) {
-	switch strings.ToLower(genai.FirstStringAttr(a, lfObsType)) {
+	switch strings.ToLower(genai.StringAttr(a, lfObsType)) {
 	case "", "span", "chain":
 	default:
 		return "", false
@@ -141,29 +141,29 @@ func decideSpan(s ptrace.Span, session, user string, parentIsTool bool) record.R
 		meta = decodeMeta(v.AsString())
 	}
 	rec := record.Record{Kind: record.Step, Name: s.Name(), SpanKind: s.Kind()}
-	rec.ThreadID = genai.FirstStringAttr(a, genai.AttrConversationID)
+	rec.ThreadID = genai.StringAttr(a, genai.AttrConversationID)
 	if rec.ThreadID == "" {
 		rec.ThreadID = session
 	}
-	rec.UserID = genai.FirstStringAttr(a, genai.AttrEndUserID)
+	rec.UserID = genai.StringAttr(a, genai.AttrEndUserID)
 	if rec.UserID == "" {
 		rec.UserID = user
 	}
-	rec.Caller = genai.FirstStringAttr(a, genai.AttrCaller)
+	rec.Caller = genai.StringAttr(a, genai.AttrCaller)
 	if rec.Caller == "" {
 		rec.Caller = metaValue(a, meta, mkCaller)
 	}
 	if rec.Caller == "" {
 		rec.Caller = genai.CallerFromTags(genai.StringsFromMap(a, "langfuse.trace.tags"))
 	}
-	rec.RunID = genai.FirstStringAttr(a, genai.AttrRunID)
+	rec.RunID = genai.StringAttr(a, genai.AttrRunID)
 	if rec.RunID == "" {
 		rec.RunID = metaValue(a, meta, mkRunID)
 	}
-	op := genai.FirstStringAttr(a, genai.AttrOperationName)
+	op := genai.StringAttr(a, genai.AttrOperationName)
 	lcName := ""
 	if op == "" {
-		switch strings.ToLower(genai.FirstStringAttr(a, lfObsType)) {
+		switch strings.ToLower(genai.StringAttr(a, lfObsType)) {
 		case "generation":
 			op = genai.OpChat
 		case "agent":
@@ -182,13 +182,13 @@ func decideSpan(s ptrace.Span, session, user string, parentIsTool bool) record.R
 		rec.Operation = op
 		rec.SpanKind = ptrace.SpanKindClient
 		model := genai.FirstStringAttr(a, lfModel, genai.AttrResponseModel, genai.AttrRequestModel)
-		if rec.RequestModel = genai.FirstStringAttr(a, genai.AttrRequestModel); rec.RequestModel == "" {
+		if rec.RequestModel = genai.StringAttr(a, genai.AttrRequestModel); rec.RequestModel == "" {
 			rec.RequestModel = model
 		}
-		if rec.ResponseModel = genai.FirstStringAttr(a, genai.AttrResponseModel); rec.ResponseModel == "" {
+		if rec.ResponseModel = genai.StringAttr(a, genai.AttrResponseModel); rec.ResponseModel == "" {
 			rec.ResponseModel = model
 		}
-		if rec.Provider = genai.FirstStringAttr(a, genai.AttrProviderName); rec.Provider == "" {
+		if rec.Provider = genai.StringAttr(a, genai.AttrProviderName); rec.Provider == "" {
 			// LangChain's chat models name their provider in the run metadata
 			rec.Provider = metaValue(a, meta, mkLSProviderName)
 		}
@@ -207,12 +207,12 @@ func decideSpan(s ptrace.Span, session, user string, parentIsTool bool) record.R
 		}
 	case genai.OpExecuteTool:
 		rec.Kind = record.ToolCall
-		if name := genai.FirstStringAttr(a, genai.AttrToolName); name != "" {
+		if name := genai.StringAttr(a, genai.AttrToolName); name != "" {
 			rec.Name = name
 		}
-		rec.ToolType = genai.FirstStringAttr(a, genai.AttrToolType)
-		rec.SubagentStatus = genai.FirstStringAttr(a, genai.AttrSubagentStatus)
-		if rec.ToolCallID = genai.FirstStringAttr(a, genai.AttrToolCallID); rec.ToolCallID == "" {
+		rec.ToolType = genai.StringAttr(a, genai.AttrToolType)
+		rec.SubagentStatus = genai.StringAttr(a, genai.AttrSubagentStatus)
+		if rec.ToolCallID = genai.StringAttr(a, genai.AttrToolCallID); rec.ToolCallID == "" {
 			rec.ToolCallID = metaValue(a, meta, mkToolCallID)
 		}
 		if rec.ToolCallID == "" {
@@ -220,14 +220,14 @@ func decideSpan(s ptrace.Span, session, user string, parentIsTool bool) record.R
 		}
 	case genai.OpInvokeAgent:
 		rec.Kind = record.AgentRun
-		switch name := genai.FirstStringAttr(a, genai.AttrAgentName); {
+		switch name := genai.StringAttr(a, genai.AttrAgentName); {
 		case name != "":
 			rec.Name = name
 		case lcName != "":
 			rec.Name = lcName
 		}
-		rec.AgentID = genai.FirstStringAttr(a, genai.AttrAgentID)
-		if rec.ToolCallID = genai.FirstStringAttr(a, genai.AttrToolCallID); rec.ToolCallID == "" {
+		rec.AgentID = genai.StringAttr(a, genai.AttrAgentID)
+		if rec.ToolCallID = genai.StringAttr(a, genai.AttrToolCallID); rec.ToolCallID == "" {
 			rec.ToolCallID = metaValue(a, meta, mkToolCallID)
 		}
 	}
