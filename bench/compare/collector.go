@@ -216,34 +216,10 @@ func waitReady(ctx context.Context, otlp, metrics string, col *childproc.Process
 	return errors.New("collector not ready (OTLP port and /metrics) after 60s")
 }
 
-// ports hands out distinct free loopback addresses (a port just closed can come back
-// from the kernel twice).
-type ports struct{ seen map[string]bool }
-
-func (p *ports) addr() (string, error) {
-	if p.seen == nil {
-		p.seen = map[string]bool{}
-	}
-	for range 50 {
-		a, err := childproc.FreeAddr()
-		if err != nil {
-			return "", err
-		}
-		if !p.seen[a] {
-			p.seen[a] = true
-			return a, nil
-		}
-	}
-	return "", errors.New("no distinct free port")
-}
-
-func (p *ports) port() (string, error) {
-	a, err := p.addr()
-	if err != nil {
-		return "", err
-	}
-	_, port, _ := net.SplitHostPort(a)
-	return port, nil
+// freePort is childproc.FreePort as the text a config takes.
+func freePort() (string, error) {
+	p, err := childproc.FreePort()
+	return strconv.Itoa(p), err
 }
 
 // envDefault matches ${env:NAME:-default} in the shipped config.
@@ -253,7 +229,7 @@ var envDefault = regexp.MustCompile(`\$\{env:([A-Za-z0-9_]+):-([^}]*)\}`)
 // ${env:NAME:-host:port} gets a new host:port, each ${env:NAME_PORT:-n} a new port. So
 // ports added to the file later are moved too, and the bench never clashes with a
 // sidecar running on the machine.
-func shippedPorts(yaml string, p *ports) (map[string]string, error) {
+func shippedPorts(yaml string) (map[string]string, error) {
 	out := map[string]string{}
 	hostPort := regexp.MustCompile(`^[0-9.]+:[0-9]+$`)
 	for _, m := range envDefault.FindAllStringSubmatch(yaml, -1) {
@@ -263,13 +239,13 @@ func shippedPorts(yaml string, p *ports) (map[string]string, error) {
 		}
 		switch {
 		case hostPort.MatchString(def):
-			a, err := p.addr()
+			a, err := childproc.FreeAddr()
 			if err != nil {
 				return nil, err
 			}
 			out[name] = a
 		case strings.HasSuffix(name, "_PORT"):
-			port, err := p.port()
+			port, err := freePort()
 			if err != nil {
 				return nil, err
 			}

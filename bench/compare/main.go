@@ -60,7 +60,6 @@ type bench struct {
 	smoke                         bool
 	sz                            sizes
 	start                         time.Time
-	ports                         ports
 	machine                       machine
 }
 

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentmeter/agentmeter/bench/internal/childproc"
 )
 
 // The collector runs of one repeat, in the order they run. Each builds its config from
@@ -66,10 +68,10 @@ func langsmithRun(name string) func(*bench, *sink) (collectorRun, error) {
 
 // runPorts are a collector run's OTLP/gRPC address and its telemetry port.
 func (b *bench) runPorts() (otlp, tel string, err error) {
-	if otlp, err = b.ports.addr(); err != nil {
+	if otlp, err = childproc.FreeAddr(); err != nil {
 		return "", "", err
 	}
-	tel, err = b.ports.port()
+	tel, err = freePort()
 	return otlp, tel, err
 }
 
@@ -114,7 +116,7 @@ func shippedRun(b *bench, sk *sink) (collectorRun, error) {
 	if err != nil {
 		return collectorRun{}, fmt.Errorf("shipped config: %w", err)
 	}
-	moved, err := shippedPorts(string(raw), &b.ports)
+	moved, err := shippedPorts(string(raw))
 	if err != nil {
 		return collectorRun{}, err
 	}

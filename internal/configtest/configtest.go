@@ -14,9 +14,9 @@ import (
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 )
 
-// Load reads id's section of the package's testdata/config.yaml the way the collector
+// load reads id's section of the package's testdata/config.yaml the way the collector
 // does at start: unmarshalled over the factory's default config, then validated.
-func Load(t *testing.T, f component.Factory, id component.ID) component.Config {
+func load(t *testing.T, f component.Factory, id component.ID) component.Config {
 	t.Helper()
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
 	require.NoError(t, err)
@@ -39,7 +39,7 @@ func Loads(t *testing.T, f component.Factory, sections []Section) {
 	t.Helper()
 	for _, s := range sections {
 		t.Run(s.ID.String(), func(t *testing.T) {
-			assert.Equal(t, s.Want, Load(t, f, s.ID))
+			assert.Equal(t, s.Want, load(t, f, s.ID))
 		})
 	}
 }

@@ -4,6 +4,7 @@
 package childproc
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -15,14 +16,31 @@ import (
 	"time"
 )
 
-// FreePort is a loopback TCP port that was free a moment ago.
+// handedOut are the ports FreePort returned: a port just closed can come back from the
+// kernel, and two of one process's children must not be given the same.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// FreePort is a loopback TCP port that was free a moment ago, never one it returned
+// before in this process.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("free port: %w", err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if !handedOut.ports[p] {
+			handedOut.ports[p] = true
+			return p, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("free port: the kernel kept returning ports handed out already")
 }
 
 // FreeAddr is 127.0.0.1 with a FreePort.
@@ -80,10 +98,9 @@ func EnvWithout(prefixes ...string) []string {
 // Process is a started child process that does not outlive this one (it gets SIGKILL
 // when the parent dies).
 type Process struct {
-	Cmd    *exec.Cmd
+	cmd    *exec.Cmd
 	exited chan struct{}
 	err    error
-	stop   sync.Once
 }
 
 // Start starts cmd as a Process.
@@ -92,7 +109,7 @@ func Start(cmd *exec.Cmd) (*Process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &Process{Cmd: cmd, exited: make(chan struct{})}
+	p := &Process{cmd: cmd, exited: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); close(p.exited) }()
 	return p, nil
 }
@@ -107,15 +124,13 @@ func (p *Process) Err() error {
 }
 
 // Stop asks the child to end (SIGTERM), kills it when it has not within grace, and
-// returns once it is gone. Later calls return at once.
+// returns once it is gone (at once for a child already gone).
 func (p *Process) Stop(grace time.Duration) {
-	p.stop.Do(func() {
-		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(grace):
-			_ = p.Cmd.Process.Kill()
-			<-p.exited
-		}
-	})
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
 }
