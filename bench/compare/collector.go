@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -13,13 +12,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/agentmeter/agentmeter/bench/internal/childproc"
+	"github.com/agentmeter/agentmeter/internal/childproc"
 )
 
 // load is what bench/subagentmerge_loadgen reports for one collector run.
@@ -56,13 +56,10 @@ type collectorRun struct {
 	wait      time.Duration
 }
 
-// foreignEnv are prefixes of variables the bench collectors must not inherit: a vendor
-// key in the developer's shell would switch an exporter on, an AGENTMETER_ address would
-// move a port.
-var foreignEnv = []string{"LANGSMITH_", "LANGFUSE_", "LANGCHAIN_", "AGENTMETER_"}
-
+// collectorEnv is the bench collectors' environment: none of the vendors' variables
+// (childproc.VendorEnv), and no AGENTMETER_ address from the shell, which would move a port.
 func collectorEnv(extra []string) []string {
-	return append(childproc.EnvWithout(foreignEnv...), extra...)
+	return append(childproc.EnvWithout(slices.Concat(childproc.VendorEnv, []string{"AGENTMETER_"})...), extra...)
 }
 
 // runLoad starts the collector, drives spans through it with the load generator, and
@@ -107,8 +104,8 @@ func (b *bench) runLoad(cr collectorRun, spans int, hard time.Duration, sk *sink
 		col.Stop(20 * time.Second)
 		return fmt.Errorf("%s: %w\n--- collector log (last lines) ---\n%s", cr.name, err, childproc.Tail(logPath, 30))
 	}
-	if err := waitReady(ctx, cr.otlpAddr, cr.metrics, col); err != nil {
-		return load{}, withLog(err)
+	if err := col.WaitReady(ctx, 60*time.Second, func() bool { return childproc.Listening(cr.otlpAddr) && childproc.AnswersOK(cr.metrics) }); err != nil {
+		return load{}, withLog(fmt.Errorf("collector (OTLP port and /metrics): %w", err))
 	}
 	var before sinkCount
 	if sk != nil {
@@ -144,7 +141,7 @@ func (b *bench) runLoad(cr collectorRun, spans int, hard time.Duration, sk *sink
 		l.SinkB, l.SinkReqs = float64(after.bytes-before.bytes), float64(after.requests-before.requests)
 	}
 	select {
-	case <-col.Exited():
+	case <-col.Done():
 		return load{}, withLog(fmt.Errorf("collector exited during the load: %v", col.Err()))
 	default:
 	}
@@ -189,31 +186,6 @@ func parseLoad(out string) (load, error) {
 	}
 	return load{Acked: kv["spans_acked"], Lost: kv["lost"], Rate: kv["e2e_spans_per_s"], CPU: kv["cpu_s"], PeakRSS: kv["peak_rss_mib"],
 		MarkS: kv["mark_s"], MarkCPU: kv["mark_cpu_s"], MarkRSS: kv["peak_rss_at_mark_mib"]}, nil
-}
-
-func waitReady(ctx context.Context, otlp, metrics string, col *childproc.Process) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-col.Exited():
-			return fmt.Errorf("collector exited at start: %v", col.Err())
-		case <-ctx.Done():
-			return ctx.Err()
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", otlp, 200*time.Millisecond); err == nil {
-			c.Close()
-			if resp, err := http.Get(metrics); err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					return nil
-				}
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return errors.New("collector not ready (OTLP port and /metrics) after 60s")
 }
 
 // freePort is childproc.FreePort as the text a config takes.

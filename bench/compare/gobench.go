@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentmeter/agentmeter/bench/internal/childproc"
+	"github.com/agentmeter/agentmeter/internal/childproc"
 )
 
 // benchResults maps a benchmark name (GOMAXPROCS suffix removed) to one map of reported

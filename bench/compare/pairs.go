@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentmeter/agentmeter/bench/internal/childproc"
+	"github.com/agentmeter/agentmeter/internal/childproc"
 )
 
 // The collector runs of one repeat, in the order they run. Each builds its config from

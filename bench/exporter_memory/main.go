@@ -28,7 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentmeter/agentmeter/bench/internal/childproc"
+	"github.com/agentmeter/agentmeter/internal/childproc"
 )
 
 func main() {
@@ -203,14 +203,14 @@ service:
 	defer logf.Close()
 	cmd := exec.Command(collector, "--config", cfgPath)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = childproc.EnvWithout("LANGSMITH_", "LANGCHAIN_", "LANGFUSE_") // a vendor setting in the shell must not change the exporter
+	cmd.Env = childproc.EnvWithout(childproc.VendorEnv...)
 	col, err := childproc.Start(cmd)
 	if err != nil {
 		return result{}, fmt.Errorf("start collector: %w", err)
 	}
 	defer col.Stop(30 * time.Second)
-	if err := waitReady(otlp, "http://"+tel+"/metrics", col); err != nil {
-		return result{}, fmt.Errorf("%w; collector log: %s", err, childproc.Tail(logPath, 10))
+	if err := col.WaitReady(context.Background(), 60*time.Second, func() bool { return childproc.Listening(otlp) && childproc.AnswersOK("http://"+tel+"/metrics") }); err != nil {
+		return result{}, fmt.Errorf("collector: %w; collector log: %s", err, childproc.Tail(logPath, 10))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -227,24 +227,4 @@ service:
 	rate, _ := strconv.ParseFloat(m[1], 64)
 	peak, _ := strconv.ParseFloat(m[2], 64)
 	return result{peakMiB: peak, rate: rate}, nil
-}
-
-func waitReady(otlp, metrics string, col *childproc.Process) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-col.Exited():
-			return fmt.Errorf("collector exited: %v", col.Err())
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", otlp, time.Second); err == nil {
-			_ = c.Close()
-			if resp, err := http.Get(metrics); err == nil {
-				_ = resp.Body.Close()
-				return nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return errors.New("collector not ready after 60s")
 }

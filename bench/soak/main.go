@@ -10,14 +10,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"time"
 
-	"github.com/agentmeter/agentmeter/bench/internal/childproc"
+	"github.com/agentmeter/agentmeter/internal/childproc"
 	"github.com/agentmeter/agentmeter/internal/fakevendor/faulty"
 )
 
@@ -92,14 +91,14 @@ func run(bin string, duration, every time.Duration, rate, perReq, limitMiB int, 
 	defer logf.Close()
 	cmd := exec.Command(bin, "--config", cfgPath)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, logf, logf
-	cmd.Env = childproc.EnvWithout("LANGFUSE_", "LANGSMITH_", "LANGCHAIN_") // the exporters must not pick up a real vendor's settings
+	cmd.Env = childproc.EnvWithout(childproc.VendorEnv...)
 	col, err := childproc.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("start collector: %w", err)
 	}
 	defer col.Stop(30 * time.Second)
-	if err := waitTCP(otlp, 60*time.Second, col); err != nil {
-		return err
+	if err := col.WaitReady(context.Background(), 60*time.Second, func() bool { return childproc.Listening(otlp) }); err != nil {
+		return fmt.Errorf("collector on %s: %w", otlp, err)
 	}
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", telPort)
 
@@ -173,7 +172,7 @@ loop:
 					time.Sleep(100 * time.Millisecond)
 				}
 			})
-		case <-col.Exited():
+		case <-col.Done():
 			return fmt.Errorf("collector exited during the soak: %v (log: %s)", col.Err(), logPath)
 		case <-loadDone:
 			break loop
@@ -215,23 +214,6 @@ func missing(want map[string]bool, got map[string]int) int {
 		}
 	}
 	return n
-}
-
-func waitTCP(addr string, timeout time.Duration, col *childproc.Process) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		select {
-		case <-col.Exited():
-			return fmt.Errorf("collector exited at start: %v", col.Err())
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			c.Close()
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("collector not listening on %s after %s", addr, timeout)
 }
 
 // queues reads the two exporters' queue sizes from one scrape (0 when a scrape failed:

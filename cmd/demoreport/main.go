@@ -23,10 +23,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/childproc"
 )
 
 // overlayYAML adds the demo's file exporter to the traces pipeline; the collector merges it
@@ -125,13 +125,10 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		col.Env = append(col.Env, "AGENTMETER_STORAGE_DIR="+filepath.Join(filepath.Dir(tracesFile), "storage"))
 	}
 	col.Stdout, col.Stderr = logFile, logFile
-	if err := col.Start(); err != nil {
+	proc, err := childproc.Start(col)
+	if err != nil {
 		return fmt.Errorf("start collector %s: %w", o.collector, err)
 	}
-	// exited is closed when the collector process ends; waitErr is its exit status then
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = col.Wait(); close(exited) }()
 	stopped := false
 	stop := func() error {
 		if stopped {
@@ -139,23 +136,18 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		}
 		stopped = true
 		select {
-		case <-exited:
-			return fmt.Errorf("collector had already exited: %v", waitErr)
+		case <-proc.Done():
+			return fmt.Errorf("collector had already exited: %v", proc.Err())
 		default:
 		}
-		_ = col.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-			return waitErr
-		case <-time.After(20 * time.Second):
-			_ = col.Process.Kill()
-			<-exited
+		if proc.Stop(20 * time.Second) {
 			return errors.New("collector did not stop within 20s of SIGTERM; killed")
 		}
+		return proc.Err()
 	}
 	defer stop() // stopped explicitly on the success path
-	collectorLog := func() string { b, _ := os.ReadFile(logPath); return tail(string(b), 40) }
-	if err := waitHealthy(ctx, "http://"+health+"/", exited, func() error { return waitErr }); err != nil {
+	collectorLog := func() string { return childproc.Tail(logPath, 40) }
+	if err := waitHealthy(ctx, "http://"+health+"/", proc); err != nil {
 		return fmt.Errorf("collector not healthy: %w\ncollector log:\n%s", err, collectorLog())
 	}
 	fmt.Fprintf(stdout, "collector up: OTLP http://%s, metrics http://%s/metrics, health http://%s/\n", otlpHTTP, promAddr, health)
@@ -241,11 +233,11 @@ func portFree(addr string) error {
 	return l.Close()
 }
 
-func waitHealthy(ctx context.Context, url string, exited <-chan struct{}, exitErr func() error) error {
+func waitHealthy(ctx context.Context, url string, col *childproc.Process) error {
 	for {
 		select {
-		case <-exited:
-			return fmt.Errorf("collector exited: %v", exitErr())
+		case <-col.Done():
+			return fmt.Errorf("collector exited: %v", col.Err())
 		case <-ctx.Done():
 			return ctx.Err()
 		default:
@@ -270,11 +262,11 @@ func runAgent(ctx context.Context, o options, otlpHTTP string) (RunResult, error
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
-		return RunResult{}, fmt.Errorf("%s run --json: %w\nstderr:\n%s", o.agentmeter, err, tail(errOut.String(), 40))
+		return RunResult{}, fmt.Errorf("%s run --json: %w\nstderr:\n%s", o.agentmeter, err, childproc.LastLines(errOut.String(), 40))
 	}
 	var res RunResult
 	if err := json.Unmarshal(bytes.TrimSpace(out.Bytes()), &res); err != nil {
-		return RunResult{}, fmt.Errorf("%s run --json printed no JSON object: %w\nstdout:\n%s", o.agentmeter, err, tail(out.String(), 20))
+		return RunResult{}, fmt.Errorf("%s run --json printed no JSON object: %w\nstdout:\n%s", o.agentmeter, err, childproc.LastLines(out.String(), 20))
 	}
 	return res, nil
 }
@@ -362,12 +354,4 @@ func waitForMetrics(ctx context.Context, url string, spans SpanTotals) (tokens, 
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-func tail(s string, lines int) string {
-	parts := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(parts) > lines {
-		parts = parts[len(parts)-lines:]
-	}
-	return strings.Join(parts, "\n")
 }

@@ -64,7 +64,7 @@ func startGateway(t *testing.T, dir, configYAML string, env ...string) *gatewayP
 			}
 		}
 		select {
-		case <-g.done:
+		case <-g.Done():
 			t.Fatalf("agentmeter serve exited at start:\n%s", g.logs.String())
 		default:
 		}
@@ -80,12 +80,12 @@ func (g *gatewayProcess) stop(t *testing.T) {
 	if exited, _ := g.Exited(); exited {
 		return
 	}
-	if !g.terminate(40 * time.Second) {
+	if g.Process.Stop(40 * time.Second) {
 		t.Errorf("agentmeter serve ignored SIGTERM")
 		return
 	}
-	if code := g.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Errorf("agentmeter serve exited with %d", code)
+	if err := g.Err(); err != nil {
+		t.Errorf("agentmeter serve exited: %v", err)
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
+	"github.com/agentmeter/agentmeter/internal/childproc"
 	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
@@ -84,30 +85,16 @@ func buildCollector() (string, error) {
 	return filepath.Join(root, "bin", "agentmeter-collector"), nil
 }
 
-// FreePort returns a loopback TCP port that was free a moment ago.
-//
-// The kernel may offer a just-closed port again, so one test asking for several ports
-// (a collector's OTLP, health and metrics endpoints) could get the same one twice; ports
-// already handed out in this test process are skipped.
+// FreePort returns a loopback TCP port that was free a moment ago and not handed out
+// before in this test process (childproc.FreePort).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("free port: %v", err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if _, taken := handedOut.LoadOrStore(port, true); !taken {
-			return port
-		}
+	port, err := childproc.FreePort()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("free port: no fresh loopback port after 100 tries")
-	return 0
+	return port
 }
-
-// handedOut holds every port FreePort returned in this test process (see FreePort).
-var handedOut sync.Map
 
 // FreeAddr is FreePort as a loopback host:port.
 func FreeAddr(t testing.TB) string {
@@ -115,41 +102,36 @@ func FreeAddr(t testing.TB) string {
 	return fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 }
 
-// process is a child process whose output is kept (the collector, agentmeter serve).
+// process is a child process whose output is kept (the collector, agentmeter serve,
+// Prometheus).
 type process struct {
-	cmd     *exec.Cmd
-	logs    *lockedBuffer
-	done    chan struct{}
-	waitErr error
+	*childproc.Process
+	logs *lockedBuffer
 }
 
 // startProcess runs bin with args in dir, with env added to the test's environment.
 func startProcess(t testing.TB, dir string, env []string, bin string, args ...string) *process {
 	t.Helper()
-	p := &process{logs: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Dir = dir
-	p.cmd.Stdout = p.logs
-	p.cmd.Stderr = p.logs
-	p.cmd.Env = append(os.Environ(), env...)
-	if err := p.cmd.Start(); err != nil {
+	logs := &lockedBuffer{}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.Env = append(os.Environ(), env...)
+	pr, err := childproc.Start(cmd)
+	if err != nil {
 		t.Fatalf("start %s: %v", filepath.Base(bin), err)
 	}
-	go func() { p.waitErr = p.cmd.Wait(); close(p.done) }()
-	return p
+	return &process{Process: pr, logs: logs}
 }
 
 // Logs returns everything the process wrote so far.
 func (p *process) Logs() string { return p.logs.String() }
 
-// Pid is the process id.
-func (p *process) Pid() int { return p.cmd.Process.Pid }
-
 // Exited reports whether the process has ended, and how.
 func (p *process) Exited() (bool, error) {
 	select {
-	case <-p.done:
-		return true, p.waitErr
+	case <-p.Done():
+		return true, p.Err()
 	default:
 		return false, nil
 	}
@@ -158,34 +140,11 @@ func (p *process) Exited() (bool, error) {
 // Wait waits for the process to end by itself (e.g. a config the collector refuses).
 func (p *process) Wait(timeout time.Duration) error {
 	select {
-	case <-p.done:
-		return p.waitErr
+	case <-p.Done():
+		return p.Err()
 	case <-time.After(timeout):
 		return fmt.Errorf("process still running after %s", timeout)
 	}
-}
-
-// terminate sends SIGTERM and waits up to grace, then SIGKILL; false: it had to be killed.
-func (p *process) terminate(grace time.Duration) bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return true
-	case <-time.After(grace):
-		p.Kill()
-		return false
-	}
-}
-
-// Kill ends the process with SIGKILL, as a crash would.
-func (p *process) Kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
 }
 
 // Collector is one running collector process.
@@ -268,8 +227,8 @@ func (c *Collector) waitTCP(addr string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		select {
-		case <-c.done:
-			return fmt.Errorf("collector exited: %v", c.waitErr)
+		case <-c.Done():
+			return fmt.Errorf("collector exited: %v", c.Err())
 		default:
 		}
 		conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
@@ -283,7 +242,7 @@ func (c *Collector) waitTCP(addr string, timeout time.Duration) error {
 }
 
 // Stop ends the collector gracefully (SIGTERM, then SIGKILL after 30 s) and waits.
-func (c *Collector) Stop() { c.terminate(30 * time.Second) }
+func (c *Collector) Stop() { c.Process.Stop(30 * time.Second) }
 
 // SendOTLPHTTP posts traces as OTLP/HTTP protobuf to http://addr/v1/traces.
 func SendOTLPHTTP(ctx context.Context, addr string, td ptrace.Traces) error {

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -48,11 +47,9 @@ type PrometheusOptions struct {
 
 // Prometheus is one running Prometheus server.
 type Prometheus struct {
-	URL  string // http://127.0.0.1:<port>
-	Dir  string
-	cmd  *exec.Cmd
-	logs *lockedBuffer
-	done chan struct{}
+	URL string // http://127.0.0.1:<port>
+	Dir string
+	*process
 }
 
 // PrometheusBinary returns the Prometheus server binary: $AGENTMETER_PROMETHEUS when set,
@@ -117,8 +114,8 @@ func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 		t.Fatalf("write prometheus config: %v", err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
-	p := &Prometheus{URL: "http://" + addr, Dir: dir, logs: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin,
+	p := &Prometheus{URL: "http://" + addr, Dir: dir}
+	p.process = startProcess(t, dir, nil, bin,
 		"--config.file="+cfgPath,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr,
@@ -127,24 +124,17 @@ func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 		"--web.console.libraries="+dir,
 		"--log.level=warn",
 	)
-	p.cmd.Dir = dir
-	p.cmd.Stdout = p.logs
-	p.cmd.Stderr = p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start prometheus: %v", err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		p.Stop()
 		if t.Failed() {
-			t.Logf("prometheus logs:\n%s", p.logs.String())
+			t.Logf("prometheus logs:\n%s", p.Logs())
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		select {
-		case <-p.done:
-			t.Fatalf("prometheus exited at start:\n%s", p.logs.String())
+		case <-p.Done():
+			t.Fatalf("prometheus exited at start:\n%s", p.Logs())
 		default:
 		}
 		resp, err := http.Get(p.URL + "/-/ready")
@@ -155,27 +145,14 @@ func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready on %s after 30s (last error %v):\n%s", addr, err, p.logs.String())
+			t.Fatalf("prometheus not ready on %s after 30s (last error %v):\n%s", addr, err, p.Logs())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
 // Stop ends the server gracefully (SIGTERM, SIGKILL after 10 s) and waits.
-func (p *Prometheus) Stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (p *Prometheus) Stop() { p.Process.Stop(10 * time.Second) }
 
 // Sample is one element of an instant vector.
 type Sample struct {

@@ -1,12 +1,16 @@
-// Package childproc holds what the bench programs need to run a collector or load
-// generator as a child process: free loopback addresses, a work folder, and the last
-// lines of its output for an error message.
+// Package childproc holds what the bench programs, the demo and the end-to-end tests
+// need to run a collector, a gateway or a load generator as a child process: free
+// loopback addresses, a work folder, the process's lifecycle, and the last lines of its
+// output for an error message.
 package childproc
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -28,7 +32,7 @@ var handedOut = struct {
 func FreePort() (int, error) {
 	handedOut.Lock()
 	defer handedOut.Unlock()
-	for range 50 {
+	for range 100 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return 0, fmt.Errorf("free port: %w", err)
@@ -83,6 +87,11 @@ func Tail(path string, n int) string {
 	return LastLines(string(b), n)
 }
 
+// VendorEnv are the prefixes of the variables that switch the vendor exporters on and
+// configure them (keys, endpoints, projects): a collector a bench or test starts must
+// not inherit the developer's.
+var VendorEnv = []string{"LANGSMITH_", "LANGFUSE_", "LANGCHAIN_"}
+
 // EnvWithout is this process's environment without the variables whose names start with
 // one of prefixes (a vendor key in the developer's shell must not switch an exporter on).
 func EnvWithout(prefixes ...string) []string {
@@ -114,23 +123,75 @@ func Start(cmd *exec.Cmd) (*Process, error) {
 	return p, nil
 }
 
-// Exited is closed once the child is gone; Err is then its exit status.
-func (p *Process) Exited() <-chan struct{} { return p.exited }
+// Done is closed once the child is gone; Err is then its exit status.
+func (p *Process) Done() <-chan struct{} { return p.exited }
 
-// Err is the child's exit status, once Exited is closed.
+// Pid is the child's process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Kill ends the child with SIGKILL, as a crash would, and waits until it is gone.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// Err is the child's exit status, once Done is closed.
 func (p *Process) Err() error {
 	<-p.exited
 	return p.err
 }
 
 // Stop asks the child to end (SIGTERM), kills it when it has not within grace, and
-// returns once it is gone (at once for a child already gone).
-func (p *Process) Stop(grace time.Duration) {
+// returns once it is gone (at once for a child already gone). It reports whether the
+// child had to be killed.
+func (p *Process) Stop(grace time.Duration) (killed bool) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
+		return false
 	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
+		p.Kill()
+		return true
 	}
+}
+
+// WaitReady polls ready every 100 ms until it reports true; it fails when the child
+// exits first, ctx ends or timeout passes.
+func (p *Process) WaitReady(ctx context.Context, timeout time.Duration, ready func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("exited at start: %v", p.err)
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		if ready() {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("not ready after %s", timeout)
+}
+
+// Listening reports whether addr accepts TCP connections.
+func Listening(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}
+
+// AnswersOK reports whether a GET of url answers 200.
+func AnswersOK(url string) bool {
+	resp, err := http.Get(url)
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }

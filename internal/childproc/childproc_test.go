@@ -1,7 +1,11 @@
 package childproc
 
 import (
+	"context"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,14 +68,12 @@ func TestEnvWithout(t *testing.T) {
 func TestProcessStopEndsTheChild(t *testing.T) {
 	p, err := Start(exec.Command("sleep", "30"))
 	require.NoError(t, err)
-	start := time.Now()
-	p.Stop(5 * time.Second)
-	assert.Less(t, time.Since(start), 5*time.Second, "SIGTERM ends sleep without the kill")
+	assert.False(t, p.Stop(5*time.Second), "SIGTERM ends sleep without the kill")
 	assert.Error(t, p.Err(), "ended by a signal")
 	select {
-	case <-p.Exited():
+	case <-p.Done():
 	default:
-		t.Fatal("Exited not closed after Stop")
+		t.Fatal("Done not closed after Stop")
 	}
 }
 
@@ -81,7 +83,7 @@ func TestProcessKilledAfterGrace(t *testing.T) {
 	require.NoError(t, err)
 	time.Sleep(100 * time.Millisecond) // the trap is set
 	start := time.Now()
-	p.Stop(300 * time.Millisecond)
+	assert.True(t, p.Stop(300*time.Millisecond), "killed after the grace")
 	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
 	assert.Less(t, time.Since(start), 10*time.Second)
 }
@@ -89,4 +91,34 @@ func TestProcessKilledAfterGrace(t *testing.T) {
 func TestStartErrorIsReturned(t *testing.T) {
 	_, err := Start(exec.Command(filepath.Join(t.TempDir(), "no-such-binary")))
 	assert.Error(t, err)
+}
+
+func TestWaitReady(t *testing.T) {
+	p, err := Start(exec.Command("sleep", "30"))
+	require.NoError(t, err)
+	defer p.Stop(time.Second)
+	calls := 0
+	require.NoError(t, p.WaitReady(context.Background(), 10*time.Second, func() bool { calls++; return calls == 3 }))
+	assert.Equal(t, 3, calls)
+	assert.ErrorContains(t, p.WaitReady(context.Background(), 150*time.Millisecond, func() bool { return false }), "not ready after")
+
+	gone, err := Start(exec.Command("sh", "-c", "exit 3"))
+	require.NoError(t, err)
+	<-gone.Done()
+	assert.ErrorContains(t, gone.WaitReady(context.Background(), 10*time.Second, func() bool { return false }), "exited at start: exit status 3")
+}
+
+func TestListeningAndAnswersOK(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/ok" {
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	assert.True(t, Listening(srv.Listener.Addr().String()))
+	assert.True(t, AnswersOK(srv.URL+"/ok"))
+	assert.False(t, AnswersOK(srv.URL+"/missing"), "a 404 is not ready")
+	port, err := FreePort()
+	require.NoError(t, err)
+	assert.False(t, Listening(fmt.Sprintf("127.0.0.1:%d", port)))
 }
