@@ -16,7 +16,6 @@ BIN=${2:-bin/agentmeter-collector}
 [ -x "$BIN" ] || make collector
 go build -o /tmp/subagentmerge_loadgen ./bench/subagentmerge_loadgen
 
-
 run() {
   local name=$1 processors=$2 extra=$3 storage=${4:-}
   local grpc metrics dir pid ext="" extlist="[]"

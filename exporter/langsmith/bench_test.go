@@ -46,7 +46,9 @@ func benchBatch(tracesPerBatch int) ptrace.Traces {
 	return td
 }
 
-func newBenchExporters(b *testing.B, url string, comp configcompression.Type) (ls, otlp exporter.Traces) {
+// newBenchExporters builds the LangSmith exporter with compression comp and the stock
+// otlphttp JSON exporter with otlpComp ("": its own default).
+func newBenchExporters(b *testing.B, url string, comp, otlpComp configcompression.Type) (ls, otlp exporter.Traces) {
 	b.Helper()
 	lsCfg := newDefaultConfig(envconfig.FromMap(map[string]string{"LANGSMITH_TRACING": "true", "LANGSMITH_API_KEY": "k"}))
 	lsCfg.ClientConfig.Endpoint = url
@@ -56,7 +58,7 @@ func newBenchExporters(b *testing.B, url string, comp configcompression.Type) (l
 	ls, err := NewFactory().CreateTraces(context.Background(), exportertest.NewNopSettings(componentType), lsCfg)
 	require.NoError(b, err)
 	require.NoError(b, ls.Start(context.Background(), componenttest.NewNopHost()))
-	return ls, stockJSON(b, url, comp)
+	return ls, stockJSON(b, url, otlpComp)
 }
 
 // benchmarkAgainstOTLPHTTP sends the same spans to the same loopback server through both
@@ -65,7 +67,7 @@ func newBenchExporters(b *testing.B, url string, comp configcompression.Type) (l
 func benchmarkAgainstOTLPHTTP(b *testing.B, comp configcompression.Type) {
 	srv := sinkServer()
 	defer srv.Close()
-	ls, otlp := newBenchExporters(b, srv.URL, comp)
+	ls, otlp := newBenchExporters(b, srv.URL, comp, comp)
 	defer func() {
 		_ = ls.Shutdown(context.Background())
 		_ = otlp.Shutdown(context.Background())
@@ -83,9 +85,7 @@ func BenchmarkVsOTLPHTTPDefaults(b *testing.B) {
 }
 
 func benchmarkDefaults(b *testing.B, url string) {
-	ls, otlp := newBenchExporters(b, url, configcompression.TypeZstd)
-	_ = otlp.Shutdown(context.Background())
-	otlp = stockJSON(b, url, "") // otlphttp's own default compression
+	ls, otlp := newBenchExporters(b, url, configcompression.TypeZstd, "") // each at its default compression
 	defer func() {
 		_ = ls.Shutdown(context.Background())
 		_ = otlp.Shutdown(context.Background())

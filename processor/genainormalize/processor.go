@@ -2,10 +2,7 @@ package genainormalize
 
 import (
 	"context"
-	"strconv"
-	"strings"
 
-	"github.com/agentmeter/agentmeter/genai"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -49,31 +46,4 @@ func (n *normalizer) traces(td ptrace.Traces) {
 			}
 		}
 	}
-}
-
-// reportsExclusiveInput names instrumentation scopes known to report
-// gen_ai.usage.input_tokens without the cache tokens that are part of it: OpenLLMetry-JS's
-// Anthropic instrumentation up to 0.27.0 passed Anthropic's input_tokens through as sent.
-func reportsExclusiveInput(scope, version string) bool {
-	return scope == genai.TraceloopAnthropicScope && versionAtMost(version, [3]int{0, 27, 0})
-}
-
-// versionAtMost compares a "v1.2.3[-pre]" version with max; unparsable is false.
-func versionAtMost(version string, max [3]int) bool {
-	version = strings.TrimPrefix(version, "v")
-	version, _, _ = strings.Cut(version, "-")
-	parts := strings.Split(version, ".")
-	if len(parts) != 3 {
-		return false
-	}
-	for i, p := range parts {
-		n, err := strconv.Atoi(p)
-		if err != nil {
-			return false
-		}
-		if n != max[i] {
-			return n < max[i]
-		}
-	}
-	return true
 }
