@@ -24,7 +24,7 @@ const (
 // status is read off the keys (toolStatus). A model call under a tool span, or one
 // whose asked tool spans are there with model calls under them, needs the merge now,
 // for its own caller or merged usage.
-func (p *subagentMerge) effectOf(sc *scratch, g *group, l *ledger) int {
+func (p *subagentMerge) effectOf(sc *scratch, g *group, l *ledger, below *modelsBelow) int {
 	eff := effectNone
 	for r := g.first; r >= 0; r = sc.refs[r].next {
 		ref := &sc.refs[r]
@@ -41,7 +41,7 @@ func (p *subagentMerge) effectOf(sc *scratch, g *group, l *ledger) int {
 			return effectInline // a tool span of another convention: the merge decides
 		}
 		for _, h := range sc.asks[ref.asks[0]:ref.asks[1]] {
-			if l.spans.dispatchesUsage(h) {
+			if l.spans.dispatchesUsage(h, below) {
 				return effectInline
 			}
 		}
@@ -72,44 +72,24 @@ func namesCaller(ref *ref) bool {
 
 // dispatchesUsage reports whether a tool span of call h is present with a model call
 // under it: what a model call asking for h would get merged onto it.
-func (s *spanSet) dispatchesUsage(h uint32) bool {
+func (s *spanSet) dispatchesUsage(h uint32, below *modelsBelow) bool {
 	for i := range s.keys {
-		if k := s.keys[i]; k.kind&kindTool != 0 && k.call == h && s.toolStatus(k) != "" {
+		if k := s.keys[i]; k.kind&kindTool != 0 && k.call == h && s.toolStatus(i, below) != "" {
 			return true
 		}
 	}
 	return false
 }
 
-// toolStatus is what the merge writes on execute_tool span t given the spans present:
-// "" while no model call is under it, "merged" once some model call also asked for its
-// tool call (its dispatcher), else "orphan" (internal/merge decides the same way).
-func (s *spanSet) toolStatus(t spanKey) string {
-	has := false
-	for i := range s.keys {
-		if s.keys[i].kind&kindModel == 0 {
-			continue
-		}
-		k := s.keys[i]
-		for steps := 0; !k.root() && steps <= len(s.keys); steps++ {
-			j := s.find(k.parent)
-			if j < 0 {
-				break
-			}
-			if s.keys[j].id == t.id {
-				has = true
-				break
-			}
-			k = s.keys[j]
-		}
-		if has {
-			break
-		}
-	}
-	if !has {
+// toolStatus is what the merge writes on execute_tool span keys[i] given the spans
+// present: "" while no model call is under it, "merged" once some model call also
+// asked for its tool call (its dispatcher), else "orphan" (internal/merge decides the
+// same way). below is of the set as it is now.
+func (s *spanSet) toolStatus(i int, below *modelsBelow) string {
+	if !below.has(i) {
 		return ""
 	}
-	if t.call != 0 {
+	if t := s.keys[i]; t.call != 0 {
 		for _, a := range s.asks {
 			if a == t.call {
 				return genai.MergeMerged
@@ -117,6 +97,39 @@ func (s *spanSet) toolStatus(t spanKey) string {
 		}
 	}
 	return genai.MergeOrphan
+}
+
+// modelsBelow tells, for one state of a spanSet, which of its spans have a model call
+// under them (through the spans present). It walks up once from every model call, each
+// walk stopping at a span an earlier one marked, so it is linear in the spans; asking
+// span by span would walk every model call's ancestry for each tool span. Built on first
+// use: the set must not change while one is in use.
+type modelsBelow struct {
+	s     *spanSet
+	marks []bool
+}
+
+func (m *modelsBelow) has(i int) bool {
+	if m.marks == nil {
+		s := m.s
+		m.marks = make([]bool, len(s.keys))
+		for j := range s.keys {
+			if s.keys[j].kind&kindModel == 0 {
+				continue
+			}
+			// a walk stops at a local root, a missing parent or a span already marked
+			// (whose ancestors an earlier walk marked; this also ends a cycle)
+			for k := s.keys[j]; !k.root(); {
+				p := s.find(k.parent)
+				if p < 0 || m.marks[p] {
+					break
+				}
+				m.marks[p] = true
+				k = s.keys[p]
+			}
+		}
+	}
+	return m.marks[i]
 }
 
 // mayChange reports whether what the merge writes on ref's span can still change as

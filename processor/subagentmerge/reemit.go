@@ -264,6 +264,7 @@ func (p *subagentMerge) flushAll(ctx context.Context) error {
 // there (its caller is settled), and a tool span once it is merged. Dispatchers stay for
 // the ledger's life: a subagent's spans from another process can still come.
 func (p *subagentMerge) prune(l *ledger) {
+	below := &modelsBelow{s: &l.spans}
 	for id, k := range l.kept {
 		if slices.Contains(l.settledAt, id) {
 			continue // settled by a call not yet acknowledged: a refusal gives it back
@@ -278,7 +279,7 @@ func (p *subagentMerge) prune(l *ledger) {
 		case key.kind&kindModel != 0:
 			final = key.kind&kindFinal != 0 && l.spans.rooted(key)
 		case key.kind&kindTool != 0:
-			final = l.spans.toolStatus(key) == genai.MergeMerged
+			final = l.spans.toolStatus(i, below) == genai.MergeMerged
 		}
 		if final && !k.pending {
 			l.keptLen -= int64(len(k.enc))

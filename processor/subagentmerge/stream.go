@@ -188,8 +188,9 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 	// per settle window, from one run of the merge.
 	var view mergedView
 	eff := effectNone
+	below := &modelsBelow{s: &l.spans}
 	if err == nil {
-		eff = p.effectOf(sc, g, l)
+		eff = p.effectOf(sc, g, l, below)
 	}
 	if eff == effectInline {
 		if view, err = p.mergeLedger(l); err != nil {
@@ -211,7 +212,7 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 			}
 		case effectLater:
 			if ref.key.kind&kindTool != 0 {
-				if st := l.spans.toolStatus(ref.key); st != "" {
+				if st := l.spans.toolStatus(l.spans.find(ref.key.id), below); st != "" {
 					if _, marked := attrs.Get(genai.AttrMergeStatus); !marked {
 						attrs.PutStr(genai.AttrMergeStatus, st)
 					}
