@@ -31,6 +31,8 @@ type Sender struct {
 // caller's own deadline is nearer), then refuses it with a retryable error: a queue that
 // stays full (a vendor down) answers fast, never hangs a sender.
 //
+// A persistent queue stores large values compressed (queuestore.go).
+//
 // With a queue sized in bytes, a batch larger than half of it is cut into pieces that fit
 // before it is queued: a blocking queue would otherwise wait for room that a batch larger
 // than the whole queue can never get.
@@ -49,6 +51,9 @@ func NewTraces(ctx context.Context, set exporter.Settings, cfg component.Config,
 		return exp, err
 	}
 	q := queue.Get()
+	if q.StorageID != nil {
+		exp = packedQueue{Traces: exp, storageID: *q.StorageID}
+	}
 	a := admission{Traces: exp}
 	if q.BlockOnOverflow {
 		a.wait = MaxQueueWait

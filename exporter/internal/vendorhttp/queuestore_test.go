@@ -1,0 +1,170 @@
+package vendorhttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configretry"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/internal/storagetest"
+)
+
+var queueStorageID = component.MustNewID("file_storage")
+
+// agentBatch is n spans that repeat their keys and values, as agent spans do.
+func agentBatch(n int, run int) ptrace.Traces {
+	td := ptrace.NewTraces()
+	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
+	for i := range n {
+		sp := ss.Spans().AppendEmpty()
+		sp.SetName("chat gpt-4o")
+		sp.SetSpanID([8]byte{byte(run), byte(i), 1})
+		sp.SetTraceID([16]byte{byte(run), 1})
+		a := sp.Attributes()
+		a.PutStr("gen_ai.operation.name", "chat")
+		a.PutStr("gen_ai.request.model", "gpt-4o-2024-08-06")
+		a.PutInt("gen_ai.usage.input_tokens", int64(100+i))
+		a.PutInt("gen_ai.usage.output_tokens", int64(20+i))
+		a.PutStr("agentmeter.agent.name", "lead_agent")
+	}
+	return td
+}
+
+// queuedExporter is an exporter whose vendor is down until up is set, with a
+// persistent queue in st; it counts the spans its vendor took. Without packing it is
+// exporterhelper's own, as an older version of ours built it.
+func queuedExporter(t *testing.T, st *storagetest.Storage, packing bool, up *atomic.Bool, took *atomic.Int64) func() {
+	t.Helper()
+	q := DefaultQueueConfig()
+	q.StorageID = &queueStorageID
+	q.NumConsumers = 1
+	retry := configretry.NewDefaultBackOffConfig()
+	retry.InitialInterval, retry.MaxInterval = 5*time.Millisecond, 10*time.Millisecond
+	push := func(_ context.Context, td ptrace.Traces) error {
+		if !up.Load() {
+			return errors.New("vendor down")
+		}
+		took.Add(int64(td.SpanCount()))
+		return nil
+	}
+	set := exportertest.NewNopSettings(component.MustNewType("vendor"))
+	ctx := context.Background()
+	var start func(context.Context, component.Host) error
+	var consume func(context.Context, ptrace.Traces) error
+	var shutdown func(context.Context) error
+	if packing {
+		exp, err := NewTraces(ctx, set, &struct{}{}, Sender{Push: push}, retry, configoptional.Some(q))
+		require.NoError(t, err)
+		start, consume, shutdown = exp.Start, exp.ConsumeTraces, exp.Shutdown
+	} else {
+		exp, err := exporterhelper.NewTraces(ctx, set, &struct{}{}, push, exporterhelper.WithRetry(retry), exporterhelper.WithQueue(configoptional.Some(q)))
+		require.NoError(t, err)
+		start, consume, shutdown = exp.Start, exp.ConsumeTraces, exp.Shutdown
+	}
+	require.NoError(t, start(ctx, st.Host(queueStorageID)))
+	for run := range 4 {
+		require.NoError(t, consume(ctx, agentBatch(50, run)))
+	}
+	return func() { require.NoError(t, shutdown(ctx)) }
+}
+
+func waitFor(t *testing.T, took *atomic.Int64, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for took.Load() < want && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.Equal(t, want, took.Load())
+}
+
+// The queue's requests are on disk compressed; after a restart the queue reads them
+// back and every span reaches the vendor once.
+func TestPersistentQueueStoresRequestsCompressed(t *testing.T) {
+	st := storagetest.New()
+	var up atomic.Bool
+	var took atomic.Int64
+	stop := queuedExporter(t, st, true, &up, &took)
+	stop() // the vendor never answered: everything is still queued on disk
+
+	items := 0
+	for i := range 4 {
+		v, err := st.Get(context.Background(), strconv.Itoa(i))
+		require.NoError(t, err)
+		if v == nil {
+			continue
+		}
+		items++
+		require.True(t, len(v) > len(packMagic) && string(v[:len(packMagic)]) == string(packMagic), "item %d is packed", i)
+		raw, err := s2.Decode(nil, v[len(packMagic):])
+		require.NoError(t, err)
+		assert.Less(t, 3*len(v), len(raw), "item %d: agent spans compress several times", i)
+	}
+	require.Positive(t, items)
+
+	up.Store(true)
+	stop = queuedExporter(t, st, true, &up, &took)
+	waitFor(t, &took, 8*50) // the 4 queued before the restart and the 4 sent after it
+	stop()
+}
+
+// What an older version queued (exporterhelper's values as they are) is read after an
+// upgrade and delivered, beside what the new version queues packed.
+func TestPersistentQueueReadsWhatAnOlderVersionQueued(t *testing.T) {
+	st := storagetest.New()
+	var up atomic.Bool
+	var took atomic.Int64
+	stop := queuedExporter(t, st, false, &up, &took)
+	stop()
+	v, err := st.Get(context.Background(), "0")
+	require.NoError(t, err)
+	require.NotNil(t, v)
+	require.False(t, len(v) >= len(packMagic) && string(v[:len(packMagic)]) == string(packMagic), "the older version does not pack")
+
+	up.Store(true)
+	stop = queuedExporter(t, st, true, &up, &took)
+	waitFor(t, &took, 8*50)
+	stop()
+}
+
+func TestPackingClient(t *testing.T) {
+	ctx := context.Background()
+	st := storagetest.New()
+	c := packingClient{st}
+	big := []byte(fmt.Sprintf("%0600d", 7))
+	set := storage.SetOperation("big", big)
+	require.NoError(t, c.Batch(ctx, set, storage.SetOperation("small", []byte("12345678"))))
+	assert.Equal(t, big, set.Value, "the caller's operation is left as it was")
+	stored, _ := st.Get(ctx, "big")
+	assert.Less(t, len(stored), len(big))
+	small, _ := st.Get(ctx, "small")
+	assert.Equal(t, []byte("12345678"), small, "small values (the queue's indices) are stored as they are")
+
+	get, getSmall := storage.GetOperation("big"), storage.GetOperation("small")
+	require.NoError(t, c.Batch(ctx, get, getSmall))
+	assert.Equal(t, big, get.Value)
+	assert.Equal(t, []byte("12345678"), getSmall.Value)
+	got, err := c.Get(ctx, "big")
+	require.NoError(t, err)
+	assert.Equal(t, big, got)
+	missing, err := c.Get(ctx, "none")
+	require.NoError(t, err)
+	assert.Nil(t, missing)
+
+	require.NoError(t, st.Set(ctx, "torn", append(append([]byte(nil), packMagic...), 0xff, 0xff, 0xff, 0x0f)))
+	_, err = c.Get(ctx, "torn")
+	require.ErrorContains(t, err, `value of "torn" does not decompress`)
+}
