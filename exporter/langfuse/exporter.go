@@ -134,7 +134,6 @@ func (e *langfuseExporter) push(ctx context.Context, td ptrace.Traces) error {
 	keep, done := e.revisions.Begin(ctx, plan.Versions(), false)
 	defer done()
 	if keep != nil {
-		plan.Release()
 		var refs []vendorhttp.SpanRef
 		for i, ref := range vendorhttp.SpanRefs(td) {
 			if keep[i] {
@@ -144,10 +143,13 @@ func (e *langfuseExporter) push(ctx context.Context, td ptrace.Traces) error {
 		e.logger.Debug("not sending older versions of re-emitted spans than ones sent before",
 			zap.Int("spans", td.SpanCount()-len(refs)))
 		if len(refs) == 0 {
+			plan.Release()
 			return nil
 		}
 		td = vendorhttp.Subset(td, refs)
-		plan = e.shaper.Plan(td)
+		all := plan
+		plan = all.Keep(keep)
+		all.Release()
 	}
 	defer plan.Release()
 	n := td.SpanCount()

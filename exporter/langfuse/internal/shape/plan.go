@@ -64,6 +64,22 @@ func (p *Plan) Release() {
 	planPool.Put(p)
 }
 
+// Keep is the plan of the spans keep marks, in span order: the plan of the batch those
+// spans are taken out into, without planning it again. Release the receiver, not it.
+func (p *Plan) Keep(keep []bool) *Plan {
+	k := &Plan{ioff: []int32{0}, eoff: []int32{0}}
+	for i, ok := range keep {
+		if !ok || i >= p.Spans() {
+			continue
+		}
+		k.items = append(k.items, p.SpanAttrs(i)...)
+		k.enc = append(k.enc, p.enc[p.eoff[i]:p.eoff[i+1]]...)
+		k.ioff, k.eoff = append(k.ioff, int32(len(k.items))), append(k.eoff, int32(len(k.enc)))
+		k.versions = append(k.versions, p.versions[i])
+	}
+	return k
+}
+
 // Slice is the plan of spans [from, to), for a batch split in span order.
 func (p *Plan) Slice(from, to int) *Plan {
 	return &Plan{items: p.items, ioff: p.ioff[from : to+1], enc: p.enc, eoff: p.eoff[from : to+1]}

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/internal/fakevendor/langfusefake"
 	"github.com/agentmeter/agentmeter/internal/otlpwire"
 )
@@ -141,4 +142,31 @@ func BenchmarkPlanAndSplice(b *testing.B) {
 		out, _ = s.Splice(out[:0], raw, plan)
 		plan.Release()
 	}
+}
+
+// Keep is the whole batch's plan for the spans kept, in order, and splices into the
+// batch those spans are taken out into as Apply adds it.
+func TestPlanKeep(t *testing.T) {
+	td := richBatch()
+	plan := NewPlan(td)
+	defer plan.Release()
+	keep := make([]bool, plan.Spans())
+	var refs []vendorhttp.SpanRef
+	for i, ref := range vendorhttp.SpanRefs(td) {
+		if keep[i] = i%3 != 1; keep[i] {
+			refs = append(refs, ref)
+		}
+	}
+	kept := plan.Keep(keep)
+	require.Equal(t, len(refs), kept.Spans())
+	j := 0
+	for i := range keep {
+		if !keep[i] {
+			continue
+		}
+		assert.Equal(t, plan.SpanAttrs(i), kept.SpanAttrs(j), "span %d", i)
+		assert.Equal(t, plan.Versions()[i], kept.Versions()[j], "span %d", i)
+		j++
+	}
+	spliceMatchesApply(t, &Splicer{}, vendorhttp.Subset(td, refs), kept)
 }
