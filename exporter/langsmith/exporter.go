@@ -38,6 +38,10 @@ type lsExporter struct {
 	// maxBytes is the request byte limit in use: /info's size_limit_bytes, lowered when
 	// the server answers 413 to a request below it (lowerByteLimit).
 	maxBytes atomic.Int64
+	// runBytes is the encoded size of a run in the last push, which sizes the next
+	// push's buffer once: the pool is emptied by every garbage collection, and growing
+	// a buffer by doubling to a batch's size allocates about twice that size.
+	runBytes atomic.Int64
 }
 
 func newExporter(cfg *Config, set exporter.Settings) *lsExporter {
@@ -131,7 +135,13 @@ func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 	runs, done := e.newest(ctx, runs)
 	defer done()
 	bufp := e.bufs.Get().(*[]byte)
+	if want := int(e.runBytes.Load()) * len(runs) * 9 / 8; cap(*bufp) < want {
+		*bufp = make([]byte, 0, want)
+	}
 	encoded, buf := ingest.EncodeAll(runs, *bufp)
+	if len(runs) > 0 {
+		e.runBytes.Store(int64(len(buf) / len(runs)))
+	}
 	defer func() {
 		// the runs' bytes are dead once every chunk was answered
 		if cap(buf) <= maxPooledBuffer {
