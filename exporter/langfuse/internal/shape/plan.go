@@ -67,7 +67,16 @@ func (p *Plan) Release() {
 // Keep is the plan of the spans keep marks, in span order: the plan of the batch those
 // spans are taken out into, without planning it again. Release the receiver, not it.
 func (p *Plan) Keep(keep []bool) *Plan {
-	k := &Plan{ioff: []int32{0}, eoff: []int32{0}}
+	spans, items, enc := 0, 0, 0
+	for i, ok := range keep {
+		if ok && i < p.Spans() {
+			spans, items, enc = spans+1, items+int(p.ioff[i+1]-p.ioff[i]), enc+int(p.eoff[i+1]-p.eoff[i])
+		}
+	}
+	k := &Plan{
+		items: make([]Attr, 0, items), enc: make([]byte, 0, enc), versions: make([]vendorhttp.Version, 0, spans),
+		ioff: append(make([]int32, 0, spans+1), 0), eoff: append(make([]int32, 0, spans+1), 0),
+	}
 	for i, ok := range keep {
 		if !ok || i >= p.Spans() {
 			continue
