@@ -85,10 +85,13 @@ type Config struct {
 	// Default: 2m.
 	LateSpanWindow time.Duration `mapstructure:"late_span_window"`
 
-	// CompactAfter (hold mode only) is how long spans stay in the collector's in-memory form before they
-	// are encoded as protobuf, several times smaller. Runs that complete within it
-	// (most short ones) are never encoded; long runs, which hold most of the buffer,
-	// are held compact. 0 encodes every buffered span on arrival.
+	// CompactAfter is, in hold mode, how long spans stay in the collector's in-memory
+	// form before they are encoded as protobuf, several times smaller. Runs that
+	// complete within it (most short ones) are never encoded; long runs, which hold most
+	// of the buffer, are held compact. 0 encodes every buffered span on arrival. In
+	// stream mode it is how long a ledger stays as it is after its last new span or
+	// re-emission before the sweeper compresses it whole (a third of its bytes on agent
+	// runs); the next call that needs it decompresses it.
 	// Default: 1s.
 	CompactAfter time.Duration `mapstructure:"compact_after"`
 

@@ -3,6 +3,7 @@ package subagentmerge
 import (
 	"context"
 	"flag"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -180,6 +181,19 @@ var bufferModes = []struct {
 	{"hot", defaultTestConfig},
 	{"compact", func() *Config { c := defaultTestConfig(); c.CompactAfter = 0; return c }},
 	{"stream", streamTestConfig},
+	// stream mode with every ledger frozen between batches (run does it), so each batch
+	// finds its ledgers packed
+	{"stream_frozen", func() *Config { c := streamTestConfig(); c.CompactAfter = 0; return c }},
+}
+
+// freezeAll freezes every ledger the sweeper may freeze, whatever its age.
+func freezeAll(p *subagentMerge) {
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		p.freezeIdle(s, math.MaxInt64)
+		s.mu.Unlock()
+	}
 }
 
 func newTestProcessor(t *testing.T, cfg *Config) (*subagentMerge, *consumertest.TracesSink, *componenttest.Telemetry) {
@@ -202,6 +216,9 @@ func run(t *testing.T, cfg *Config, batches ...ptrace.Traces) ptrace.Traces {
 	p, sink, _ := newTestProcessor(t, cfg)
 	for _, b := range batches {
 		require.NoError(t, p.ConsumeTraces(context.Background(), b))
+		if p.stream && cfg.CompactAfter == 0 {
+			freezeAll(p)
+		}
 	}
 	require.NoError(t, p.Shutdown(context.Background()))
 	return canonical(lastVersions(sink.AllTraces()...)...)

@@ -49,13 +49,18 @@ type ledger struct {
 	size      int64 // bytes counted against ledger_limit_mib
 	complete  bool  // the completeness rule says nothing the trace names is missing
 	seqs      []uint64
+	// cold is skel and the kept spans' encodings packed into one block while the
+	// ledger is frozen (freeze.go); nil: thawed. hotSince is when it was last thawed.
+	cold     []byte
+	hotSince int64
 	// its places in the shard's chains: by lastSeen, oldest first; among the dirty
-	// ledgers by dueAt, earliest first
-	lruL, dueL link[ledger]
+	// ledgers by dueAt, earliest first; among the thawed ones by hotSince
+	lruL, dueL, hotL link[ledger]
 }
 
 func ledgerLRU(l *ledger) *link[ledger] { return &l.lruL }
 func ledgerDue(l *ledger) *link[ledger] { return &l.dueL }
+func ledgerHot(l *ledger) *link[ledger] { return &l.hotL }
 
 // scheduled reports whether l is on its shard's chain of due re-emissions.
 func (l *ledger) scheduled() bool { return l.dueAt != 0 }
@@ -72,8 +77,11 @@ type keptSpan struct {
 // cost is what a ledger counts against ledger_limit_mib: its skeleton, its kept spans,
 // its span keys and the map entries for what it may re-emit.
 func (l *ledger) cost() int64 {
-	return l.skelLen + int64(cap(l.skel))*24 + l.keptLen + int64(cap(l.spans.keys))*24 + int64(len(l.spans.asks))*4 +
-		int64(len(l.kept))*64 + 256
+	bytes := l.skelLen + int64(cap(l.skel))*24 + l.keptLen
+	if l.cold != nil {
+		bytes = int64(len(l.cold))
+	}
+	return bytes + int64(cap(l.spans.keys))*24 + int64(len(l.spans.asks))*4 + int64(len(l.kept))*64 + 256
 }
 
 // ledgers is one shard's ledgers and their two orders.
@@ -81,6 +89,7 @@ type ledgers struct {
 	byID map[pcommon.TraceID]*ledger
 	lru  chain[ledger] // by lastSeen
 	due  chain[ledger] // dirty, by dueAt
+	hot  chain[ledger] // thawed, by hotSince: frozen after compact_after
 }
 
 // touch moves l to the back of the lastSeen order.
@@ -113,6 +122,7 @@ func (ls *ledgers) unschedule(l *ledger) {
 func (ls *ledgers) remove(l *ledger) {
 	delete(ls.byID, l.id)
 	ls.lru.remove(l)
+	ls.hot.remove(l)
 	ls.unschedule(l)
 }
 
@@ -121,6 +131,7 @@ func (l *ledger) addSkel(b []byte) {
 	if len(b) == 0 {
 		return
 	}
+	_ = l.thaw() // the callers warmed it; this keeps a missed one correct
 	l.skel = append(l.skel, b)
 	l.skelLen += int64(len(b))
 }

@@ -188,6 +188,10 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 			s.led.lru.pushBack(l)
 			p.nLedgers.Add(1)
 		}
+		if err := p.warm(s, l, now); err != nil {
+			s.mu.Unlock()
+			return added, err
+		}
 		sw.reset()
 		for _, sp := range spans {
 			if l.spans.has(sp.SpanID()) {

@@ -143,7 +143,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		p.shards[i].recs.of = tombRecord
 		p.shards[i].lru.of, p.shards[i].hot.of, p.shards[i].settling.of = entryLRU, entryHot, entrySettle
 		p.shards[i].led.byID = map[pcommon.TraceID]*ledger{}
-		p.shards[i].led.lru.of, p.shards[i].led.due.of = ledgerLRU, ledgerDue
+		p.shards[i].led.lru.of, p.shards[i].led.due.of, p.shards[i].led.hot.of = ledgerLRU, ledgerDue, ledgerHot
 	}
 	p.pool.New = func() any { return &scratch{byTrace: map[pcommon.TraceID]int32{}} }
 	tel, err := newTelemetry(set.ID, set.TelemetrySettings,

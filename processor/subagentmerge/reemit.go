@@ -111,6 +111,9 @@ func (p *subagentMerge) flushInto(s *shard, l *ledger, out ptrace.Traces, c *cou
 // pending caller is settled as it stands (its ledger ends).
 func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64, ids []pcommon.SpanID, final bool) ([]pcommon.SpanID, error) {
 	s.led.unschedule(l)
+	if err := p.warm(s, l, now); err != nil {
+		return ids, err
+	}
 	view, err := p.mergeLedger(l)
 	if err != nil {
 		return ids, err
@@ -197,6 +200,7 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 			}
 			sent = append(sent, flushed{l, ids})
 		}
+		p.freezeIdle(s, now-p.compactAfter)
 		s.mu.Unlock()
 	}
 	p.tel.record(ctx, &c)
@@ -264,6 +268,9 @@ func (p *subagentMerge) flushAll(ctx context.Context) error {
 // there (its caller is settled), and a tool span once it is merged. Dispatchers stay for
 // the ledger's life: a subagent's spans from another process can still come.
 func (p *subagentMerge) prune(l *ledger) {
+	if l.thaw() != nil {
+		return // keeps what it has: nothing is pruned from a ledger that does not thaw
+	}
 	below := &modelsBelow{s: &l.spans}
 	for id, k := range l.kept {
 		if slices.Contains(l.settledAt, id) {

@@ -19,6 +19,9 @@ func (p *subagentMerge) rollback(sc *scratch) {
 		s := &p.shards[shardIndex(l.id)]
 		s.mu.Lock()
 		oldCost := l.size
+		if err := p.warm(s, l, p.now()); err != nil {
+			p.logger.Error("taking refused spans out of a ledger failed", zap.Error(err))
+		}
 		var drop map[pcommon.SpanID]struct{}
 		for _, id := range sc.ids[t.ids[0]:t.ids[1]] {
 			if drop == nil {

@@ -80,6 +80,7 @@ func (p *subagentMerge) acknowledged(sc *scratch) {
 		if len(l.settledAt) > 0 && s.led.byID[l.id] == l {
 			l.settledAt = l.settledAt[:0]
 			if !l.scheduled() {
+				_ = p.warm(s, l, p.now()) // a ledger that does not thaw is not pruned
 				p.prune(l)
 				p.ledgerBytes.Add(l.cost() - l.size)
 				l.size = l.cost()
@@ -155,7 +156,7 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 		t.l, t.created = l, true
 	}
 	t.prevLastEmit = l.lastEmit
-	oldCost := l.size // 0 for a new ledger
+	warmErr := p.warm(s, l, now)
 	removed := false
 	sc.parts = sc.parts[:0]
 	t.ids[0] = int32(len(sc.ids))
@@ -180,7 +181,7 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 	delta := sc.sw.messageOf(sc.parts)
 	l.addSkel(delta)
 	s.led.touch(l, now)
-	var err error
+	err := warmErr
 
 	// The new spans go on carrying what the merge says of them. Most need no merge run
 	// for that (effect): nothing of theirs changes, or only a tool span's status,
@@ -267,7 +268,8 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 	if p.store != nil {
 		p.addToChunk(sc, delta, sentDelta)
 	}
-	p.ledgerBytes.Add(l.cost() - oldCost)
+	// l.size, not its value on entry: a flush above counted its part already
+	p.ledgerBytes.Add(l.cost() - l.size)
 	l.size = l.cost()
 	sc.touched = append(sc.touched, t)
 	return removed, err
@@ -276,6 +278,9 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 // keep records sp (as it goes on now) as a span that may go out again, and returns its
 // encoding.
 func (p *subagentMerge) keep(l *ledger, sp ptrace.Span, res pcommon.Resource, scope pcommon.InstrumentationScope) ([]byte, error) {
+	if err := l.thaw(); err != nil {
+		return nil, err
+	}
 	td := ptrace.NewTraces()
 	appendUnder(td, sp, res, scope)
 	enc, err := p.marshaler.MarshalTraces(td)

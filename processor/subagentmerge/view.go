@@ -29,6 +29,9 @@ func (m mergedView) span(id pcommon.SpanID) (ptrace.Span, bool) {
 // and more garbage-collector work, than decoding again.
 func (p *subagentMerge) mergeLedger(l *ledger) (mergedView, error) {
 	var v mergedView
+	if err := l.thaw(); err != nil {
+		return v, err
+	}
 	for _, part := range l.skel {
 		td, err := p.unmarshaler.UnmarshalTraces(part)
 		if err != nil {

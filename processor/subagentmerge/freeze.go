@@ -1,0 +1,136 @@
+package subagentmerge
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/klauspost/compress/s2"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// Stream mode: a ledger that was not extended or re-emitted for compact_after is
+// frozen by the sweeper: its skeleton parts and its kept spans' encodings go into one
+// S2 block. Most ledgers wait out wait_duration after their trace completed, in case
+// late spans come, and a whole trace's parts compress several times (every span
+// repeats the same attribute keys and resource), where a part on its own, a few hundred
+// bytes, barely does. The first call that needs the bytes again (new spans of the
+// trace, a re-emission, a refusal taken back) thaws it.
+//
+// The block is, in order:
+//
+//	uvarint(parts) { uvarint(len) part }
+//	uvarint(kept)  { span id (8 bytes) uvarint(len) encoding }
+
+var errFrozen = errors.New("subagentmerge: a frozen ledger does not thaw")
+
+// freeze packs l's bytes into l.cold (called under its shard's lock). A ledger with
+// nothing to pack, or frozen already, is left as it is.
+func (l *ledger) freeze() {
+	if l.cold != nil || (len(l.skel) == 0 && len(l.kept) == 0) {
+		return
+	}
+	n := 2*binary.MaxVarintLen64 + int(l.skelLen+l.keptLen) + len(l.skel)*binary.MaxVarintLen32 + len(l.kept)*(8+binary.MaxVarintLen32)
+	b := make([]byte, 0, n)
+	b = binary.AppendUvarint(b, uint64(len(l.skel)))
+	for _, part := range l.skel {
+		b = binary.AppendUvarint(b, uint64(len(part)))
+		b = append(b, part...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(l.kept)))
+	for id, k := range l.kept {
+		b = append(b, id[:]...)
+		b = binary.AppendUvarint(b, uint64(len(k.enc)))
+		b = append(b, k.enc...)
+	}
+	enc := s2.Encode(nil, b)
+	l.cold = append(make([]byte, 0, len(enc)), enc...) // exactly its length: it is what stays
+	l.skel = nil
+	for _, k := range l.kept {
+		k.enc = nil
+	}
+}
+
+// thaw unpacks l.cold back into l.skel and the kept spans (called under its shard's
+// lock). The bytes are sub-slices of one buffer, capped, so nothing appends over a
+// neighbour.
+func (l *ledger) thaw() error {
+	if l.cold == nil {
+		return nil
+	}
+	b, err := s2.Decode(nil, l.cold)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errFrozen, err)
+	}
+	next := func() ([]byte, bool) {
+		n, w := binary.Uvarint(b)
+		if w <= 0 || uint64(len(b)-w) < n {
+			return nil, false
+		}
+		v := b[w : w+int(n) : w+int(n)]
+		b = b[w+int(n):]
+		return v, true
+	}
+	count := func() (int, bool) {
+		n, w := binary.Uvarint(b)
+		if w <= 0 || n > uint64(len(b)) {
+			return 0, false
+		}
+		b = b[w:]
+		return int(n), true
+	}
+	parts, ok := count()
+	skel := make([][]byte, 0, parts)
+	for i := 0; ok && i < parts; i++ {
+		var part []byte
+		if part, ok = next(); ok {
+			skel = append(skel, part)
+		}
+	}
+	kept := 0
+	if ok {
+		kept, ok = count()
+	}
+	for i := 0; ok && i < kept; i++ {
+		if ok = len(b) >= 8; !ok {
+			break
+		}
+		id := pcommon.SpanID(b[:8])
+		b = b[8:]
+		var enc []byte
+		if enc, ok = next(); ok {
+			if k := l.kept[id]; k != nil {
+				k.enc = enc
+			}
+		}
+	}
+	if !ok {
+		return fmt.Errorf("%w: the block is cut short", errFrozen)
+	}
+	l.skel, l.cold = skel, nil
+	return nil
+}
+
+// warm thaws l for a call that reads or changes its bytes, and puts it back on its
+// shard's chain of thawed ledgers, to be frozen again compact_after later (called
+// under s's lock).
+func (p *subagentMerge) warm(s *shard, l *ledger, now int64) error {
+	err := l.thaw()
+	l.hotSince = now
+	s.led.hot.moveToBack(l)
+	return err
+}
+
+// freezeIdle freezes the ledgers of s thawed at or before cutoff, except those due to
+// re-emit (their flush would thaw them at once). Called under s's lock.
+func (p *subagentMerge) freezeIdle(s *shard, cutoff int64) {
+	for l := s.led.hot.head; l != nil && l.hotSince <= cutoff; l = s.led.hot.head {
+		s.led.hot.remove(l)
+		if l.scheduled() {
+			continue // its flush warms it again
+		}
+		l.freeze()
+		p.ledgerBytes.Add(l.cost() - l.size)
+		l.size = l.cost()
+	}
+}

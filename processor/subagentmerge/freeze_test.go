@@ -1,0 +1,121 @@
+package subagentmerge
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+// ledgerOf returns the ledger of the trace td's first span is in.
+func ledgerOf(t *testing.T, p *subagentMerge, id pcommon.TraceID) *ledger {
+	t.Helper()
+	s := &p.shards[shardIndex(id)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.led.byID[id]
+	require.NotNil(t, l)
+	return l
+}
+
+// A frozen ledger is smaller, thaws to exactly what it held, and the trace's later
+// spans merge onto it exactly.
+func TestFrozenLedgerThawsAndMergesOn(t *testing.T) {
+	p, sink, _ := newTestProcessor(t, streamTestConfig())
+	full := buildParallel()
+	id := full.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID()
+	require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(full)))
+
+	l := ledgerOf(t, p, id)
+	s := &p.shards[shardIndex(id)]
+	s.mu.Lock()
+	skel := append([][]byte(nil), l.skel...)
+	kept := map[pcommon.SpanID][]byte{}
+	for sid, k := range l.kept {
+		kept[sid] = bytes.Clone(k.enc)
+	}
+	require.NotEmpty(t, kept, "the dispatchers are kept")
+	before := l.cost()
+	if l.scheduled() {
+		s.led.unschedule(l) // a dirty ledger is not frozen; here it must be
+	}
+	p.freezeIdle(s, p.now()+1)
+	require.NotNil(t, l.cold, "frozen")
+	assert.Nil(t, l.skel)
+	assert.Less(t, l.cost(), before, "frozen is smaller")
+	assert.Equal(t, l.cost(), l.size, "the budget counts the frozen size")
+	require.NoError(t, l.thaw())
+	assert.Equal(t, skel, l.skel)
+	for sid, k := range l.kept {
+		assert.Equal(t, kept[sid], k.enc, "kept span %s", sid)
+	}
+	l.freeze() // frozen again for what comes next
+	require.NotNil(t, l.cold)
+	s.mu.Unlock()
+
+	require.NoError(t, p.ConsumeTraces(context.Background(), only(full, isLocalRoot)))
+	assert.Nil(t, ledgerOf(t, p, id).cold, "new spans thaw it")
+	require.NoError(t, p.Shutdown(context.Background()))
+	out := canonical(lastVersions(sink.AllTraces()...)...)
+	assertSubagent(t, spanByCalls(t, out, "call_a", "call_b"), genai.Usage{Input: 30, Output: 12}, 2, "call_a", "call_b")
+}
+
+// A frozen block cut short does not thaw, and says so.
+func TestFrozenLedgerCutShortDoesNotThaw(t *testing.T) {
+	l := &ledger{kept: map[pcommon.SpanID]*keptSpan{{1}: {enc: []byte("span")}}}
+	l.addSkel([]byte("part one"))
+	l.freeze()
+	require.NotNil(t, l.cold)
+	l.cold = l.cold[:len(l.cold)-2]
+	require.ErrorIs(t, l.thaw(), errFrozen)
+}
+
+// ledgerBytesAddUp checks that what counts against ledger_limit_mib is what the ledgers
+// hold: a drift would end ledgers for room they do not take, ever earlier.
+func ledgerBytesAddUp(t *testing.T, p *subagentMerge) {
+	t.Helper()
+	var sum, n int64
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		for _, l := range s.led.byID {
+			n++
+			sum += l.cost()
+			assert.Equal(t, l.cost(), l.size, "a ledger's counted size is its cost")
+		}
+		s.mu.Unlock()
+	}
+	assert.Equal(t, n, p.nLedgers.Load())
+	assert.Equal(t, sum, p.ledgerBytes.Load(), "ledger bytes add up")
+}
+
+// Over the benchmark's agent runs, completing in the calls that bring their last spans
+// (re-emitting as they go), with and without freezing between calls, and after the
+// least recently extended ledgers end for room, the bytes counted are the bytes held.
+func TestLedgerBytesAddUp(t *testing.T) {
+	for _, frozen := range []bool{false, true} {
+		t.Run(map[bool]string{false: "thawed", true: "frozen"}[frozen], func(t *testing.T) {
+			cfg := streamTestConfig()
+			p, _, _ := newTestProcessor(t, cfg)
+			batches, _ := benchWorkload(false)
+			for i, td := range batches {
+				require.NoError(t, p.ConsumeTraces(context.Background(), td))
+				if frozen {
+					freezeAll(p)
+				}
+				if i == len(batches)/2 {
+					ledgerBytesAddUp(t, p)
+					// end the older half for room, as ledger_limit_mib does
+					p.maxLedgerBytes = p.ledgerBytes.Load() / 2
+				}
+			}
+			ledgerBytesAddUp(t, p)
+			require.NoError(t, p.Shutdown(context.Background()))
+		})
+	}
+}
