@@ -113,11 +113,15 @@ func (l *ledger) thaw() error {
 
 // warm thaws l for a call that reads or changes its bytes, and puts it back on its
 // shard's chain of thawed ledgers, to be frozen again compact_after later (called
-// under s's lock).
+// under s's lock). A ledger that ended meanwhile (a refused call's, taken back after
+// another call ended it for room) is thawed only: its bytes are counted off already,
+// and freezing it again would count them back.
 func (p *subagentMerge) warm(s *shard, l *ledger, now int64) error {
 	err := l.thaw()
-	l.hotSince = now
-	s.led.hot.moveToBack(l)
+	if s.led.byID[l.id] == l {
+		l.hotSince = now
+		s.led.hot.moveToBack(l)
+	}
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
 )
@@ -118,4 +119,24 @@ func TestLedgerBytesAddUp(t *testing.T) {
 			require.NoError(t, p.Shutdown(context.Background()))
 		})
 	}
+}
+
+// A ledger that ended is thawed for the call that still holds it, but not put back
+// among the live ones: freezing it again would count its bytes back.
+func TestWarmLeavesAnEndedLedgerOut(t *testing.T) {
+	p, _, _ := newTestProcessor(t, streamTestConfig())
+	full := buildParallel()
+	id := full.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID()
+	require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(full)))
+	l := ledgerOf(t, p, id)
+	s := &p.shards[shardIndex(id)]
+	s.mu.Lock()
+	l.freeze()
+	p.endLedger(s, l, ptrace.NewTraces(), &counts{}, p.now())
+	require.NoError(t, p.warm(s, l, p.now()))
+	assert.Nil(t, l.cold, "thawed for the caller")
+	assert.False(t, s.led.hot.has(l), "not among the live ledgers")
+	s.mu.Unlock()
+	ledgerBytesAddUp(t, p)
+	require.NoError(t, p.Shutdown(context.Background()))
 }

@@ -201,6 +201,7 @@ func TestStreamRefusedCallIsRetried(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 5))
 		in, want := randomAgentTraceWithWant(r, seed, true)
 		f := &failOnce{sink: new(consumertest.TracesSink)}
+		frozen := seed%2 == 0 // every ledger frozen between calls: the refusal thaws it
 		p, err := newProcessor(processortest.NewNopSettings(Type), streamTestConfig(), f.consumer())
 		require.NoError(t, err)
 		require.NoError(t, p.Start(context.Background(), nil))
@@ -212,7 +213,11 @@ func TestStreamRefusedCallIsRetried(t *testing.T) {
 				require.Error(t, p.ConsumeTraces(context.Background(), clone(b)))
 			}
 			require.NoError(t, p.ConsumeTraces(context.Background(), b))
+			if frozen {
+				freezeAll(p)
+			}
 		}
+		ledgerBytesAddUp(t, p)
 		require.NoError(t, p.Shutdown(context.Background()))
 		require.Equal(t, in.SpanCount(), firstEmissions(f.sink.AllTraces()), "seed %d: the retry went on", seed)
 		assertExactAtSink(t, f.sink.AllTraces(), want, "refused")
