@@ -94,15 +94,11 @@ func (p *subagentMerge) restoreStream(ctx context.Context) error {
 	restored := map[*ledger]struct{}{}
 	var sw skeletonWriter
 	for seq := st.low; seq < st.high; seq++ {
-		b, err := st.read(ctx, seq)
+		b, err := st.client.Get(ctx, st.chunkKey(seq))
 		if err != nil {
 			return fmt.Errorf("storage: reading the ledgers: %w", err)
 		}
 		if b == nil {
-			continue
-		}
-		if b, err = st.unpack(seq, b); err != nil {
-			errs = append(errs, fmt.Errorf("storage: %w, skipped", err))
 			continue
 		}
 		n, err := p.restoreChunk(b, seq, now, &sw, restored)

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/klauspost/compress/s2"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.uber.org/zap"
@@ -24,13 +23,9 @@ import (
 //   - the spans one request leaves buffered are one chunk (OTLP protobuf: the
 //     concatenation of the bytes the buffer keeps in memory for each trace), stored
 //     under "chunk/<seq>" with a sequence number from one counter: one write per
-//     request, however many traces it extends;
-//   - a chunk is stored compressed (S2, a Snappy-compatible block): agent spans repeat
-//     their attribute keys and values, so a chunk takes a fraction of its bytes, and the
-//     store's writes copy and rewrite that much less (each write of bbolt rewrites the
-//     whole leaf a value sits in, the neighbours' values too). "packed" is the first
-//     sequence number stored so; chunks below it, left by an older version, are read
-//     as they were written;
+//     request, however many traces it extends; stored compressed
+//     (storageclient.Packed: bbolt rewrites a value's neighbours on every write, and
+//     agent spans compress several times);
 //   - "high" is one past the highest sequence number written, "low" at most the lowest
 //     still live; both only grow;
 //   - a chunk counts the buffered traces it holds spans of; it is deleted once the
@@ -44,9 +39,8 @@ import (
 // write that succeeds (the sweeper retries each second), so only a crash while the disk
 // still fails loses them.
 const (
-	keyLow    = "low"
-	keyHigh   = "high"
-	keyPacked = "packed"
+	keyLow  = "low"
+	keyHigh = "high"
 )
 
 // Key prefixes: hold mode stores spans under the bare keys, stream mode its ledgers
@@ -71,13 +65,8 @@ type persister struct {
 	// must not wait for a write's disk I/O.
 	refMu sync.Mutex
 	refs  map[uint64]int
-	// unwritten are chunks a write failed to store (compressed), retried with the next write
+	// unwritten are chunks a write failed to store, retried with the next write
 	unwritten map[uint64][]byte
-	// packed is the first sequence number stored compressed (packedUnwritten: not on
-	// disk yet); packBuf is write's scratch
-	packed          uint64
-	packedUnwritten bool
-	packBuf         []byte
 }
 
 // newPersister reads the bounds of the chunks stored under prefix.
@@ -90,39 +79,8 @@ func newPersister(ctx context.Context, client storage.Client, prefix string) (*p
 	if err != nil {
 		return nil, fmt.Errorf("storage: reading the buffer's bounds: %w", err)
 	}
-	packed, err := p.client.Get(ctx, p.prefix+keyPacked)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("storage: reading the buffer's bounds: %w", err)
-	case len(packed) == 8:
-		p.packed = binary.BigEndian.Uint64(packed)
-	case len(packed) != 0:
-		return nil, fmt.Errorf("storage: key %q holds %d bytes, want 8", p.prefix+keyPacked, len(packed))
-	default:
-		// a new store, or one an older version wrote: what is there stays as it is, and
-		// the first write says so (a start writes nothing: a full disk does not stop it)
-		p.packed, p.packedUnwritten = p.high, true
-	}
 	p.next.Store(p.high)
 	return p, nil
-}
-
-// read returns chunk seq as stored (nil if there is none); unpack turns it back into
-// what write was given. A value that does not unpack is torn or foreign: the callers
-// skip it, loudly, as they do one that does not decode.
-func (p *persister) read(ctx context.Context, seq uint64) ([]byte, error) {
-	return p.client.Get(ctx, p.chunkKey(seq))
-}
-
-func (p *persister) unpack(seq uint64, b []byte) ([]byte, error) {
-	if seq < p.packed {
-		return b, nil
-	}
-	out, err := s2.Decode(nil, b)
-	if err != nil {
-		return nil, fmt.Errorf("chunk %d does not decompress: %w", seq, err)
-	}
-	return out, nil
 }
 
 func (p *persister) getUint(ctx context.Context, key string) (uint64, error) {
@@ -155,9 +113,6 @@ func (p *persister) write(ctx context.Context, seq uint64, data []byte) error {
 	var ops []*storage.Operation
 	top := p.high
 	if data != nil {
-		// packBuf is free again once Batch returns: the store has copied the value
-		p.packBuf = s2.Encode(p.packBuf[:cap(p.packBuf)], data)
-		data = p.packBuf
 		ops = append(ops, storage.SetOperation(p.chunkKey(seq), data))
 		top = max(top, seq+1)
 	}
@@ -171,16 +126,13 @@ func (p *persister) write(ctx context.Context, seq uint64, data []byte) error {
 	if top > p.high {
 		ops = append(ops, storage.SetOperation(p.prefix+keyHigh, u64(top)))
 	}
-	if p.packedUnwritten {
-		ops = append(ops, storage.SetOperation(p.prefix+keyPacked, u64(p.packed)))
-	}
 	if err := p.client.Batch(ctx, ops...); err != nil {
 		if data != nil {
-			p.unwritten[seq] = bytes.Clone(data) // packBuf is reused
+			p.unwritten[seq] = bytes.Clone(data) // the caller reuses data
 		}
 		return err
 	}
-	p.high, p.packedUnwritten = top, false
+	p.high = top
 	clear(p.unwritten)
 	return nil
 }
@@ -241,15 +193,11 @@ func (m *subagentMerge) restore(ctx context.Context) error {
 	var errs []error
 	restored, chunks := 0, 0
 	for seq := st.low; seq < st.high; seq++ {
-		b, err := st.read(ctx, seq)
+		b, err := st.client.Get(ctx, st.chunkKey(seq))
 		if err != nil {
 			return fmt.Errorf("storage: reading buffered spans: %w", err)
 		}
 		if b == nil {
-			continue
-		}
-		if b, err = st.unpack(seq, b); err != nil {
-			errs = append(errs, fmt.Errorf("storage: %w, skipped", err))
 			continue
 		}
 		td, err := m.unmarshaler.UnmarshalTraces(b)
@@ -302,6 +250,7 @@ func (m *subagentMerge) startStorage(ctx context.Context, host component.Host) e
 	if err != nil {
 		return err
 	}
+	client = storageclient.Packed(client)
 	prefix := prefixHold
 	if m.stream {
 		prefix = prefixStream
@@ -322,13 +271,11 @@ func (m *subagentMerge) startStorage(ctx context.Context, host component.Host) e
 	}
 	var drop []uint64
 	for seq := held.low; seq < held.high; seq++ {
-		b, err := held.read(ctx, seq)
+		b, err := held.client.Get(ctx, held.chunkKey(seq))
 		if err != nil || b == nil {
 			continue
 		}
-		if b, err = held.unpack(seq, b); err != nil {
-			m.logger.Error("storage: a chunk a hold-mode process left does not decompress, dropped", zap.Error(err))
-		} else if td, err := m.unmarshaler.UnmarshalTraces(b); err == nil {
+		if td, err := m.unmarshaler.UnmarshalTraces(b); err == nil {
 			if err := m.consumeStream(ctx, td); err != nil {
 				m.logger.Error("passing on spans a hold-mode process left buffered", zap.Error(err))
 				continue

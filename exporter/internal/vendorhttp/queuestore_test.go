@@ -3,13 +3,11 @@ package vendorhttp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/klauspost/compress/s2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
@@ -17,9 +15,9 @@ import (
 	"go.opentelemetry.io/collector/config/configretry"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/exporter/exportertest"
-	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/internal/storageclient"
 	"github.com/agentmeter/agentmeter/internal/storagetest"
 )
 
@@ -108,10 +106,9 @@ func TestPersistentQueueStoresRequestsCompressed(t *testing.T) {
 			continue
 		}
 		items++
-		require.True(t, len(v) > len(packMagic) && string(v[:len(packMagic)]) == string(packMagic), "item %d is packed", i)
-		raw, err := s2.Decode(nil, v[len(packMagic):])
+		raw, err := storageclient.Packed(st).Get(context.Background(), strconv.Itoa(i))
 		require.NoError(t, err)
-		assert.Less(t, 3*len(v), len(raw), "item %d: agent spans compress several times", i)
+		assert.Less(t, 3*len(v), len(raw), "item %d is stored compressed: agent spans compress several times", i)
 	}
 	require.Positive(t, items)
 
@@ -132,39 +129,12 @@ func TestPersistentQueueReadsWhatAnOlderVersionQueued(t *testing.T) {
 	v, err := st.Get(context.Background(), "0")
 	require.NoError(t, err)
 	require.NotNil(t, v)
-	require.False(t, len(v) >= len(packMagic) && string(v[:len(packMagic)]) == string(packMagic), "the older version does not pack")
+	packed, err := storageclient.Packed(st).Get(context.Background(), "0")
+	require.NoError(t, err)
+	require.Equal(t, v, packed, "the older version stored it as it is")
 
 	up.Store(true)
 	stop = queuedExporter(t, st, true, &up, &took)
 	waitFor(t, &took, 8*50)
 	stop()
-}
-
-func TestPackingClient(t *testing.T) {
-	ctx := context.Background()
-	st := storagetest.New()
-	c := packingClient{st}
-	big := []byte(fmt.Sprintf("%0600d", 7))
-	set := storage.SetOperation("big", big)
-	require.NoError(t, c.Batch(ctx, set, storage.SetOperation("small", []byte("12345678"))))
-	assert.Equal(t, big, set.Value, "the caller's operation is left as it was")
-	stored, _ := st.Get(ctx, "big")
-	assert.Less(t, len(stored), len(big))
-	small, _ := st.Get(ctx, "small")
-	assert.Equal(t, []byte("12345678"), small, "small values (the queue's indices) are stored as they are")
-
-	get, getSmall := storage.GetOperation("big"), storage.GetOperation("small")
-	require.NoError(t, c.Batch(ctx, get, getSmall))
-	assert.Equal(t, big, get.Value)
-	assert.Equal(t, []byte("12345678"), getSmall.Value)
-	got, err := c.Get(ctx, "big")
-	require.NoError(t, err)
-	assert.Equal(t, big, got)
-	missing, err := c.Get(ctx, "none")
-	require.NoError(t, err)
-	assert.Nil(t, missing)
-
-	require.NoError(t, st.Set(ctx, "torn", append(append([]byte(nil), packMagic...), 0xff, 0xff, 0xff, 0x0f)))
-	_, err = c.Get(ctx, "torn")
-	require.ErrorContains(t, err, `value of "torn" does not decompress`)
 }

@@ -1,0 +1,129 @@
+package storageclient
+
+import (
+	"bytes"
+	"context"
+	"maps"
+
+	"github.com/klauspost/compress/s2"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+)
+
+// A packed client stores large values S2-compressed (a Snappy-compatible block, some
+// GB/s each way). bbolt (file_storage) rewrites the whole page run a value sits in, its
+// neighbours' values too, on every write, so a store of spans copies each value's bytes
+// several times over, and the file's pages count in the process's memory; agent spans
+// repeat their attribute keys and values, so they take a fraction of their bytes.
+// subagentmerge's chunks and the vendor exporters' persistent sending queues are stored
+// so.
+//
+// A compressed value is packMagic and the block. What an older version stored is read
+// as it was: the values stored so are protobuf (or start with a length prefix ahead of
+// protobuf), which never begins with the magic, and values under packMin bytes (a
+// queue's indices, a store's bounds) are never compressed. A value that starts with
+// the magic but does not decompress is handed back as stored: the reader's own check
+// of a torn value rejects it (no protobuf message starts with a zero byte).
+
+// packMagic starts a compressed value: a zero byte, which no protobuf message begins
+// with, then a name and a format version.
+var packMagic = []byte("\x00as2\x01")
+
+// packMin is the smallest value compressed: below it the block's overhead is not worth it.
+const packMin = 512
+
+func pack(v []byte) []byte {
+	if len(v) < packMin {
+		return v
+	}
+	out := make([]byte, len(packMagic)+s2.MaxEncodedLen(len(v)))
+	copy(out, packMagic)
+	return out[:len(packMagic)+len(s2.Encode(out[len(packMagic):], v))]
+}
+
+func unpack(v []byte) []byte {
+	if !bytes.HasPrefix(v, packMagic) {
+		return v
+	}
+	out, err := s2.Decode(nil, v[len(packMagic):])
+	if err != nil {
+		return v // torn: the reader's decoding says so
+	}
+	return out
+}
+
+// Packed returns a client that stores c's large values compressed.
+func Packed(c storage.Client) storage.Client { return packingClient{c} }
+
+// PackingHost is host with the storage extension id handing out packed clients: what a
+// component starts a persistent sending queue of exporterhelper with.
+func PackingHost(host component.Host, id component.ID) component.Host {
+	return packingHost{Host: host, storageID: id}
+}
+
+// packingHost has the same extensions as its host, except that the storage extension
+// storageID hands out packed clients.
+type packingHost struct {
+	component.Host
+	storageID component.ID
+}
+
+func (h packingHost) GetExtensions() map[component.ID]component.Component {
+	exts := h.Host.GetExtensions()
+	ext, ok := exts[h.storageID].(storage.Extension)
+	if !ok {
+		return exts // whoever opens it reports a missing or wrong extension
+	}
+	exts = maps.Clone(exts)
+	exts[h.storageID] = packingExtension{Extension: ext}
+	return exts
+}
+
+type packingExtension struct{ storage.Extension }
+
+func (e packingExtension) GetClient(ctx context.Context, kind component.Kind, id component.ID, name string) (storage.Client, error) {
+	c, err := e.Extension.GetClient(ctx, kind, id, name)
+	if err != nil {
+		return nil, err
+	}
+	return Packed(c), nil
+}
+
+// packingClient compresses the values it stores and decompresses the values it reads.
+type packingClient struct{ storage.Client }
+
+func (c packingClient) Get(ctx context.Context, key string) ([]byte, error) {
+	v, err := c.Client.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return unpack(v), nil
+}
+
+func (c packingClient) Set(ctx context.Context, key string, value []byte) error {
+	return c.Client.Set(ctx, key, pack(value))
+}
+
+// Batch stores packed copies of the Set operations (the caller's are left as they
+// were) and unpacks what the Get operations read, in place, as the interface says.
+func (c packingClient) Batch(ctx context.Context, ops ...*storage.Operation) error {
+	sent, copied := ops, false
+	for i, op := range ops {
+		if op.Type != storage.Set || len(op.Value) < packMin {
+			continue
+		}
+		if !copied {
+			sent, copied = append([]*storage.Operation(nil), ops...), true
+		}
+		sent[i] = storage.SetOperation(op.Key, pack(op.Value))
+	}
+	if err := c.Client.Batch(ctx, sent...); err != nil {
+		return err
+	}
+	for _, op := range ops {
+		if op.Type == storage.Get {
+			op.Value = unpack(op.Value)
+		}
+	}
+	return nil
+}
