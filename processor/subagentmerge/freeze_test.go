@@ -7,13 +7,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
 )
 
-// ledgerOf returns the ledger of the trace td's first span is in.
+// ledgerOf returns trace id's ledger.
 func ledgerOf(t *testing.T, p *subagentMerge, id pcommon.TraceID) *ledger {
 	t.Helper()
 	s := &p.shards[shardIndex(id)]
@@ -24,16 +25,21 @@ func ledgerOf(t *testing.T, p *subagentMerge, id pcommon.TraceID) *ledger {
 	return l
 }
 
-// A frozen ledger is smaller, thaws to exactly what it held, and the trace's later
-// spans merge onto it exactly.
-func TestFrozenLedgerThawsAndMergesOn(t *testing.T) {
+// parallelLedger is a stream-mode processor that has the parallel trace without its
+// root, and that trace's ledger and shard.
+func parallelLedger(t *testing.T) (*subagentMerge, *consumertest.TracesSink, ptrace.Traces, *ledger, *shard) {
+	t.Helper()
 	p, sink, _ := newTestProcessor(t, streamTestConfig())
 	full := buildParallel()
 	id := full.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID()
 	require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(full)))
+	return p, sink, full, ledgerOf(t, p, id), &p.shards[shardIndex(id)]
+}
 
-	l := ledgerOf(t, p, id)
-	s := &p.shards[shardIndex(id)]
+// A frozen ledger is smaller, thaws to exactly what it held, and the trace's later
+// spans merge onto it exactly.
+func TestFrozenLedgerThawsAndMergesOn(t *testing.T) {
+	p, sink, full, l, s := parallelLedger(t)
 	s.mu.Lock()
 	skel := append([][]byte(nil), l.skel...)
 	kept := map[pcommon.SpanID][]byte{}
@@ -60,7 +66,7 @@ func TestFrozenLedgerThawsAndMergesOn(t *testing.T) {
 	s.mu.Unlock()
 
 	require.NoError(t, p.ConsumeTraces(context.Background(), only(full, isLocalRoot)))
-	assert.Nil(t, ledgerOf(t, p, id).cold, "new spans thaw it")
+	assert.Nil(t, ledgerOf(t, p, l.id).cold, "new spans thaw it")
 	require.NoError(t, p.Shutdown(context.Background()))
 	out := canonical(lastVersions(sink.AllTraces()...)...)
 	assertSubagent(t, spanByCalls(t, out, "call_a", "call_b"), genai.Usage{Input: 30, Output: 12}, 2, "call_a", "call_b")
@@ -124,12 +130,7 @@ func TestLedgerBytesAddUp(t *testing.T) {
 // A ledger that ended is thawed for the call that still holds it, but not put back
 // among the live ones: freezing it again would count its bytes back.
 func TestWarmLeavesAnEndedLedgerOut(t *testing.T) {
-	p, _, _ := newTestProcessor(t, streamTestConfig())
-	full := buildParallel()
-	id := full.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID()
-	require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(full)))
-	l := ledgerOf(t, p, id)
-	s := &p.shards[shardIndex(id)]
+	p, _, _, l, s := parallelLedger(t)
 	s.mu.Lock()
 	l.freeze()
 	p.endLedger(s, l, ptrace.NewTraces(), &counts{}, p.now())

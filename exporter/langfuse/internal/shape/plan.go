@@ -64,12 +64,13 @@ func (p *Plan) Release() {
 	planPool.Put(p)
 }
 
-// Keep is the plan of the spans keep marks, in span order: the plan of the batch those
-// spans are taken out into, without planning it again. Release the receiver, not it.
+// Keep is the plan of the spans keep marks (one mark a span, in span order): the plan
+// of the batch those spans are taken out into, without planning it again. Release the
+// receiver, not it.
 func (p *Plan) Keep(keep []bool) *Plan {
 	spans, items, enc := 0, 0, 0
 	for i, ok := range keep {
-		if ok && i < p.Spans() {
+		if ok {
 			spans, items, enc = spans+1, items+int(p.ioff[i+1]-p.ioff[i]), enc+int(p.eoff[i+1]-p.eoff[i])
 		}
 	}
@@ -78,7 +79,7 @@ func (p *Plan) Keep(keep []bool) *Plan {
 		ioff: append(make([]int32, 0, spans+1), 0), eoff: append(make([]int32, 0, spans+1), 0),
 	}
 	for i, ok := range keep {
-		if !ok || i >= p.Spans() {
+		if !ok {
 			continue
 		}
 		k.items = append(k.items, p.SpanAttrs(i)...)
