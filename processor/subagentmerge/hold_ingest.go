@@ -19,7 +19,7 @@ import (
 // start (it is buffered again under its own sequence number, not written again).
 func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSeq int64) error {
 	if restoreSeq < 0 {
-		if err := p.refuseWhileFull(ctx); err != nil {
+		if err := p.refuseWhileFull(); err != nil {
 			return err
 		}
 	}

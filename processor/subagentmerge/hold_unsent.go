@@ -91,10 +91,11 @@ func (u *unsent) lowestSeq() (uint64, bool) {
 // are in this processor's keeping. It reports an error for a permanent refusal, or when
 // writing td failed (it is kept in memory and written with the next write; the sender's
 // retry is a duplicate).
+//
+// The queue itself is sent by the sweeper only: a request waits at most once for room
+// downstream (its own batch, bounded by the sending queue's wait), never for batches
+// queued before it too, so its answer stays fast while the vendors are down.
 func (p *subagentMerge) passOn(ctx context.Context, td ptrace.Traces, seqs []uint64, unstored bool) error {
-	if p.unsent.n.Load() > 0 {
-		p.drainUnsent(ctx, p.now())
-	}
 	if p.unsent.n.Load() == 0 {
 		err := p.next.ConsumeTraces(ctx, td)
 		if err == nil {
@@ -106,6 +107,7 @@ func (p *subagentMerge) passOn(ctx context.Context, td ptrace.Traces, seqs []uin
 			p.forgetOnDisk(ctx, seqs)
 			return err
 		}
+		td, _ = notTaken(td, err)
 		p.logger.Warn("the next consumer refused released traces; they wait in the unsent queue",
 			zap.Int("spans", td.SpanCount()), zap.Error(err))
 		p.unsent.refused(err)
@@ -162,6 +164,11 @@ func (p *subagentMerge) drainUnsent(ctx context.Context, now int64) {
 		if err != nil && !consumererror.IsPermanent(err) {
 			u.refused(err)
 			u.backoff = min(max(2*u.backoff, minUnsentBackoff), maxUnsentBackoff)
+			if rest, partly := notTaken(td, err); partly {
+				// it took some: it has room again soon
+				p.shrinkHead(rest, b)
+				u.backoff = minUnsentBackoff
+			}
 			u.retryAt.Store(p.now() + int64(u.backoff))
 			return
 		}
@@ -180,13 +187,26 @@ func (p *subagentMerge) drainUnsent(ctx context.Context, now int64) {
 	}
 }
 
-// refuseWhileFull answers a new request at once, retryably, while the unsent queue is
-// over its bound (after trying its head once more).
-func (p *subagentMerge) refuseWhileFull(ctx context.Context) error {
-	if p.unsent.bytes.Load() <= p.unsent.max {
-		return nil
+// shrinkHead replaces the unsent queue's head, b, by rest, the part of it the next
+// consumer did not take. Only the goroutine holding u.sending calls it.
+func (p *subagentMerge) shrinkHead(rest ptrace.Traces, b unsentBatch) {
+	enc, err := p.marshaler.MarshalTraces(rest)
+	if err != nil {
+		// only pdata this process built: keep the whole batch, sent again whole
+		p.logger.Error("subagentmerge: encoding the rest of a partly taken batch failed; it is sent again whole", zap.Error(err))
+		return
 	}
-	p.drainUnsent(ctx, p.now())
+	u := &p.unsent
+	u.mu.Lock()
+	u.items[0].enc, u.items[0].spans = enc, rest.SpanCount()
+	u.mu.Unlock()
+	u.spans.Add(int64(rest.SpanCount() - b.spans))
+	u.bytes.Add(int64(len(enc) - len(b.enc)))
+}
+
+// refuseWhileFull answers a new request at once, retryably, while the unsent queue is
+// over its bound.
+func (p *subagentMerge) refuseWhileFull() error {
 	if b := p.unsent.bytes.Load(); b > p.unsent.max {
 		return fmt.Errorf("subagentmerge: %d spans (%d MiB) the next consumer refused wait to be sent again; refusing new spans until they go (retryable)",
 			p.unsent.spans.Load(), b>>20)

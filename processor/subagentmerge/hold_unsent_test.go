@@ -26,8 +26,7 @@ import (
 type flakyNext struct {
 	down    atomic.Bool
 	refused atomic.Int64
-	mu      sync.Mutex
-	sink    consumertest.TracesSink
+	takenSink
 }
 
 func (f *flakyNext) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
@@ -35,9 +34,30 @@ func (f *flakyNext) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 		f.refused.Add(1)
 		return errors.New("sending queue is full")
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.sink.ConsumeTraces(ctx, td)
+	return f.take(ctx, td)
+}
+
+// takenSink keeps what a test next consumer took, safe for the sweeper to add to.
+type takenSink struct {
+	mu   sync.Mutex
+	sink consumertest.TracesSink
+}
+
+func (c *takenSink) take(ctx context.Context, td ptrace.Traces) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sink.ConsumeTraces(ctx, td)
+}
+
+// spans counts the times each span id was taken.
+func (c *takenSink) spans() map[pcommon.SpanID]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	got := map[pcommon.SpanID]int{}
+	for sp := range spaniter.In(c.sink.AllTraces()) {
+		got[sp.SpanID()]++
+	}
+	return got
 }
 
 func startFlaky(t *testing.T, cfg *Config) (*subagentMerge, *flakyNext) {
@@ -51,15 +71,6 @@ func startFlaky(t *testing.T, cfg *Config) (*subagentMerge, *flakyNext) {
 	return p, f
 }
 
-func (f *flakyNext) spans() map[pcommon.SpanID]int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	got := map[pcommon.SpanID]int{}
-	for sp := range spaniter.In(f.sink.AllTraces()) {
-		got[sp.SpanID()]++
-	}
-	return got
-}
 
 // A trace released while the next consumer refuses, in the request that completes it
 // or by the sweeper, is kept and sent again once the consumer takes spans again: every
@@ -129,4 +140,77 @@ func TestShutdownReportsUnsentSpansLost(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "lost at shutdown")
 	assert.Contains(t, err.Error(), "sending queue is full")
+}
+
+// roomyNext takes at most room spans of each batch, the first ones, and refuses the rest
+// partially (consumererror.Traces naming what it did not take), as a sending queue with
+// room for only the first pieces of a batch it cut does.
+type roomyNext struct {
+	room  atomic.Int64
+	calls atomic.Int64
+	takenSink
+}
+
+func (r *roomyNext) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	r.calls.Add(1)
+	room := int(r.room.Load())
+	if td.SpanCount() <= room {
+		return r.take(ctx, td)
+	}
+	taken, rest := ptrace.NewTraces(), ptrace.NewTraces()
+	td.CopyTo(taken)
+	td.CopyTo(rest)
+	keepFirst := func(t ptrace.Traces, first bool) {
+		n := 0
+		t.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
+			rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
+				ss.Spans().RemoveIf(func(ptrace.Span) bool { n++; return (n <= room) != first })
+				return ss.Spans().Len() == 0
+			})
+			return rs.ScopeSpans().Len() == 0
+		})
+	}
+	keepFirst(taken, true)
+	keepFirst(rest, false)
+	if err := r.take(ctx, taken); err != nil {
+		return err
+	}
+	return consumererror.NewTraces(errors.New("sending queue is full"), rest)
+}
+
+// A next consumer that takes only the first spans of each batch it is handed (a full
+// sending queue cutting a large release into pieces) gets only what it did not take
+// again: every span arrives once, however large the released batch, whether it was
+// refused in the request that released it or as the head of the unsent queue.
+func TestPartlyTakenReleasesSendOnlyTheRestAgain(t *testing.T) {
+	for _, room := range []int{1, 5} {
+		r := &roomyNext{}
+		r.room.Store(int64(room))
+		next, err := consumer.NewTraces(r.ConsumeTraces)
+		require.NoError(t, err)
+		cfg := defaultTestConfig()
+		cfg.SettleTime = 10 * time.Millisecond
+		p, err := newProcessor(processortest.NewNopSettings(Type), cfg, next)
+		require.NoError(t, err)
+		require.NoError(t, p.Start(context.Background(), componenttest.NewNopHost()))
+
+		want := map[pcommon.SpanID]bool{}
+		for _, td := range []ptrace.Traces{buildParallel(), buildOneTask()} {
+			for id := range spanIDSet(td) {
+				want[id] = true
+			}
+			require.NoError(t, p.ConsumeTraces(context.Background(), td))
+		}
+		require.Eventually(t, func() bool { return len(r.spans()) == len(want) }, 20*time.Second, 5*time.Millisecond,
+			"room %d", room)
+		require.Eventually(t, func() bool { return p.unsent.n.Load() == 0 }, 5*time.Second, 5*time.Millisecond)
+		assert.Zero(t, p.unsent.spans.Load())
+		assert.Zero(t, p.unsent.bytes.Load())
+		require.NoError(t, p.Shutdown(context.Background()))
+		for id, n := range r.spans() {
+			assert.True(t, want[id])
+			assert.Equal(t, 1, n, "room %d: span %s once", room, id)
+		}
+		assert.Greater(t, r.calls.Load(), int64(len(want)/room/2), "room %d: the batches were taken in parts", room)
+	}
 }

@@ -10,10 +10,13 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.uber.org/zap"
+
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // What becomes of one incoming span.
@@ -248,6 +251,28 @@ func (p *subagentMerge) sweepLoop(every time.Duration) {
 			}
 		}
 	}
+}
+
+// notTaken is what of td the next consumer did not take when it refused it with err: a
+// partial refusal (consumererror.Traces: a sending queue that took the first pieces of
+// a batch it cut) names the rest, and only that is sent again. Sending the whole batch
+// again would repeat what was taken, and a consumer that only ever has room for the
+// first pieces would never see the last ones.
+func notTaken(td ptrace.Traces, err error) (rest ptrace.Traces, partly bool) {
+	var partial consumererror.Traces
+	if errors.As(err, &partial) {
+		return partial.Data(), true
+	}
+	return td, false
+}
+
+// traceIDsIn returns the trace ids td holds spans of.
+func traceIDsIn(td ptrace.Traces) map[pcommon.TraceID]bool {
+	ids := map[pcommon.TraceID]bool{}
+	for sp := range spaniter.All(td) {
+		ids[sp.TraceID()] = true
+	}
+	return ids
 }
 
 func appendSpans(dst []ptrace.Span, td ptrace.Traces) []ptrace.Span {

@@ -208,11 +208,16 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 	if out.ResourceSpans().Len() > 0 {
 		nerr = p.next.ConsumeTraces(ctx, out)
 	}
+	// a partial refusal names what was not taken: only those ledgers re-emit again
+	var left map[pcommon.TraceID]bool
+	if rest, partly := notTaken(out, nerr); nerr != nil && partly {
+		left = traceIDsIn(rest)
+	}
 	for _, f := range sent {
 		s := &p.shards[shardIndex(f.l.id)]
 		s.mu.Lock()
 		if s.led.byID[f.l.id] == f.l {
-			if nerr != nil {
+			if nerr != nil && (left == nil || left[f.l.id]) {
 				p.reopen(s, f.l, f.ids, p.now()+max(p.settle, int64(minUnsentBackoff)))
 			} else {
 				f.l.settledAt = f.l.settledAt[:0]

@@ -346,3 +346,55 @@ func TestStreamLedgerKeepsOnlyWhatCanChange(t *testing.T) {
 	s.mu.Unlock()
 	require.NoError(t, p.Shutdown(context.Background()))
 }
+
+// When the next consumer takes only part of a sweep's re-emissions (a sending queue with
+// room for the first pieces of a batch it cut), only the ledgers whose re-emissions it
+// did not take re-emit again: each correction reaches the sink once.
+func TestStreamPartlyTakenCorrectionsOnlyTheRestGoAgain(t *testing.T) {
+	cfg := streamTestConfig()
+	cfg.SettleTime = time.Second
+	r := &roomyNext{}
+	r.room.Store(1 << 20) // room for everything until the sweep
+	next, err := consumer.NewTraces(r.ConsumeTraces)
+	require.NoError(t, err)
+	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, next)
+	require.NoError(t, err)
+	clock := time.Now().UnixNano()
+	p.now = func() int64 { return clock }
+	for n := byte(1); n <= 2; n++ {
+		in := buildParallel()
+		for sp := range spaniter.All(in) {
+			id := sp.TraceID()
+			id[15] = n
+			sp.SetTraceID(id)
+		}
+		batches := realTime(in)
+		for _, b := range batches[:len(batches)-1] { // everything but the root: one span a call
+			require.NoError(t, p.ConsumeTraces(context.Background(), b))
+		}
+	}
+	reemitted := func() map[[2]string]int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		out := map[[2]string]int{}
+		for sp := range spaniter.In(r.sink.AllTraces()) {
+			if genai.IsReemission(sp.Attributes()) {
+				out[[2]string{sp.TraceID().String(), sp.SpanID().String()}]++
+			}
+		}
+		return out
+	}
+	clock += int64(2 * time.Second)
+	r.room.Store(3) // the re-emissions of one trace: its dispatcher and two task spans
+	require.Error(t, p.sweepStream(context.Background(), clock), "the second trace's were not taken")
+	require.Len(t, reemitted(), 3, "the first trace's were")
+	r.room.Store(1 << 20)
+	clock += int64(2 * time.Second)
+	require.NoError(t, p.sweepStream(context.Background(), clock))
+	got := reemitted()
+	require.Len(t, got, 6, "both traces' re-emissions")
+	for k, n := range got {
+		assert.Equal(t, 1, n, "span %v re-emitted once", k)
+	}
+	require.NoError(t, p.Shutdown(context.Background()))
+}
