@@ -71,7 +71,6 @@ func startFlaky(t *testing.T, cfg *Config) (*subagentMerge, *flakyNext) {
 	return p, f
 }
 
-
 // A trace released while the next consumer refuses, in the request that completes it
 // or by the sweeper, is kept and sent again once the consumer takes spans again: every
 // span arrives, once, and the request that completed it was answered with success (a
