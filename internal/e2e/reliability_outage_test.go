@@ -64,7 +64,7 @@ func TestReliabilityShippedConfigVendorOutage(t *testing.T) {
 
 	require.Eventually(t, func() bool { return r.LF.Stats().Accepted > 0 && r.LS.Stats().Accepted > 0 },
 		60*time.Second, 50*time.Millisecond)
-	stopSampling := r.sampleOutage(t, l, waiting)
+	stopSampling, sample := r.sampleOutage(t, l, waiting)
 	defer stopSampling()
 	steadyFrom, acceptedFrom := time.Now(), l.Stats().Spans
 	time.Sleep(5 * time.Second)
@@ -96,6 +96,9 @@ func TestReliabilityShippedConfigVendorOutage(t *testing.T) {
 	stopSampling()
 	got := r.WaitDelivered(t, l, up, 60*time.Second, false)
 	total := time.Since(producingFrom)
+	if got.LFLost > 0 || got.LSLost > 0 {
+		sample() // where the undelivered spans sit
+	}
 
 	s := l.Stats()
 	answers := l.Answers()
@@ -140,11 +143,33 @@ func TestReliabilityShippedConfigVendorOutage(t *testing.T) {
 }
 
 // sampleOutage logs, every 2 s until stopped, what the collector holds and what the
-// senders wait with: the timeline a failed run is read by.
-func (r *FaultRig) sampleOutage(t *testing.T, l *faulty.Load, waiting func() (ended, left int)) (stop func()) {
+// senders wait with: the timeline a failed run is read by. sample logs one line now.
+func (r *FaultRig) sampleOutage(t *testing.T, l *faulty.Load, waiting func() (ended, left int)) (stop, sample func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	began := time.Now()
+	sample = func() {
+		m, err := faulty.Scrape(r.MetricsURL)
+		if err != nil {
+			t.Logf("%5.1fs scrape: %v", time.Since(began).Seconds(), err)
+			return
+		}
+		v := func(name string, labels ...string) string {
+			if x, ok := m.Sum(name, labels...); ok {
+				return fmt.Sprintf("%.0f", x)
+			}
+			return "-"
+		}
+		heap, _ := m.Sum("otelcol_process_runtime_heap_alloc_bytes")
+		_, left := waiting()
+		t.Logf("%5.1fs heap %.0f MiB, queues lf %s ls %s, held by the langsmith merge %s spans (%s refused downstream, waiting in its unsent queue), receiver accepted %s refused %s, sender accepted %d, waiting %d runs",
+			time.Since(began).Seconds(), heap/(1<<20),
+			v("otelcol_exporter_queue_size", `exporter="langfuse"`), v("otelcol_exporter_queue_size", `exporter="langsmith"`),
+			v("otelcol_processor_subagentmerge_spans_buffered", `processor="subagentmerge/langsmith"`),
+			v("otelcol_processor_subagentmerge_unsent_spans", `processor="subagentmerge/langsmith"`),
+			v("otelcol_receiver_accepted_spans", `receiver="otlp"`), v("otelcol_receiver_refused_spans", `receiver="otlp"`),
+			l.Stats().Spans, left)
+	}
 	go func() {
 		defer close(done)
 		for {
@@ -153,27 +178,9 @@ func (r *FaultRig) sampleOutage(t *testing.T, l *faulty.Load, waiting func() (en
 				return
 			case <-time.After(2 * time.Second):
 			}
-			m, err := faulty.Scrape(r.MetricsURL)
-			if err != nil {
-				t.Logf("%5.1fs scrape: %v", time.Since(began).Seconds(), err)
-				continue
-			}
-			v := func(name string, labels ...string) string {
-				if x, ok := m.Sum(name, labels...); ok {
-					return fmt.Sprintf("%.0f", x)
-				}
-				return "-"
-			}
-			heap, _ := m.Sum("otelcol_process_runtime_heap_alloc_bytes")
-			_, left := waiting()
-			t.Logf("%5.1fs heap %.0f MiB, queues lf %s ls %s, held by the langsmith merge %s spans, receiver accepted %s refused %s, sender accepted %d, waiting %d runs",
-				time.Since(began).Seconds(), heap/(1<<20),
-				v("otelcol_exporter_queue_size", `exporter="langfuse"`), v("otelcol_exporter_queue_size", `exporter="langsmith"`),
-				v("otelcol_processor_subagentmerge_spans_buffered", `processor="subagentmerge/langsmith"`),
-				v("otelcol_receiver_accepted_spans", `receiver="otlp"`), v("otelcol_receiver_refused_spans", `receiver="otlp"`),
-				l.Stats().Spans, left)
+			sample()
 		}
 	}()
 	var once sync.Once
-	return func() { once.Do(func() { cancel(); <-done }) }
+	return func() { once.Do(func() { cancel(); <-done }) }, sample
 }
