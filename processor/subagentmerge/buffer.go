@@ -180,17 +180,32 @@ type shard struct {
 	hot chain[entry]
 	// settling are the settling entries, earliest settleAt first.
 	settling chain[entry]
-	// released are the tombstones; relQueue is their release order, for expiry.
+	// released are the tombstones; relOrder is their release order, for expiry.
 	released map[pcommon.TraceID]*tombstone
 	records  *atomic.Int64 // bytes of all shards' tombstone records (correction.go)
-	relQueue []releasedAt
-	relHead  int
+	relOrder releaseOrder
+	// gone are the traces whose tombstone the count bound pushed out within
+	// late_span_window: only their ids and release times, in goneOrder.
+	gone      map[pcommon.TraceID]int64
+	goneOrder releaseOrder
 	// recs are the tombstones holding a record, earliest kept or corrected first, and
 	// recBytes their bytes
 	recs     chain[tombstone]
 	recBytes int64
 	// led are the ledgers (stream mode, ledger.go)
 	led ledgers
+}
+
+// init readies an empty shard; records counts the bytes of every shard's records.
+func (s *shard) init(records *atomic.Int64) {
+	s.traces = map[pcommon.TraceID]*entry{}
+	s.released = map[pcommon.TraceID]*tombstone{}
+	s.gone = map[pcommon.TraceID]int64{}
+	s.records = records
+	s.recs.of = tombRecord
+	s.lru.of, s.hot.of, s.settling.of = entryLRU, entryHot, entrySettle
+	s.led.byID = map[pcommon.TraceID]*ledger{}
+	s.led.lru.of, s.led.due.of, s.led.hot.of = ledgerLRU, ledgerDue, ledgerHot
 }
 
 func shardIndex(id pcommon.TraceID) int {
@@ -240,7 +255,7 @@ func (s *shard) remove(e *entry, now int64, window int64, maxTombstones int) hel
 	h := e.take()
 	if window > 0 {
 		s.released[e.id] = &tombstone{spans: spanSet{keys: e.spans.keys, idx: e.spans.idx}}
-		s.relQueue = append(s.relQueue, releasedAt{e.id, now})
+		s.relOrder.push(releasedAt{e.id, now})
 		s.expireTombstones(now, window, maxTombstones)
 	}
 	return h
@@ -252,31 +267,72 @@ func (s *shard) addTombstone(id pcommon.TraceID, spans spanSet, now, window int6
 		return
 	}
 	s.released[id] = &tombstone{spans: spans}
-	s.relQueue = append(s.relQueue, releasedAt{id, now})
+	s.relOrder.push(releasedAt{id, now})
 	s.expireTombstones(now, window, maxTombstones)
 }
 
+// goneIDsPerTombstone is how many more released traces are remembered by id alone than
+// whole: an id and its release time take under 100 bytes, a tombstone its span ids and
+// record (hundreds of bytes a span), so a burst of releases that pushes tombstones out
+// within seconds still leaves late_span_window's worth of ids.
+const goneIDsPerTombstone = 8
+
 // expireTombstones forgets released traces older than window, and the oldest ones
-// beyond maxTombstones, so the memory of released traces stays bounded.
+// beyond maxTombstones, so the memory of released traces stays bounded. A tombstone
+// pushed out by the count while its window still runs leaves its trace id behind (gone),
+// up to goneIDsPerTombstone times maxTombstones of them: a late span of that trace is
+// still passed on at once, marked late, instead of being held as the start of a new
+// trace that never completes (its root went out with the release) until wait_duration.
 func (s *shard) expireTombstones(now, window int64, maxTombstones int) {
-	for s.relHead < len(s.relQueue) {
-		r := s.relQueue[s.relHead]
-		if r.at > now-window && len(s.relQueue)-s.relHead <= maxTombstones {
+	for r, ok := s.relOrder.front(); ok; r, ok = s.relOrder.front() {
+		live := r.at > now-window
+		if live && s.relOrder.len() <= maxTombstones {
 			break
 		}
 		if t := s.released[r.id]; t != nil {
 			s.setRecord(t, nil, nil)
 		}
 		delete(s.released, r.id)
-		s.relQueue[s.relHead] = releasedAt{}
-		s.relHead++
+		s.relOrder.pop()
+		if live {
+			s.gone[r.id] = r.at
+			s.goneOrder.push(r)
+		}
 	}
-	// compact the queue once its consumed head is the larger half
-	if s.relHead > 64 && s.relHead*2 > len(s.relQueue) {
-		n := copy(s.relQueue, s.relQueue[s.relHead:])
-		clear(s.relQueue[n:])
-		s.relQueue = s.relQueue[:n]
-		s.relHead = 0
+	for r, ok := s.goneOrder.front(); ok; r, ok = s.goneOrder.front() {
+		if r.at > now-window && s.goneOrder.len() <= goneIDsPerTombstone*maxTombstones {
+			break
+		}
+		delete(s.gone, r.id)
+		s.goneOrder.pop()
+	}
+}
+
+// releaseOrder is a FIFO of released traces, oldest first.
+type releaseOrder struct {
+	q    []releasedAt
+	head int
+}
+
+func (o *releaseOrder) push(r releasedAt) { o.q = append(o.q, r) }
+func (o *releaseOrder) len() int          { return len(o.q) - o.head }
+
+func (o *releaseOrder) front() (releasedAt, bool) {
+	if o.head == len(o.q) {
+		return releasedAt{}, false
+	}
+	return o.q[o.head], true
+}
+
+func (o *releaseOrder) pop() {
+	o.q[o.head] = releasedAt{}
+	o.head++
+	// compact once the consumed head is the larger half
+	if o.head > 64 && o.head*2 > len(o.q) {
+		n := copy(o.q, o.q[o.head:])
+		clear(o.q[n:])
+		o.q = o.q[:n]
+		o.head = 0
 	}
 }
 

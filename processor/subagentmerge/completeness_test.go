@@ -282,8 +282,8 @@ func TestRecordsKeepTheLatestWithinTheBound(t *testing.T) {
 // have its record kept after a later one's (its recording ran longer, outside the lock).
 func TestRecordsBoundedInAnyKeepOrder(t *testing.T) {
 	var total atomic.Int64
-	s := &shard{released: map[pcommon.TraceID]*tombstone{}, records: &total}
-	s.recs.of = tombRecord
+	s := &shard{}
+	s.init(&total)
 	ids := make([]pcommon.TraceID, 4)
 	for i := range ids {
 		ids[i][0] = byte(i + 1)

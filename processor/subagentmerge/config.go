@@ -80,8 +80,10 @@ type Config struct {
 
 	// LateSpanWindow (hold mode) is how long the span ids of a released trace are remembered, so a
 	// span arriving later is passed on marked late and an exact duplicate (a client
-	// retry) is dropped. 0 turns the memory off: late spans are then buffered as a new
-	// trace and duplicates after release are passed on again.
+	// retry) is dropped. About num_traces released traces are remembered so; past that,
+	// up to 8 × num_traces more by trace id alone, whose late spans (and duplicates) are
+	// still passed on at once, marked late. 0 turns the memory off: late spans are then
+	// buffered as a new trace and duplicates after release are passed on again.
 	// Default: 2m.
 	LateSpanWindow time.Duration `mapstructure:"late_span_window"`
 

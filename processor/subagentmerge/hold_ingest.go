@@ -169,6 +169,16 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 		}
 		return removed, nil
 	}
+	if _, gone := s.gone[g.id]; gone {
+		// Released before, remembered by id only: every span goes on as late (an exact
+		// repeat too; the vendors keep the first post of an id).
+		for r := g.first; r >= 0; r = sc.refs[r].next {
+			sc.refs[r].fate = fateLate
+			c.late++
+		}
+		g.late = true
+		return false, nil
+	}
 
 	e := s.traces[g.id]
 	var set spanSet

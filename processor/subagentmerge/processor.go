@@ -140,13 +140,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		done:           make(chan struct{}),
 	}
 	for i := range p.shards {
-		p.shards[i].traces = map[pcommon.TraceID]*entry{}
-		p.shards[i].released = map[pcommon.TraceID]*tombstone{}
-		p.shards[i].records = &p.records
-		p.shards[i].recs.of = tombRecord
-		p.shards[i].lru.of, p.shards[i].hot.of, p.shards[i].settling.of = entryLRU, entryHot, entrySettle
-		p.shards[i].led.byID = map[pcommon.TraceID]*ledger{}
-		p.shards[i].led.lru.of, p.shards[i].led.due.of, p.shards[i].led.hot.of = ledgerLRU, ledgerDue, ledgerHot
+		p.shards[i].init(&p.records)
 	}
 	p.pool.New = func() any { return &scratch{byTrace: map[pcommon.TraceID]int32{}} }
 	tel, err := newTelemetry(set.ID, set.TelemetrySettings,

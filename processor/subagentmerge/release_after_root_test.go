@@ -128,3 +128,67 @@ func TestSettlingKeepsDueOrderAcrossBothDelays(t *testing.T) {
 		assert.Equal(t, secondID, sp.TraceID())
 	}
 }
+
+// A trace whose tombstone a burst of later releases pushed out (the count bound, long
+// before late_span_window ends: a sender's retries after an outage) is still known as
+// released by its id: a late span of it goes on in its own call, marked late, instead of
+// waiting as the start of a new trace (its root went out with the release) until
+// wait_duration. Past the ids' own bound it is held as a new trace again.
+func TestLateSpanAfterItsTombstoneWasPushedOutGoesOn(t *testing.T) {
+	ctx := context.Background()
+	cfg := defaultTestConfig()
+	cfg.SettleTime = 0 // root and every parent present: released at once
+	p, sink, _ := newTestProcessor(t, cfg)
+	p.maxTombstones = 4
+
+	b := newTraceBuilder(1)
+	root := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
+	b.chat(root, usage(1, 1))
+	lateID := b.tool(root, "web_search", "call_1").SpanID()
+	isLate := func(sp ptrace.Span) bool { return sp.SpanID() == lateID }
+	require.NoError(t, p.ConsumeTraces(ctx, only(b.td, func(sp ptrace.Span) bool { return !isLate(sp) })))
+	require.Zero(t, p.nSpans.Load(), "released complete")
+
+	// releases of other traces in the same shard push its tombstone out
+	shard := &p.shards[shardIndex(b.tid)]
+	n := uint64(1)
+	releaseOthers := func(k int) {
+		for pushed := 0; pushed < k; {
+			n++
+			o := newTraceBuilder(n)
+			if shardIndex(o.tid) != shardIndex(b.tid) {
+				continue
+			}
+			o.agent(pcommon.SpanID{}, genai.LeadAgentName)
+			require.NoError(t, p.ConsumeTraces(ctx, o.td))
+			pushed++
+		}
+	}
+	releaseOthers(p.maxTombstones)
+	shard.mu.Lock()
+	require.Nil(t, shard.released[b.tid], "its tombstone was pushed out")
+	shard.mu.Unlock()
+
+	lateSpan := only(b.td, isLate)
+	require.NoError(t, p.ConsumeTraces(ctx, lateSpan))
+	assert.Zero(t, p.nSpans.Load(), "not held")
+	var out []ptrace.Span
+	for sp := range spaniter.In(sink.AllTraces()) {
+		if isLate(sp) {
+			out = append(out, sp)
+		}
+	}
+	require.Len(t, out, 1, "passed on in its call")
+	status, _ := out[0].Attributes().Get(genai.AttrMergeStatus)
+	assert.Equal(t, genai.MergeLate, status.Str())
+
+	// past goneIDsPerTombstone times the tombstones, its id goes too
+	releaseOthers(goneIDsPerTombstone * p.maxTombstones)
+	require.NoError(t, p.ConsumeTraces(ctx, only(b.td, isLate)))
+	assert.Equal(t, int64(1), p.nSpans.Load(), "held as the start of a new trace")
+	shard.mu.Lock()
+	assert.LessOrEqual(t, shard.goneOrder.len(), goneIDsPerTombstone*p.maxTombstones)
+	assert.Len(t, shard.gone, shard.goneOrder.len())
+	shard.mu.Unlock()
+	require.NoError(t, p.Shutdown(ctx))
+}
