@@ -138,13 +138,16 @@ func (p *Store[T]) Len() int {
 type Recent[T any] struct {
 	mu   sync.Mutex
 	m    map[string]T
-	ring []string
-	next int
+	ring []string // insertion order; grows to size, then the oldest is overwritten
+	next int      // the oldest entry once the ring is full
+	size int
 }
 
-// NewRecent returns a cache of at most size entries.
+// NewRecent returns a cache of at most size entries. It grows as entries come, so the
+// cache of an SDK face nobody sends to costs nothing (presized, the receiver's took
+// some 10 MB of heap whether used or not).
 func NewRecent[T any](size int) *Recent[T] {
-	return &Recent[T]{m: make(map[string]T, size), ring: make([]string, size)}
+	return &Recent[T]{m: map[string]T{}, size: max(size, 1)}
 }
 
 // Get returns the entry for id.
@@ -163,9 +166,12 @@ func (r *Recent[T]) Put(id string, v T) {
 		r.m[id] = v
 		return
 	}
-	if old := r.ring[r.next]; old != "" {
-		delete(r.m, old)
+	if len(r.ring) < r.size {
+		r.ring = append(r.ring, id)
+		r.m[id] = v
+		return
 	}
+	delete(r.m, r.ring[r.next])
 	r.ring[r.next] = id
 	r.next = (r.next + 1) % len(r.ring)
 	r.m[id] = v

@@ -29,4 +29,14 @@ func TestPendingAndRecent(t *testing.T) {
 	assert.False(t, ok)
 	v2, _ := r.Get("c")
 	assert.Equal(t, "3", v2)
+	r.Put("b", "2b") // an update keeps its place
+	r.Put("d", "4")  // so b, the oldest, goes
+	_, ok = r.Get("b")
+	assert.False(t, ok)
+	for id, want := range map[string]string{"c": "3", "d": "4"} {
+		got, ok := r.Get(id)
+		assert.True(t, ok, id)
+		assert.Equal(t, want, got)
+	}
+	assert.Len(t, r.m, 2, "bounded")
 }
