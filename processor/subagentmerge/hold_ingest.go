@@ -170,8 +170,10 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 		return removed, nil
 	}
 	if _, gone := s.gone[g.id]; gone {
-		// Released before, remembered by id only: every span goes on as late (an exact
-		// repeat too; the vendors keep the first post of an id).
+		// Released before, remembered by id only: every span goes on as late, an exact
+		// repeat too. LangSmith, the sink hold mode is for, keeps the first post of a run
+		// id (409); a sink that upserts would take the repeat, unmerged, over the merged
+		// version.
 		for r := g.first; r >= 0; r = sc.refs[r].next {
 			sc.refs[r].fate = fateLate
 			c.late++

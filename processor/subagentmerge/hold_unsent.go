@@ -28,7 +28,9 @@ const (
 // unsentBatch is one refused batch: released traces (merged), their late spans and
 // corrections, and the spans passed on with them. seqs are the stored chunks it came
 // from (and the one it was written to, when it held spans not on disk yet); they stay
-// on disk until the batch is delivered, so a restart sends it again.
+// on disk until the batch is delivered, so a restart sends it again: whole, also the
+// part a partial refusal said was taken (duplicates, which the vendors upsert or keep
+// the first of).
 type unsentBatch struct {
 	enc   []byte // ptrace.ProtoMarshaler's encoding, decoded for each attempt
 	seqs  []uint64
@@ -92,9 +94,10 @@ func (u *unsent) lowestSeq() (uint64, bool) {
 // writing td failed (it is kept in memory and written with the next write; the sender's
 // retry is a duplicate).
 //
-// The queue itself is sent by the sweeper only: a request waits at most once for room
-// downstream (its own batch, bounded by the sending queue's wait), never for batches
-// queued before it too, so its answer stays fast while the vendors are down.
+// The queue itself is sent by the sweeper (and once more at shutdown), never by a
+// request: a request waits at most once for room downstream (its own batch, bounded by
+// the sending queue's wait), never for batches queued before it too, so its answer
+// stays fast while the vendors are down.
 func (p *subagentMerge) passOn(ctx context.Context, td ptrace.Traces, seqs []uint64, unstored bool) error {
 	if p.unsent.n.Load() == 0 {
 		err := p.next.ConsumeTraces(ctx, td)
@@ -164,7 +167,7 @@ func (p *subagentMerge) drainUnsent(ctx context.Context, now int64) {
 		if err != nil && !consumererror.IsPermanent(err) {
 			u.refused(err)
 			u.backoff = min(max(2*u.backoff, minUnsentBackoff), maxUnsentBackoff)
-			if rest, partly := notTaken(td, err); partly {
+			if rest, partly := notTaken(td, err); partly && rest.SpanCount() < b.spans {
 				// it took some: it has room again soon
 				p.shrinkHead(rest, b)
 				u.backoff = minUnsentBackoff

@@ -3,6 +3,7 @@ package subagentmerge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -212,4 +213,23 @@ func TestPartlyTakenReleasesSendOnlyTheRestAgain(t *testing.T) {
 		}
 		assert.Greater(t, r.calls.Load(), int64(len(want)/room/2), "room %d: the batches were taken in parts", room)
 	}
+}
+
+// A partial refusal names what to send again; joined with another consumer's refusal (a
+// fanout), which consumer took what is unknown, so the whole batch goes again.
+func TestNotTaken(t *testing.T) {
+	td, rest := buildParallel(), buildOneTask()
+	partial := consumererror.NewTraces(errors.New("sending queue is full"), rest)
+	got, partly := notTaken(td, partial)
+	assert.True(t, partly)
+	assert.Equal(t, rest.SpanCount(), got.SpanCount())
+	got, partly = notTaken(td, fmt.Errorf("exporter: %w", partial))
+	assert.True(t, partly, "wrapped")
+	assert.Equal(t, rest.SpanCount(), got.SpanCount())
+	got, partly = notTaken(td, errors.Join(partial, errors.New("the other consumer refused")))
+	assert.False(t, partly)
+	assert.Equal(t, td.SpanCount(), got.SpanCount())
+	got, partly = notTaken(td, errors.New("sending queue is full"))
+	assert.False(t, partly)
+	assert.Equal(t, td.SpanCount(), got.SpanCount())
 }

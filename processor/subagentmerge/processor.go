@@ -252,7 +252,13 @@ func (p *subagentMerge) sweepLoop(every time.Duration) {
 // a batch it cut) names the rest, and only that is sent again. Sending the whole batch
 // again would repeat what was taken, and a consumer that only ever has room for the
 // first pieces would never see the last ones.
+//
+// Behind a fanout the refusals of several consumers come joined; which of them took what
+// is not known then, so the whole of td goes again.
 func notTaken(td ptrace.Traces, err error) (rest ptrace.Traces, partly bool) {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok && len(joined.Unwrap()) > 1 {
+		return td, false
+	}
 	var partial consumererror.Traces
 	if errors.As(err, &partial) {
 		return partial.Data(), true

@@ -7,8 +7,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/spaniter"
@@ -138,8 +141,11 @@ func TestLateSpanAfterItsTombstoneWasPushedOutGoesOn(t *testing.T) {
 	ctx := context.Background()
 	cfg := defaultTestConfig()
 	cfg.SettleTime = 0 // root and every parent present: released at once
-	p, sink, _ := newTestProcessor(t, cfg)
-	p.maxTombstones = 4
+	sink := new(consumertest.TracesSink)
+	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, sink)
+	require.NoError(t, err)
+	p.maxTombstones = 4 // before Start: the sweeper reads it
+	require.NoError(t, p.Start(ctx, componenttest.NewNopHost()))
 
 	b := newTraceBuilder(1)
 	root := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()

@@ -348,8 +348,9 @@ func TestStreamLedgerKeepsOnlyWhatCanChange(t *testing.T) {
 }
 
 // When the next consumer takes only part of a sweep's re-emissions (a sending queue with
-// room for the first pieces of a batch it cut), only the ledgers whose re-emissions it
-// did not take re-emit again: each correction reaches the sink once.
+// room for the first pieces of a batch it cut), only the ledgers with re-emissions in
+// what it did not take re-emit again. Here it takes one trace's whole, so each
+// correction reaches the sink once (a ledger taken in part would send its whole again).
 func TestStreamPartlyTakenCorrectionsOnlyTheRestGoAgain(t *testing.T) {
 	cfg := streamTestConfig()
 	cfg.SettleTime = time.Second

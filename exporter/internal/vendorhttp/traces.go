@@ -2,6 +2,7 @@ package vendorhttp
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -111,8 +112,19 @@ func (a admission) cut(ctx context.Context, td ptrace.Traces) error {
 		hi := min(n, lo+per)
 		// a piece can still be over max when spans differ in size: cut it again
 		if err := a.cut(ctx, Subset(td, refs[lo:hi])); err != nil {
-			if lo == 0 || consumererror.IsPermanent(err) {
+			if consumererror.IsPermanent(err) {
 				return err
+			}
+			// A partial refusal names what was not taken, so a caller sends only that
+			// again: what this piece's own cut did not take, and every later piece.
+			var partial consumererror.Traces
+			if errors.As(err, &partial) {
+				rest := partial.Data()
+				Subset(td, refs[hi:]).ResourceSpans().MoveAndAppendTo(rest.ResourceSpans())
+				return consumererror.NewTraces(err, rest)
+			}
+			if lo == 0 {
+				return err // nothing taken
 			}
 			return consumererror.NewTraces(err, Subset(td, refs[lo:]))
 		}

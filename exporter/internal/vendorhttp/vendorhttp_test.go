@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/config/configcompression"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/config/configretry"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/exporter/exportertest"
@@ -27,6 +29,8 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -443,4 +447,72 @@ func spansNamed(n, size int) ptrace.Traces {
 		ss.Spans().AppendEmpty().SetName(strings.Repeat("s", size))
 	}
 	return td
+}
+
+// roomFor is a sending queue with room for the first room spans it is offered: past
+// them it refuses every call, retryably, as a full queue does.
+type roomFor struct {
+	component.StartFunc
+	component.ShutdownFunc
+	room  int
+	taken []string
+}
+
+func (r *roomFor) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+
+func (r *roomFor) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
+	if len(r.taken)+td.SpanCount() > r.room {
+		return errors.New("sending queue is full")
+	}
+	for sp := range spaniter.All(td) {
+		r.taken = append(r.taken, sp.Name())
+	}
+	return nil
+}
+
+// A batch cut into pieces, some cut again (spans differ in size), that the queue takes
+// only in part: the refusal names exactly what was not taken, whichever piece or
+// sub-piece the room ran out in, so a caller that sends that again delivers every span
+// once. Nothing taken: the refusal is whole.
+func TestCutRefusalNamesWhatWasNotTaken(t *testing.T) {
+	td := ptrace.NewTraces()
+	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
+	const n = 40
+	for i := range n {
+		size := 20
+		if i < n/2 {
+			size = 400 // the first pieces are over the bound again and are cut again
+		}
+		ss.Spans().AppendEmpty().SetName(fmt.Sprintf("%02d%s", i, strings.Repeat("s", size)))
+	}
+	for room := 0; room <= n; room++ {
+		q := &roomFor{room: room}
+		a := admission{Traces: q, max: 2000}
+		err := a.ConsumeTraces(context.Background(), td)
+		got := map[string]int{}
+		for _, name := range q.taken {
+			got[name]++
+		}
+		if len(q.taken) == n {
+			require.NoError(t, err, "room %d", room)
+		} else {
+			require.Error(t, err, "room %d", room)
+			var partial consumererror.Traces
+			if errors.As(err, &partial) {
+				require.NotEmpty(t, q.taken, "room %d: a partial refusal after something was taken", room)
+				for sp := range spaniter.All(partial.Data()) {
+					got[sp.Name()]++
+				}
+			} else {
+				require.Empty(t, q.taken, "room %d: a whole refusal only when nothing was taken", room)
+				for sp := range spaniter.All(td) {
+					got[sp.Name()]++
+				}
+			}
+		}
+		require.Len(t, got, n, "room %d: every span taken or named", room)
+		for name, c := range got {
+			require.Equal(t, 1, c, "room %d: span %.2s taken or named once", room, name)
+		}
+	}
 }

@@ -144,8 +144,7 @@ type Recent[T any] struct {
 }
 
 // NewRecent returns a cache of at most size entries. It grows as entries come, so the
-// cache of an SDK face nobody sends to costs nothing (presized, the receiver's took
-// some 10 MB of heap whether used or not).
+// cache of an SDK face nobody sends to costs nothing.
 func NewRecent[T any](size int) *Recent[T] {
 	return &Recent[T]{m: map[string]T{}, size: max(size, 1)}
 }
