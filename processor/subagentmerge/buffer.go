@@ -185,8 +185,8 @@ type shard struct {
 	records  *atomic.Int64 // bytes of all shards' tombstone records (correction.go)
 	relOrder releaseOrder
 	// gone are the traces whose tombstone the count bound pushed out within
-	// late_span_window: only their ids and release times, in goneOrder.
-	gone      map[pcommon.TraceID]int64
+	// late_span_window: only their ids; goneOrder has their release times.
+	gone      map[pcommon.TraceID]struct{}
 	goneOrder releaseOrder
 	// recs are the tombstones holding a record, earliest kept or corrected first, and
 	// recBytes their bytes
@@ -200,7 +200,7 @@ type shard struct {
 func (s *shard) init(records *atomic.Int64) {
 	s.traces = map[pcommon.TraceID]*entry{}
 	s.released = map[pcommon.TraceID]*tombstone{}
-	s.gone = map[pcommon.TraceID]int64{}
+	s.gone = map[pcommon.TraceID]struct{}{}
 	s.records = records
 	s.recs.of = tombRecord
 	s.lru.of, s.hot.of, s.settling.of = entryLRU, entryHot, entrySettle
@@ -272,9 +272,9 @@ func (s *shard) addTombstone(id pcommon.TraceID, spans spanSet, now, window int6
 }
 
 // goneIDsPerTombstone is how many more released traces are remembered by id alone than
-// whole: an id and its release time take under 100 bytes, a tombstone its span ids and
-// record (hundreds of bytes a span), so a burst of releases that pushes tombstones out
-// within seconds still leaves late_span_window's worth of ids.
+// whole: an id and its release time take about 60 bytes of heap, a tombstone its span
+// ids and record (hundreds of bytes a span), so a burst of releases that pushes
+// tombstones out within seconds still leaves late_span_window's worth of ids.
 const goneIDsPerTombstone = 8
 
 // expireTombstones forgets released traces older than window, and the oldest ones
@@ -295,7 +295,7 @@ func (s *shard) expireTombstones(now, window int64, maxTombstones int) {
 		delete(s.released, r.id)
 		s.relOrder.pop()
 		if live {
-			s.gone[r.id] = r.at
+			s.gone[r.id] = struct{}{}
 			s.goneOrder.push(r)
 		}
 	}
