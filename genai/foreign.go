@@ -82,6 +82,13 @@ const (
 	AIOperationToolCall     = "ai.toolCall"
 )
 
+// AttrLSDottedOrder is LangSmith's own placement of a span's run: the dotted_order of
+// its ancestor chain, root first (internal/dottedorder). LangSmith's SDKs and the
+// agentmeter runtime set it when a span starts, so a run can be placed in its tree
+// before its parents have ended; the LangSmith exporter then takes the run's id,
+// trace_id, parent and dotted_order from it.
+const AttrLSDottedOrder = "langsmith.span.dotted_order"
+
 // LangChain run metadata (ls_provider, ls_model_name), as it reaches a span: bare, under
 // LangSmith's or Langfuse's metadata prefix, or inside OpenInference's metadata JSON.
 const (

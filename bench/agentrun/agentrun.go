@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/dottedorder/dottedordertest"
 )
 
 // Run is one generated agent run.
@@ -205,3 +206,10 @@ func (b *builder) llmCall(parent pcommon.SpanID) {
 	a.PutInt(genai.AttrUsagePrompt, 200+b.r.Int64N(3000))
 	a.PutInt(genai.AttrUsageCompletion, 20+b.r.Int64N(400))
 }
+
+// Place puts on every span the LangSmith placement the agentmeter runtime gives it when
+// it starts (langsmith.span.dotted_order, runtime/telemetry): the start times and run
+// ids of its ancestors and itself. Call it after Retime, which sets the start times. A
+// span whose parent is not in the run (a subagent's calls under an untraced task) gets
+// none, as the runtime gives none under a remote parent.
+func (r Run) Place() { dottedordertest.Place(r.Traces) }

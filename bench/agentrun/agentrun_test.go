@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/dottedorder"
 )
 
 // Both shapes: spans in end order (every child before its parent, the root last) and,
@@ -64,4 +65,42 @@ func TestUntracedHasOnlyModelCallsAndAMissingParent(t *testing.T) {
 		}
 	}
 	require.Positive(t, missing, "some runs dispatch an untraced task")
+}
+
+// Every span of a DeerFlow-shaped run gets the placement the runtime gives it: its
+// ancestors' start times and run ids, then its own. An untraced run's subagent calls,
+// under a parent that never comes, get none.
+func TestPlaceGivesEachSpanItsChain(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 1))
+	start := time.Unix(1_800_000_000, 0)
+	for i := range 20 {
+		for _, run := range []Run{New(r, uint64(i)), Untraced(r, uint64(i))} {
+			run.Retime(start, 30*time.Second)
+			run.Place()
+			byID := map[pcommon.SpanID]ptrace.Span{}
+			for _, sp := range run.Spans {
+				byID[sp.SpanID()] = sp
+			}
+			for _, sp := range run.Spans {
+				v, ok := sp.Attributes().Get(genai.AttrLSDottedOrder)
+				parent, hasParent := byID[sp.ParentSpanID()]
+				if !sp.ParentSpanID().IsEmpty() && !hasParent {
+					require.False(t, ok, "no placement under a parent that never comes")
+					continue
+				}
+				require.True(t, ok)
+				segs, valid := dottedorder.Parse(v.Str())
+				require.True(t, valid, v.Str())
+				last := segs[len(segs)-1]
+				require.Equal(t, int64(sp.StartTimestamp())/1000, last.Micros)
+				if !hasParent {
+					require.Equal(t, []dottedorder.Segment{{Micros: last.Micros, RunID: dottedorder.TraceUUID(sp.TraceID())}}, segs)
+					continue
+				}
+				require.Equal(t, dottedorder.SpanUUID(sp.SpanID()), last.RunID)
+				pv, _ := parent.Attributes().Get(genai.AttrLSDottedOrder)
+				require.Equal(t, pv.Str()+"."+v.Str()[len(pv.Str())+1:], v.Str())
+			}
+		}
+	}
 }

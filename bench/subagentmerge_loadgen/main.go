@@ -49,6 +49,7 @@ func main() {
 	exporters := flag.String("exporters", "", "comma-separated exporter ids that must each send every span (default: the sum over all exporters)")
 	allowLoss := flag.Bool("allow-loss", false, "report spans never exported (lost=) instead of failing; e2e then ends at the last export")
 	mark := flag.Int64("mark-spans", 0, "with -pid: also report the time, the collector's CPU and its peak RSS when this many spans were acked (mark_s, mark_cpu_s, peak_rss_at_mark_mib)")
+	placed := flag.Bool("placed", false, "put on every span the LangSmith placement the agentmeter runtime gives it (langsmith.span.dotted_order)")
 	flag.Parse()
 	var wantExporters []string
 	if *exporters != "" {
@@ -86,7 +87,7 @@ func main() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := &sender{r: rand.New(rand.NewPCG(uint64(w), 1)), traceNo: &traceNo}
+			s := &sender{r: rand.New(rand.NewPCG(uint64(w), 1)), traceNo: &traceNo, placed: *placed}
 			for {
 				td, n := s.request(*runs, *perRun, &budget)
 				if n == 0 {
@@ -178,6 +179,7 @@ type sender struct {
 	traceNo *atomic.Uint64
 	active  [][]ptrace.Span // remaining spans of each run, in end order
 	owners  []ptrace.Traces // the Traces each run's spans live in
+	placed  bool            // runs carry the runtime's LangSmith placement
 }
 
 // request takes up to perRun spans of each run in flight. New runs start while the
@@ -217,6 +219,9 @@ func (s *sender) request(runs, perRun int, budget *atomic.Int64) (ptrace.Traces,
 // newRun builds one run (bench/agentrun), its spans in end order, the root last.
 func (s *sender) newRun() (ptrace.Traces, []ptrace.Span) {
 	r := agentrun.New(s.r, s.traceNo.Add(1))
+	if s.placed {
+		r.Place()
+	}
 	return r.Traces, r.Spans
 }
 

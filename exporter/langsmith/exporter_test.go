@@ -23,7 +23,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/agentmeter/agentmeter/exporter/internal/vendortest"
-	"github.com/agentmeter/agentmeter/exporter/langsmith/internal/runtree"
+	"github.com/agentmeter/agentmeter/internal/dottedorder"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
 	"github.com/agentmeter/agentmeter/internal/fakevendor"
 	"github.com/agentmeter/agentmeter/internal/fakevendor/faulty"
@@ -111,7 +111,7 @@ func TestFullAgentTrace(t *testing.T) {
 	assert.Equal(t, "/runs/multipart", reqs[0].Path)
 	assert.Equal(t, "zstd", reqs[0].Encoding)
 
-	traceUUID := runtree.TraceUUID(td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID())
+	traceUUID := dottedorder.TraceUUID(td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID())
 	runs := runsByName(fake)
 	lead := runs["invoke_agent lead_agent"]
 	assert.Equal(t, traceUUID, lead["id"])
@@ -153,7 +153,7 @@ func TestFullAgentTrace(t *testing.T) {
 	search := runs["execute_tool web_search"]
 	assert.Equal(t, "error", search["status"])
 	assert.Equal(t, "search backend timed out", search["error"])
-	assert.Equal(t, runtree.SpanUUID(ids.Subagent), search["parent_run_id"])
+	assert.Equal(t, dottedorder.SpanUUID(ids.Subagent), search["parent_run_id"])
 }
 
 // The exporter declares MutatesData false: it reads the batch it was given and never

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentmeter/agentmeter/exporter/langsmith/internal/runtree"
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/dottedorder"
 	"github.com/agentmeter/agentmeter/internal/fakevendor"
 )
 
@@ -51,15 +52,15 @@ func TestReemissionsPatchTheRunNewestWins(t *testing.T) {
 			require.NoError(t, h.exp.ConsumeTraces(ctx, task2))
 			require.NoError(t, h.exp.ConsumeTraces(ctx, rev1))
 
-			run := fake.Runs()[runtree.SpanUUID(ids.LeadChat)]
+			run := fake.Runs()[dottedorder.SpanUUID(ids.LeadChat)]
 			assert.EqualValues(t, 900, subagentInput(t, run), "revision 2 wins")
 			md := run["extra"].(map[string]any)["metadata"].(map[string]any)
 			assert.Equal(t, genai.MergeCorrected, md[genai.AttrMergeStatus])
 			assert.EqualValues(t, 2, md[genai.AttrMergeRevision])
 			// the patch is the whole run again: own usage and cost stay
 			assert.EqualValues(t, 1200, run["outputs"].(map[string]any)["usage_metadata"].(map[string]any)["input_tokens"])
-			assert.Equal(t, 1, fake.Patches(runtree.SpanUUID(ids.LeadChat)), "revision 1 was never sent")
-			taskRun := fake.Runs()[runtree.SpanUUID(ids.Task)]
+			assert.Equal(t, 1, fake.Patches(dottedorder.SpanUUID(ids.LeadChat)), "revision 1 was never sent")
+			taskRun := fake.Runs()[dottedorder.SpanUUID(ids.Task)]
 			assert.EqualValues(t, 900, subagentInput(t, taskRun), "a re-emitted tool call is patched too")
 			assert.Equal(t, genai.MergeMerged, taskRun["extra"].(map[string]any)["metadata"].(map[string]any)[genai.AttrMergeStatus])
 			assert.Equal(t, 8, fake.RunCount())
@@ -83,7 +84,7 @@ func TestReemissionBeforeTheFirstEmission(t *testing.T) {
 	assert.Equal(t, 1, fake.PendingPatches())
 	require.NoError(t, h.exp.ConsumeTraces(ctx, td))
 	assert.Zero(t, fake.PendingPatches())
-	run := fake.Runs()[runtree.SpanUUID(ids.LeadChat)]
+	run := fake.Runs()[dottedorder.SpanUUID(ids.LeadChat)]
 	assert.EqualValues(t, 800, subagentInput(t, run))
 	assert.Equal(t, runtree.OrphanRerooted, run["extra"].(map[string]any)["metadata"].(map[string]any)["orphan"])
 	assert.Equal(t, 8, fake.RunCount())
@@ -105,7 +106,7 @@ func TestFirstEmissionAndReemissionsInOneBatch(t *testing.T) {
 	fakevendor.Reemission(td, ids.LeadChat, 1, genai.Usage{Input: 750}).ResourceSpans().MoveAndAppendTo(all.ResourceSpans())
 	require.NoError(t, h.exp.ConsumeTraces(context.Background(), all))
 
-	id := runtree.SpanUUID(ids.LeadChat)
+	id := dottedorder.SpanUUID(ids.LeadChat)
 	assert.EqualValues(t, 950, subagentInput(t, fake.Runs()[id]))
 	assert.Equal(t, 1, fake.Patches(id))
 	reqs := fake.Requests()
@@ -128,7 +129,7 @@ func TestPatchRetriedAlone(t *testing.T) {
 	fakevendor.Reemission(td, ids.LeadChat, 1, genai.Usage{Input: 640}).ResourceSpans().MoveAndAppendTo(all.ResourceSpans())
 	fake.Script(fakevendor.LangSmithResponse{Status: http.StatusAccepted}, fakevendor.LangSmithResponse{Status: http.StatusServiceUnavailable})
 	require.NoError(t, h.exp.ConsumeTraces(context.Background(), all))
-	id := runtree.SpanUUID(ids.LeadChat)
+	id := dottedorder.SpanUUID(ids.LeadChat)
 	assert.EqualValues(t, 640, subagentInput(t, fake.Runs()[id]))
 	reqs := fake.Requests()
 	require.Len(t, reqs, 3)

@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/dottedorder"
 	"github.com/agentmeter/agentmeter/runtime/journal"
 )
 
@@ -98,7 +99,7 @@ sandbox:
 	require.NotEqual(t, pcommon.SpanID{}, lead.SpanID(), "lead invoke_agent span")
 	assert.True(t, lead.ParentSpanID().IsEmpty(), "lead span is the root")
 
-	common := []string{genai.AttrConversationID, genai.AttrRunID, genai.AttrEndUserID, genai.AttrCaller, genai.AttrOperationName}
+	common := []string{genai.AttrConversationID, genai.AttrRunID, genai.AttrEndUserID, genai.AttrCaller, genai.AttrOperationName, genai.AttrLSDottedOrder}
 	counts := map[string]int{}
 	var ownTotal int64
 	for _, s := range spans {
@@ -108,6 +109,19 @@ sandbox:
 		assert.Equal(t, "user-7", genai.StringAttr(a, genai.AttrEndUserID), s.Name())
 		caller := genai.StringAttr(a, genai.AttrCaller)
 		parent := byID[s.ParentSpanID()]
+		// its LangSmith placement, from its start: its parent's, then its own segment
+		segs, placed := dottedorder.Parse(genai.StringAttr(a, genai.AttrLSDottedOrder))
+		if assert.True(t, placed, "placement of %s", s.Name()) {
+			last := segs[len(segs)-1]
+			assert.Equal(t, int64(s.StartTimestamp())/1000, last.Micros, s.Name())
+			if s.ParentSpanID().IsEmpty() {
+				assert.Equal(t, []dottedorder.Segment{{Micros: last.Micros, RunID: dottedorder.TraceUUID(s.TraceID())}}, segs)
+			} else {
+				assert.Equal(t, dottedorder.SpanUUID(s.SpanID()), last.RunID, s.Name())
+				pd := genai.StringAttr(parent.Attributes(), genai.AttrLSDottedOrder)
+				assert.Equal(t, pd+".", genai.StringAttr(a, genai.AttrLSDottedOrder)[:len(pd)+1], s.Name())
+			}
+		}
 		op := genai.StringAttr(a, genai.AttrOperationName)
 		switch op {
 		case genai.OpInvokeAgent:

@@ -44,7 +44,9 @@ import (
 // Sizes from the environment: BENCH_LATENCY_RUNS (DeerFlow runs, default 8),
 // BENCH_LATENCY_UNTRACED (untraced-task runs, 2), BENCH_LATENCY_RUN (each run's length,
 // 30s), BENCH_LATENCY_STAGGER (between run starts, 1s), BENCH_LATENCY_WAIT (after the last
-// send, 40s).
+// send, 40s). The DeerFlow-shaped runs carry the LangSmith placement the agentmeter
+// runtime puts on its spans (agentrun.Run.Place); BENCH_LATENCY_UNPLACED=1 sends them
+// without it, as another emitter of the same runs would.
 func BenchmarkSidecarLatency(b *testing.B) {
 	p := latencyParamsFromEnv(b)
 	b.Run("shipped", func(b *testing.B) {
@@ -111,6 +113,7 @@ type latencyParams struct {
 	runs, untraced      int
 	run, stagger, wait  time.Duration
 	pollEvery, sendWait time.Duration
+	unplaced            bool // DeerFlow-shaped runs without the runtime's LangSmith placement
 }
 
 func latencyParamsFromEnv(b *testing.B) latencyParams {
@@ -133,6 +136,7 @@ func latencyParamsFromEnv(b *testing.B) latencyParams {
 		}
 	}
 	require.Positive(b, p.runs+p.untraced, "BENCH_LATENCY_RUNS + BENCH_LATENCY_UNTRACED")
+	p.unplaced = os.Getenv("BENCH_LATENCY_UNPLACED") == "1"
 	return p
 }
 
@@ -272,6 +276,9 @@ func replay(b *testing.B, p latencyParams, otlp string, sinks ...vendorSink) lat
 			defer wg.Done()
 			start := t0.Add(pl.offset)
 			ends := pl.run.Retime(start, p.run)
+			if !pl.untraced && !p.unplaced {
+				pl.run.Place() // as the agentmeter runtime emits them
+			}
 			tid := pl.run.TraceID()
 			for i, sp := range pl.run.Spans {
 				time.Sleep(time.Until(start.Add(ends[i])))

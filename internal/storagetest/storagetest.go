@@ -18,6 +18,9 @@ type Storage struct {
 	mu   sync.Mutex
 	data map[string][]byte
 	fail error
+	// names are the named clients, each a store of its own as file_storage gives each
+	// name a file of its own
+	names map[string]*Storage
 }
 
 var (
@@ -32,10 +35,17 @@ func New() *Storage { return &Storage{data: map[string][]byte{}} }
 func (s *Storage) Fail(err error) {
 	s.mu.Lock()
 	s.fail = err
+	names := make([]*Storage, 0, len(s.names))
+	for _, n := range s.names {
+		names = append(names, n)
+	}
 	s.mu.Unlock()
+	for _, n := range names {
+		n.Fail(err)
+	}
 }
 
-// Count is the number of keys stored under prefix.
+// Count is the number of keys the unnamed client stores under prefix.
 func (s *Storage) Count(prefix string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -63,8 +73,30 @@ func (h host) GetExtensions() map[component.ID]component.Component {
 func (*Storage) Start(context.Context, component.Host) error { return nil }
 func (*Storage) Shutdown(context.Context) error              { return nil }
 
-func (s *Storage) GetClient(context.Context, component.Kind, component.ID, string) (storage.Client, error) {
-	return s, nil
+// GetClient returns s itself for the unnamed client, and a store of its own for each
+// name, which outlives the component as s does.
+func (s *Storage) GetClient(_ context.Context, _ component.Kind, _ component.ID, name string) (storage.Client, error) {
+	if name == "" {
+		return s, nil
+	}
+	return s.Named(name), nil
+}
+
+// Named is the store of the named client name (exporterhelper's persistent queue names
+// its client after the signal: "traces").
+func (s *Storage) Named(name string) *Storage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.names[name]
+	if !ok {
+		if s.names == nil {
+			s.names = map[string]*Storage{}
+		}
+		n = New()
+		n.fail = s.fail
+		s.names[name] = n
+	}
+	return n
 }
 
 func (s *Storage) Get(_ context.Context, k string) ([]byte, error) {

@@ -53,7 +53,8 @@ func (p *Provider) TracerProvider() trace.TracerProvider { return p.tp }
 // Setup builds the tracer provider: OTLP/HTTP export configured by the standard OTEL_*
 // variables (OTEL_EXPORTER_OTLP_ENDPOINT, ..._TRACES_ENDPOINT, ..._HEADERS, ..._TIMEOUT,
 // OTEL_BSP_*, OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME), a batch span processor,
-// bounded retries, and the W3C trace-context propagator. It installs the provider and the
+// bounded retries, the W3C trace-context propagator, and each span's LangSmith placement
+// (placement.go). It installs the provider and the
 // propagator globally and replaces the global OTel error handler with one that prints a
 // single warning, so a run with no collector listening neither hangs nor floods stderr.
 func Setup(ctx context.Context, o Options) (*Provider, error) {
@@ -103,6 +104,7 @@ func Setup(ctx context.Context, o Options) (*Provider, error) {
 	}
 	sdk := sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
+		sdktrace.WithSpanProcessor(placer{}),
 		sdktrace.WithBatcher(&warnExporter{SpanExporter: exp, warn: warn}, sdktrace.WithExportTimeout(o.ExportTimeout)),
 	)
 	otel.SetTracerProvider(sdk)

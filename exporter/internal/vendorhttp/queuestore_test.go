@@ -100,13 +100,13 @@ func TestPersistentQueueStoresRequestsCompressed(t *testing.T) {
 
 	items := 0
 	for i := range 4 {
-		v, err := st.Get(context.Background(), strconv.Itoa(i))
+		v, err := st.Named("traces").Get(context.Background(), strconv.Itoa(i))
 		require.NoError(t, err)
 		if v == nil {
 			continue
 		}
 		items++
-		raw, err := storageclient.Packed(st).Get(context.Background(), strconv.Itoa(i))
+		raw, err := storageclient.Packed(st.Named("traces")).Get(context.Background(), strconv.Itoa(i))
 		require.NoError(t, err)
 		assert.Less(t, 3*len(v), len(raw), "item %d is stored compressed: agent spans compress several times", i)
 	}
@@ -126,10 +126,10 @@ func TestPersistentQueueReadsWhatAnOlderVersionQueued(t *testing.T) {
 	var took atomic.Int64
 	stop := queuedExporter(t, st, false, &up, &took)
 	stop()
-	v, err := st.Get(context.Background(), "0")
+	v, err := st.Named("traces").Get(context.Background(), "0")
 	require.NoError(t, err)
 	require.NotNil(t, v)
-	packed, err := storageclient.Packed(st).Get(context.Background(), "0")
+	packed, err := storageclient.Packed(st.Named("traces")).Get(context.Background(), "0")
 	require.NoError(t, err)
 	require.Equal(t, v, packed, "the older version stored it as it is")
 

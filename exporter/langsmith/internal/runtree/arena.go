@@ -4,6 +4,8 @@ import (
 	"encoding/hex"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/agentmeter/agentmeter/internal/dottedorder"
 )
 
 // batchArena holds what the runs of one batch are cut from, so a batch costs a few
@@ -27,7 +29,7 @@ const (
 )
 
 func newBatchArena(infos []spanInfo) *batchArena {
-	const perRun = 2*len(pcommon.TraceID{}) + 4*len(pcommon.SpanID{}) + 2*timeLen
+	const perRun = 2*len(pcommon.TraceID{}) + 4*len(pcommon.SpanID{}) + 2*dottedorder.TimeLen
 	buf := make([]byte, 0, len(infos)*perRun)
 	kvs := 0
 	for i := range infos {
@@ -37,8 +39,8 @@ func newBatchArena(infos []spanInfo) *batchArena {
 		if !s.parent.IsEmpty() {
 			buf = hex.AppendEncode(buf, s.parent[:])
 		}
-		buf = AppendTime(buf, s.start)
-		buf = AppendTime(buf, s.end)
+		buf = dottedorder.AppendTime(buf, s.start)
+		buf = dottedorder.AppendTime(buf, s.end)
 		kvs += derivedEntries + paramEntries
 	}
 	all := string(buf)
@@ -55,7 +57,7 @@ func newBatchArena(infos []spanInfo) *batchArena {
 		if !s.parent.IsEmpty() {
 			rs.parentHex = cut(2 * len(s.parent))
 		}
-		rs.start, rs.end = cut(timeLen), cut(timeLen)
+		rs.start, rs.end = cut(dottedorder.TimeLen), cut(dottedorder.TimeLen)
 	}
 	return a
 }

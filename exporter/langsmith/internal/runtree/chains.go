@@ -4,6 +4,8 @@ import (
 	"container/list"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/agentmeter/agentmeter/internal/dottedorder"
 )
 
 // chainEntry is what a child needs from an already mapped run: its id, its dotted_order
@@ -55,13 +57,20 @@ type traceChains struct {
 	rootSpan pcommon.SpanID
 	rootSet  bool
 	spans    map[pcommon.SpanID]cachedRun
-	elem     *list.Element
+	// placed holds the runs their emitter placed (langsmith.span.dotted_order): their
+	// dotted_order as it came, since its ids need not be the ones derived from spans
+	placed map[pcommon.SpanID]string
+	elem   *list.Element
 }
 
 // lookup rebuilds the chain entry of a remembered span; buf is scratch for the
 // dotted_order. The run ids it returns are substrings of that dotted_order, which holds
 // them all: a lookup allocates the one string.
 func (tc *traceChains) lookup(span pcommon.SpanID, buf []byte) (chainEntry, []byte, bool) {
+	if d, ok := tc.placed[span]; ok {
+		e, _ := placedEntry(d)
+		return e, buf, true
+	}
 	r, ok := tc.spans[span]
 	if !ok {
 		return chainEntry{}, buf, false
@@ -86,7 +95,7 @@ func (tc *traceChains) lookup(span pcommon.SpanID, buf []byte) (chainEntry, []by
 		if i != top {
 			buf = append(buf, '.')
 		}
-		buf = AppendSegment(buf, runs[i].seg, "")
+		buf = dottedorder.AppendSegment(buf, runs[i].seg, "")
 		if i == top {
 			topAt = len(buf)
 		}
@@ -97,15 +106,15 @@ func (tc *traceChains) lookup(span pcommon.SpanID, buf []byte) (chainEntry, []by
 			spanAt = len(buf)
 		}
 		if runs[i].traceRun {
-			buf = appendUUID(buf, tc.traceID)
+			buf = dottedorder.AppendUUID(buf, tc.traceID)
 		} else {
 			var b [16]byte
 			copy(b[8:], ids[i][:])
-			buf = appendUUID(buf, b)
+			buf = dottedorder.AppendUUID(buf, b)
 		}
 	}
 	e := chainEntry{dotted: string(buf), segMicros: r.seg, orphan: orphanReasons[r.orphan]}
-	runID := func(at int) string { return e.dotted[at : at+uuidLen] }
+	runID := func(at int) string { return e.dotted[at : at+dottedorder.UUIDLen] }
 	e.traceRunID, e.runID = runID(topAt), runID(spanAt)
 	if top >= 1 {
 		e.parentRunID = runID(parentAt)
@@ -145,13 +154,39 @@ func (c *chainCache) put(tc *traceChains, span pcommon.SpanID, e cachedRun) {
 	tc.spans[span] = e
 }
 
+// putPlaced remembers a run its emitter placed, by its dotted_order.
+func (c *chainCache) putPlaced(tc *traceChains, span pcommon.SpanID, dotted string) {
+	if tc.placed == nil {
+		tc.placed = map[pcommon.SpanID]string{}
+	}
+	if _, had := tc.placed[span]; !had {
+		c.spans++
+	}
+	tc.placed[span] = dotted
+}
+
+// placedEntry is the chain entry of a run whose emitter gave its dotted_order: its id,
+// its trace's and its parent's are the chain's last, first and last but one.
+func placedEntry(dotted string) (chainEntry, bool) {
+	segs, ok := dottedorder.Parse(dotted)
+	if !ok {
+		return chainEntry{}, false
+	}
+	last := segs[len(segs)-1]
+	e := chainEntry{runID: last.RunID, traceRunID: segs[0].RunID, dotted: dotted, segMicros: last.Micros}
+	if len(segs) > 1 {
+		e.parentRunID = segs[len(segs)-2].RunID
+	}
+	return e, true
+}
+
 // evict drops least recently used traces until the span bound holds. A bound of 0 keeps
 // nothing between batches.
 func (c *chainCache) evict() {
 	for c.spans > c.maxSpans && c.lru.Len() > 0 {
 		tc := c.lru.Remove(c.lru.Back()).(*traceChains)
 		delete(c.traces, tc.traceID)
-		c.spans -= len(tc.spans)
+		c.spans -= len(tc.spans) + len(tc.placed)
 	}
 	if c.maxSpans == 0 {
 		// traces without remembered spans may still hold a root assignment; drop them too

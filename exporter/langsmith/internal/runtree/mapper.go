@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/dottedorder"
 )
 
 // OTel exception event names (semconv), read to build a failed run's error text.
@@ -48,6 +49,11 @@ const (
 //     with orphan = rerooted. Typical for a lead agent whose parent is a remote gateway
 //     span that is never exported here. Using the span's own UUID, never the trace UUID,
 //     means a true root that arrives later can never collide with it.
+//
+// A span that carries langsmith.span.dotted_order (LangSmith's SDKs and the agentmeter
+// runtime set it when the span starts) is placed by it instead, whether or not its
+// ancestors have been seen: its run id, trace_id and parent are the chain's last, first
+// and last but one ids. One that is not well formed is ignored.
 //
 // extra.metadata.otel.parent_span_id always keeps the real parent.
 type Mapper struct {
@@ -148,7 +154,7 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 		}
 		return cmpInt64(infos[a].start, infos[b].start)
 	})
-	traceUUID := TraceUUID(traceID)
+	traceUUID := dottedorder.TraceUUID(traceID)
 	var resolve func(i int)
 	resolve = func(i int) {
 		s := &infos[i]
@@ -165,16 +171,32 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 			s.entry, s.parentRunID, s.orphan = e, e.parentRunID, e.orphan
 			return
 		}
+		// the emitter placed it when it started: its ancestors need not have come
+		if d := genai.StringAttr(s.span.Attributes(), genai.AttrLSDottedOrder); d != "" {
+			if e, ok := placedEntry(d); ok {
+				s.entry, s.parentRunID = e, e.parentRunID
+				m.cache.putPlaced(tc, s.spanID, d)
+				if e.parentRunID == "" {
+					if s.parent.IsEmpty() && !tc.trueRootSet {
+						tc.trueRoot, tc.trueRootSet = s.spanID, true
+					}
+					if !tc.rootSet {
+						tc.root, tc.rootSpan, tc.rootSet = e, s.spanID, true
+					}
+				}
+				return
+			}
+		}
 
 		if s.parent.IsEmpty() && (!tc.trueRootSet || tc.trueRoot == s.spanID) {
 			tc.trueRoot, tc.trueRootSet = s.spanID, true
 			s.entry = chainEntry{runID: traceUUID, traceRunID: traceUUID, segMicros: s.start,
-				dotted: string(AppendSegment(nil, s.start, traceUUID))}
+				dotted: string(dottedorder.AppendSegment(nil, s.start, traceUUID))}
 			tc.root, tc.rootSpan, tc.rootSet = s.entry, s.spanID, true
 			m.cache.put(tc, s.spanID, cachedRun{seg: s.start, traceRun: true})
 			return
 		}
-		runID := SpanUUID(s.spanID)
+		runID := dottedorder.SpanUUID(s.spanID)
 		var parent chainEntry
 		var up pcommon.SpanID // the span of the run it hangs under
 		found := false
@@ -191,7 +213,7 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 			if !tc.rootSet {
 				s.orphan = OrphanRerooted
 				s.entry = chainEntry{runID: runID, traceRunID: runID, segMicros: s.start,
-					dotted: string(AppendSegment(nil, s.start, runID)), orphan: OrphanRerooted}
+					dotted: string(dottedorder.AppendSegment(nil, s.start, runID)), orphan: OrphanRerooted}
 				tc.root, tc.rootSpan, tc.rootSet = s.entry, s.spanID, true
 				m.cache.put(tc, s.spanID, cachedRun{seg: s.start, orphan: orphanCode(OrphanRerooted)})
 				return
@@ -201,7 +223,7 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 		seg := max(s.start, parent.segMicros)
 		buf := append(m.scratch[:0], parent.dotted...)
 		buf = append(buf, '.')
-		buf = AppendSegment(buf, seg, runID)
+		buf = dottedorder.AppendSegment(buf, seg, runID)
 		m.scratch = buf
 		s.entry = chainEntry{runID: runID, traceRunID: parent.traceRunID, dotted: string(buf), segMicros: seg,
 			parentRunID: parent.runID, orphan: s.orphan}
@@ -261,6 +283,8 @@ var movedAttrs = map[string]bool{
 	genai.AttrSubagentCacheRead: true, genai.AttrSubagentCacheCreat: true, genai.AttrSubagentReasoning: true,
 	genai.AttrSubagentDispatches: true, genai.AttrSubagentToolCallIDs: true,
 	genai.AttrInputMessages: true, genai.AttrOutputMessages: true, genai.AttrSystemInstr: true,
+	// the run's own dotted_order
+	genai.AttrLSDottedOrder: true,
 	// written under LangSmith's names instead (thread_id/session_id, user_id, caller)
 	genai.AttrConversationID: true, genai.AttrEndUserID: true, genai.AttrCaller: true,
 }

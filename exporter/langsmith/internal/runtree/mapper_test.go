@@ -11,33 +11,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/internal/dottedorder"
 	"github.com/agentmeter/agentmeter/internal/fakevendor"
 )
 
 var base = time.Date(2026, 3, 4, 5, 6, 7, 123456789, time.UTC)
-
-func TestIDs(t *testing.T) {
-	tid := pcommon.TraceID{0x0e, 0x01, 0xbf, 0x50, 0x47, 0x4d, 0x45, 0x36, 0x81, 0x0f, 0x67, 0xd3, 0xee, 0x7e, 0xa3, 0xe7}
-	assert.Equal(t, "0e01bf50-474d-4536-810f-67d3ee7ea3e7", TraceUUID(tid))
-	assert.Equal(t, "00000000-0000-0000-0102-030405060708", SpanUUID(pcommon.SpanID{1, 2, 3, 4, 5, 6, 7, 8}))
-}
-
-func TestSegmentHasSixDigitMicroseconds(t *testing.T) {
-	for _, tc := range []struct {
-		at   time.Time
-		want string
-	}{
-		{time.Date(2024, 9, 19, 17, 16, 48, 521691000, time.UTC), "20240919T171648521691Z"},
-		{time.Date(2024, 9, 19, 17, 16, 48, 0, time.UTC), "20240919T171648000000Z"},
-		{time.Date(2024, 9, 19, 17, 16, 48, 7999, time.UTC), "20240919T171648000007Z"}, // truncated, not rounded
-		// a non-UTC input is rendered in UTC
-		{time.Date(2024, 9, 19, 19, 16, 48, 1000, time.FixedZone("CEST", 7200)), "20240919T171648000001Z"},
-	} {
-		got := string(AppendSegment(nil, tc.at.UnixMicro(), "0e01bf50-474d-4536-810f-67d3ee7ea3e7"))
-		assert.Equal(t, tc.want+"0e01bf50-474d-4536-810f-67d3ee7ea3e7", got)
-	}
-	assert.Equal(t, "2024-09-19T17:16:48.000007Z", FormatTime(time.Date(2024, 9, 19, 17, 16, 48, 7999, time.UTC).UnixMicro()))
-}
 
 func byName(runs []Run) map[string]Run {
 	m := map[string]Run{}
@@ -70,7 +48,7 @@ func TestMapAgentTrace(t *testing.T) {
 	for _, r := range runs {
 		assert.Empty(t, fakevendor.CheckLangSmithRun(encodeRun(t, r)), r.Head.Name)
 	}
-	traceUUID := TraceUUID(td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID())
+	traceUUID := dottedorder.TraceUUID(td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID())
 	rs := byName(runs)
 
 	lead := rs["invoke_agent lead_agent"]
@@ -84,9 +62,9 @@ func TestMapAgentTrace(t *testing.T) {
 
 	chat := rs["chat gpt-4o"]
 	assert.Equal(t, TypeLLM, chat.Head.RunType)
-	assert.Equal(t, SpanUUID(ids.LeadChat), chat.Head.ID)
+	assert.Equal(t, dottedorder.SpanUUID(ids.LeadChat), chat.Head.ID)
 	assert.Equal(t, traceUUID, chat.Head.ParentRunID)
-	assert.Equal(t, lead.Head.DottedOrder+".20260304T050607133456Z"+SpanUUID(ids.LeadChat), chat.Head.DottedOrder)
+	assert.Equal(t, lead.Head.DottedOrder+".20260304T050607133456Z"+dottedorder.SpanUUID(ids.LeadChat), chat.Head.DottedOrder)
 	assert.Equal(t, &UsageMetadata{InputTokens: 1200, OutputTokens: 300, TotalTokens: 1500,
 		CacheRead: 200, CacheCreation: 100, Reasoning: 50}, chat.Outputs.UsageMetadata,
 		"own usage only, inclusive; the merged subagent usage is not added")
@@ -107,7 +85,7 @@ func TestMapAgentTrace(t *testing.T) {
 	assert.Equal(t, TypeTool, task.Head.RunType)
 	assert.Equal(t, Metadata{StrKV("tool_name", "task")}, task.Extra.InvocationParams)
 	researcher := rs["invoke_agent researcher"]
-	assert.Equal(t, SpanUUID(ids.Task), researcher.Head.ParentRunID)
+	assert.Equal(t, dottedorder.SpanUUID(ids.Task), researcher.Head.ParentRunID)
 	assert.Equal(t, []string{"subagent:researcher"}, researcher.Head.Tags)
 	assert.Equal(t, "subagent", meta(t, researcher)["caller_bucket"])
 	assert.Equal(t, 2, strings.Count(researcher.Head.DottedOrder, "."), "root.task.researcher")
@@ -195,7 +173,7 @@ func TestOrphans(t *testing.T) {
 	runs, _ := m.Map(singleSpan(td, idx[ids.SubChat1]))
 	r := runs[0]
 	assert.Equal(t, OrphanRerooted, meta(t, r)["orphan"])
-	assert.Equal(t, SpanUUID(ids.SubChat1), r.Head.ID)
+	assert.Equal(t, dottedorder.SpanUUID(ids.SubChat1), r.Head.ID)
 	assert.Equal(t, r.Head.ID, r.Head.TraceID, "a re-rooted orphan is the root of its own LangSmith trace")
 	assert.Empty(t, r.Head.ParentRunID)
 	assert.Empty(t, fakevendor.CheckLangSmithRun(encodeRun(t, r)))
@@ -211,11 +189,11 @@ func TestOrphans(t *testing.T) {
 
 	// the true root arrives later: it still gets the trace UUID, never colliding
 	runs, _ = m.Map(singleSpan(td, idx[ids.Lead]))
-	assert.Equal(t, TraceUUID(spans.At(0).TraceID()), runs[0].Head.ID)
+	assert.Equal(t, dottedorder.TraceUUID(spans.At(0).TraceID()), runs[0].Head.ID)
 	assert.NotContains(t, meta(t, runs[0]), "orphan")
 	// and later orphans attach to the true root
 	runs, _ = m.Map(singleSpan(td, idx[ids.SearchTool]))
-	assert.Equal(t, TraceUUID(spans.At(0).TraceID()), runs[0].Head.ParentRunID)
+	assert.Equal(t, dottedorder.TraceUUID(spans.At(0).TraceID()), runs[0].Head.ParentRunID)
 	assert.Equal(t, OrphanAttachedToRoot, meta(t, runs[0])["orphan"])
 	assert.Equal(t, "b00300000000000"+"4", meta(t, runs[0])["otel.parent_span_id"])
 }
@@ -277,7 +255,7 @@ func TestChildSegmentClamped(t *testing.T) {
 	c.SetStartTimestamp(pcommon.NewTimestampFromTime(base.Add(-time.Millisecond)))
 	runs, _ := NewMapper("p", 10).Map(td)
 	rs := map[string]Run{runs[0].Head.ID: runs[0], runs[1].Head.ID: runs[1]}
-	child := rs[SpanUUID(pcommon.SpanID{2})]
+	child := rs[dottedorder.SpanUUID(pcommon.SpanID{2})]
 	assert.Contains(t, child.Head.DottedOrder, ".20260304T050607123456Z")
 	assert.Equal(t, "2026-03-04T05:06:07.122456Z", child.Head.StartTime)
 	assert.Empty(t, fakevendor.CheckLangSmithRun(encodeRun(t, child)))
@@ -327,17 +305,4 @@ func meta(t *testing.T, r Run) map[string]any {
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(b, &m), string(b))
 	return m
-}
-
-func TestCivilMatchesTime(t *testing.T) {
-	for _, us := range []int64{0, -1, 1, 951782400000000, 4102444799999999, -62135596800000000, 1709251200123456} {
-		tm := time.UnixMicro(us).UTC()
-		c := civilFromMicros(us)
-		y, mo, d := tm.Date()
-		assert.Equal(t, civil{y, int(mo), d, tm.Hour(), tm.Minute(), tm.Second(), tm.Nanosecond() / 1000}, c, "%d", us)
-	}
-	for us := int64(-5e15); us < 5e15; us += 7_777_777_777_777 {
-		tm := time.UnixMicro(us).UTC()
-		assert.Equal(t, tm.Format("2006-01-02T15:04:05.000000Z"), FormatTime(us))
-	}
 }

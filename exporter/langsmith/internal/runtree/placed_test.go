@@ -1,0 +1,84 @@
+package runtree
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/dottedorder"
+	"github.com/agentmeter/agentmeter/internal/fakevendor"
+)
+
+// placedSpan is a span of trace {9} started at base+at, with parent (zero: a root) and,
+// when dotted is set, the placement its emitter gave it.
+func placedSpan(id, parent byte, at time.Duration, dotted string) ptrace.Traces {
+	td := ptrace.NewTraces()
+	sp := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	sp.SetTraceID(pcommon.TraceID{9})
+	sp.SetSpanID(pcommon.SpanID{id})
+	if parent != 0 {
+		sp.SetParentSpanID(pcommon.SpanID{parent})
+	}
+	sp.SetName("span")
+	sp.SetStartTimestamp(pcommon.NewTimestampFromTime(base.Add(at)))
+	sp.SetEndTimestamp(pcommon.NewTimestampFromTime(base.Add(at + time.Millisecond)))
+	if dotted != "" {
+		sp.Attributes().PutStr(genai.AttrLSDottedOrder, dotted)
+	}
+	return td
+}
+
+// Spans end before their parents. One whose emitter placed it when it started goes in
+// at once with its true chain, before any ancestor has been mapped, and a span without
+// a placement that comes after it hangs under it.
+func TestEmitterPlacedRunsGoInBeforeTheirParents(t *testing.T) {
+	traceUUID := dottedorder.TraceUUID(pcommon.TraceID{9})
+	root := string(dottedorder.AppendSegment(nil, base.UnixMicro(), traceUUID))
+	agent := dottedorder.Child(root, base.Add(time.Millisecond).UnixMicro(), dottedorder.SpanUUID(pcommon.SpanID{2}))
+	chat := dottedorder.Child(agent, base.Add(2*time.Millisecond).UnixMicro(), dottedorder.SpanUUID(pcommon.SpanID{3}))
+
+	m := NewMapper("p", 100)
+	check := func(td ptrace.Traces, wantDotted, wantParent string) Run {
+		t.Helper()
+		runs, skipped := m.Map(td)
+		require.Zero(t, skipped)
+		require.Len(t, runs, 1)
+		r := runs[0]
+		assert.Equal(t, wantDotted, r.Head.DottedOrder)
+		assert.Equal(t, wantParent, r.Head.ParentRunID)
+		assert.Equal(t, traceUUID, r.Head.TraceID)
+		md := meta(t, r)
+		assert.NotContains(t, md, keyOrphan)
+		assert.NotContains(t, md, genai.AttrLSDottedOrder, "the placement is the run's, not metadata")
+		assert.Empty(t, fakevendor.CheckLangSmithRun(encodeRun(t, r)))
+		return r
+	}
+	// the model call first, its agent run next, the root last
+	r := check(placedSpan(3, 2, 2*time.Millisecond, chat), chat, dottedorder.SpanUUID(pcommon.SpanID{2}))
+	assert.Equal(t, dottedorder.SpanUUID(pcommon.SpanID{3}), r.Head.ID)
+	// a tool span of the model call's without a placement, in a later batch
+	tool := dottedorder.Child(chat, base.Add(3*time.Millisecond).UnixMicro(), dottedorder.SpanUUID(pcommon.SpanID{4}))
+	check(placedSpan(4, 3, 3*time.Millisecond, ""), tool, dottedorder.SpanUUID(pcommon.SpanID{3}))
+	check(placedSpan(2, 1, time.Millisecond, agent), agent, traceUUID)
+	r = check(placedSpan(1, 0, 0, root), root, "")
+	assert.Equal(t, traceUUID, r.Head.ID)
+
+	// a re-emission of the model call is placed where the run is
+	check(placedSpan(3, 2, 2*time.Millisecond, chat), chat, dottedorder.SpanUUID(pcommon.SpanID{2}))
+}
+
+// A placement that is not a well-formed dotted_order is ignored: the span is placed as
+// one without it (here, an orphan whose ancestors were not seen: re-rooted).
+func TestMalformedPlacementIsIgnored(t *testing.T) {
+	for _, bad := range []string{"x", "20260304T050607123Z" + dottedorder.SpanUUID(pcommon.SpanID{3})} {
+		runs, _ := NewMapper("p", 100).Map(placedSpan(3, 2, 0, bad))
+		require.Len(t, runs, 1)
+		assert.Equal(t, runs[0].Head.ID, runs[0].Head.TraceID)
+		assert.Equal(t, OrphanRerooted, meta(t, runs[0])[keyOrphan])
+	}
+}
