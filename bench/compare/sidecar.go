@@ -20,11 +20,14 @@ func shippedWithoutMerge(b *bench, sk *sink) (collectorRun, error) {
 		return collectorRun{}, fmt.Errorf("shipped config: %w", err)
 	}
 	cfg := string(raw)
-	for _, with := range []string{"processors: [subagentmerge]", "processors: [subagentmerge/langsmith]"} {
-		if !strings.Contains(cfg, with) {
-			return collectorRun{}, fmt.Errorf("otelcol-config.yaml no longer has %q in a pipeline", with)
+	for _, r := range [][2]string{
+		{"processors: [subagentmerge]", "processors: []"},
+		{"processors: [filter/unplaced, subagentmerge/langsmith]", "processors: [filter/unplaced]"},
+	} {
+		if !strings.Contains(cfg, r[0]) {
+			return collectorRun{}, fmt.Errorf("otelcol-config.yaml no longer has %q in a pipeline", r[0])
 		}
-		cfg = strings.Replace(cfg, with, "processors: []", 1)
+		cfg = strings.Replace(cfg, r[0], r[1], 1)
 	}
 	cr.name, cr.args, cr.config = "shipped_nomerge", nil, cfg
 	return cr, nil

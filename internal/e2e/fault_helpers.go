@@ -163,10 +163,20 @@ func (r *FaultRig) SteadyLoad() (*faulty.Load, func()) {
 	return r.LoadAt(100*time.Millisecond, 2, 0)
 }
 
+// SteadyPlacedLoad is SteadyLoad with every span carrying its LangSmith placement, as the
+// agentmeter runtime's do: the shipped config sends them to LangSmith from its streamed
+// branch.
+func (r *FaultRig) SteadyPlacedLoad() (*faulty.Load, func()) {
+	return r.loadAt(&faulty.Load{Addr: r.OTLP, TracesPerRequest: 2, Interval: 100 * time.Millisecond, Placed: true})
+}
+
 // LoadAt starts a retrying sender; stop ends it, abandoning a request still being
 // refused (it was never accepted, so it is not counted as sent).
 func (r *FaultRig) LoadAt(interval time.Duration, perRequest, pad int) (*faulty.Load, func()) {
-	l := &faulty.Load{Addr: r.OTLP, TracesPerRequest: perRequest, Interval: interval, PadBytes: pad}
+	return r.loadAt(&faulty.Load{Addr: r.OTLP, TracesPerRequest: perRequest, Interval: interval, PadBytes: pad})
+}
+
+func (r *FaultRig) loadAt(l *faulty.Load) (*faulty.Load, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentmeter/agentmeter/internal/fakevendor/faulty"
 )
 
 // The shipped otelcol-config.yaml as a sidecar runs it (ports moved, both vendors
@@ -20,12 +22,29 @@ import (
 // sending queues) is picked up by the next; what was sent and still on disk at the crash
 // arrives twice, counted as duplicates.
 func TestReliabilityShippedConfigKill9Twice(t *testing.T) {
-	d := FaultDuration(t)
 	r := newFaultFakes(t)
 	start := startShipped(t, "agentmeter-kill9", r)
 	start()
-
 	l, stop := r.SteadyLoad()
+	kill9Twice(t, r, start, l, stop, false, "kill -9 of the shipped sidecar config, twice under steady load (vendors on by env, against the fakes)")
+}
+
+// The same with spans that carry their LangSmith placement: LangSmith's runs come from the
+// streamed branch (its ledgers, forward/placed, filter/placed, LangSmith's sending queue),
+// and a crash there loses nothing acknowledged either.
+func TestReliabilityShippedConfigKill9TwicePlaced(t *testing.T) {
+	r := newFaultFakes(t)
+	start := startShipped(t, "agentmeter-kill9-placed", r)
+	start()
+	l, stop := r.SteadyPlacedLoad()
+	kill9Twice(t, r, start, l, stop, true, "the same, spans placed as the agentmeter runtime's (LangSmith fed by the streamed branch)")
+}
+
+// kill9Twice kills the collector twice while l sends, then checks that both vendors hold
+// every acknowledged span, once, with its tokens, and (placed) that LangSmith's hold
+// branch held none of them.
+func kill9Twice(t *testing.T, r *FaultRig, start func(), l *faulty.Load, stop func(), placed bool, row string) {
+	d := FaultDuration(t)
 	require.Eventually(t, func() bool { return r.LF.Stats().Accepted > 0 && r.LS.Stats().Accepted > 0 },
 		60*time.Second, 50*time.Millisecond)
 	began := time.Now()
@@ -49,8 +68,15 @@ func TestReliabilityShippedConfigKill9Twice(t *testing.T) {
 	assert.Zero(t, got.LSLost, "runs lost at LangSmith")
 	assert.Equal(t, got.SentTokens, got.LFTokens)
 	assert.Equal(t, got.SentTokens, got.LSTokens)
+	// what the last process's hold branch released (the series starts at its first release)
+	released, _ := counterOK(r.Metrics(t), "otelcol_processor_subagentmerge_traces_released", `processor="subagentmerge/langsmith"`)
+	if placed {
+		assert.Zero(t, released, "placed spans skip the hold branch")
+	} else {
+		assert.Positive(t, released, "the hold branch released the traces it held")
+	}
 	r.AssertNoSecrets(t)
-	ReliabilityRow(t, "kill -9 of the shipped sidecar config, twice under steady load (vendors on by env, against the fakes)",
+	ReliabilityRow(t, row,
 		"merge ledgers and both sending queues on file_storage (AGENTMETER_STORAGE_DIR); the restarted process picks up what the killed one held; the sender retries while the port is closed",
 		fmt.Sprintf("%d spans, %d tokens", got.Sent, got.SentTokens), fmt.Sprintf("Langfuse %d / LangSmith %d", got.LFLost, got.LSLost),
 		fmt.Sprintf("%d / %d", got.LFDup, got.LSDup),

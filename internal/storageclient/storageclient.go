@@ -15,12 +15,6 @@ import (
 // Open returns the client that the storage extension id of host gives the component
 // self of kind. The caller closes it.
 func Open(ctx context.Context, host component.Host, id component.ID, kind component.Kind, self component.ID) (storage.Client, error) {
-	return OpenNamed(ctx, host, id, kind, self, "")
-}
-
-// OpenNamed is Open for a component that keeps more than one store: each name is a client
-// (a file, with file_storage) of its own.
-func OpenNamed(ctx context.Context, host component.Host, id component.ID, kind component.Kind, self component.ID, name string) (storage.Client, error) {
 	ext, ok := host.GetExtensions()[id]
 	if !ok {
 		return nil, fmt.Errorf("storage: extension %q not found (add it under extensions and service.extensions)", id)
@@ -29,7 +23,7 @@ func OpenNamed(ctx context.Context, host component.Host, id component.ID, kind c
 	if !ok {
 		return nil, fmt.Errorf("storage: extension %q is not a storage extension", id)
 	}
-	c, err := se.GetClient(ctx, kind, self, name)
+	c, err := se.GetClient(ctx, kind, self, "")
 	if err != nil {
 		return nil, fmt.Errorf("storage: getting a client of %q: %w", id, err)
 	}

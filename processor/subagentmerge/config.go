@@ -78,16 +78,6 @@ type Config struct {
 	// Default: 0.
 	ReleaseAfterRoot time.Duration `mapstructure:"release_after_root"`
 
-	// StreamPlaced (hold mode) streams the traces whose spans carry their LangSmith
-	// placement (langsmith.span.dotted_order, set when a span starts by the agentmeter
-	// runtime and LangSmith's own SDKs) instead of holding them: they go through this
-	// processor as in mode stream, with ledgers of their own under the same wait_duration,
-	// settle_time, num_traces, ledger_limit_mib and storage. The LangSmith exporter places
-	// each run by it, so a run need not wait for its ancestors, and takes re-emissions as
-	// PATCHes. Every other trace is held as before.
-	// Default: false.
-	StreamPlaced bool `mapstructure:"stream_placed"`
-
 	// LateSpanWindow (hold mode) is how long the span ids of a released trace are remembered, so a
 	// span arriving later is passed on marked late and an exact duplicate (a client
 	// retry) is dropped. About num_traces released traces are remembered so; past that,
@@ -171,9 +161,6 @@ func (c *Config) Validate() error {
 		if c.LateSpanWindow == 0 {
 			errs = append(errs, errors.New("release_after_root needs late_span_window above 0: spans arriving after the early release would not be merged"))
 		}
-	}
-	if c.StreamPlaced && c.Mode == ModeStream {
-		errs = append(errs, fmt.Errorf("stream_placed applies to mode %q only (stream mode streams every trace)", ModeHold))
 	}
 	if c.CompactAfter < 0 {
 		errs = append(errs, fmt.Errorf("compact_after must not be negative, got %s", c.CompactAfter))

@@ -246,7 +246,7 @@ func (m *subagentMerge) minLiveSeq() (uint64, bool) {
 // were acknowledged and never passed on, so they go on now, through the ledgers); in
 // hold mode its buffer.
 func (m *subagentMerge) startStorage(ctx context.Context, host component.Host) error {
-	client, err := storageclient.OpenNamed(ctx, host, *m.cfg.Storage, component.KindProcessor, m.id, m.storageName)
+	client, err := storageclient.Open(ctx, host, *m.cfg.Storage, component.KindProcessor, m.id)
 	if err != nil {
 		return err
 	}

@@ -102,12 +102,6 @@ type subagentMerge struct {
 
 	id    component.ID
 	store *persister // nil unless `storage` is set
-	// storageName names this engine's client of the storage extension: "" for the
-	// processor's own, placedStorage for the stream engine of its placed traces
-	storageName string
-	// placed is, in hold mode with stream_placed, the stream-mode engine the traces that
-	// carry their LangSmith placement go through (placed.go); nil otherwise
-	placed *subagentMerge
 
 	pool        sync.Pool
 	marshaler   ptrace.ProtoMarshaler
@@ -126,31 +120,6 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("subagentmerge: invalid config: %w", err)
 	}
-	p := newEngine(set, cfg, next)
-	if cfg.Mode == ModeHold && cfg.StreamPlaced {
-		p.placed = newPlacedEngine(set, cfg, next)
-	}
-	ledgers := func() (int64, int64) { return p.nLedgers.Load(), p.ledgerBytes.Load() }
-	if p.placed != nil {
-		ledgers = func() (int64, int64) {
-			return p.nLedgers.Load() + p.placed.nLedgers.Load(), p.ledgerBytes.Load() + p.placed.ledgerBytes.Load()
-		}
-	}
-	tel, err := newTelemetry(set.ID, set.TelemetrySettings,
-		func() (int64, int64) { return p.nTraces.Load(), p.nSpans.Load() },
-		ledgers, p.unsent.spans.Load)
-	if err != nil {
-		return nil, err
-	}
-	p.tel = tel
-	if p.placed != nil {
-		p.placed.tel = tel // one component: its counters are the processor's
-	}
-	return p, nil
-}
-
-// newEngine builds the processor's state for cfg, without its telemetry.
-func newEngine(set processor.Settings, cfg *Config, next consumer.Traces) *subagentMerge {
 	p := &subagentMerge{
 		cfg:            cfg,
 		id:             set.ID,
@@ -174,7 +143,15 @@ func newEngine(set processor.Settings, cfg *Config, next consumer.Traces) *subag
 		p.shards[i].init(&p.records)
 	}
 	p.pool.New = func() any { return &scratch{byTrace: map[pcommon.TraceID]int32{}} }
-	return p
+	tel, err := newTelemetry(set.ID, set.TelemetrySettings,
+		func() (int64, int64) { return p.nTraces.Load(), p.nSpans.Load() },
+		func() (int64, int64) { return p.nLedgers.Load(), p.ledgerBytes.Load() },
+		p.unsent.spans.Load)
+	if err != nil {
+		return nil, err
+	}
+	p.tel = tel
+	return p, nil
 }
 
 func (*subagentMerge) Capabilities() consumer.Capabilities {
@@ -186,11 +163,6 @@ func (p *subagentMerge) Start(ctx context.Context, host component.Host) error {
 	if p.cfg.Storage != nil && p.store == nil {
 		if err := p.startStorage(ctx, host); err != nil {
 			return fmt.Errorf("subagentmerge: %w", err)
-		}
-	}
-	if p.placed != nil {
-		if err := p.placed.Start(ctx, host); err != nil {
-			return err
 		}
 	}
 	if p.started.CompareAndSwap(false, true) {
@@ -217,31 +189,20 @@ func sweepInterval(wait time.Duration) time.Duration {
 func (p *subagentMerge) Shutdown(ctx context.Context) error {
 	var err error
 	p.shutOnce.Do(func() {
-		err = p.shutdownEngine(ctx)
-		if p.placed != nil {
-			err = errors.Join(err, p.placed.shutdownEngine(ctx))
+		if p.started.Load() {
+			close(p.stop)
+			<-p.done
+		}
+		if p.stream {
+			err = p.flushAll(ctx)
+		} else {
+			err = errors.Join(p.releaseAll(ctx), p.unsentAtShutdown(ctx))
 		}
 		err = errors.Join(err, p.tel.shutdown())
+		if p.store != nil {
+			err = errors.Join(err, p.store.close(ctx))
+		}
 	})
-	return err
-}
-
-// shutdownEngine stops one engine's sweeper, passes on what it holds and closes its
-// storage.
-func (p *subagentMerge) shutdownEngine(ctx context.Context) error {
-	if p.started.Load() {
-		close(p.stop)
-		<-p.done
-	}
-	var err error
-	if p.stream {
-		err = p.flushAll(ctx)
-	} else {
-		err = errors.Join(p.releaseAll(ctx), p.unsentAtShutdown(ctx))
-	}
-	if p.store != nil {
-		err = errors.Join(err, p.store.close(ctx))
-	}
 	return err
 }
 
@@ -334,9 +295,6 @@ func appendSpans(dst []ptrace.Span, td ptrace.Traces) []ptrace.Span {
 func (p *subagentMerge) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	if p.stream {
 		return p.consumeStream(ctx, td)
-	}
-	if p.placed != nil {
-		return p.consumeRouted(ctx, td)
 	}
 	return p.consume(ctx, td, -1)
 }

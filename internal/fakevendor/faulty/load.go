@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/dottedorder/dottedordertest"
 	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
@@ -33,6 +34,7 @@ type Load struct {
 	Backoff          time.Duration // between retries of a refused request (the first, with MaxBackoff)
 	MaxBackoff       time.Duration // above Backoff: the wait doubles per refusal up to it, as an SDK's backoff
 	PadBytes         int           // size of an extra attribute on each chat span (0: none)
+	Placed           bool          // spans carry their LangSmith placement, as the agentmeter runtime's do
 	Client           *http.Client
 
 	mu     sync.Mutex
@@ -268,6 +270,9 @@ func (l *Load) build() ptrace.Traces {
 	}
 	for i := 0; i < l.TracesPerRequest; i++ {
 		AppendRun(spans, seq*1000+i, now, pad)
+	}
+	if l.Placed {
+		dottedordertest.Place(td)
 	}
 	return td
 }
