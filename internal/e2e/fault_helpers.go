@@ -255,15 +255,13 @@ func (r *FaultRig) delivery(l *faulty.Load, spans, runs map[string]bool) Deliver
 	d := Delivery{Sent: int64(s.Spans), SentTokens: s.Tokens}
 	unsureSpans, unsureRuns := l.Unsure()
 	if r.Pipeline.LangfuseURL != "" {
-		st := r.LF.Stats()
-		n, tok := r.LF.TokensOf(unsureSpans)
+		st, n, tok := r.LF.StatsAndTokensOf(unsureSpans)
 		d.LFAccepted, d.LFDup, d.LFTokens, d.LFRefused, d.LFFaulted = st.Accepted-n, st.Duplicates, st.Tokens-tok, st.Refused, st.Faulted
 		d.LFUnsure = n
 		d.LFLost, d.LFUnaccounted = missingIDs(spans, r.LF)
 	}
 	if r.Pipeline.LangSmithURL != "" {
-		st := r.LS.Stats()
-		n, tok := r.LS.TokensOf(unsureRuns)
+		st, n, tok := r.LS.StatsAndTokensOf(unsureRuns)
 		d.LSAccepted, d.LSDup, d.LSTokens, d.LSRefused, d.LSFaulted = st.Accepted-n, st.Duplicates, st.Tokens-tok, st.Refused, st.Faulted
 		d.LSUnsure = n
 		d.LSLost, d.LSUnaccounted = missingIDs(runs, r.LS)

@@ -172,6 +172,20 @@ func (f *Front) RotateKey(cred, innerCred string) {
 func (f *Front) Stats() Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.statsLocked()
+}
+
+// StatsAndTokensOf is Stats and TokensOf(ids) read at one instant: an item of ids that
+// arrives between two separate reads would be subtracted from counters that do not
+// hold it yet.
+func (f *Front) StatsAndTokensOf(ids map[string]bool) (s Stats, accepted int, tokens int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	accepted, tokens = f.tokensOfLocked(ids)
+	return f.statsLocked(), accepted, tokens
+}
+
+func (f *Front) statsLocked() Stats {
 	s := Stats{Requests: f.requests, Faulted: map[int]int{}, Slowed: f.slowed, Accepted: len(f.accepted), Tokens: f.tokens}
 	for k, v := range f.faulted {
 		s.Faulted[k] = v
@@ -202,6 +216,10 @@ func (f *Front) AcceptedIDs() map[string]int {
 func (f *Front) TokensOf(ids map[string]bool) (accepted int, tokens int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.tokensOfLocked(ids)
+}
+
+func (f *Front) tokensOfLocked(ids map[string]bool) (accepted int, tokens int64) {
 	for id := range ids {
 		if f.accepted[id] > 0 {
 			accepted++
