@@ -80,7 +80,13 @@ func (tc *traceChains) lookup(span pcommon.SpanID, buf []byte) (chainEntry, []by
 	var idsArr [16]pcommon.SpanID
 	var runsArr [16]cachedRun
 	ids, runs := append(idsArr[:0], span), append(runsArr[:0], r)
+	// above is the dotted_order of a run its emitter placed that the chain hangs under
+	var above string
 	for at := r; !at.up.IsEmpty() && len(ids) <= len(tc.spans); {
+		if d, ok := tc.placed[at.up]; ok {
+			above = d
+			break
+		}
 		next, ok := tc.spans[at.up]
 		if !ok {
 			break // cannot happen: a trace's runs are evicted together
@@ -88,15 +94,19 @@ func (tc *traceChains) lookup(span pcommon.SpanID, buf []byte) (chainEntry, []by
 		ids, runs = append(ids, at.up), append(runs, next)
 		at = next
 	}
-	buf = buf[:0]
+	buf = append(buf[:0], above...)
 	top := len(ids) - 1
-	var topAt, parentAt, spanAt int // where in buf the run ids of the chain's start, span's parent and span begin
+	// where in buf the run ids of the chain's start, span's parent and span begin
+	var topAt, parentAt, spanAt int
+	if above != "" {
+		topAt, parentAt = dottedorder.SegmentLen-dottedorder.UUIDLen, len(above)-dottedorder.UUIDLen
+	}
 	for i := top; i >= 0; i-- {
-		if i != top {
+		if i != top || above != "" {
 			buf = append(buf, '.')
 		}
 		buf = dottedorder.AppendSegment(buf, runs[i].seg, "")
-		if i == top {
+		if i == top && above == "" {
 			topAt = len(buf)
 		}
 		if i == 1 {
@@ -116,7 +126,7 @@ func (tc *traceChains) lookup(span pcommon.SpanID, buf []byte) (chainEntry, []by
 	e := chainEntry{dotted: string(buf), segMicros: r.seg, orphan: orphanReasons[r.orphan]}
 	runID := func(at int) string { return e.dotted[at : at+dottedorder.UUIDLen] }
 	e.traceRunID, e.runID = runID(topAt), runID(spanAt)
-	if top >= 1 {
+	if top >= 1 || above != "" {
 		e.parentRunID = runID(parentAt)
 	}
 	return e, buf, true

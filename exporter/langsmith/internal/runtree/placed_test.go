@@ -1,6 +1,7 @@
 package runtree
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/dottedorder"
+	"github.com/agentmeter/agentmeter/internal/dottedorder/dottedordertest"
 	"github.com/agentmeter/agentmeter/internal/fakevendor"
 )
 
@@ -80,5 +82,71 @@ func TestMalformedPlacementIsIgnored(t *testing.T) {
 		require.Len(t, runs, 1)
 		assert.Equal(t, runs[0].Head.ID, runs[0].Head.TraceID)
 		assert.Equal(t, OrphanRerooted, meta(t, runs[0])[keyOrphan])
+	}
+}
+
+// Random trees in random batches and orders: every placed span's run is exactly where its
+// placement says, whatever came before it, and an unplaced span among them is placed
+// under its parent when the parent was mapped first, else as an orphan. Every run keeps
+// LangSmith's rules.
+func TestPropertyPlacedRunsWhateverTheOrder(t *testing.T) {
+	for seed := uint64(1); seed <= 200; seed++ {
+		r := rand.New(rand.NewPCG(seed, 5))
+		td := ptrace.NewTraces()
+		spans := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+		n := 2 + r.IntN(30)
+		tid := pcommon.TraceID{byte(seed), byte(seed >> 8), 7}
+		for i := range n {
+			sp := spans.AppendEmpty()
+			sp.SetTraceID(tid)
+			sp.SetSpanID(pcommon.SpanID{1, byte(i), byte(seed)})
+			at := base.Add(time.Duration(i) * time.Millisecond)
+			if i > 0 {
+				sp.SetParentSpanID(pcommon.SpanID{1, byte(r.IntN(i)), byte(seed)})
+				// a child may start before its parent (clock skew): the placement clamps it
+				at = at.Add(-time.Duration(r.IntN(3)) * time.Millisecond)
+			}
+			sp.SetName("span")
+			sp.SetStartTimestamp(pcommon.NewTimestampFromTime(at))
+			sp.SetEndTimestamp(pcommon.NewTimestampFromTime(at.Add(time.Second)))
+		}
+		dottedordertest.Place(td)
+		want := map[pcommon.SpanID]string{}
+		for i := 0; i < spans.Len(); i++ {
+			sp := spans.At(i)
+			v, _ := sp.Attributes().Get(genai.AttrLSDottedOrder)
+			want[sp.SpanID()] = v.Str()
+			if seed%2 == 0 && r.IntN(4) == 0 {
+				sp.Attributes().Remove(genai.AttrLSDottedOrder) // an emitter that does not place it
+			}
+		}
+		order := r.Perm(n)
+		m := NewMapper("p", 1000)
+		mapped := map[pcommon.SpanID]Run{}
+		for len(order) > 0 {
+			k := 1 + r.IntN(len(order))
+			batch := ptrace.NewTraces()
+			bs := batch.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+			for _, i := range order[:k] {
+				spans.At(i).CopyTo(bs.AppendEmpty())
+			}
+			order = order[k:]
+			runs, _ := m.Map(batch)
+			for i, run := range runs {
+				sp := bs.At(i)
+				require.Empty(t, fakevendor.CheckLangSmithRun(encodeRun(t, run)), "seed %d", seed)
+				_, placed := sp.Attributes().Get(genai.AttrLSDottedOrder)
+				parent, parentMapped := mapped[sp.ParentSpanID()]
+				if !placed && (!parentMapped || parent.Head.DottedOrder != want[sp.ParentSpanID()]) {
+					continue // an orphan, or under a parent that was itself one
+				}
+				require.Equal(t, want[sp.SpanID()], run.Head.DottedOrder, "seed %d span %d placed=%v", seed, sp.SpanID()[1], placed)
+				require.NotContains(t, meta(t, run), keyOrphan, "seed %d", seed)
+			}
+			for i, run := range runs {
+				mapped[bs.At(i).SpanID()] = run
+			}
+		}
+		require.Len(t, mapped, n)
 	}
 }
