@@ -131,12 +131,26 @@ func parseSegment(s string) (Segment, bool) {
 			f[i] = f[i]*10 + int(c-'0')
 		}
 	}
-	if f[1] < 1 || f[1] > 12 || f[2] < 1 || f[2] > 31 || f[3] > 23 || f[4] > 59 || f[5] > 60 {
+	if f[0] < 1 || f[1] < 1 || f[1] > 12 || f[2] < 1 || f[2] > daysIn(f[0], f[1]) || f[3] > 23 || f[4] > 59 || f[5] > 59 {
 		return Segment{}, false
 	}
 	days := daysFromCivil(f[0], f[1], f[2])
 	us := ((days*86400+int64(f[3]*3600+f[4]*60+f[5]))*1_000_000 + int64(f[6]))
 	return Segment{Micros: us, RunID: s[segTimeLen:]}, true
+}
+
+// daysIn is the number of days of month m (1–12) of year y, proleptic Gregorian.
+func daysIn(y, m int) int {
+	switch m {
+	case 2:
+		if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
 
 func isUUID(s string) bool {

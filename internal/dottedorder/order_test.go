@@ -81,6 +81,10 @@ func TestParseRefusesWhatLangSmithRefuses(t *testing.T) {
 		"20240919T171648521691000Z0e01bf50-474d-4536-810f-67d3ee7ea3e7", // 9-digit fraction
 		"2024-09-19T17:16:48.521691Z0e01bf50-474d-4536-810f-67d3ee7ea3e7",
 		"20241319T171648521691Z0e01bf50-474d-4536-810f-67d3ee7ea3e7", // month 13
+		"20240231T171648521691Z0e01bf50-474d-4536-810f-67d3ee7ea3e7", // 31 February
+		"20230229T171648521691Z0e01bf50-474d-4536-810f-67d3ee7ea3e7", // 29 February, not a leap year
+		"00000919T171648521691Z0e01bf50-474d-4536-810f-67d3ee7ea3e7", // year 0
+		"20240919T176048521691Z0e01bf50-474d-4536-810f-67d3ee7ea3e7", // minute 60
 		"20240919T171648521691Z0e01bf50474d4536810f67d3ee7ea3e7xxxx", // no hyphens
 		"20240919T171648521691Z0e01bf50-474d-4536-810f-67d3ee7ea3eg", // not hex
 		good + ".",
@@ -94,6 +98,8 @@ func TestParseRefusesWhatLangSmithRefuses(t *testing.T) {
 	}
 	_, ok := Last("x" + good)
 	assert.False(t, ok)
+	_, ok = Parse("20240229T171648521691Z0e01bf50-474d-4536-810f-67d3ee7ea3e7")
+	assert.True(t, ok, "29 February of a leap year")
 	segs, ok := Parse(good + "." + good)
 	require.True(t, ok)
 	assert.Len(t, segs, 2)

@@ -41,8 +41,8 @@ func TestReliabilityShippedConfigKill9TwicePlaced(t *testing.T) {
 }
 
 // kill9Twice kills the collector twice while l sends, then checks that both vendors hold
-// every acknowledged span, once, with its tokens, and (placed) that LangSmith's hold
-// branch held none of them.
+// every acknowledged span, once, with its tokens, and that LangSmith got them by the
+// branch their placement says.
 func kill9Twice(t *testing.T, r *FaultRig, start func(), l *faulty.Load, stop func(), placed bool, row string) {
 	d := FaultDuration(t)
 	require.Eventually(t, func() bool { return r.LF.Stats().Accepted > 0 && r.LS.Stats().Accepted > 0 },
@@ -68,12 +68,17 @@ func kill9Twice(t *testing.T, r *FaultRig, start func(), l *faulty.Load, stop fu
 	assert.Zero(t, got.LSLost, "runs lost at LangSmith")
 	assert.Equal(t, got.SentTokens, got.LFTokens)
 	assert.Equal(t, got.SentTokens, got.LSTokens)
-	// what the last process's hold branch released (the series starts at its first release)
-	released, _ := counterOK(r.Metrics(t), "otelcol_processor_subagentmerge_traces_released", `processor="subagentmerge/langsmith"`)
+	// what the last process's LangSmith filters let through: placed spans come by the
+	// streamed branch, the others by the hold branch
+	m := r.Metrics(t)
+	placedIn := counter(t, m, "otelcol_processor_outgoing_items", `processor="filter/placed"`)
+	heldIn := counter(t, m, "otelcol_processor_outgoing_items", `processor="filter/unplaced"`)
 	if placed {
-		assert.Zero(t, released, "placed spans skip the hold branch")
+		assert.Positive(t, placedIn, "placed spans go by the streamed branch")
+		assert.Zero(t, heldIn, "placed spans skip the hold branch")
 	} else {
-		assert.Positive(t, released, "the hold branch released the traces it held")
+		assert.Zero(t, placedIn, "unplaced spans never go by the streamed branch")
+		assert.Positive(t, heldIn, "unplaced spans go by the hold branch")
 	}
 	r.AssertNoSecrets(t)
 	ReliabilityRow(t, row,

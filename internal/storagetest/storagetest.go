@@ -18,8 +18,9 @@ type Storage struct {
 	mu   sync.Mutex
 	data map[string][]byte
 	fail error
-	// names are the named clients, each a store of its own as file_storage gives each
-	// name a file of its own
+	// names are the named clients, each a store of its own, as file_storage gives each
+	// name a file of its own (it keys files by component too; here every component
+	// shares the unnamed store and a name's store)
 	names map[string]*Storage
 }
 

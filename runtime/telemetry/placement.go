@@ -15,26 +15,37 @@ import (
 // as it starts. Spans are exported as they end, children before their parents, and
 // LangSmith places a run by the start times and ids of all its ancestors, which a
 // collector otherwise learns only when the root ends. With it, the collector can send
-// each run to LangSmith as soon as its span arrives, so a long run shows while it goes
-// on (docs/subagentmerge.md).
+// each run to LangSmith as soon as its span arrives, so a long run's finished steps show
+// while it goes on (docs/subagentmerge.md).
 //
 // The ids are the ones the collector's LangSmith exporter gives spans: a root's run id is
 // its trace id, any other run's its span id (internal/dottedorder). A span whose parent
 // is in another process (a gateway run under its caller's trace) gets none, and neither
 // do its children: the ancestors' start times are not known here, and the collector
-// places such runs once their trace is complete, as before.
-type placer struct{}
+// places such runs once their trace is complete, as before. Nor does a span whose
+// placement would be longer than the SDK's attribute value limit
+// (OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT): cut short, it would name no run.
+type placer struct {
+	maxLen int // the SDK's attribute value length limit; < 0: none
+}
 
 var _ sdktrace.SpanProcessor = placer{}
 
-func (placer) OnStart(parent context.Context, s sdktrace.ReadWriteSpan) {
+func newPlacer() placer { return placer{maxLen: sdktrace.NewSpanLimits().AttributeValueLengthLimit} }
+
+func (pl placer) set(s sdktrace.ReadWriteSpan, dotted string) {
+	if dotted != "" && (pl.maxLen < 0 || len(dotted) <= pl.maxLen) {
+		s.SetAttributes(attribute.String(genai.AttrLSDottedOrder, dotted))
+	}
+}
+
+func (pl placer) OnStart(parent context.Context, s sdktrace.ReadWriteSpan) {
 	sc := s.SpanContext()
 	start := s.StartTime().UnixMicro()
 	p := trace.SpanFromContext(parent)
 	psc := p.SpanContext()
 	if !psc.IsValid() || psc.TraceID() != sc.TraceID() {
-		s.SetAttributes(attribute.String(genai.AttrLSDottedOrder,
-			string(dottedorder.AppendSegment(nil, start, dottedorder.TraceUUID(sc.TraceID())))))
+		pl.set(s, string(dottedorder.AppendSegment(nil, start, dottedorder.TraceUUID(sc.TraceID()))))
 		return
 	}
 	ro, ok := p.(sdktrace.ReadOnlySpan)
@@ -43,9 +54,7 @@ func (placer) OnStart(parent context.Context, s sdktrace.ReadWriteSpan) {
 	}
 	for _, kv := range ro.Attributes() {
 		if kv.Key == genai.AttrLSDottedOrder {
-			if d := dottedorder.Child(kv.Value.AsString(), start, dottedorder.SpanUUID(sc.SpanID())); d != "" {
-				s.SetAttributes(attribute.String(genai.AttrLSDottedOrder, d))
-			}
+			pl.set(s, dottedorder.Child(kv.Value.AsString(), start, dottedorder.SpanUUID(sc.SpanID())))
 			return
 		}
 	}

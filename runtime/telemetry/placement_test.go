@@ -75,3 +75,29 @@ func TestSpansCarryTheirPlacementFromTheStart(t *testing.T) {
 	assert.Empty(t, got["remote-run"])
 	assert.Empty(t, got["remote-chat"])
 }
+
+// A placement the SDK would cut to its attribute value limit is not set: cut, it would
+// name no run. The span and its descendants are then placed by the collector once their
+// trace is complete.
+func TestPlacementLongerThanTheAttributeLimitIsNotSet(t *testing.T) {
+	t.Setenv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "100") // room for one segment (58), not two (117)
+	mem := tracetest.NewInMemoryExporter()
+	prev := otel.GetTracerProvider()
+	defer otel.SetTracerProvider(prev)
+	p, err := Setup(context.Background(), Options{Enabled: true, Exporter: mem})
+	require.NoError(t, err)
+	defer p.Shutdown(context.Background())
+	tr := p.TracerProvider().Tracer("t")
+	ctx, root := tr.Start(context.Background(), "root")
+	cctx, agent := tr.Start(ctx, "agent")
+	_, chat := tr.Start(cctx, "chat")
+	chat.End()
+	agent.End()
+	root.End()
+	require.NoError(t, p.ForceFlush(context.Background()))
+	got := placements(mem.GetSpans())
+	_, ok := dottedorder.Parse(got["root"])
+	assert.True(t, ok, got["root"])
+	assert.Empty(t, got["agent"])
+	assert.Empty(t, got["chat"])
+}

@@ -173,7 +173,9 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 		}
 		// the emitter placed it when it started: its ancestors need not have come
 		if d := genai.StringAttr(s.span.Attributes(), genai.AttrLSDottedOrder); d != "" {
-			if e, ok := placedEntry(d); ok {
+			// a placement that names the trace's root run for a span other than the one
+			// already posted as it would collide with it (409): placed as without one
+			if e, ok := placedEntry(d); ok && !(e.runID == traceUUID && tc.trueRootSet && tc.trueRoot != s.spanID) {
 				s.entry, s.parentRunID = e, e.parentRunID
 				m.cache.putPlaced(tc, s.spanID, d)
 				if e.parentRunID == "" {

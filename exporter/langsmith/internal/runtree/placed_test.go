@@ -150,3 +150,18 @@ func TestPropertyPlacedRunsWhateverTheOrder(t *testing.T) {
 		require.Len(t, mapped, n)
 	}
 }
+
+// Two spans without a parent in one trace: the first, unplaced, became the root run (the
+// trace id's run). A placed one that names that run as its own would collide with it
+// (409, its run lost), so it is placed as a span without a placement: under the root.
+func TestPlacedRootDoesNotTakeTheRunOfAnotherRoot(t *testing.T) {
+	traceUUID := dottedorder.TraceUUID(pcommon.TraceID{9})
+	m := NewMapper("p", 100)
+	runs, _ := m.Map(placedSpan(1, 0, 0, ""))
+	require.Equal(t, traceUUID, runs[0].Head.ID)
+	runs, _ = m.Map(placedSpan(2, 0, time.Millisecond, string(dottedorder.AppendSegment(nil, base.Add(time.Millisecond).UnixMicro(), traceUUID))))
+	require.Len(t, runs, 1)
+	assert.NotEqual(t, traceUUID, runs[0].Head.ID)
+	assert.Equal(t, traceUUID, runs[0].Head.ParentRunID)
+	assert.Equal(t, OrphanAttachedToRoot, meta(t, runs[0])[keyOrphan])
+}
