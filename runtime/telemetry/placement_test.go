@@ -28,6 +28,16 @@ func placements(spans tracetest.SpanStubs) map[string]string {
 	return out
 }
 
+// localChain starts and ends root > agent > chat, children first, as a run does.
+func localChain(tr trace.Tracer) {
+	ctx, root := tr.Start(context.Background(), "root")
+	cctx, agent := tr.Start(ctx, "agent")
+	_, chat := tr.Start(cctx, "chat")
+	chat.End()
+	agent.End()
+	root.End()
+}
+
 // Every span of a local chain carries its LangSmith placement from its start: the
 // chain of its ancestors' start times and run ids, with the ids the collector's
 // LangSmith exporter derives (the root's is the trace id).
@@ -39,12 +49,7 @@ func TestSpansCarryTheirPlacementFromTheStart(t *testing.T) {
 	require.NoError(t, err)
 	tr := p.TracerProvider().Tracer("t")
 
-	ctx, root := tr.Start(context.Background(), "root")
-	cctx, agent := tr.Start(ctx, "agent")
-	_, chat := tr.Start(cctx, "chat")
-	chat.End()
-	agent.End()
-	root.End()
+	localChain(tr)
 
 	// a span under a parent from another process (a gateway run under its caller's
 	// trace), and its child: their ancestors' start times are not known here
@@ -88,12 +93,7 @@ func TestPlacementLongerThanTheAttributeLimitIsNotSet(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Shutdown(context.Background())
 	tr := p.TracerProvider().Tracer("t")
-	ctx, root := tr.Start(context.Background(), "root")
-	cctx, agent := tr.Start(ctx, "agent")
-	_, chat := tr.Start(cctx, "chat")
-	chat.End()
-	agent.End()
-	root.End()
+	localChain(tr)
 	require.NoError(t, p.ForceFlush(context.Background()))
 	got := placements(mem.GetSpans())
 	_, ok := dottedorder.Parse(got["root"])
