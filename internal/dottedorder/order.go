@@ -72,18 +72,24 @@ func AppendSegment(dst []byte, micros int64, runID string) []byte {
 	return append(dst, runID...)
 }
 
-// Child is the dotted_order of a run started at micros under the run whose dotted_order
-// is parent. Its segment's time is clamped to be no earlier than the parent's, as the
-// SDKs do, so segment times never go backwards along a chain. A parent that is not a
-// valid dotted_order gives "".
-func Child(parent string, micros int64, runID string) string {
+// Root is the dotted_order of a trace's root span started at micros: one segment, whose
+// run id is the trace id.
+func Root(micros int64, trace [16]byte) string {
+	return string(AppendSegment(make([]byte, 0, SegmentLen), micros, TraceUUID(trace)))
+}
+
+// Child is the dotted_order of span started at micros under the run whose dotted_order is
+// parent; its run id is SpanUUID(span). Its segment's time is clamped to be no earlier
+// than the parent's, as the SDKs do, so segment times never go backwards along a chain.
+// A parent that is not a valid dotted_order gives "".
+func Child(parent string, micros int64, span [8]byte) string {
 	last, ok := Last(parent)
 	if !ok {
 		return ""
 	}
 	b := make([]byte, 0, len(parent)+1+SegmentLen)
 	b = append(append(b, parent...), '.')
-	return string(AppendSegment(b, max(micros, last.Micros), runID))
+	return string(AppendSegment(b, max(micros, last.Micros), SpanUUID(span)))
 }
 
 // Segment is one run of a dotted_order chain.
@@ -96,18 +102,40 @@ type Segment struct {
 // well-formed segments (a 6-digit UTC timestamp and a hyphenated UUID each) joined by
 // "." is refused, as LangSmith refuses it.
 func Parse(dotted string) ([]Segment, bool) {
-	if dotted == "" || (len(dotted)+1)%(SegmentLen+1) != 0 {
-		return nil, false
-	}
 	segs := make([]Segment, 0, (len(dotted)+1)/(SegmentLen+1))
+	ok := walk(dotted, func(s Segment) { segs = append(segs, s) })
+	return segs, ok
+}
+
+// Ends checks a dotted_order as Parse does and returns its first run (the trace's root),
+// the last but one (the parent; zero for a root) and the last (the run it addresses),
+// without building the list.
+func Ends(dotted string) (root, parent, last Segment, ok bool) {
+	n := 0
+	ok = walk(dotted, func(s Segment) {
+		if n == 0 {
+			root = s
+		}
+		parent, last = last, s
+		n++
+	})
+	return root, parent, last, ok
+}
+
+// walk calls fn on every run of dotted, root first, and reports whether all of dotted is
+// well formed; it stops at the first segment that is not.
+func walk(dotted string, fn func(Segment)) bool {
+	if dotted == "" || (len(dotted)+1)%(SegmentLen+1) != 0 {
+		return false
+	}
 	for part := range strings.SplitSeq(dotted, ".") {
 		s, ok := parseSegment(part)
 		if !ok {
-			return nil, false
+			return false
 		}
-		segs = append(segs, s)
+		fn(s)
 	}
-	return segs, true
+	return true
 }
 
 // Last returns the last run of a dotted_order: the run it addresses.
@@ -131,26 +159,16 @@ func parseSegment(s string) (Segment, bool) {
 			f[i] = f[i]*10 + int(c-'0')
 		}
 	}
-	if f[0] < 1 || f[1] < 1 || f[1] > 12 || f[2] < 1 || f[2] > daysIn(f[0], f[1]) || f[3] > 23 || f[4] > 59 || f[5] > 59 {
+	if f[0] < 1 || f[1] < 1 || f[1] > 12 || f[2] < 1 || f[2] > 31 || f[3] > 23 || f[4] > 59 || f[5] > 59 {
 		return Segment{}, false
 	}
 	days := daysFromCivil(f[0], f[1], f[2])
 	us := ((days*86400+int64(f[3]*3600+f[4]*60+f[5]))*1_000_000 + int64(f[6]))
-	return Segment{Micros: us, RunID: s[segTimeLen:]}, true
-}
-
-// daysIn is the number of days of month m (1–12) of year y, proleptic Gregorian.
-func daysIn(y, m int) int {
-	switch m {
-	case 2:
-		if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
-			return 29
-		}
-		return 28
-	case 4, 6, 9, 11:
-		return 30
+	// a day the month does not have (31 April, 29 February of 2023) rolls over
+	if c := civilFromMicros(us); c.month != f[1] || c.day != f[2] {
+		return Segment{}, false
 	}
-	return 31
+	return Segment{Micros: us, RunID: s[segTimeLen:]}, true
 }
 
 func isUUID(s string) bool {

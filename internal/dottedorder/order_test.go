@@ -46,23 +46,31 @@ func TestCivilMatchesTime(t *testing.T) {
 }
 
 func TestParseReadsWhatIsWritten(t *testing.T) {
+	trace := [16]byte{0x0e, 0x01, 0xbf, 0x50, 0x47, 0x4d, 0x45, 0x36, 0x81, 0x0f, 0x67, 0xd3, 0xee, 0x7e, 0xa3, 0xe7}
 	root := "0e01bf50-474d-4536-810f-67d3ee7ea3e7"
-	child := SpanUUID([8]byte{1, 2, 3, 4, 5, 6, 7, 8})
+	span := [8]byte{1, 2, 3, 4, 5, 6, 7, 8}
+	child := SpanUUID(span)
 	for us := int64(-5e15); us < 5e15; us += 3_333_333_333_333 {
-		top := string(AppendSegment(nil, us, root))
+		top := Root(us, trace)
 		segs, ok := Parse(top)
 		require.True(t, ok, top)
 		assert.Equal(t, []Segment{{us, root}}, segs)
 
 		// a child that started before its parent is clamped to the parent's time
-		d := Child(top, us-1, child)
+		d := Child(top, us-1, span)
 		segs, ok = Parse(d)
 		require.True(t, ok, d)
 		assert.Equal(t, []Segment{{us, root}, {us, child}}, segs)
 		last, ok := Last(d)
 		require.True(t, ok)
 		assert.Equal(t, Segment{us, child}, last)
-		assert.Equal(t, []Segment{{us, root}, {us + 7, child}}, must(t, Child(top, us+7, child)))
+		gotRoot, parent, gotLast, ok := Ends(d)
+		require.True(t, ok)
+		assert.Equal(t, [3]Segment{{us, root}, {us, root}, {us, child}}, [3]Segment{gotRoot, parent, gotLast})
+		gotRoot, parent, gotLast, ok = Ends(top)
+		require.True(t, ok)
+		assert.Equal(t, [3]Segment{{us, root}, {}, {us, root}}, [3]Segment{gotRoot, parent, gotLast}, "a root has no parent")
+		assert.Equal(t, []Segment{{us, root}, {us + 7, child}}, must(t, Child(top, us+7, span)))
 	}
 }
 
@@ -94,7 +102,9 @@ func TestParseRefusesWhatLangSmithRefuses(t *testing.T) {
 	} {
 		_, ok := Parse(bad)
 		assert.False(t, ok, "%q", bad)
-		assert.Equal(t, "", Child(bad, 0, good[22:]), "%q", bad)
+		assert.Equal(t, "", Child(bad, 0, [8]byte{1}), "%q", bad)
+		_, _, _, ok = Ends(bad)
+		assert.False(t, ok, "%q", bad)
 	}
 	_, ok := Last("x" + good)
 	assert.False(t, ok)

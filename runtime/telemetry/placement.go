@@ -45,7 +45,7 @@ func (pl placer) OnStart(parent context.Context, s sdktrace.ReadWriteSpan) {
 	p := trace.SpanFromContext(parent)
 	psc := p.SpanContext()
 	if !psc.IsValid() || psc.TraceID() != sc.TraceID() {
-		pl.set(s, string(dottedorder.AppendSegment(nil, start, dottedorder.TraceUUID(sc.TraceID()))))
+		pl.set(s, dottedorder.Root(start, sc.TraceID()))
 		return
 	}
 	ro, ok := p.(sdktrace.ReadOnlySpan)
@@ -54,7 +54,7 @@ func (pl placer) OnStart(parent context.Context, s sdktrace.ReadWriteSpan) {
 	}
 	for _, kv := range ro.Attributes() {
 		if kv.Key == genai.AttrLSDottedOrder {
-			pl.set(s, dottedorder.Child(kv.Value.AsString(), start, dottedorder.SpanUUID(sc.SpanID())))
+			pl.set(s, dottedorder.Child(kv.Value.AsString(), start, sc.SpanID()))
 			return
 		}
 	}

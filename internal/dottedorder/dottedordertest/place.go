@@ -29,9 +29,9 @@ func Place(td ptrace.Traces) ptrace.Traces {
 		start := int64(sp.StartTimestamp()) / 1000
 		var d string
 		if sp.ParentSpanID().IsEmpty() {
-			d = string(dottedorder.AppendSegment(nil, start, dottedorder.TraceUUID(sp.TraceID())))
+			d = dottedorder.Root(start, sp.TraceID())
 		} else if parent, ok := byID[sp.ParentSpanID()]; ok {
-			d = dottedorder.Child(place(parent, depth+1), start, dottedorder.SpanUUID(sp.SpanID()))
+			d = dottedorder.Child(place(parent, depth+1), start, sp.SpanID())
 		}
 		done[sp.SpanID()] = d
 		if d != "" {

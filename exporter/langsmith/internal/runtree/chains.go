@@ -178,16 +178,11 @@ func (c *chainCache) putPlaced(tc *traceChains, span pcommon.SpanID, dotted stri
 // placedEntry is the chain entry of a run whose emitter gave its dotted_order: its id,
 // its trace's and its parent's are the chain's last, first and last but one.
 func placedEntry(dotted string) (chainEntry, bool) {
-	segs, ok := dottedorder.Parse(dotted)
+	root, parent, last, ok := dottedorder.Ends(dotted)
 	if !ok {
 		return chainEntry{}, false
 	}
-	last := segs[len(segs)-1]
-	e := chainEntry{runID: last.RunID, traceRunID: segs[0].RunID, dotted: dotted, segMicros: last.Micros}
-	if len(segs) > 1 {
-		e.parentRunID = segs[len(segs)-2].RunID
-	}
-	return e, true
+	return chainEntry{runID: last.RunID, traceRunID: root.RunID, parentRunID: parent.RunID, dotted: dotted, segMicros: last.Micros}, true
 }
 
 // evict drops least recently used traces until the span bound holds. A bound of 0 keeps

@@ -193,7 +193,7 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 		if s.parent.IsEmpty() && (!tc.trueRootSet || tc.trueRoot == s.spanID) {
 			tc.trueRoot, tc.trueRootSet = s.spanID, true
 			s.entry = chainEntry{runID: traceUUID, traceRunID: traceUUID, segMicros: s.start,
-				dotted: string(dottedorder.AppendSegment(nil, s.start, traceUUID))}
+				dotted: dottedorder.Root(s.start, traceID)}
 			tc.root, tc.rootSpan, tc.rootSet = s.entry, s.spanID, true
 			m.cache.put(tc, s.spanID, cachedRun{seg: s.start, traceRun: true})
 			return

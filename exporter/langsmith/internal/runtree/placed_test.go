@@ -41,8 +41,8 @@ func placedSpan(id, parent byte, at time.Duration, dotted string) ptrace.Traces 
 func TestEmitterPlacedRunsGoInBeforeTheirParents(t *testing.T) {
 	traceUUID := dottedorder.TraceUUID(pcommon.TraceID{9})
 	root := string(dottedorder.AppendSegment(nil, base.UnixMicro(), traceUUID))
-	agent := dottedorder.Child(root, base.Add(time.Millisecond).UnixMicro(), dottedorder.SpanUUID(pcommon.SpanID{2}))
-	chat := dottedorder.Child(agent, base.Add(2*time.Millisecond).UnixMicro(), dottedorder.SpanUUID(pcommon.SpanID{3}))
+	agent := dottedorder.Child(root, base.Add(time.Millisecond).UnixMicro(), pcommon.SpanID{2})
+	chat := dottedorder.Child(agent, base.Add(2*time.Millisecond).UnixMicro(), pcommon.SpanID{3})
 
 	m := NewMapper("p", 100)
 	check := func(td ptrace.Traces, wantDotted, wantParent string) Run {
@@ -64,7 +64,7 @@ func TestEmitterPlacedRunsGoInBeforeTheirParents(t *testing.T) {
 	r := check(placedSpan(3, 2, 2*time.Millisecond, chat), chat, dottedorder.SpanUUID(pcommon.SpanID{2}))
 	assert.Equal(t, dottedorder.SpanUUID(pcommon.SpanID{3}), r.Head.ID)
 	// a tool span of the model call's without a placement, in a later batch
-	tool := dottedorder.Child(chat, base.Add(3*time.Millisecond).UnixMicro(), dottedorder.SpanUUID(pcommon.SpanID{4}))
+	tool := dottedorder.Child(chat, base.Add(3*time.Millisecond).UnixMicro(), pcommon.SpanID{4})
 	check(placedSpan(4, 3, 3*time.Millisecond, ""), tool, dottedorder.SpanUUID(pcommon.SpanID{3}))
 	check(placedSpan(2, 1, time.Millisecond, agent), agent, traceUUID)
 	r = check(placedSpan(1, 0, 0, root), root, "")
