@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"maps"
+	"sync"
 
 	"github.com/klauspost/compress/s2"
 	"go.opentelemetry.io/collector/component"
@@ -32,13 +33,33 @@ var packMagic = []byte("\x00as2\x01")
 // packMin is the smallest value compressed: below it the block's overhead is not worth it.
 const packMin = 512
 
-func pack(v []byte) []byte {
-	if len(v) < packMin {
-		return v
+// packInto appends v's stored form to dst[:0]: v compressed behind packMagic.
+func packInto(dst, v []byte) []byte {
+	n := len(packMagic) + s2.MaxEncodedLen(len(v))
+	if cap(dst) < n {
+		dst = make([]byte, n)
 	}
-	out := make([]byte, len(packMagic)+s2.MaxEncodedLen(len(v)))
-	copy(out, packMagic)
-	return out[:len(packMagic)+len(s2.Encode(out[len(packMagic):], v))]
+	dst = dst[:n]
+	copy(dst, packMagic)
+	return dst[:len(packMagic)+len(s2.Encode(dst[len(packMagic):], v))]
+}
+
+// packBufs hold compressed values while a write is under way. A store has the value in
+// its own pages when Set or Batch returns (file_storage commits its bbolt transaction
+// before), so a buffer serves the next write: every value of a queue or a merge chunk
+// compressed into a new buffer was as many bytes of garbage as the value.
+var packBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// packMaxPooled is the largest buffer kept for reuse: a rare giant value is not pinned.
+const packMaxPooled = 16 << 20
+
+func getPackBuf() *[]byte { return packBufs.Get().(*[]byte) }
+
+func putPackBuf(b *[]byte) {
+	if cap(*b) <= packMaxPooled {
+		*b = (*b)[:0]
+		packBufs.Put(b)
+	}
 }
 
 func unpack(v []byte) []byte {
@@ -101,13 +122,25 @@ func (c packingClient) Get(ctx context.Context, key string) ([]byte, error) {
 }
 
 func (c packingClient) Set(ctx context.Context, key string, value []byte) error {
-	return c.Client.Set(ctx, key, pack(value))
+	if len(value) < packMin {
+		return c.Client.Set(ctx, key, value)
+	}
+	buf := getPackBuf()
+	defer putPackBuf(buf)
+	*buf = packInto(*buf, value)
+	return c.Client.Set(ctx, key, *buf)
 }
 
 // Batch stores packed copies of the Set operations (the caller's are left as they
 // were) and unpacks what the Get operations read, in place, as the interface says.
 func (c packingClient) Batch(ctx context.Context, ops ...*storage.Operation) error {
 	sent, copied := ops, false
+	var bufs []*[]byte
+	defer func() {
+		for _, b := range bufs {
+			putPackBuf(b)
+		}
+	}()
 	for i, op := range ops {
 		if op.Type != storage.Set || len(op.Value) < packMin {
 			continue
@@ -115,7 +148,10 @@ func (c packingClient) Batch(ctx context.Context, ops ...*storage.Operation) err
 		if !copied {
 			sent, copied = append([]*storage.Operation(nil), ops...), true
 		}
-		sent[i] = storage.SetOperation(op.Key, pack(op.Value))
+		buf := getPackBuf()
+		*buf = packInto(*buf, op.Value)
+		bufs = append(bufs, buf)
+		sent[i] = storage.SetOperation(op.Key, *buf)
 	}
 	if err := c.Client.Batch(ctx, sent...); err != nil {
 		return err

@@ -3,11 +3,16 @@ package storageclient
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/extension"
+	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 
 	"github.com/agentmeter/agentmeter/internal/storagetest"
@@ -69,3 +74,57 @@ func TestPackingHost(t *testing.T) {
 	other := PackingHost(st.Host(id), component.MustNewIDWithName("file_storage", "other"))
 	assert.Equal(t, st.Host(id).GetExtensions(), other.GetExtensions(), "another extension's host is left as it is")
 }
+
+// Compressed values are built in reused buffers: what a real file_storage holds after
+// many writes, by Set and by Batch, and after a restart, is each value as written.
+func TestPackedBuffersAreReusedOnlyOnceStored(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	open := func() (storage.Client, extension.Extension) {
+		f := filestorage.NewFactory()
+		cfg := f.CreateDefaultConfig().(*filestorage.Config)
+		cfg.Directory, cfg.Compaction.Directory = dir, dir
+		ext, err := f.Create(ctx, extensiontest.NewNopSettings(f.Type()), cfg)
+		require.NoError(t, err)
+		require.NoError(t, ext.Start(ctx, componenttest.NewNopHost()))
+		c, err := ext.(storage.Extension).GetClient(ctx, component.KindExporter, component.MustNewID("vendor"), "traces")
+		require.NoError(t, err)
+		return Packed(c), ext
+	}
+	value := func(i int) []byte { return []byte(strings.Repeat(fmt.Sprintf("value %d;", i), 100+i)) }
+	c, ext := open()
+	for i := 0; i < 50; i += 2 {
+		require.NoError(t, c.Set(ctx, fmt.Sprint(i), value(i)))
+		require.NoError(t, c.Batch(ctx, storage.SetOperation(fmt.Sprint(i+1), value(i+1)), storage.SetOperation("x", value(99))))
+	}
+	check := func(c storage.Client) {
+		for i := 0; i < 50; i++ {
+			got, err := c.Get(ctx, fmt.Sprint(i))
+			require.NoError(t, err)
+			require.Equal(t, value(i), got, "value %d", i)
+		}
+	}
+	check(c)
+	require.NoError(t, c.Close(ctx))
+	require.NoError(t, ext.Shutdown(ctx))
+	c, ext = open()
+	check(c)
+	require.NoError(t, c.Close(ctx))
+	require.NoError(t, ext.Shutdown(ctx))
+}
+
+func BenchmarkPackedBatch(b *testing.B) {
+	ctx := context.Background()
+	c := Packed(discard{})
+	v := []byte(strings.Repeat("gen_ai.usage.input_tokens=1234;", 4096))
+	b.ReportAllocs()
+	b.SetBytes(int64(len(v)))
+	for b.Loop() {
+		_ = c.Batch(ctx, storage.SetOperation("k", v), storage.SetOperation("i", []byte("8")))
+	}
+}
+
+// discard is a store that takes every write and keeps nothing.
+type discard struct{ storage.Client }
+
+func (discard) Batch(context.Context, ...*storage.Operation) error { return nil }

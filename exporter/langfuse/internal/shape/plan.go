@@ -2,6 +2,7 @@ package shape
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -153,10 +154,10 @@ func (p *Plan) Apply(td ptrace.Traces) {
 	})
 }
 
-// Splicer splices plans into encoded requests, reusing its buffers between calls. It is
+// Splicer splices plans into encoded requests, reusing its buffer between calls. It is
 // not safe for concurrent use; keep one per goroutine (a sync.Pool).
 type Splicer struct {
-	rs, ss []byte
+	lens []int // the new length of every ResourceSpans and ScopeSpans, in the order met
 }
 
 // Splice appends to dst the ExportTraceServiceRequest src (as encoded by pdata from the
@@ -164,45 +165,96 @@ type Splicer struct {
 // Protobuf merges repeated fields wherever they appear, so an attribute appended at the
 // end of a Span message is the same as one in its attribute list; only the lengths of the
 // enclosing ResourceSpans, ScopeSpans and Span change.
+//
+// A first walk measures every enclosing message's new length, so the second writes each
+// length before its message, straight into dst, grown once: a request of some MiB is
+// copied once instead of once per nesting level into buffers grown by doubling.
 func (s *Splicer) Splice(dst, src []byte, p *Plan) ([]byte, error) {
+	s.lens = s.lens[:0]
 	span := 0
-	out, err := otlpwire.EachField(dst, src, otlpwire.TracesResourceSpans, func(dst, rs []byte) ([]byte, error) {
-		var err error
-		if s.rs, err = s.resourceSpans(s.rs[:0], rs, p, &span); err != nil {
-			return nil, err
-		}
-		return otlpwire.AppendBytes(dst, otlpwire.TracesResourceSpans, s.rs), nil
-	})
+	size, err := s.measure(src, p, &span)
 	if err != nil {
 		return nil, err
 	}
 	if span != p.Spans() {
 		return nil, fmt.Errorf("shape: plan for %d spans applied to %d", p.Spans(), span)
 	}
-	return out, nil
-}
-
-func (s *Splicer) resourceSpans(dst, src []byte, p *Plan, span *int) ([]byte, error) {
-	return otlpwire.EachField(dst, src, otlpwire.ResourceSpansScopeSpans, func(dst, ss []byte) ([]byte, error) {
-		var err error
-		if s.ss, err = spans(s.ss[:0], ss, p, span); err != nil {
-			return nil, err
-		}
-		return otlpwire.AppendBytes(dst, otlpwire.ResourceSpansScopeSpans, s.ss), nil
+	dst = slices.Grow(dst, size)
+	span, at := 0, 0
+	next := func() int { at++; return s.lens[at-1] }
+	return otlpwire.EachField(dst, src, otlpwire.TracesResourceSpans, func(dst, rs []byte) ([]byte, error) {
+		dst = appendHeader(dst, otlpwire.TracesResourceSpans, next())
+		return otlpwire.EachField(dst, rs, otlpwire.ResourceSpansScopeSpans, func(dst, ss []byte) ([]byte, error) {
+			dst = appendHeader(dst, otlpwire.ResourceSpansScopeSpans, next())
+			return otlpwire.EachField(dst, ss, otlpwire.ScopeSpansSpans, func(dst, sp []byte) ([]byte, error) {
+				extra := p.enc[p.eoff[span]:p.eoff[span+1]]
+				span++
+				dst = appendHeader(dst, otlpwire.ScopeSpansSpans, len(sp)+len(extra))
+				dst = append(dst, sp...)
+				return append(dst, extra...), nil
+			})
+		})
 	})
 }
 
-// spans copies a ScopeSpans message, appending each span's planned attributes.
-func spans(dst, src []byte, p *Plan, span *int) ([]byte, error) {
-	return otlpwire.EachField(dst, src, otlpwire.ScopeSpansSpans, func(dst, sp []byte) ([]byte, error) {
-		if *span >= p.Spans() {
-			return nil, fmt.Errorf("shape: more spans than the plan covers (%d)", p.Spans())
-		}
-		extra := p.enc[p.eoff[*span]:p.eoff[*span+1]]
-		*span++
-		dst = protowire.AppendTag(dst, otlpwire.ScopeSpansSpans, protowire.BytesType)
-		dst = protowire.AppendVarint(dst, uint64(len(sp)+len(extra)))
-		dst = append(dst, sp...)
-		return append(dst, extra...), nil
+// measure returns the spliced size of the request src and appends to s.lens the new
+// length of each ResourceSpans and ScopeSpans in it, each ahead of those it encloses.
+func (s *Splicer) measure(src []byte, p *Plan, span *int) (int, error) {
+	return measureField(src, otlpwire.TracesResourceSpans, func(rs []byte) (int, error) {
+		at := len(s.lens)
+		s.lens = append(s.lens, 0)
+		n, err := measureField(rs, otlpwire.ResourceSpansScopeSpans, func(ss []byte) (int, error) {
+			at := len(s.lens)
+			s.lens = append(s.lens, 0)
+			n, err := measureField(ss, otlpwire.ScopeSpansSpans, func(sp []byte) (int, error) {
+				if *span >= p.Spans() {
+					return 0, fmt.Errorf("shape: more spans than the plan covers (%d)", p.Spans())
+				}
+				*span++
+				return len(sp) + int(p.eoff[*span]-p.eoff[*span-1]), nil
+			})
+			s.lens[at] = n
+			return n, err
+		})
+		s.lens[at] = n
+		return n, err
 	})
+}
+
+// measureField returns the size of message src once every length-delimited field num in
+// it holds as many bytes as fn says (its tag and length prefix counted here).
+func measureField(src []byte, num protowire.Number, fn func(field []byte) (int, error)) (int, error) {
+	size := 0
+	for len(src) > 0 {
+		n, typ, k := protowire.ConsumeTag(src)
+		if k < 0 {
+			return 0, otlpwire.ErrMalformed
+		}
+		if n != num || typ != protowire.BytesType {
+			m := protowire.ConsumeFieldValue(n, typ, src[k:])
+			if m < 0 {
+				return 0, otlpwire.ErrMalformed
+			}
+			size += k + m
+			src = src[k+m:]
+			continue
+		}
+		field, m := protowire.ConsumeBytes(src[k:])
+		if m < 0 {
+			return 0, otlpwire.ErrMalformed
+		}
+		l, err := fn(field)
+		if err != nil {
+			return 0, err
+		}
+		size += protowire.SizeTag(num) + protowire.SizeBytes(l)
+		src = src[k+m:]
+	}
+	return size, nil
+}
+
+// appendHeader appends the tag and length of length-delimited field num holding n bytes.
+func appendHeader(dst []byte, num protowire.Number, n int) []byte {
+	dst = protowire.AppendTag(dst, num, protowire.BytesType)
+	return protowire.AppendVarint(dst, uint64(n))
 }

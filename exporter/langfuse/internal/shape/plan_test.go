@@ -127,20 +127,34 @@ func TestPlanOnShapedDataIsEmpty(t *testing.T) {
 	}
 }
 
+// BenchmarkPlanAndSplice splices with the splicer and output buffer of the last call
+// (reused) and with none (fresh): the exporter's pool is emptied by every garbage
+// collection, and a busy collector runs several between two requests.
 func BenchmarkPlanAndSplice(b *testing.B) {
 	td := ptrace.NewTraces()
 	for i := 0; i < 20; i++ {
 		langfusefake.AppendAgentTrace(td, langfusefake.DefaultAgentRun())
 	}
 	var m ptrace.ProtoMarshaler
-	var s Splicer
-	var out []byte
-	b.ReportAllocs()
-	for b.Loop() {
-		raw, _ := m.MarshalTraces(td)
-		plan := NewPlan(td)
-		out, _ = s.Splice(out[:0], raw, plan)
-		plan.Release()
+	raw, _ := m.MarshalTraces(td)
+	for _, fresh := range []bool{false, true} {
+		name := "reused"
+		if fresh {
+			name = "fresh"
+		}
+		b.Run(name, func(b *testing.B) {
+			var s Splicer
+			var out []byte
+			b.ReportAllocs()
+			for b.Loop() {
+				if fresh {
+					s, out = Splicer{}, nil
+				}
+				plan := NewPlan(td)
+				out, _ = s.Splice(out[:0], raw, plan)
+				plan.Release()
+			}
+		})
 	}
 }
 
