@@ -140,17 +140,10 @@ func (g *gatewayProcess) journalTotal(t *testing.T, key, threadID, runID string)
 	return 0
 }
 
-// TestGatewayEndToEnd runs `agentmeter serve` (demo scripted model, SQLite store, an API
-// key from the environment) exporting spans to the collector, scraped by a real
-// Prometheus: PromQL over the gateway's token counters equals the sum of the runs'
-// journals, every run row records a trace id that the collector received, and SIGTERM
-// shuts the gateway down cleanly.
-func TestGatewayEndToEnd(t *testing.T) {
-	dir := t.TempDir()
-	sink := StartTraceSink(t, dir)
-
-	const key = "e2e-gateway-key"
-	g := startGateway(t, dir, fmt.Sprintf(`
+// demoGatewayConfig serves the demo's scripted model from a SQLite store in dir, with
+// one read-write key for alice, read from AGENTMETER_E2E_GATEWAY_KEY.
+func demoGatewayConfig(dir string) string {
+	return fmt.Sprintf(`
 models:
   - name: main
     provider: scripted
@@ -166,7 +159,20 @@ gateway:
 store:
   driver: sqlite
   dsn: %s
-`, filepath.Join(dir, "threads"), filepath.Join(dir, "data", "agentmeter.db")),
+`, filepath.Join(dir, "threads"), filepath.Join(dir, "data", "agentmeter.db"))
+}
+
+// TestGatewayEndToEnd runs `agentmeter serve` (demo scripted model, SQLite store, an API
+// key from the environment) exporting spans to the collector, scraped by a real
+// Prometheus: PromQL over the gateway's token counters equals the sum of the runs'
+// journals, every run row records a trace id that the collector received, and SIGTERM
+// shuts the gateway down cleanly.
+func TestGatewayEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	sink := StartTraceSink(t, dir)
+
+	const key = "e2e-gateway-key"
+	g := startGateway(t, dir, demoGatewayConfig(dir),
 		"AGENTMETER_E2E_GATEWAY_KEY="+key,
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+sink.OTLP,
 		"OTEL_BSP_SCHEDULE_DELAY=100",

@@ -20,6 +20,20 @@ import (
 	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
+// startShippedToLangSmith runs the shipped sidecar (otelcol-config.yaml) with only its
+// LangSmith exporter on, towards a LangSmith fake, into project.
+func startShippedToLangSmith(t *testing.T, project string) (sidecarPorts, *fakevendor.LangSmith, *Collector) {
+	t.Helper()
+	ports := setSidecarEnv(t)
+	fake := fakevendor.NewLangSmith(langSmithTestKey)
+	t.Cleanup(fake.Close)
+	t.Setenv("LANGSMITH_TRACING", "true")
+	t.Setenv("LANGSMITH_API_KEY", langSmithTestKey)
+	t.Setenv("LANGSMITH_ENDPOINT", fake.URL)
+	t.Setenv("LANGSMITH_PROJECT", project)
+	return ports, fake, StartWithArgs(t, t.TempDir(), ports.OTLPHTTP, "--config", filepath.Join(RepoRoot(), "otelcol-config.yaml"))
+}
+
 // The shipped sidecar streams the runs of an emitter that places its spans (the agentmeter
 // runtime) to LangSmith: each span sent the moment it ends, one request each, children
 // before their parents, is a run at LangSmith before the root has even been sent, in the
@@ -28,14 +42,7 @@ import (
 // place its spans, sent alongside, goes to LangSmith once its root has come, whole; no
 // run of either goes twice.
 func TestShippedSidecarStreamsPlacedRunsToLangSmith(t *testing.T) {
-	ports := setSidecarEnv(t)
-	fake := fakevendor.NewLangSmith(langSmithTestKey)
-	defer fake.Close()
-	t.Setenv("LANGSMITH_TRACING", "true")
-	t.Setenv("LANGSMITH_API_KEY", langSmithTestKey)
-	t.Setenv("LANGSMITH_ENDPOINT", fake.URL)
-	t.Setenv("LANGSMITH_PROJECT", "e2e-stream")
-	c := StartWithArgs(t, t.TempDir(), ports.OTLPHTTP, "--config", filepath.Join(RepoRoot(), "otelcol-config.yaml"))
+	ports, fake, c := startShippedToLangSmith(t, "e2e-stream")
 
 	placed, ids := fakevendor.AgentTrace(5, time.Now().Add(-time.Minute))
 	StripMergedUsage(placed)

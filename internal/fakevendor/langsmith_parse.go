@@ -67,12 +67,18 @@ func parseMultipart(ctype string, body []byte) (runOps, error) {
 			return runOps{}, fmt.Errorf("multipart: %w", err)
 		}
 		name := p.FormName()
-		if ct := p.Header.Get("Content-Type"); ct != "application/json" {
+		// LangSmith's SDKs give a part's size in its media type (application/json; length=N)
+		ct := p.Header.Get("Content-Type")
+		mt, ctParams, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
 			return runOps{}, fmt.Errorf("part %s: Content-Type %q, want application/json", name, ct)
 		}
 		data, err := io.ReadAll(p)
 		if err != nil {
 			return runOps{}, fmt.Errorf("part %s: %w", name, err)
+		}
+		if l, ok := ctParams["length"]; ok && l != fmt.Sprint(len(data)) {
+			return runOps{}, fmt.Errorf("part %s: Content-Type length=%s but %d bytes", name, l, len(data))
 		}
 		if cl := p.Header.Get("Content-Length"); cl != "" && cl != fmt.Sprint(len(data)) {
 			return runOps{}, fmt.Errorf("part %s: Content-Length %s but %d bytes", name, cl, len(data))

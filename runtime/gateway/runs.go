@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentmeter/agentmeter/runtime/message"
 	"github.com/agentmeter/agentmeter/runtime/store"
+	"github.com/agentmeter/agentmeter/runtime/telemetry"
 )
 
 type createRunRequest struct {
@@ -120,9 +121,14 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, p Principal) 
 	run := store.Run{RunID: newID("run-"), ThreadID: threadID, UserID: p.UserID, Status: store.StatusPending,
 		ModelName: lead.ModelName, CreatedAt: time.Now().UTC()}
 	// The caller's trace context (W3C traceparent, tracestate, baggage) travels with the
-	// run to the gateway executing it: the run's root span is its child.
+	// run to the gateway executing it: the run's root span is its child. So does the
+	// placement of the caller's LangSmith run (langsmith-trace, from LangSmith's SDKs),
+	// under which LangSmith shows the run's runs as they go.
 	carrier := propagation.MapCarrier{}
 	traceContext.Inject(traceContext.Extract(context.Background(), propagation.HeaderCarrier(r.Header)), carrier)
+	if v := telemetry.CallerPlacement(r.Header.Get(telemetry.LangSmithTraceHeader)); v != "" {
+		carrier[telemetry.LangSmithTraceHeader] = v
+	}
 	if len(carrier) > 0 {
 		run.TraceCarrier = carrier
 	}

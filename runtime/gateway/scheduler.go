@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentmeter/agentmeter/runtime/store"
+	"github.com/agentmeter/agentmeter/runtime/telemetry"
 )
 
 // The line of runs per thread lives in the store (store.RunQueue), so gateways sharing
@@ -188,6 +189,9 @@ func (s *Server) register(run store.Run) (*activeRun, bool) {
 		}
 		if b := baggage.FromContext(remote); b.Len() > 0 {
 			ctx = baggage.ContextWithBaggage(ctx, b)
+		}
+		if v := run.TraceCarrier[telemetry.LangSmithTraceHeader]; v != "" {
+			ctx = telemetry.ContextWithCallerPlacement(ctx, v)
 		}
 	}
 	ar := &activeRun{threadID: run.ThreadID, runID: run.RunID, ctx: ctx, cancel: cancel, claimed: time.Now(),

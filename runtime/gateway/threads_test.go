@@ -16,6 +16,10 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/dottedorder"
 
 	"github.com/agentmeter/agentmeter/runtime/agent"
 	"github.com/agentmeter/agentmeter/runtime/config"
@@ -74,7 +78,7 @@ func newThreadEnv(t *testing.T, cfg Config, st store.RunStore) *threadEnv {
 		}
 	}
 	spans := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(telemetry.Placer()), sdktrace.WithSpanProcessor(spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	root := t.TempDir()
 	if cfg.APIKeys == nil {
@@ -337,6 +341,84 @@ func TestTraceparentIsTheRootsRemoteParent(t *testing.T) {
 	run = decodeRun(t, e.expect(t, "POST", "/api/threads/t2/runs?wait=true", "alice-key", `{"input":"hello"}`, 200, ""))
 	if run.TraceID == "" || run.TraceID == "4bf92f3577b34da6a3ce929d0e0e4736" {
 		t.Fatalf("run without traceparent has trace %q", run.TraceID)
+	}
+}
+
+// A caller traced by a LangSmith SDK sends its run's placement (langsmith-trace) with
+// the call: the run's spans are placed under the caller's run from their start, so the
+// collector streams them to LangSmith inside the caller's trace. It is kept with the run
+// (the executing gateway may be another replica). An invalid one is ignored: the run
+// goes on as without it.
+func TestLangSmithTraceHeaderPlacesTheRunUnderTheCaller(t *testing.T) {
+	const caller = "20261202T120000000001Z2f6a1c7e-0b6e-4d8e-9a51-3c1f0e7d2b90.20261202T120001000002Z7d9e4c0a-5b1f-4e2a-8c3d-6f0a1b2c3d4e"
+	e := newThreadEnv(t, Config{}, nil)
+	post := func(thread, header string) store.Run {
+		req, _ := http.NewRequest("POST", e.http.URL+"/api/threads/"+thread+"/runs?wait=true", strings.NewReader(`{"input":"hello"}`))
+		req.Header.Set("Authorization", "Bearer alice-key")
+		req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+		req.Header.Set(telemetry.LangSmithTraceHeader, header)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var run store.Run
+		_ = json.NewDecoder(resp.Body).Decode(&run)
+		if resp.StatusCode != 200 {
+			t.Fatalf("run = %d %+v", resp.StatusCode, run)
+		}
+		stored, err := e.store.GetRun(context.Background(), run.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stored
+	}
+	placement := func(s sdktrace.ReadOnlySpan) string {
+		for _, kv := range s.Attributes() {
+			if kv.Key == genai.AttrLSDottedOrder {
+				return kv.Value.AsString()
+			}
+		}
+		return ""
+	}
+
+	run := post("t1", caller)
+	if got := run.TraceCarrier[telemetry.LangSmithTraceHeader]; got != caller {
+		t.Fatalf("stored carrier = %v, want the caller's placement", run.TraceCarrier)
+	}
+	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	var root sdktrace.ReadOnlySpan
+	for _, s := range e.spans.Ended() {
+		byID[s.SpanContext().SpanID()] = s
+		if s.Parent().IsRemote() {
+			root = s
+		}
+	}
+	if root == nil {
+		t.Fatal("no span under the caller's")
+	}
+	if want := dottedorder.Child(caller, root.StartTime().UnixMicro(), root.SpanContext().SpanID()); placement(root) != want {
+		t.Fatalf("root placement = %q, want %q", placement(root), want)
+	}
+	for _, s := range byID {
+		p, ok := byID[s.Parent().SpanID()]
+		if !ok {
+			continue
+		}
+		if want := dottedorder.Child(placement(p), s.StartTime().UnixMicro(), s.SpanContext().SpanID()); placement(s) != want {
+			t.Fatalf("%s placement = %q, want %q", s.Name(), placement(s), want)
+		}
+	}
+
+	n := len(e.spans.Ended())
+	run = post("t2", "20261202T1200Z-not-a-placement")
+	if _, kept := run.TraceCarrier[telemetry.LangSmithTraceHeader]; kept {
+		t.Fatalf("an invalid placement was kept: %v", run.TraceCarrier)
+	}
+	for _, s := range e.spans.Ended()[n:] {
+		if p := placement(s); p != "" {
+			t.Fatalf("%s placed %q under an invalid caller placement", s.Name(), p)
+		}
 	}
 }
 

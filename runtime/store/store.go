@@ -77,8 +77,8 @@ type Run struct {
 	// Input is the run's human message as JSON, what the executing process runs ("":
 	// not set, or not ready yet).
 	Input string `json:"-"`
-	// TraceCarrier holds the caller's trace headers (traceparent, tracestate, baggage)
-	// for the executing process.
+	// TraceCarrier holds the caller's trace headers (traceparent, tracestate, baggage,
+	// langsmith-trace) for the executing process.
 	TraceCarrier map[string]string `json:"-"`
 	// LeaseOwner is the process executing (or admitting) the run, "" when none.
 	LeaseOwner string     `json:"-"`

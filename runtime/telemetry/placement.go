@@ -20,9 +20,11 @@ import (
 //
 // The ids are the ones the collector's LangSmith exporter gives spans: a root's run id is
 // its trace id, any other run's its span id (internal/dottedorder). A span whose parent
-// is in another process (a gateway run under its caller's trace) gets none, and neither
-// do its children: the ancestors' start times are not known here, and the collector
-// places such runs once their trace is complete, as before. Nor does a span whose
+// is in another process (a gateway run under its caller's trace) is placed under the
+// caller's run when the caller sent its placement (LangSmithTraceHeader, as LangSmith's
+// SDKs do for distributed tracing; ContextWithCallerPlacement); without it, it gets none,
+// and neither do its children: the ancestors' start times are not known here, and the
+// collector places such runs once their trace is complete. Nor does a span whose
 // placement would be longer than the SDK's attribute value limit
 // (OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT): cut short, it would name no run.
 type placer struct {
@@ -31,7 +33,11 @@ type placer struct {
 
 var _ sdktrace.SpanProcessor = placer{}
 
-func newPlacer() placer { return placer{maxLen: sdktrace.NewSpanLimits().AttributeValueLengthLimit} }
+// Placer returns the span processor that places spans for LangSmith, as the runtime's
+// provider (Setup) does: register it on a TracerProvider built by hand.
+func Placer() sdktrace.SpanProcessor {
+	return placer{maxLen: sdktrace.NewSpanLimits().AttributeValueLengthLimit}
+}
 
 func (pl placer) set(s sdktrace.ReadWriteSpan, dotted string) {
 	if dotted != "" && (pl.maxLen < 0 || len(dotted) <= pl.maxLen) {
@@ -44,7 +50,13 @@ func (pl placer) OnStart(parent context.Context, s sdktrace.ReadWriteSpan) {
 	start := s.StartTime().UnixMicro()
 	p := trace.SpanFromContext(parent)
 	psc := p.SpanContext()
-	if !psc.IsValid() || psc.TraceID() != sc.TraceID() {
+	caller, _ := parent.Value(callerPlacementKey{}).(string)
+	remoteChild := psc.IsValid() && psc.IsRemote() && psc.TraceID() == sc.TraceID()
+	switch {
+	case caller != "" && (!psc.IsValid() || remoteChild):
+		pl.set(s, dottedorder.Child(caller, start, sc.SpanID()))
+		return
+	case !psc.IsValid() || psc.TraceID() != sc.TraceID():
 		pl.set(s, dottedorder.Root(start, sc.TraceID()))
 		return
 	}
@@ -63,3 +75,39 @@ func (pl placer) OnStart(parent context.Context, s sdktrace.ReadWriteSpan) {
 func (placer) OnEnd(sdktrace.ReadOnlySpan)      {}
 func (placer) Shutdown(context.Context) error   { return nil }
 func (placer) ForceFlush(context.Context) error { return nil }
+
+// LangSmithTraceHeader is the request header in which LangSmith's SDKs send the
+// placement (dotted_order) of the run that makes a call, for distributed tracing
+// (RunTree.toHeaders, tracing_context(parent=headers)). Runs started under it are placed
+// in LangSmith as that run's children.
+const LangSmithTraceHeader = "langsmith-trace"
+
+// maxCallerPlacement bounds the caller placement taken: some 140 ancestors, what fits
+// in the 8 KiB that proxies allow a header line. Every span of the run repeats it.
+const maxCallerPlacement = 8 << 10
+
+type callerPlacementKey struct{}
+
+// CallerPlacement returns v, a caller's LangSmithTraceHeader, if it is a well-formed
+// dotted_order no longer than a header line; else "" (ignored, as an invalid
+// traceparent is).
+func CallerPlacement(v string) string {
+	if len(v) > maxCallerPlacement {
+		return ""
+	}
+	if _, _, _, ok := dottedorder.Ends(v); !ok {
+		return ""
+	}
+	return v
+}
+
+// ContextWithCallerPlacement returns ctx carrying the placement of the caller's run in
+// another process (CallerPlacement). A span started under ctx whose parent is the
+// caller's remote span, or that has no parent, is placed as that run's child, and its
+// descendants under it. An invalid placement leaves ctx as it is.
+func ContextWithCallerPlacement(ctx context.Context, dotted string) context.Context {
+	if CallerPlacement(dotted) == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, callerPlacementKey{}, dotted)
+}

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,6 +29,19 @@ func placements(spans tracetest.SpanStubs) map[string]string {
 	return out
 }
 
+// placementProvider is the runtime's provider (Setup) exporting into memory, restored
+// and shut down when the test ends.
+func placementProvider(t *testing.T) (*Provider, *tracetest.InMemoryExporter) {
+	t.Helper()
+	mem := tracetest.NewInMemoryExporter()
+	prev := otel.GetTracerProvider()
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	p, err := Setup(context.Background(), Options{Enabled: true, Exporter: mem})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Shutdown(context.Background()) })
+	return p, mem
+}
+
 // localChain starts and ends root > agent > chat, children first, as a run does.
 func localChain(tr trace.Tracer) {
 	ctx, root := tr.Start(context.Background(), "root")
@@ -42,11 +56,7 @@ func localChain(tr trace.Tracer) {
 // chain of its ancestors' start times and run ids, with the ids the collector's
 // LangSmith exporter derives (the root's is the trace id).
 func TestSpansCarryTheirPlacementFromTheStart(t *testing.T) {
-	mem := tracetest.NewInMemoryExporter()
-	prev := otel.GetTracerProvider()
-	defer otel.SetTracerProvider(prev)
-	p, err := Setup(context.Background(), Options{Enabled: true, Exporter: mem})
-	require.NoError(t, err)
+	p, mem := placementProvider(t)
 	tr := p.TracerProvider().Tracer("t")
 
 	localChain(tr)
@@ -60,7 +70,6 @@ func TestSpansCarryTheirPlacementFromTheStart(t *testing.T) {
 	rchat.End()
 	run.End()
 	require.NoError(t, p.ForceFlush(context.Background()))
-	defer p.Shutdown(context.Background())
 
 	got := placements(mem.GetSpans())
 	byName := map[string]sdktrace.ReadOnlySpan{}
@@ -86,12 +95,7 @@ func TestSpansCarryTheirPlacementFromTheStart(t *testing.T) {
 // trace is complete.
 func TestPlacementLongerThanTheAttributeLimitIsNotSet(t *testing.T) {
 	t.Setenv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "100") // room for one segment (58), not two (117)
-	mem := tracetest.NewInMemoryExporter()
-	prev := otel.GetTracerProvider()
-	defer otel.SetTracerProvider(prev)
-	p, err := Setup(context.Background(), Options{Enabled: true, Exporter: mem})
-	require.NoError(t, err)
-	defer p.Shutdown(context.Background())
+	p, mem := placementProvider(t)
 	tr := p.TracerProvider().Tracer("t")
 	localChain(tr)
 	require.NoError(t, p.ForceFlush(context.Background()))
@@ -100,4 +104,49 @@ func TestPlacementLongerThanTheAttributeLimitIsNotSet(t *testing.T) {
 	assert.True(t, ok, got["root"])
 	assert.Empty(t, got["agent"])
 	assert.Empty(t, got["chat"])
+}
+
+// A run whose caller sent its LangSmith placement (langsmith-trace, as LangSmith's SDKs
+// send it) is placed under the caller's run: under the caller's remote span, or with no
+// parent at all (a caller that propagates no W3C context). Its descendants chain under
+// it. An invalid placement is ignored, and a new root under the caller's span is its own.
+func TestSpansUnderACallersPlacement(t *testing.T) {
+	p, mem := placementProvider(t)
+	tr := p.TracerProvider().Tracer("t")
+
+	caller := "20261202T120000000001Z2f6a1c7e-0b6e-4d8e-9a51-3c1f0e7d2b90.20261202T120001000002Z7d9e4c0a-5b1f-4e2a-8c3d-6f0a1b2c3d4e"
+	remote := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{7}, SpanID: trace.SpanID{7}, TraceFlags: trace.FlagsSampled, Remote: true}))
+	under := func(ctx context.Context, name string, opts ...trace.SpanStartOption) {
+		rctx, run := tr.Start(ctx, name, opts...)
+		_, chat := tr.Start(rctx, name+"-chat")
+		chat.End()
+		run.End()
+	}
+	under(ContextWithCallerPlacement(remote, caller), "remote")
+	under(ContextWithCallerPlacement(context.Background(), caller), "parentless")
+	under(ContextWithCallerPlacement(remote, caller[:len(caller)-1]), "invalid")
+	under(ContextWithCallerPlacement(remote, caller), "newroot", trace.WithNewRoot())
+	require.NoError(t, p.ForceFlush(context.Background()))
+
+	got := placements(mem.GetSpans())
+	byName := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range mem.GetSpans().Snapshots() {
+		byName[s.Name()] = s
+	}
+	for _, name := range []string{"remote", "parentless"} {
+		run, chat := byName[name], byName[name+"-chat"]
+		assert.Equal(t, dottedorder.Child(caller, run.StartTime().UnixMicro(), run.SpanContext().SpanID()), got[name], name)
+		assert.Equal(t, dottedorder.Child(got[name], chat.StartTime().UnixMicro(), chat.SpanContext().SpanID()), got[name+"-chat"], name)
+		segs, ok := dottedorder.Parse(got[name+"-chat"])
+		require.True(t, ok)
+		assert.Len(t, segs, 4, name)
+	}
+	assert.Empty(t, got["invalid"], "an invalid caller placement is ignored: the run waits for its trace, as before")
+	assert.Empty(t, got["invalid-chat"])
+	assert.Equal(t, dottedorder.Root(byName["newroot"].StartTime().UnixMicro(), byName["newroot"].SpanContext().TraceID()), got["newroot"])
+
+	assert.Equal(t, caller, CallerPlacement(caller))
+	assert.Empty(t, CallerPlacement("not-a-placement"))
+	assert.Empty(t, CallerPlacement(strings.Repeat(caller[:dottedorder.SegmentLen]+".", 200)+caller[:dottedorder.SegmentLen]), "longer than a header line")
 }

@@ -104,7 +104,7 @@ func Setup(ctx context.Context, o Options) (*Provider, error) {
 	}
 	sdk := sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
-		sdktrace.WithSpanProcessor(newPlacer()),
+		sdktrace.WithSpanProcessor(Placer()),
 		sdktrace.WithBatcher(&warnExporter{SpanExporter: exp, warn: warn}, sdktrace.WithExportTimeout(o.ExportTimeout)),
 	)
 	otel.SetTracerProvider(sdk)
