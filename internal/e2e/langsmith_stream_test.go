@@ -4,9 +4,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,4 +105,66 @@ func inEndOrder(t *testing.T, td ptrace.Traces) []ptrace.Span {
 	slices.SortStableFunc(spans, func(a, b ptrace.Span) int { return int(a.EndTimestamp()) - int(b.EndTimestamp()) })
 	require.True(t, spans[len(spans)-1].ParentSpanID().IsEmpty(), "the root ends last")
 	return spans
+}
+
+// A DeerFlow-shaped run traced by the LangSmith JS SDK and pointed at the agentusage
+// receiver (LANGSMITH_ENDPOINT) reaches LangSmith through the shipped sidecar as it
+// goes: each run is there once its PATCH came, while the lead run is still open, under
+// the id the SDK gave it, in the tree the fake checks. The dispatching model call went
+// out before its subagents ran; their usage reaches its run by PATCH.
+func TestShippedSidecarStreamsLangSmithSDKRunsFromAgentUsage(t *testing.T) {
+	ports, fake, _ := startShippedToLangSmith(t, "e2e-agentusage")
+	release := filepath.Join(t.TempDir(), "release")
+	type sdkRun struct {
+		TraceID string `json:"trace_id"`
+		RootID  string `json:"root_id"`
+	}
+	var out string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		out = RunNode(t, "langsmith-deerflow-run.mjs", "LANGSMITH_ENDPOINT=http://"+ports.AgentUsage,
+			"LANGSMITH_API_KEY=test-key", "HOLD_ROOT_FILE="+release)
+	}()
+	t.Cleanup(func() { // a test that failed early lets the script end before the collector stops
+		_ = os.WriteFile(release, nil, 0o600)
+		select {
+		case <-done:
+		case <-time.After(40 * time.Second):
+		}
+	})
+	require.Eventually(t, func() bool { return fake.RunCount() == 8 }, 20*time.Second, 20*time.Millisecond,
+		"every run but the lead's at LangSmith while the lead run is open")
+	require.NoError(t, os.WriteFile(release, nil, 0o600))
+	var run sdkRun
+	select {
+	case <-done:
+		require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &run), out)
+	case <-time.After(40 * time.Second):
+		t.Fatal("the SDK script did not finish")
+	}
+	var dispatch string
+	require.Eventually(t, func() bool {
+		runs := fake.Runs()
+		for id, r := range runs {
+			md, _ := r["extra"].(map[string]any)["metadata"].(map[string]any)
+			if su, ok := md["subagent_usage"].(map[string]any); ok && su["usage"] != nil {
+				dispatch = id
+			}
+		}
+		_, root := runs[run.RootID]
+		return len(runs) == 9 && root && dispatch != ""
+	}, 20*time.Second, 20*time.Millisecond, "the lead run, and the dispatcher's merged usage")
+	for id, r := range fake.Runs() {
+		assert.Equal(t, run.TraceID, r["trace_id"], "run %s (%v) under the SDK's trace id", id, r["name"])
+	}
+	md := fake.Runs()[dispatch]["extra"].(map[string]any)["metadata"].(map[string]any)
+	assert.Equal(t, map[string]any{"input_tokens": 500.0, "output_tokens": 100.0, "total_tokens": 600.0,
+		"input_token_details": map[string]any{"cache_read": 50.0}, "output_token_details": map[string]any{"reasoning": 10.0}},
+		md["subagent_usage"].(map[string]any)["usage"])
+	assert.Positive(t, fake.Patches(dispatch), "the merged usage went as a PATCH")
+	assert.Empty(t, fake.Violations())
+	for _, req := range fake.Requests() {
+		assert.NotEqual(t, 409, req.Status, "a run posted twice")
+	}
 }

@@ -3,6 +3,7 @@
 // dispatches two `task` tool calls, each runs a subagent with its own model call, then
 // a final lead model call. Runs are POSTed when they start and PATCHed when they end,
 // as a LangChain tracer does. Usage: LANGSMITH_ENDPOINT=http://127.0.0.1:PORT node langsmith-deerflow-run.mjs
+// (HOLD_ROOT_FILE=path: the lead run ends only once that file exists)
 import { Client, RunTree } from "langsmith";
 
 const client = new Client({
@@ -69,6 +70,14 @@ await final.postRun();
 await final.end({ usage_metadata: { input_tokens: 1500, output_tokens: 80, total_tokens: 1580 } });
 await final.patchRun();
 
+// HOLD_ROOT_FILE: the lead run stays open until that file exists, so a test can look at
+// what reached LangSmith while the run is still going on
+if (process.env.HOLD_ROOT_FILE) {
+  await client.awaitPendingTraceBatches();
+  const { existsSync } = await import("node:fs");
+  const deadline = Date.now() + 30000;
+  while (!existsSync(process.env.HOLD_ROOT_FILE) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+}
 await root.end({ output: "done" });
 await root.patchRun();
 await client.awaitPendingTraceBatches();

@@ -87,6 +87,7 @@ func Write(s ptrace.Span, r *record.Record) {
 	putStr(genai.AttrRunID, r.RunID)
 	putStr(genai.AttrCaller, r.Caller)
 	putStr(genai.AttrEndUserID, r.UserID)
+	putStr(genai.AttrLSDottedOrder, r.LangSmithPlacement)
 	if r.Failed {
 		s.Status().SetCode(ptrace.StatusCodeError)
 		s.Status().SetMessage(Truncate(r.Error, maxStatusMessage))

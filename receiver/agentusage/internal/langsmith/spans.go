@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/dottedorder"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/build"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/ids"
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/record"
@@ -228,6 +229,7 @@ func ownRecord(rec *record.Record, r *Run, md view, runType, parentID string, sp
 	rec.Start, rec.End = r.Start, r.End
 	rec.UserID = md.firstString("user_id", "langfuse_user_id")
 	rec.Failed, rec.Error = r.Error != "", r.Error
+	rec.LangSmithPlacement = placement(r, parentID)
 	switch runType {
 	case "llm", "chat_model":
 		rec.Kind = record.ModelCall
@@ -247,6 +249,19 @@ func ownRecord(rec *record.Record, r *Run, md view, runType, parentID string, sp
 			rec.Name = runType
 		}
 	}
+}
+
+// placement is the run's dotted_order when it addresses this run, under the parent the
+// run names, in the trace it names; else "" (a run sent without one, or with one that
+// disagrees with its ids). With it the collector sends the run to LangSmith as soon as it
+// comes, under the SDK's ids, instead of once its whole trace is there.
+func placement(r *Run, parentID string) string {
+	root, parent, last, ok := dottedorder.Ends(r.DottedOrder)
+	if !ok || !strings.EqualFold(last.RunID, r.ID) || !strings.EqualFold(parent.RunID, parentID) ||
+		(r.TraceID != "" && !strings.EqualFold(root.RunID, r.TraceID)) {
+		return ""
+	}
+	return r.DottedOrder
 }
 
 // place fills in what a record takes from the runs around it: the trace, thread, run

@@ -82,6 +82,12 @@ type Record struct {
 	SubagentStatus string
 	// AgentID is the emitter's id of an agent run.
 	AgentID string
+
+	// LangSmithPlacement is the emitter's LangSmith placement of its run (a LangSmith
+	// SDK's dotted_order), when it addresses this run: the span carries it
+	// (langsmith.span.dotted_order), so the collector sends the run to LangSmith as soon
+	// as it arrives, under the SDK's own run ids.
+	LangSmithPlacement string
 }
 
 // Count reads a non-negative token count from decoded JSON (a number, json.Number or
