@@ -138,6 +138,21 @@ func walk(dotted string, fn func(Segment)) bool {
 	return true
 }
 
+// Lower returns dotted with its run ids in lower case, as LangSmith writes them: its
+// timestamps hold only digits, T and Z, so only the UUIDs' hex letters change.
+func Lower(dotted string) string {
+	if !strings.ContainsAny(dotted, "ABCDEF") {
+		return dotted
+	}
+	b := []byte(dotted)
+	for i, c := range b {
+		if 'A' <= c && c <= 'F' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
 // Last returns the last run of a dotted_order: the run it addresses.
 func Last(dotted string) (Segment, bool) {
 	if len(dotted) < SegmentLen || (len(dotted) > SegmentLen && dotted[len(dotted)-SegmentLen-1] != '.') {

@@ -115,3 +115,16 @@ func TestParseRefusesWhatLangSmithRefuses(t *testing.T) {
 	assert.Len(t, segs, 2)
 	assert.Equal(t, time.Date(2024, 9, 19, 17, 16, 48, 521691000, time.UTC).UnixMicro(), segs[0].Micros)
 }
+
+// Lower puts the run ids in lower case, as LangSmith writes them, and leaves the
+// timestamps as they are.
+func TestLower(t *testing.T) {
+	const lower = "20261202T120000000001Z2f6a1c7e-0b6e-4d8e-9a51-3c1f0e7d2b90.20261202T120001000002Z7d9e4c0a-5b1f-4e2a-8c3d-6f0a1b2c3d4e"
+	upper := lower[:SegmentLen+1] + "20261202T120001000002Z7D9E4C0A-5B1F-4E2A-8C3D-6F0A1B2C3D4E"
+	if got := Lower(upper); got != lower {
+		t.Fatalf("Lower = %q", got)
+	}
+	if got := Lower(lower); got != lower {
+		t.Fatalf("Lower of a lower-case placement = %q", got)
+	}
+}

@@ -82,6 +82,17 @@ func (p *nodeProject) ensure(t testing.TB) {
 func (p *nodeProject) run(t testing.TB, timeout time.Duration, script string, env ...string) (stdout, stderr string) {
 	t.Helper()
 	p.ensure(t)
+	stdout, stderr, err := p.exec(timeout, script, env...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stdout, stderr
+}
+
+// exec runs one script of the installed project (ensure first) and returns its output;
+// a non-zero exit is an error holding both streams. It uses no testing.TB, so a test can
+// run a script in a goroutine of its own.
+func (p *nodeProject) exec(timeout time.Duration, script string, env ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", script)
@@ -90,9 +101,9 @@ func (p *nodeProject) run(t testing.TB, timeout time.Duration, script string, en
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("node %s: %v\nstdout:\n%s\nstderr:\n%s", script, err, out.String(), errOut.String())
+		return out.String(), errOut.String(), fmt.Errorf("node %s: %w\nstdout:\n%s\nstderr:\n%s", script, err, out.String(), errOut.String())
 	}
-	return out.String(), errOut.String()
+	return out.String(), errOut.String(), nil
 }
 
 // RunNode runs one script of test/sdk with extra environment variables and returns

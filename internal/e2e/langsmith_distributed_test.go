@@ -28,8 +28,9 @@ func TestLangSmithSDKCallerGetsTheGatewayRunUnderItsOwn(t *testing.T) {
 		"OTEL_BSP_SCHEDULE_DELAY=100",
 	)
 
+	// both sides in one project, as docs/gateway.md says to
 	out := RunNode(t, "langsmith-distributed-caller.mjs", "LANGSMITH_ENDPOINT="+fake.URL, "LANGSMITH_API_KEY="+langSmithTestKey,
-		"GATEWAY_URL="+g.URL, "GATEWAY_KEY="+key)
+		"LANGSMITH_PROJECT=e2e-distributed", "GATEWAY_URL="+g.URL, "GATEWAY_KEY="+key)
 	var caller struct {
 		ID          string     `json:"id"`
 		TraceID     string     `json:"trace_id"`
@@ -60,6 +61,7 @@ func TestLangSmithSDKCallerGetsTheGatewayRunUnderItsOwn(t *testing.T) {
 		assert.Equal(t, caller.TraceID, r["trace_id"], "run %s (%v) in the caller's trace", id, r["name"])
 		d, _ := r["dotted_order"].(string)
 		assert.True(t, strings.HasPrefix(d, caller.DottedOrder), "run %s placed under the caller's run: %s", id, d)
+		assert.Equal(t, "e2e-distributed", r["session_name"], "run %s in the trace's project", id)
 	}
 	assert.Equal(t, "caller_service", fake.Runs()[caller.ID]["name"])
 	// The caller's own run is the SDK's: the JS SDK sends end_time as epoch milliseconds,

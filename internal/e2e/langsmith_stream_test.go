@@ -119,19 +119,18 @@ func TestShippedSidecarStreamsLangSmithSDKRunsFromAgentUsage(t *testing.T) {
 		TraceID string `json:"trace_id"`
 		RootID  string `json:"root_id"`
 	}
+	sdkProject.ensure(t) // npm ci, if it must run, before the clock below starts
 	var out string
+	var runErr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		out = RunNode(t, "langsmith-deerflow-run.mjs", "LANGSMITH_ENDPOINT=http://"+ports.AgentUsage,
+		out, _, runErr = sdkProject.exec(60*time.Second, "langsmith-deerflow-run.mjs", "LANGSMITH_ENDPOINT=http://"+ports.AgentUsage,
 			"LANGSMITH_API_KEY=test-key", "HOLD_ROOT_FILE="+release)
 	}()
 	t.Cleanup(func() { // a test that failed early lets the script end before the collector stops
 		_ = os.WriteFile(release, nil, 0o600)
-		select {
-		case <-done:
-		case <-time.After(40 * time.Second):
-		}
+		<-done
 	})
 	require.Eventually(t, func() bool { return fake.RunCount() == 8 }, 20*time.Second, 20*time.Millisecond,
 		"every run but the lead's at LangSmith while the lead run is open")
@@ -139,8 +138,9 @@ func TestShippedSidecarStreamsLangSmithSDKRunsFromAgentUsage(t *testing.T) {
 	var run sdkRun
 	select {
 	case <-done:
+		require.NoError(t, runErr)
 		require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &run), out)
-	case <-time.After(40 * time.Second):
+	case <-time.After(70 * time.Second):
 		t.Fatal("the SDK script did not finish")
 	}
 	var dispatch string

@@ -73,7 +73,9 @@ func unpack(v []byte) []byte {
 	return out
 }
 
-// Packed returns a client that stores c's large values compressed.
+// Packed returns a client that stores c's large values compressed. The compressed bytes
+// are built in buffers reused once Set or Batch returned, so c must not keep a value it
+// was handed past the call: file_storage copies it into its pages before it returns.
 func Packed(c storage.Client) storage.Client { return packingClient{c} }
 
 // PackingHost is host with the storage extension id handing out packed clients: what a

@@ -401,6 +401,9 @@ func TestLangSmithTraceHeaderPlacesTheRunUnderTheCaller(t *testing.T) {
 		t.Fatalf("root placement = %q, want %q", placement(root), want)
 	}
 	for _, s := range byID {
+		if placement(s) == "" {
+			t.Fatalf("%s has no placement", s.Name())
+		}
 		p, ok := byID[s.Parent().SpanID()]
 		if !ok {
 			continue

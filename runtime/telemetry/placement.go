@@ -50,11 +50,11 @@ func (pl placer) OnStart(parent context.Context, s sdktrace.ReadWriteSpan) {
 	start := s.StartTime().UnixMicro()
 	p := trace.SpanFromContext(parent)
 	psc := p.SpanContext()
-	caller, _ := parent.Value(callerPlacementKey{}).(string)
-	remoteChild := psc.IsValid() && psc.IsRemote() && psc.TraceID() == sc.TraceID()
+	caller, _ := parent.Value(callerPlacementKey{}).(callerPlacement)
 	switch {
-	case caller != "" && (!psc.IsValid() || remoteChild):
-		pl.set(s, dottedorder.Child(caller, start, sc.SpanID()))
+	case caller.dotted != "" && psc.Equal(caller.parent) && (!psc.IsValid() || sc.TraceID() == psc.TraceID()):
+		// the caller's own span, or none at all: a run the caller started
+		pl.set(s, dottedorder.Child(caller.dotted, start, sc.SpanID()))
 		return
 	case !psc.IsValid() || psc.TraceID() != sc.TraceID():
 		pl.set(s, dottedorder.Root(start, sc.TraceID()))
@@ -88,9 +88,16 @@ const maxCallerPlacement = 8 << 10
 
 type callerPlacementKey struct{}
 
-// CallerPlacement returns v, a caller's LangSmithTraceHeader, if it is a well-formed
-// dotted_order no longer than a header line; else "" (ignored, as an invalid
-// traceparent is).
+// callerPlacement is the caller's run placement with the span context it came with (the
+// caller's remote span, or none).
+type callerPlacement struct {
+	dotted string
+	parent trace.SpanContext
+}
+
+// CallerPlacement returns v, a caller's LangSmithTraceHeader, with its run ids in lower
+// case (as LangSmith writes them) if it is a well-formed dotted_order no longer than a
+// header line; else "" (ignored, as an invalid traceparent is).
 func CallerPlacement(v string) string {
 	if len(v) > maxCallerPlacement {
 		return ""
@@ -98,16 +105,17 @@ func CallerPlacement(v string) string {
 	if _, _, _, ok := dottedorder.Ends(v); !ok {
 		return ""
 	}
-	return v
+	return dottedorder.Lower(v)
 }
 
 // ContextWithCallerPlacement returns ctx carrying the placement of the caller's run in
-// another process (CallerPlacement). A span started under ctx whose parent is the
-// caller's remote span, or that has no parent, is placed as that run's child, and its
-// descendants under it. An invalid placement leaves ctx as it is.
+// another process (CallerPlacement), for the span context ctx holds now: the caller's
+// remote span, or none. A span started under exactly that parent is placed as the
+// caller's run's child, and its descendants under it; a span under any other is placed
+// as before. An invalid placement leaves ctx as it is.
 func ContextWithCallerPlacement(ctx context.Context, dotted string) context.Context {
-	if CallerPlacement(dotted) == "" {
+	if dotted = CallerPlacement(dotted); dotted == "" {
 		return ctx
 	}
-	return context.WithValue(ctx, callerPlacementKey{}, dotted)
+	return context.WithValue(ctx, callerPlacementKey{}, callerPlacement{dotted: dotted, parent: trace.SpanContextFromContext(ctx)})
 }

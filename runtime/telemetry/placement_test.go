@@ -127,6 +127,9 @@ func TestSpansUnderACallersPlacement(t *testing.T) {
 	under(ContextWithCallerPlacement(context.Background(), caller), "parentless")
 	under(ContextWithCallerPlacement(remote, caller[:len(caller)-1]), "invalid")
 	under(ContextWithCallerPlacement(remote, caller), "newroot", trace.WithNewRoot())
+	// a remote span other than the one the caller's placement came with
+	under(trace.ContextWithRemoteSpanContext(ContextWithCallerPlacement(remote, caller), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{8}, SpanID: trace.SpanID{8}, TraceFlags: trace.FlagsSampled, Remote: true})), "otherremote")
 	require.NoError(t, p.ForceFlush(context.Background()))
 
 	got := placements(mem.GetSpans())
@@ -145,6 +148,10 @@ func TestSpansUnderACallersPlacement(t *testing.T) {
 	assert.Empty(t, got["invalid"], "an invalid caller placement is ignored: the run waits for its trace, as before")
 	assert.Empty(t, got["invalid-chat"])
 	assert.Equal(t, dottedorder.Root(byName["newroot"].StartTime().UnixMicro(), byName["newroot"].SpanContext().TraceID()), got["newroot"])
+	assert.Empty(t, got["otherremote"], "placed under the caller only below the span its placement came with")
+	assert.Empty(t, got["otherremote-chat"])
+	assert.Equal(t, caller, CallerPlacement(strings.ToUpper(caller[:20])+caller[20:len(caller)-36]+strings.ToUpper(caller[len(caller)-36:])),
+		"run ids in lower case, as LangSmith writes them")
 
 	assert.Equal(t, caller, CallerPlacement(caller))
 	assert.Empty(t, CallerPlacement("not-a-placement"))

@@ -28,6 +28,7 @@ func TestPlacementOnlyWhenTheDottedOrderAddressesTheRun(t *testing.T) {
 		{"root", Run{ID: root, DottedOrder: rootSeg}, "", rootSeg},
 		{"child", Run{ID: child, TraceID: root, DottedOrder: dotted}, root, dotted},
 		{"child, ids in upper case", Run{ID: strings.ToUpper(child), DottedOrder: dotted}, strings.ToUpper(root), dotted},
+		{"a dotted_order in upper case", Run{ID: child, DottedOrder: strings.ToUpper(dotted)}, root, dotted},
 		{"none", Run{ID: child}, root, ""},
 		{"malformed", Run{ID: child, DottedOrder: dotted[:len(dotted)-1]}, root, ""},
 		{"another run's", Run{ID: other, DottedOrder: dotted}, root, ""},

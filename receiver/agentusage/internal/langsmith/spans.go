@@ -261,7 +261,7 @@ func placement(r *Run, parentID string) string {
 		(r.TraceID != "" && !strings.EqualFold(root.RunID, r.TraceID)) {
 		return ""
 	}
-	return r.DottedOrder
+	return dottedorder.Lower(r.DottedOrder) // the ids as LangSmith writes them
 }
 
 // place fills in what a record takes from the runs around it: the trace, thread, run
