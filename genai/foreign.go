@@ -89,6 +89,13 @@ const (
 // trace_id, parent and dotted_order from it.
 const AttrLSDottedOrder = "langsmith.span.dotted_order"
 
+// AttrLSSessionName is the LangSmith project (session) a span's run goes to, as
+// LangSmith's own OTel ingestion routes by it; the LangSmith exporter's project when
+// absent. The agentmeter runtime sets it on a run placed under a caller's LangSmith run
+// in another process, to the caller's project (LangSmith's SDKs keep a distributed
+// trace in the caller's project).
+const AttrLSSessionName = "langsmith.trace.session_name"
+
 // LangChain run metadata (ls_provider, ls_model_name), as it reaches a span: bare, under
 // LangSmith's or Langfuse's metadata prefix, or inside OpenInference's metadata JSON.
 const (

@@ -15,8 +15,8 @@ import (
 // A service traced by the LangSmith JS SDK calls `agentmeter serve` with its run's
 // distributed-tracing headers (langsmith-trace): the gateway run's spans are placed
 // under the caller's run from their start, so the shipped sidecar streams them to
-// LangSmith inside the caller's trace, with its run as their parent, in the tree the fake
-// checks, whatever the OTel trace. No run is posted twice.
+// LangSmith inside the caller's trace and project, with its run as their parent, in the
+// tree the fake checks, whatever the OTel trace. No run is posted twice.
 func TestLangSmithSDKCallerGetsTheGatewayRunUnderItsOwn(t *testing.T) {
 	ports, fake, _ := startShippedToLangSmith(t, "e2e-distributed")
 	dir := t.TempDir()
@@ -28,9 +28,9 @@ func TestLangSmithSDKCallerGetsTheGatewayRunUnderItsOwn(t *testing.T) {
 		"OTEL_BSP_SCHEDULE_DELAY=100",
 	)
 
-	// both sides in one project, as docs/gateway.md says to
+	// the caller's project is not the sidecar's: the SDK names it in its baggage
 	out := RunNode(t, "langsmith-distributed-caller.mjs", "LANGSMITH_ENDPOINT="+fake.URL, "LANGSMITH_API_KEY="+langSmithTestKey,
-		"LANGSMITH_PROJECT=e2e-distributed", "GATEWAY_URL="+g.URL, "GATEWAY_KEY="+key)
+		"LANGSMITH_PROJECT=caller app", "GATEWAY_URL="+g.URL, "GATEWAY_KEY="+key)
 	var caller struct {
 		ID          string     `json:"id"`
 		TraceID     string     `json:"trace_id"`
@@ -61,7 +61,7 @@ func TestLangSmithSDKCallerGetsTheGatewayRunUnderItsOwn(t *testing.T) {
 		assert.Equal(t, caller.TraceID, r["trace_id"], "run %s (%v) in the caller's trace", id, r["name"])
 		d, _ := r["dotted_order"].(string)
 		assert.True(t, strings.HasPrefix(d, caller.DottedOrder), "run %s placed under the caller's run: %s", id, d)
-		assert.Equal(t, "e2e-distributed", r["session_name"], "run %s in the trace's project", id)
+		assert.Equal(t, "caller app", r["session_name"], "run %s in the caller's project", id)
 	}
 	assert.Equal(t, "caller_service", fake.Runs()[caller.ID]["name"])
 	// The caller's own run is the SDK's: the JS SDK sends end_time as epoch milliseconds,

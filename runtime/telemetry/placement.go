@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
@@ -39,9 +40,12 @@ func Placer() sdktrace.SpanProcessor {
 	return placer{maxLen: sdktrace.NewSpanLimits().AttributeValueLengthLimit}
 }
 
-func (pl placer) set(s sdktrace.ReadWriteSpan, dotted string) {
+func (pl placer) set(s sdktrace.ReadWriteSpan, dotted, project string) {
 	if dotted != "" && (pl.maxLen < 0 || len(dotted) <= pl.maxLen) {
 		s.SetAttributes(attribute.String(genai.AttrLSDottedOrder, dotted))
+		if project != "" {
+			s.SetAttributes(attribute.String(genai.AttrLSSessionName, project))
+		}
 	}
 }
 
@@ -54,21 +58,27 @@ func (pl placer) OnStart(parent context.Context, s sdktrace.ReadWriteSpan) {
 	switch {
 	case caller.dotted != "" && psc.Equal(caller.parent) && (!psc.IsValid() || sc.TraceID() == psc.TraceID()):
 		// the caller's own span, or none at all: a run the caller started
-		pl.set(s, dottedorder.Child(caller.dotted, start, sc.SpanID()))
+		pl.set(s, dottedorder.Child(caller.dotted, start, sc.SpanID()), caller.project)
 		return
 	case !psc.IsValid() || psc.TraceID() != sc.TraceID():
-		pl.set(s, dottedorder.Root(start, sc.TraceID()))
+		pl.set(s, dottedorder.Root(start, sc.TraceID()), "")
 		return
 	}
 	ro, ok := p.(sdktrace.ReadOnlySpan)
 	if psc.IsRemote() || !ok {
 		return
 	}
+	var dotted, project string
 	for _, kv := range ro.Attributes() {
-		if kv.Key == genai.AttrLSDottedOrder {
-			pl.set(s, dottedorder.Child(kv.Value.AsString(), start, sc.SpanID()))
-			return
+		switch kv.Key {
+		case genai.AttrLSDottedOrder:
+			dotted = kv.Value.AsString()
+		case genai.AttrLSSessionName:
+			project = kv.Value.AsString()
 		}
+	}
+	if dotted != "" {
+		pl.set(s, dottedorder.Child(dotted, start, sc.SpanID()), project)
 	}
 }
 
@@ -89,11 +99,17 @@ const maxCallerPlacement = 8 << 10
 type callerPlacementKey struct{}
 
 // callerPlacement is the caller's run placement with the span context it came with (the
-// caller's remote span, or none).
+// caller's remote span, or none) and the caller's LangSmith project, if its baggage
+// named one.
 type callerPlacement struct {
-	dotted string
-	parent trace.SpanContext
+	dotted, project string
+	parent          trace.SpanContext
 }
+
+// LangSmithProjectBaggage is the baggage member in which LangSmith's SDKs send the
+// caller's project with LangSmithTraceHeader: a run placed under the caller's run goes
+// to that project (genai.AttrLSSessionName), as the SDKs keep a distributed trace in it.
+const LangSmithProjectBaggage = "langsmith-project"
 
 // CallerPlacement returns v, a caller's LangSmithTraceHeader, with its run ids in lower
 // case (as LangSmith writes them) if it is a well-formed dotted_order no longer than a
@@ -111,11 +127,13 @@ func CallerPlacement(v string) string {
 // ContextWithCallerPlacement returns ctx carrying the placement of the caller's run in
 // another process (CallerPlacement), for the span context ctx holds now: the caller's
 // remote span, or none. A span started under exactly that parent is placed as the
-// caller's run's child, and its descendants under it; a span under any other is placed
-// as before. An invalid placement leaves ctx as it is.
+// caller's run's child, and its descendants under it, in the project ctx's baggage
+// names (LangSmithProjectBaggage); a span under any other is placed as before. An
+// invalid placement leaves ctx as it is.
 func ContextWithCallerPlacement(ctx context.Context, dotted string) context.Context {
 	if dotted = CallerPlacement(dotted); dotted == "" {
 		return ctx
 	}
-	return context.WithValue(ctx, callerPlacementKey{}, callerPlacement{dotted: dotted, parent: trace.SpanContextFromContext(ctx)})
+	return context.WithValue(ctx, callerPlacementKey{}, callerPlacement{dotted: dotted,
+		project: baggage.FromContext(ctx).Member(LangSmithProjectBaggage).Value(), parent: trace.SpanContextFromContext(ctx)})
 }

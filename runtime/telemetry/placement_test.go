@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/baggage"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -156,4 +157,41 @@ func TestSpansUnderACallersPlacement(t *testing.T) {
 	assert.Equal(t, caller, CallerPlacement(caller))
 	assert.Empty(t, CallerPlacement("not-a-placement"))
 	assert.Empty(t, CallerPlacement(strings.Repeat(caller[:dottedorder.SegmentLen]+".", 200)+caller[:dottedorder.SegmentLen]), "longer than a header line")
+}
+
+// A caller that names its LangSmith project in its baggage (langsmith-project, as
+// LangSmith's SDKs send it) gets the run in that project: the run placed under the
+// caller's run and every span below it carry it (langsmith.trace.session_name). A run
+// not placed under a caller names none.
+func TestRunUnderACallerGoesToTheCallersProject(t *testing.T) {
+	p, mem := placementProvider(t)
+	tr := p.TracerProvider().Tracer("t")
+	const caller = "20261202T120000000001Z2f6a1c7e-0b6e-4d8e-9a51-3c1f0e7d2b90"
+	member, err := baggage.NewMemberRaw(LangSmithProjectBaggage, "caller project")
+	require.NoError(t, err)
+	bag, err := baggage.New(member)
+	require.NoError(t, err)
+	ctx := ContextWithCallerPlacement(baggage.ContextWithBaggage(context.Background(), bag), caller)
+	rctx, run := tr.Start(ctx, "run")
+	cctx, agent := tr.Start(rctx, "run-agent")
+	_, chat := tr.Start(cctx, "run-chat")
+	chat.End()
+	agent.End()
+	run.End()
+	localChain(tr)
+	require.NoError(t, p.ForceFlush(context.Background()))
+
+	project := map[string]string{}
+	for _, s := range mem.GetSpans() {
+		project[s.Name] = ""
+		for _, kv := range s.Attributes {
+			if kv.Key == genai.AttrLSSessionName {
+				project[s.Name] = kv.Value.AsString()
+			}
+		}
+	}
+	for _, name := range []string{"run", "run-agent", "run-chat"} {
+		assert.Equal(t, "caller project", project[name], name)
+	}
+	assert.Empty(t, project["root"], "a run of its own goes to the exporter's project")
 }

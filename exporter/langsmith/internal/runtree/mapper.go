@@ -285,8 +285,8 @@ var movedAttrs = map[string]bool{
 	genai.AttrSubagentCacheRead: true, genai.AttrSubagentCacheCreat: true, genai.AttrSubagentReasoning: true,
 	genai.AttrSubagentDispatches: true, genai.AttrSubagentToolCallIDs: true,
 	genai.AttrInputMessages: true, genai.AttrOutputMessages: true, genai.AttrSystemInstr: true,
-	// the run's own dotted_order
-	genai.AttrLSDottedOrder: true,
+	// the run's own dotted_order and project
+	genai.AttrLSDottedOrder: true, genai.AttrLSSessionName: true,
 	// written under LangSmith's names instead (thread_id/session_id, user_id, caller)
 	genai.AttrConversationID: true, genai.AttrEndUserID: true, genai.AttrCaller: true,
 }
@@ -327,6 +327,9 @@ func (m *Mapper) buildRun(s *spanInfo, rs runStrings, a *batchArena) Run {
 		ParentRunID: s.parentRunID, Name: name, RunType: runType,
 		StartTime: rs.start, EndTime: rs.end,
 		SessionName: m.project, Status: StatusSuccess,
+	}
+	if p := genai.StringAttr(attrs, genai.AttrLSSessionName); p != "" {
+		r.Head.SessionName = p // the run's own project, as LangSmith's OTel ingestion routes it
 	}
 	md := a.metadata(derivedEntries)
 	md = append(md, StrKV(keyOTelTraceID, rs.traceHex), StrKV(keyOTelSpanID, rs.spanHex))

@@ -165,3 +165,17 @@ func TestPlacedRootDoesNotTakeTheRunOfAnotherRoot(t *testing.T) {
 	assert.Equal(t, traceUUID, runs[0].Head.ParentRunID)
 	assert.Equal(t, OrphanAttachedToRoot, meta(t, runs[0])[keyOrphan])
 }
+
+// A span that names its LangSmith project (langsmith.trace.session_name, as LangSmith's
+// OTel ingestion routes by it) goes to that project; the others to the exporter's. The
+// attribute is not copied into metadata.
+func TestRunGoesToTheProjectItsSpanNames(t *testing.T) {
+	td := placedSpan(3, 0, 0, "")
+	td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().PutStr(genai.AttrLSSessionName, "caller-project")
+	runs, _ := NewMapper("p", 100).Map(td)
+	require.Len(t, runs, 1)
+	assert.Equal(t, "caller-project", runs[0].Head.SessionName)
+	assert.NotContains(t, meta(t, runs[0]), genai.AttrLSSessionName)
+	runs, _ = NewMapper("p", 100).Map(placedSpan(3, 0, 0, ""))
+	assert.Equal(t, "p", runs[0].Head.SessionName)
+}
