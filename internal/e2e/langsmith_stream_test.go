@@ -110,8 +110,9 @@ func inEndOrder(t *testing.T, td ptrace.Traces) []ptrace.Span {
 // A DeerFlow-shaped run traced by the LangSmith JS SDK and pointed at the agentusage
 // receiver (LANGSMITH_ENDPOINT) reaches LangSmith through the shipped sidecar as it
 // goes: each run is there once its PATCH came, while the lead run is still open, under
-// the id the SDK gave it, in the tree the fake checks. The dispatching model call went
-// out before its subagents ran; their usage reaches its run by PATCH.
+// the id the SDK gave it, in the project it named, in the tree the fake checks. The
+// dispatching model call went out before its subagents ran; their usage reaches its run
+// by PATCH.
 func TestShippedSidecarStreamsLangSmithSDKRunsFromAgentUsage(t *testing.T) {
 	ports, fake, _ := startShippedToLangSmith(t, "e2e-agentusage")
 	release := filepath.Join(t.TempDir(), "release")
@@ -157,6 +158,7 @@ func TestShippedSidecarStreamsLangSmithSDKRunsFromAgentUsage(t *testing.T) {
 	}, 20*time.Second, 20*time.Millisecond, "the lead run, and the dispatcher's merged usage")
 	for id, r := range fake.Runs() {
 		assert.Equal(t, run.TraceID, r["trace_id"], "run %s (%v) under the SDK's trace id", id, r["name"])
+		assert.Equal(t, "deer-flow", r["session_name"], "run %s in the SDK's project, not the sidecar's", id)
 	}
 	md := fake.Runs()[dispatch]["extra"].(map[string]any)["metadata"].(map[string]any)
 	assert.Equal(t, map[string]any{"input_tokens": 500.0, "output_tokens": 100.0, "total_tokens": 600.0,

@@ -88,6 +88,7 @@ func Write(s ptrace.Span, r *record.Record) {
 	putStr(genai.AttrCaller, r.Caller)
 	putStr(genai.AttrEndUserID, r.UserID)
 	putStr(genai.AttrLSDottedOrder, r.LangSmithPlacement)
+	putStr(genai.AttrLSSessionName, r.LangSmithProject)
 	if r.Failed {
 		s.Status().SetCode(ptrace.StatusCodeError)
 		s.Status().SetMessage(Truncate(r.Error, maxStatusMessage))

@@ -218,7 +218,7 @@ func indexedMetadata(r *Run, arena *[]idxField) view {
 // run, caller, agent) is filled by place.
 func ownRecord(rec *record.Record, r *Run, md view, runType, parentID string, spids spanIDs) {
 	// field by field into a zero record: a Record is big, and this runs for every run
-	rec.Service = r.SessionName
+	rec.Service, rec.LangSmithProject = r.SessionName, r.SessionName
 	if rec.Service == "" {
 		rec.Service = DefaultService
 	}

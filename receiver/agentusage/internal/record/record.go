@@ -88,6 +88,10 @@ type Record struct {
 	// (langsmith.span.dotted_order), so the collector sends the run to LangSmith as soon
 	// as it arrives, under the SDK's own run ids.
 	LangSmithPlacement string
+	// LangSmithProject is the LangSmith project the emitter sent the run to (a LangSmith
+	// SDK's session_name): the span carries it (langsmith.trace.session_name), so the
+	// collector's LangSmith exporter sends the run to that project, as LangSmith would.
+	LangSmithProject string
 }
 
 // Count reads a non-negative token count from decoded JSON (a number, json.Number or
