@@ -53,6 +53,13 @@ func AppendBytes(dst []byte, num protowire.Number, b []byte) []byte {
 	return protowire.AppendBytes(dst, b)
 }
 
+// AppendHeader starts length-delimited field num holding n bytes, which the caller
+// appends next: its tag and length.
+func AppendHeader(dst []byte, num protowire.Number, n int) []byte {
+	dst = protowire.AppendTag(dst, num, protowire.BytesType)
+	return protowire.AppendVarint(dst, uint64(n))
+}
+
 // AppendString appends string field num.
 func AppendString(dst []byte, num protowire.Number, s string) []byte {
 	dst = protowire.AppendTag(dst, num, protowire.BytesType)
@@ -140,11 +147,9 @@ func AppendStringArrayValue(dst []byte, vs []string) []byte {
 func AppendKeyValueHeader(dst []byte, num protowire.Number, key string, valueLen int) []byte {
 	kvLen := protowire.SizeTag(KeyValueKey) + protowire.SizeBytes(len(key)) +
 		protowire.SizeTag(KeyValueValue) + protowire.SizeBytes(valueLen)
-	dst = protowire.AppendTag(dst, num, protowire.BytesType)
-	dst = protowire.AppendVarint(dst, uint64(kvLen))
+	dst = AppendHeader(dst, num, kvLen)
 	dst = AppendString(dst, KeyValueKey, key)
-	dst = protowire.AppendTag(dst, KeyValueValue, protowire.BytesType)
-	return protowire.AppendVarint(dst, uint64(valueLen))
+	return AppendHeader(dst, KeyValueValue, valueLen)
 }
 
 // AppendKeyValue appends field num holding KeyValue{key, value}, value being an encoded
@@ -183,4 +188,38 @@ func EachField(dst, src []byte, num protowire.Number, fn func(dst, field []byte)
 		src = src[k+m:]
 	}
 	return dst, nil
+}
+
+// EachFieldSize is the size of what EachField writes for src when fn replaces each
+// length-delimited field num with one of the same field number holding as many bytes
+// as size returns for it: a caller measures a rewrite first, so that it can write each
+// enclosing length before the message.
+func EachFieldSize(src []byte, num protowire.Number, size func(field []byte) (int, error)) (int, error) {
+	n := 0
+	for len(src) > 0 {
+		f, typ, k := protowire.ConsumeTag(src)
+		if k < 0 {
+			return 0, ErrMalformed
+		}
+		if f != num || typ != protowire.BytesType {
+			m := protowire.ConsumeFieldValue(f, typ, src[k:])
+			if m < 0 {
+				return 0, ErrMalformed
+			}
+			n += k + m
+			src = src[k+m:]
+			continue
+		}
+		field, m := protowire.ConsumeBytes(src[k:])
+		if m < 0 {
+			return 0, ErrMalformed
+		}
+		l, err := size(field)
+		if err != nil {
+			return 0, err
+		}
+		n += protowire.SizeTag(num) + protowire.SizeBytes(l)
+		src = src[k+m:]
+	}
+	return n, nil
 }

@@ -1,6 +1,7 @@
 package otlpwire
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -104,6 +105,38 @@ func TestEachField(t *testing.T) {
 
 	for _, bad := range [][]byte{{0xff}, protowire.AppendTag(nil, TracesResourceSpans, protowire.BytesType), {0x0a, 0x05, 1}} {
 		_, err := EachField(nil, bad, TracesResourceSpans, func(dst, f []byte) ([]byte, error) { return dst, nil })
+		assert.ErrorIs(t, err, ErrMalformed, "%x", bad)
+	}
+}
+
+// EachFieldSize is the length of what EachField writes for the same rewrite: fields it
+// keeps are counted as they are (an unknown field, a tag written in more bytes than it
+// needs), rewritten ones as the minimal tag AppendHeader writes and the size given.
+func TestEachFieldSizeIsWhatEachFieldWrites(t *testing.T) {
+	td := ptrace.NewTraces()
+	for i := range 3 {
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", "svc")
+		rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName(strings.Repeat("s", 100*i))
+	}
+	var m ptrace.ProtoMarshaler
+	src, err := m.MarshalTraces(td)
+	require.NoError(t, err)
+	src = protowire.AppendVarint(append(src, 0x80|0x50, 0x00), 7) // field 10 as a two-byte tag, unknown
+	src = protowire.AppendBytes(protowire.AppendTag(src, 99, protowire.BytesType), []byte("unknown"))
+	src = protowire.AppendBytes(append(src, 0x8a, 0x00), nil)  // a ResourceSpans under a two-byte tag: rewritten with one
+	grow := func(field []byte) int { return len(field) + 200 } // past a one-byte length
+	out, err := EachField(nil, src, TracesResourceSpans, func(dst, field []byte) ([]byte, error) {
+		dst = append(AppendHeader(dst, TracesResourceSpans, grow(field)), field...)
+		return append(dst, make([]byte, 200)...), nil
+	})
+	require.NoError(t, err)
+	n, err := EachFieldSize(src, TracesResourceSpans, func(field []byte) (int, error) { return grow(field), nil })
+	require.NoError(t, err)
+	assert.Equal(t, len(out), n)
+
+	for _, bad := range [][]byte{{0xff}, protowire.AppendTag(nil, TracesResourceSpans, protowire.BytesType), {0x0a, 0x05, 1}} {
+		_, err := EachFieldSize(bad, TracesResourceSpans, func([]byte) (int, error) { return 0, nil })
 		assert.ErrorIs(t, err, ErrMalformed, "%x", bad)
 	}
 }

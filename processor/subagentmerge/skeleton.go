@@ -172,10 +172,8 @@ func (w *skeletonWriter) messageOf(parts [][2]int32) []byte {
 	// written into one buffer: each length is known before its bytes
 	rsLen := protowire.SizeTag(otlpwire.ResourceSpansScopeSpans) + protowire.SizeBytes(n)
 	out := make([]byte, 0, protowire.SizeTag(otlpwire.TracesResourceSpans)+protowire.SizeBytes(rsLen))
-	out = protowire.AppendTag(out, otlpwire.TracesResourceSpans, protowire.BytesType)
-	out = protowire.AppendVarint(out, uint64(rsLen))
-	out = protowire.AppendTag(out, otlpwire.ResourceSpansScopeSpans, protowire.BytesType)
-	out = protowire.AppendVarint(out, uint64(n))
+	out = otlpwire.AppendHeader(out, otlpwire.TracesResourceSpans, rsLen)
+	out = otlpwire.AppendHeader(out, otlpwire.ResourceSpansScopeSpans, n)
 	for _, pt := range parts {
 		out = append(out, w.spans[pt[0]:pt[1]]...)
 	}

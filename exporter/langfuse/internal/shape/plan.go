@@ -7,7 +7,6 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/internal/otlpwire"
@@ -183,13 +182,13 @@ func (s *Splicer) Splice(dst, src []byte, p *Plan) ([]byte, error) {
 	span, at := 0, 0
 	next := func() int { at++; return s.lens[at-1] }
 	return otlpwire.EachField(dst, src, otlpwire.TracesResourceSpans, func(dst, rs []byte) ([]byte, error) {
-		dst = appendHeader(dst, otlpwire.TracesResourceSpans, next())
+		dst = otlpwire.AppendHeader(dst, otlpwire.TracesResourceSpans, next())
 		return otlpwire.EachField(dst, rs, otlpwire.ResourceSpansScopeSpans, func(dst, ss []byte) ([]byte, error) {
-			dst = appendHeader(dst, otlpwire.ResourceSpansScopeSpans, next())
+			dst = otlpwire.AppendHeader(dst, otlpwire.ResourceSpansScopeSpans, next())
 			return otlpwire.EachField(dst, ss, otlpwire.ScopeSpansSpans, func(dst, sp []byte) ([]byte, error) {
 				extra := p.enc[p.eoff[span]:p.eoff[span+1]]
 				span++
-				dst = appendHeader(dst, otlpwire.ScopeSpansSpans, len(sp)+len(extra))
+				dst = otlpwire.AppendHeader(dst, otlpwire.ScopeSpansSpans, len(sp)+len(extra))
 				dst = append(dst, sp...)
 				return append(dst, extra...), nil
 			})
@@ -200,13 +199,13 @@ func (s *Splicer) Splice(dst, src []byte, p *Plan) ([]byte, error) {
 // measure returns the spliced size of the request src and appends to s.lens the new
 // length of each ResourceSpans and ScopeSpans in it, each ahead of those it encloses.
 func (s *Splicer) measure(src []byte, p *Plan, span *int) (int, error) {
-	return measureField(src, otlpwire.TracesResourceSpans, func(rs []byte) (int, error) {
+	return otlpwire.EachFieldSize(src, otlpwire.TracesResourceSpans, func(rs []byte) (int, error) {
 		at := len(s.lens)
 		s.lens = append(s.lens, 0)
-		n, err := measureField(rs, otlpwire.ResourceSpansScopeSpans, func(ss []byte) (int, error) {
+		n, err := otlpwire.EachFieldSize(rs, otlpwire.ResourceSpansScopeSpans, func(ss []byte) (int, error) {
 			at := len(s.lens)
 			s.lens = append(s.lens, 0)
-			n, err := measureField(ss, otlpwire.ScopeSpansSpans, func(sp []byte) (int, error) {
+			n, err := otlpwire.EachFieldSize(ss, otlpwire.ScopeSpansSpans, func(sp []byte) (int, error) {
 				if *span >= p.Spans() {
 					return 0, fmt.Errorf("shape: more spans than the plan covers (%d)", p.Spans())
 				}
@@ -219,42 +218,4 @@ func (s *Splicer) measure(src []byte, p *Plan, span *int) (int, error) {
 		s.lens[at] = n
 		return n, err
 	})
-}
-
-// measureField returns the size of message src once every length-delimited field num in
-// it holds as many bytes as fn says (its tag and length prefix counted here).
-func measureField(src []byte, num protowire.Number, fn func(field []byte) (int, error)) (int, error) {
-	size := 0
-	for len(src) > 0 {
-		n, typ, k := protowire.ConsumeTag(src)
-		if k < 0 {
-			return 0, otlpwire.ErrMalformed
-		}
-		if n != num || typ != protowire.BytesType {
-			m := protowire.ConsumeFieldValue(n, typ, src[k:])
-			if m < 0 {
-				return 0, otlpwire.ErrMalformed
-			}
-			size += k + m
-			src = src[k+m:]
-			continue
-		}
-		field, m := protowire.ConsumeBytes(src[k:])
-		if m < 0 {
-			return 0, otlpwire.ErrMalformed
-		}
-		l, err := fn(field)
-		if err != nil {
-			return 0, err
-		}
-		size += protowire.SizeTag(num) + protowire.SizeBytes(l)
-		src = src[k+m:]
-	}
-	return size, nil
-}
-
-// appendHeader appends the tag and length of length-delimited field num holding n bytes.
-func appendHeader(dst []byte, num protowire.Number, n int) []byte {
-	dst = protowire.AppendTag(dst, num, protowire.BytesType)
-	return protowire.AppendVarint(dst, uint64(n))
 }
