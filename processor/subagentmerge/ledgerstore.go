@@ -174,6 +174,7 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 	}
 	added := 0
 	var asks []uint32
+	var enc spanEncoder
 	for id, spans := range byTrace {
 		s := &p.shards[shardIndex(id)]
 		s.mu.Lock()
@@ -204,7 +205,7 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 			if _, dup := l.kept[k.sp.SpanID()]; dup {
 				continue
 			}
-			if _, err := p.keep(l, k.sp, k.res, k.scope); err != nil {
+			if _, err := p.keep(l, &enc, k.sp, k.res, k.scope); err != nil {
 				s.mu.Unlock()
 				return added, err
 			}

@@ -76,6 +76,7 @@ type scratch struct {
 	chunkSkel []byte
 	chunkSent []byte
 	parts     [][2]int32
+	enc       spanEncoder // encodes kept spans
 }
 
 type subagentMerge struct {
@@ -315,6 +316,7 @@ func (p *subagentMerge) putScratch(sc *scratch) {
 	clear(sc.touched)
 	sc.touched, sc.ids = sc.touched[:0], sc.ids[:0]
 	sc.chunkSkel, sc.chunkSent = sc.chunkSkel[:0], sc.chunkSent[:0]
+	sc.enc.reset()
 	p.pool.Put(sc)
 }
 

@@ -232,7 +232,7 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 				attrs.PutBool(genai.AttrCallerPending, true)
 			}
 		}
-		enc, kerr := p.keep(l, ref.span, ref.res, ref.scope)
+		enc, kerr := p.keep(l, &sc.enc, ref.span, ref.res, ref.scope)
 		if kerr != nil {
 			err = errors.Join(err, kerr)
 			continue
@@ -276,14 +276,12 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 }
 
 // keep records sp (as it goes on now) as a span that may go out again, and returns its
-// encoding.
-func (p *subagentMerge) keep(l *ledger, sp ptrace.Span, res pcommon.Resource, scope pcommon.InstrumentationScope) ([]byte, error) {
+// encoding (made by se).
+func (p *subagentMerge) keep(l *ledger, se *spanEncoder, sp ptrace.Span, res pcommon.Resource, scope pcommon.InstrumentationScope) ([]byte, error) {
 	if err := l.thaw(); err != nil {
 		return nil, err
 	}
-	td := ptrace.NewTraces()
-	appendUnder(td, sp, res, scope)
-	enc, err := p.marshaler.MarshalTraces(td)
+	enc, err := se.encode(&p.marshaler, sp, res, scope)
 	if err != nil {
 		return nil, fmt.Errorf("subagentmerge: encoding a span kept for re-emission: %w", err)
 	}
