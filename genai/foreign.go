@@ -96,6 +96,12 @@ const AttrLSDottedOrder = "langsmith.span.dotted_order"
 // trace in the caller's project).
 const AttrLSSessionName = "langsmith.trace.session_name"
 
+// AttrLSMetadataPrefix starts LangSmith's OTel attributes for a run's metadata:
+// langsmith.metadata.<key> is metadata key <key>. LangSmith's SDKs in OTel mode write
+// them; the agentmeter runtime writes the metadata a caller's LangSmith SDK sent in
+// baggage (langsmith-metadata).
+const AttrLSMetadataPrefix = "langsmith.metadata."
+
 // LangChain run metadata (ls_provider, ls_model_name), as it reaches a span: bare, under
 // LangSmith's or Langfuse's metadata prefix, or inside OpenInference's metadata JSON.
 const (

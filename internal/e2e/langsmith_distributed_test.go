@@ -62,6 +62,11 @@ func TestLangSmithSDKCallerGetsTheGatewayRunUnderItsOwn(t *testing.T) {
 		d, _ := r["dotted_order"].(string)
 		assert.True(t, strings.HasPrefix(d, caller.DottedOrder), "run %s placed under the caller's run: %s", id, d)
 		assert.Equal(t, "caller app", r["session_name"], "run %s in the caller's project", id)
+		// the caller's run metadata, as LangSmith's SDKs give it to every run under it
+		extra, _ := r["extra"].(map[string]any)
+		md, _ := extra["metadata"].(map[string]any)
+		assert.Equal(t, "acme", md["customer"], "run %s (%v) has the caller's metadata", id, r["name"])
+		assert.EqualValues(t, 2, md["tier"], "run %s (%v)", id, r["name"])
 	}
 	assert.Equal(t, "caller_service", fake.Runs()[caller.ID]["name"])
 	// The caller's own run is the SDK's: the JS SDK sends end_time as epoch milliseconds,

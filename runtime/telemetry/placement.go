@@ -2,6 +2,9 @@ package telemetry
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/baggage"
@@ -40,11 +43,23 @@ func Placer() sdktrace.SpanProcessor {
 	return placer{maxLen: sdktrace.NewSpanLimits().AttributeValueLengthLimit}
 }
 
-func (pl placer) set(s sdktrace.ReadWriteSpan, dotted, project string) {
-	if dotted != "" && (pl.maxLen < 0 || len(dotted) <= pl.maxLen) {
-		s.SetAttributes(attribute.String(genai.AttrLSDottedOrder, dotted))
-		if project != "" {
-			s.SetAttributes(attribute.String(genai.AttrLSSessionName, project))
+// set places s at dotted, in project, with the run metadata it inherits (LangSmith's
+// SDKs give a child run its parent's metadata, its own keys winning).
+func (pl placer) set(s sdktrace.ReadWriteSpan, dotted, project string, metadata []attribute.KeyValue) {
+	if dotted == "" || (pl.maxLen >= 0 && len(dotted) > pl.maxLen) {
+		return
+	}
+	s.SetAttributes(attribute.String(genai.AttrLSDottedOrder, dotted))
+	if project != "" {
+		s.SetAttributes(attribute.String(genai.AttrLSSessionName, project))
+	}
+	if len(metadata) == 0 {
+		return
+	}
+	own := s.Attributes()
+	for _, kv := range metadata {
+		if !slices.ContainsFunc(own, func(o attribute.KeyValue) bool { return o.Key == kv.Key }) {
+			s.SetAttributes(kv)
 		}
 	}
 }
@@ -58,10 +73,10 @@ func (pl placer) OnStart(parent context.Context, s sdktrace.ReadWriteSpan) {
 	switch {
 	case caller.dotted != "" && psc.Equal(caller.parent) && (!psc.IsValid() || sc.TraceID() == psc.TraceID()):
 		// the caller's own span, or none at all: a run the caller started
-		pl.set(s, dottedorder.Child(caller.dotted, start, sc.SpanID()), caller.project)
+		pl.set(s, dottedorder.Child(caller.dotted, start, sc.SpanID()), caller.project, caller.metadata)
 		return
 	case !psc.IsValid() || psc.TraceID() != sc.TraceID():
-		pl.set(s, dottedorder.Root(start, sc.TraceID()), "")
+		pl.set(s, dottedorder.Root(start, sc.TraceID()), "", nil)
 		return
 	}
 	ro, ok := p.(sdktrace.ReadOnlySpan)
@@ -69,16 +84,19 @@ func (pl placer) OnStart(parent context.Context, s sdktrace.ReadWriteSpan) {
 		return
 	}
 	var dotted, project string
+	var metadata []attribute.KeyValue
 	for _, kv := range ro.Attributes() {
-		switch kv.Key {
-		case genai.AttrLSDottedOrder:
+		switch {
+		case kv.Key == genai.AttrLSDottedOrder:
 			dotted = kv.Value.AsString()
-		case genai.AttrLSSessionName:
+		case kv.Key == genai.AttrLSSessionName:
 			project = kv.Value.AsString()
+		case strings.HasPrefix(string(kv.Key), genai.AttrLSMetadataPrefix):
+			metadata = append(metadata, kv)
 		}
 	}
 	if dotted != "" {
-		pl.set(s, dottedorder.Child(dotted, start, sc.SpanID()), project)
+		pl.set(s, dottedorder.Child(dotted, start, sc.SpanID()), project, metadata)
 	}
 }
 
@@ -103,6 +121,7 @@ type callerPlacementKey struct{}
 // named one.
 type callerPlacement struct {
 	dotted, project string
+	metadata        []attribute.KeyValue // genai.AttrLSMetadataPrefix + key
 	parent          trace.SpanContext
 }
 
@@ -110,6 +129,58 @@ type callerPlacement struct {
 // caller's project with LangSmithTraceHeader: a run placed under the caller's run goes
 // to that project (genai.AttrLSSessionName), as the SDKs keep a distributed trace in it.
 const LangSmithProjectBaggage = "langsmith-project"
+
+// LangSmithMetadataBaggage is the baggage member in which LangSmith's SDKs send the
+// caller's run metadata, a JSON object, with LangSmithTraceHeader. The SDKs give every
+// run under the caller's those keys (its own keys winning); the runtime puts them on the
+// run's spans as genai.AttrLSMetadataPrefix + key, which the LangSmith exporter sends
+// as metadata. A value that is not a JSON object is ignored.
+const LangSmithMetadataBaggage = "langsmith-metadata"
+
+// callerMetadata maps the caller's run metadata (LangSmithMetadataBaggage) onto span
+// attributes, in key order: strings, booleans and numbers as they are, anything else as
+// its JSON; null is left out.
+func callerMetadata(v string) []attribute.KeyValue {
+	if v == "" {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(v))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil || dec.More() {
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]attribute.KeyValue, 0, len(keys))
+	for _, k := range keys {
+		key := attribute.Key(genai.AttrLSMetadataPrefix + k)
+		switch x := m[k].(type) {
+		case nil:
+		case string:
+			out = append(out, key.String(x))
+		case bool:
+			out = append(out, key.Bool(x))
+		case json.Number:
+			if i, err := x.Int64(); err == nil {
+				out = append(out, key.Int64(i))
+			} else if f, err := x.Float64(); err == nil {
+				out = append(out, key.Float64(f))
+			} else {
+				out = append(out, key.String(x.String()))
+			}
+		default:
+			b, err := json.Marshal(x)
+			if err == nil {
+				out = append(out, key.String(string(b)))
+			}
+		}
+	}
+	return out
+}
 
 // CallerPlacement returns v, a caller's LangSmithTraceHeader, with its run ids in lower
 // case (as LangSmith writes them) if it is a well-formed dotted_order no longer than a
@@ -128,12 +199,16 @@ func CallerPlacement(v string) string {
 // another process (CallerPlacement), for the span context ctx holds now: the caller's
 // remote span, or none. A span started under exactly that parent is placed as the
 // caller's run's child, and its descendants under it, in the project ctx's baggage
-// names (LangSmithProjectBaggage); a span under any other is placed as before. An
-// invalid placement leaves ctx as it is.
+// names (LangSmithProjectBaggage) and with the caller's run metadata
+// (LangSmithMetadataBaggage); a span under any other is placed as before. An invalid
+// placement leaves ctx as it is.
 func ContextWithCallerPlacement(ctx context.Context, dotted string) context.Context {
 	if dotted = CallerPlacement(dotted); dotted == "" {
 		return ctx
 	}
+	bag := baggage.FromContext(ctx)
 	return context.WithValue(ctx, callerPlacementKey{}, callerPlacement{dotted: dotted,
-		project: baggage.FromContext(ctx).Member(LangSmithProjectBaggage).Value(), parent: trace.SpanContextFromContext(ctx)})
+		project:  bag.Member(LangSmithProjectBaggage).Value(),
+		metadata: callerMetadata(bag.Member(LangSmithMetadataBaggage).Value()),
+		parent:   trace.SpanContextFromContext(ctx)})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/baggage"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -194,4 +195,55 @@ func TestRunUnderACallerGoesToTheCallersProject(t *testing.T) {
 		assert.Equal(t, "caller project", project[name], name)
 	}
 	assert.Empty(t, project["root"], "a run of its own goes to the exporter's project")
+}
+
+// The caller's run metadata (its SDK's langsmith-metadata baggage) is on every span
+// placed under the caller, as langsmith.metadata.<key>, a span's own keys winning, as
+// LangSmith's SDKs give a child run its parent's metadata. A run of its own gets none,
+// and metadata that is not a JSON object is ignored.
+func TestRunUnderACallerGetsTheCallersMetadata(t *testing.T) {
+	const caller = "20261202T120000000001Z2f6a1c7e-0b6e-4d8e-9a51-3c1f0e7d2b90"
+	withMetadata := func(v string) context.Context {
+		member, err := baggage.NewMemberRaw(LangSmithMetadataBaggage, v)
+		require.NoError(t, err)
+		bag, err := baggage.New(member)
+		require.NoError(t, err)
+		return ContextWithCallerPlacement(baggage.ContextWithBaggage(context.Background(), bag), caller)
+	}
+	metadataOf := func(s tracetest.SpanStub) map[string]any {
+		md := map[string]any{}
+		for _, kv := range s.Attributes {
+			if k, ok := strings.CutPrefix(string(kv.Key), genai.AttrLSMetadataPrefix); ok {
+				md[k] = kv.Value.AsInterface()
+			}
+		}
+		return md
+	}
+
+	p, mem := placementProvider(t)
+	tr := p.TracerProvider().Tracer("t")
+	ctx := withMetadata(`{"customer":"acme","tier":2,"ratio":0.5,"beta":true,"labels":["a","b"],"gone":null}`)
+	rctx, run := tr.Start(ctx, "run")
+	cctx, agent := tr.Start(rctx, "run-agent")
+	_, chat := tr.Start(cctx, "run-chat", trace.WithAttributes(attribute.String(genai.AttrLSMetadataPrefix+"customer", "own")))
+	chat.End()
+	agent.End()
+	run.End()
+	localChain(tr)
+	_, bad := tr.Start(withMetadata(`["not", "an", "object"]`), "bad")
+	bad.End()
+	require.NoError(t, p.ForceFlush(context.Background()))
+
+	want := map[string]any{"customer": "acme", "tier": int64(2), "ratio": 0.5, "beta": true, "labels": `["a","b"]`}
+	got := map[string]map[string]any{}
+	for _, s := range mem.GetSpans() {
+		got[s.Name] = metadataOf(s)
+	}
+	assert.Equal(t, want, got["run"])
+	assert.Equal(t, want, got["run-agent"], "inherited from its parent")
+	wantChat := map[string]any{"customer": "own", "tier": int64(2), "ratio": 0.5, "beta": true, "labels": `["a","b"]`}
+	assert.Equal(t, wantChat, got["run-chat"], "its own key wins")
+	for _, name := range []string{"root", "agent", "chat", "bad"} {
+		assert.Empty(t, got[name], name)
+	}
 }

@@ -1,7 +1,7 @@
 // A service traced by the official LangSmith JS SDK calls the agentmeter gateway as
 // LangSmith's distributed tracing says to: its run's headers (RunTree.toHeaders:
-// langsmith-trace, baggage) go with the request. The run tree posts to LANGSMITH_ENDPOINT
-// (the LangSmith fake). Prints the caller run's id, trace id and dotted order and the
+// langsmith-trace, and baggage with its project and metadata) go with the request. The
+// run tree posts to LANGSMITH_ENDPOINT (the LangSmith fake). Prints the caller run's id, trace id and dotted order and the
 // gateway's answer as one JSON line.
 // Usage: LANGSMITH_ENDPOINT=... GATEWAY_URL=... GATEWAY_KEY=... node langsmith-distributed-caller.mjs
 import { Client, RunTree } from "langsmith";
@@ -14,6 +14,8 @@ const client = new Client({
 const root = new RunTree({
   name: "caller_service", run_type: "chain", client, project_name: process.env.LANGSMITH_PROJECT ?? "caller",
   inputs: { question: "Compare Paris and Tokyo" },
+  // sent in baggage (langsmith-metadata); every run under this one gets it
+  metadata: { customer: "acme", tier: 2 },
 });
 await root.postRun();
 

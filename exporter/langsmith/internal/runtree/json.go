@@ -158,6 +158,11 @@ func (e *Extra) AppendJSON(dst []byte) []byte {
 			if !copiedAttr(k) {
 				return true
 			}
+			if key, ok := metadataKey(k, e.Attrs); ok {
+				k = key
+			} else if key != "" {
+				return true // the same key is written another way
+			}
 			dst = appendKey(dst, &first, k)
 			dst = appendValue(dst, v)
 			return true

@@ -276,6 +276,28 @@ var derivedKeys = map[string]bool{
 // copiedAttr reports whether a span attribute is written into metadata as it is.
 func copiedAttr(k string) bool { return !movedAttrs[k] && !derivedKeys[k] }
 
+// metadataKey maps a langsmith.metadata.<key> attribute (LangSmith's OTel convention for
+// a run's metadata, which its SDKs in OTel mode write) onto metadata key <key>, as
+// LangSmith's OTel ingestion does. ok is false when k has no such prefix (key is "") or
+// when <key> is written anyway, by the exporter or as an attribute of that name (key is
+// <key>): the attribute is then left out, so no key appears twice.
+func metadataKey(k string, attrs pcommon.Map) (key string, ok bool) {
+	key, found := strings.CutPrefix(k, genai.AttrLSMetadataPrefix)
+	if !found {
+		return "", false
+	}
+	if key == "" {
+		return "", false
+	}
+	if derivedKeys[key] {
+		return key, false
+	}
+	if _, plain := attrs.Get(key); plain {
+		return key, false
+	}
+	return key, true
+}
+
 // movedAttrs are not copied into metadata verbatim: usage goes to usage_metadata /
 // subagent_usage, content to inputs/outputs, and the rest under LangSmith's key names.
 var movedAttrs = map[string]bool{

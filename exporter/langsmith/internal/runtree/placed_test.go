@@ -1,7 +1,9 @@
 package runtree
 
 import (
+	"encoding/json"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,4 +180,37 @@ func TestRunGoesToTheProjectItsSpanNames(t *testing.T) {
 	assert.NotContains(t, meta(t, runs[0]), genai.AttrLSSessionName)
 	runs, _ = NewMapper("p", 100).Map(placedSpan(3, 0, 0, ""))
 	assert.Equal(t, "p", runs[0].Head.SessionName)
+}
+
+// langsmith.metadata.<key> is metadata <key>, as LangSmith's OTel ingestion reads it,
+// unless the exporter writes <key> itself or the span has an attribute named <key>.
+func TestLangSmithMetadataAttributesAreMetadataKeys(t *testing.T) {
+	td := placedSpan(3, 0, 0, "")
+	attrs := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes()
+	attrs.PutStr(genai.AttrLSMetadataPrefix+"customer", "acme")
+	attrs.PutInt(genai.AttrLSMetadataPrefix+"tier", 2)
+	attrs.PutStr(genai.AttrLSMetadataPrefix+"otel.span_id", "forged") // the exporter's own key
+	attrs.PutStr("region", "eu")
+	attrs.PutStr(genai.AttrLSMetadataPrefix+"region", "us") // the plain attribute is kept
+	attrs.PutStr(genai.AttrLSMetadataPrefix, "no key")
+	runs, _ := NewMapper("p", 100).Map(td)
+	require.Len(t, runs, 1)
+	body := string(runs[0].Extra.AppendJSON(nil))
+	var extra struct {
+		Metadata map[string]any `json:"metadata"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &extra), body)
+	md := extra.Metadata
+	assert.Equal(t, "acme", md["customer"])
+	assert.EqualValues(t, 2, md["tier"])
+	assert.Equal(t, "eu", md["region"])
+	assert.NotEqual(t, "forged", md["otel.span_id"])
+	assert.Equal(t, "no key", md[genai.AttrLSMetadataPrefix])
+	for k := range md {
+		assert.NotContains(t, []string{genai.AttrLSMetadataPrefix + "customer", genai.AttrLSMetadataPrefix + "tier",
+			genai.AttrLSMetadataPrefix + "otel.span_id", genai.AttrLSMetadataPrefix + "region"}, k)
+	}
+	// one key each: the body has no member twice
+	assert.Equal(t, 1, strings.Count(body, `"otel.span_id":`), body)
+	assert.Equal(t, 1, strings.Count(body, `"region":`), body)
 }
