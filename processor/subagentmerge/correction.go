@@ -93,6 +93,9 @@ func asksForTools(sp ptrace.Span) bool {
 type recorder struct {
 	skel skeletonWriter
 	sent ptrace.Traces
+	// lent are the spans in sent, moved there from where they go on (from) rather than
+	// copied: attach gives them back once it has encoded sent
+	lent []lentSpan
 	// keep are the model calls whose last version is kept whole (possible dispatchers);
 	// the rest is scratch for choosing them.
 	keep     map[pcommon.SpanID]struct{}
@@ -102,6 +105,9 @@ type recorder struct {
 	dispatch map[uint32]struct{}
 	runUnder map[pcommon.SpanID]struct{}
 }
+
+// lentSpan is a span moved into a recorder's sent (at) from its place in a batch (from).
+type lentSpan struct{ from, at ptrace.Span }
 
 func newRecorder() *recorder {
 	return &recorder{
@@ -113,6 +119,8 @@ func newRecorder() *recorder {
 func (r *recorder) reset() {
 	r.skel.reset()
 	r.sent = ptrace.NewTraces()
+	clear(r.lent)
+	r.lent = r.lent[:0]
 	clear(r.keep)
 	clear(r.dispatch)
 	clear(r.runUnder)
@@ -183,8 +191,19 @@ func (r *recorder) afterFrom(rss ptrace.ResourceSpansSlice, from int) {
 // or is a tool span that went on without being merged (its dispatcher may come late).
 func (r *recorder) after(sp ptrace.Span, res pcommon.Resource, scope pcommon.InstrumentationScope) {
 	if _, ok := r.keep[sp.SpanID()]; ok || unmergedTool(sp) {
-		appendUnder(r.sent, sp, res, scope)
+		at := slotUnder(r.sent, res, scope)
+		sp.MoveTo(at)
+		r.lent = append(r.lent, lentSpan{from: sp, at: at})
 	}
+}
+
+// giveBack moves the spans after lent back to where they came from.
+func (r *recorder) giveBack() {
+	for _, l := range r.lent {
+		l.at.MoveTo(l.from)
+	}
+	clear(r.lent)
+	r.lent = r.lent[:0]
 }
 
 // unmergedTool reports whether sp is a tool span that is not (yet) merged: a late
@@ -218,6 +237,12 @@ func markReemitted(attrs pcommon.Map, now int64) {
 // appendUnder appends a copy of sp to td under res and scope, reusing td's last
 // resource and scope when they are the same.
 func appendUnder(td ptrace.Traces, sp ptrace.Span, res pcommon.Resource, scope pcommon.InstrumentationScope) {
+	sp.CopyTo(slotUnder(td, res, scope))
+}
+
+// slotUnder appends an empty span to td under res and scope, reusing td's last resource
+// and scope when they are the same, and returns it.
+func slotUnder(td ptrace.Traces, res pcommon.Resource, scope pcommon.InstrumentationScope) ptrace.Span {
 	rss := td.ResourceSpans()
 	var rs ptrace.ResourceSpans
 	if n := rss.Len(); n > 0 && rss.At(n-1).Resource().Attributes().Equal(res.Attributes()) {
@@ -233,7 +258,7 @@ func appendUnder(td ptrace.Traces, sp ptrace.Span, res pcommon.Resource, scope p
 		ss = rs.ScopeSpans().AppendEmpty()
 		scope.CopyTo(ss.Scope())
 	}
-	sp.CopyTo(ss.Spans().AppendEmpty())
+	return ss.Spans().AppendEmpty()
 }
 
 func sameScopeOf(a, b pcommon.InstrumentationScope) bool {
@@ -374,6 +399,7 @@ func (p *subagentMerge) correctLate(td ptrace.Traces, sc *scratch, g *group, c *
 func (p *subagentMerge) attach(id pcommon.TraceID, rec *recorder) {
 	skel := rec.skel.message()
 	sent, err := p.marshaler.MarshalTraces(rec.sent)
+	rec.giveBack()
 	if err != nil {
 		p.logger.Error("recording a released trace failed; spans arriving after it will not be merged", zap.Error(err))
 		return
