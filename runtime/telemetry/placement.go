@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 
@@ -150,13 +151,8 @@ func callerMetadata(v string) []attribute.KeyValue {
 	if err := dec.Decode(&m); err != nil || dec.More() {
 		return nil
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	out := make([]attribute.KeyValue, 0, len(keys))
-	for _, k := range keys {
+	out := make([]attribute.KeyValue, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		key := attribute.Key(genai.AttrLSMetadataPrefix + k)
 		switch x := m[k].(type) {
 		case nil:

@@ -1,8 +1,6 @@
 package vendorhttp
 
 import (
-	"time"
-
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 )
@@ -44,13 +42,10 @@ func DefaultQueueConfig() exporterhelper.QueueBatchConfig {
 	q.Sizer = exporterhelper.RequestSizerTypeBytes
 	q.QueueSize = DefaultQueueBytes
 	q.BlockOnOverflow = true
-	b := exporterhelper.BatchConfig{
-		FlushTimeout: 200 * time.Millisecond,
-		Sizer:        exporterhelper.RequestSizerTypeItems,
-		MinSize:      DefaultBatchMinSpans,
-		MaxSize:      DefaultBatchMaxSpans,
-	}
-	if q.Batch.HasValue() { // exporterhelper's feature gate turns batching on by default
+	on := q.Batch.HasValue() // exporterhelper's feature gate turns batching on by default
+	b := *q.Batch.GetOrInsertDefault()
+	b.Sizer, b.MinSize, b.MaxSize = exporterhelper.RequestSizerTypeItems, DefaultBatchMinSpans, DefaultBatchMaxSpans
+	if on {
 		q.Batch = configoptional.Some(b)
 	} else {
 		q.Batch = configoptional.Default(b)

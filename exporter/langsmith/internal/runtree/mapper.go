@@ -283,10 +283,7 @@ func copiedAttr(k string) bool { return !movedAttrs[k] && !derivedKeys[k] }
 // <key>): the attribute is then left out, so no key appears twice.
 func metadataKey(k string, attrs pcommon.Map) (key string, ok bool) {
 	key, found := strings.CutPrefix(k, genai.AttrLSMetadataPrefix)
-	if !found {
-		return "", false
-	}
-	if key == "" {
+	if !found || key == "" {
 		return "", false
 	}
 	if derivedKeys[key] {
