@@ -31,12 +31,8 @@ import (
 // models, statuses and usage fit; message contents and tool results do not.
 const maxSkeletonString = 256
 
-// isMergeWritten names the attributes the merge writes (and a correction replaces):
-// agentmeter.merge.status and agentmeter.subagent.* except the emitter's own
-// agentmeter.subagent.status.
-func isMergeWritten(k string) bool {
-	return k == genai.AttrMergeStatus || (strings.HasPrefix(k, "agentmeter.subagent.") && k != genai.AttrSubagentStatus)
-}
+// isMergeWritten names the attributes the merge writes (and a correction replaces).
+func isMergeWritten(k string) bool { return merge.Written(k) }
 
 // isSubagentResult names the merged results on a dispatching span (what a correction
 // compares): agentmeter.subagent.* except agentmeter.subagent.status.

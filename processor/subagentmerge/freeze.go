@@ -46,6 +46,7 @@ func (l *ledger) freeze() {
 	enc := s2.Encode(nil, b)
 	l.cold = append(make([]byte, 0, len(enc)), enc...) // exactly its length: it is what stays
 	l.skel = nil
+	l.dropFacts()
 	for _, k := range l.kept {
 		k.enc = nil
 	}

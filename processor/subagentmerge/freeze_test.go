@@ -75,7 +75,7 @@ func TestFrozenLedgerThawsAndMergesOn(t *testing.T) {
 // A frozen block cut short does not thaw, and says so.
 func TestFrozenLedgerCutShortDoesNotThaw(t *testing.T) {
 	l := &ledger{kept: map[pcommon.SpanID]*keptSpan{{1}: {enc: []byte("span")}}}
-	l.addSkel([]byte("part one"))
+	l.addSkel([]byte("part one"), nil)
 	l.freeze()
 	require.NotNil(t, l.cold)
 	l.cold = l.cold[:len(l.cold)-2]

@@ -2,6 +2,8 @@ package subagentmerge
 
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
 )
 
 // In stream mode (the default) no span is held: each one goes on in the call that
@@ -37,9 +39,14 @@ type ledger struct {
 	spans   spanSet
 	skel    [][]byte // TracesData messages, one per batch that extended the trace
 	skelLen int64
-	kept    map[pcommon.SpanID]*keptSpan
-	keptLen int64 // bytes of the kept spans' encodings
-	pending int   // kept model calls whose caller is not settled yet (genai.AttrCallerPending)
+	// facts are what the merge reads of the spans in skel[:factParts], in order, kept
+	// while the ledger is thawed: a merge run reads them instead of decoding skel
+	facts     []merge.Fact
+	factParts int
+	factsLen  int64
+	kept      map[pcommon.SpanID]*keptSpan
+	keptLen   int64 // bytes of the kept spans' encodings
+	pending   int   // kept model calls whose caller is not settled yet (genai.AttrCallerPending)
 	// settledAt are the calls the last re-emission settled, until the next consumer
 	// took it (a refused call gives them back their pending caller)
 	settledAt []pcommon.SpanID
@@ -65,19 +72,21 @@ func ledgerHot(l *ledger) *link[ledger] { return &l.hotL }
 // scheduled reports whether l is on its shard's chain of due re-emissions.
 func (l *ledger) scheduled() bool { return l.dueAt != 0 }
 
-// keptSpan is a span that may go out again: the last version passed on, encoded alone
-// (a TracesData message with its resource and scope), and the fingerprint of what the
-// merge had written on it then.
+// keptSpan is a span that may go out again: the version first passed on, encoded alone
+// (a TracesData message with its resource and scope), what its re-emissions changed on
+// it besides the merge's results, and the fingerprint of what the merge had written on
+// its last version out.
 type keptSpan struct {
 	fp      uint64
 	enc     []byte
-	pending bool // went out with agentmeter.merge.caller_pending: not counted yet
+	pending bool  // went out with agentmeter.merge.caller_pending: not counted yet
+	rev     int64 // its last agentmeter.merge.revision; 0: not re-emitted
 }
 
-// cost is what a ledger counts against ledger_limit_mib: its skeleton, its kept spans,
-// its span keys and the map entries for what it may re-emit.
+// cost is what a ledger counts against ledger_limit_mib: its skeleton and facts, its
+// kept spans, its span keys and the map entries for what it may re-emit.
 func (l *ledger) cost() int64 {
-	bytes := l.skelLen + int64(cap(l.skel))*24 + l.keptLen
+	bytes := l.skelLen + int64(cap(l.skel))*24 + l.factsLen + l.keptLen
 	if l.cold != nil {
 		bytes = int64(len(l.cold))
 	}
@@ -126,12 +135,31 @@ func (ls *ledgers) remove(l *ledger) {
 	ls.unschedule(l)
 }
 
-// addSkel adds one batch's encoded skeleton.
-func (l *ledger) addSkel(b []byte) {
+// addSkel adds one batch's encoded skeleton and, when the caller read them, the facts
+// of its spans (in the same order); facts nil leaves them to be read from b.
+func (l *ledger) addSkel(b []byte, facts []merge.Fact) {
 	if len(b) == 0 {
 		return
 	}
 	_ = l.thaw() // the callers warmed it; this keeps a missed one correct
+	inStep := l.factParts == len(l.skel)
 	l.skel = append(l.skel, b)
 	l.skelLen += int64(len(b))
+	if inStep && facts != nil {
+		for i := range facts {
+			l.addFact(facts[i])
+		}
+		l.factParts++
+	}
+}
+
+func (l *ledger) addFact(f merge.Fact) {
+	l.facts = append(l.facts, f)
+	l.factsLen += f.Size()
+}
+
+// dropFacts forgets the facts (a frozen ledger, or a skeleton rewritten): the next
+// merge run reads them from the skeleton again.
+func (l *ledger) dropFacts() {
+	l.facts, l.factParts, l.factsLen = nil, 0, 0
 }

@@ -114,7 +114,7 @@ func (p *subagentMerge) restoreStream(ctx context.Context) error {
 		s := &p.shards[shardIndex(l.id)]
 		s.mu.Lock()
 		if view, err := p.mergeLedger(l); err == nil {
-			if p.dirty(l, view) {
+			if p.dirty(l, &view) {
 				s.led.schedule(l, now)
 			}
 			st := l.spans.state()
@@ -200,7 +200,7 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 			sw.add(sp)
 			added++
 		}
-		l.addSkel(sw.message())
+		l.addSkel(sw.message(), nil)
 		for _, k := range sentBy[id] {
 			if _, dup := l.kept[k.sp.SpanID()]; dup {
 				continue

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmeter/agentmeter/internal/spaniter"
+	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
 )
 
 // What becomes of one incoming span.
@@ -76,7 +77,8 @@ type scratch struct {
 	chunkSkel []byte
 	chunkSent []byte
 	parts     [][2]int32
-	enc       spanEncoder // encodes kept spans
+	facts     []merge.Fact // the merge facts of one trace's new spans (stream mode)
+	enc       spanEncoder  // encodes kept spans
 }
 
 type subagentMerge struct {
@@ -316,6 +318,8 @@ func (p *subagentMerge) putScratch(sc *scratch) {
 	clear(sc.touched)
 	sc.touched, sc.ids = sc.touched[:0], sc.ids[:0]
 	sc.chunkSkel, sc.chunkSent = sc.chunkSkel[:0], sc.chunkSent[:0]
+	clear(sc.facts)
+	sc.facts = sc.facts[:0]
 	sc.enc.reset()
 	p.pool.Put(sc)
 }

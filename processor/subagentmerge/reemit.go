@@ -38,23 +38,24 @@ func fingerprint(attrs pcommon.Map) uint64 {
 }
 
 // reemit appends to out, whole and under their span ids, the kept spans whose merge
-// results in view differ from what last went out, and keeps those versions as the
-// last sent. Each re-emission carries agentmeter.merge.revision (markReemitted); model
+// results in view differ from what last went out, and remembers what went out (its
+// fingerprint and revision: the next re-emission starts from the version first passed
+// on again). Each re-emission carries agentmeter.merge.revision (markReemitted); model
 // calls also carry agentmeter.merge.status "corrected", which the token metrics skip.
 // It appends the re-emitted span ids to ids.
 //
 // A pending call (genai.AttrCallerPending) whose caller is now settled, or every pending
 // call with final (its ledger ends), goes out even when its merge results did not
 // change, marked genai.AttrCallerSettled: the one version the token metrics count.
-func (p *subagentMerge) reemit(l *ledger, view mergedView, out ptrace.Traces, c *counts, now int64, ids []pcommon.SpanID, final bool) ([]pcommon.SpanID, error) {
+func (p *subagentMerge) reemit(l *ledger, view *mergedView, out ptrace.Traces, c *counts, now int64, ids []pcommon.SpanID, final bool) ([]pcommon.SpanID, error) {
 	l.lastEmit = now
 	var errs []error
 	for id, k := range l.kept {
-		v, ok := view.span(id)
+		v, ok := view.attrs(id)
 		if !ok {
 			continue
 		}
-		fp := fingerprint(v.Attributes())
+		fp := fingerprint(v)
 		settle := k.pending && (final || p.settled(l, id, v))
 		if fp == k.fp && !settle {
 			continue
@@ -68,7 +69,17 @@ func (p *subagentMerge) reemit(l *ledger, view mergedView, out ptrace.Traces, c 
 		ss := rs.ScopeSpans().At(0)
 		sp := ss.Spans().At(0)
 		attrs := sp.Attributes()
-		writeMerged(attrs, v.Attributes())
+		// k.enc is the version that first went out: what later ones changed on it
+		// besides the merge's results is in k, so nothing is encoded again (a caller
+		// the merge gave it stays what it was: the trace's shape above a call only
+		// grows)
+		if k.rev != 0 {
+			attrs.PutInt(genai.AttrMergeRevision, k.rev)
+		}
+		if !k.pending {
+			attrs.Remove(genai.AttrCallerPending) // settled before
+		}
+		writeMerged(attrs, v)
 		if genai.IsModelCallSpan(sp.Name(), attrs) {
 			attrs.PutStr(genai.AttrMergeStatus, genai.MergeCorrected)
 		} else {
@@ -79,22 +90,15 @@ func (p *subagentMerge) reemit(l *ledger, view mergedView, out ptrace.Traces, c 
 		if settle {
 			attrs.Remove(genai.AttrCallerPending)
 			attrs.PutBool(genai.AttrCallerSettled, true)
-		}
-		appendUnder(out, sp, rs.Resource(), ss.Scope())
-		// what is kept is what a later re-emission starts from: counted already
-		attrs.Remove(genai.AttrCallerSettled)
-		enc, err := p.marshaler.MarshalTraces(d)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if settle {
 			k.pending = false
 			l.pending--
 			l.settledAt = append(l.settledAt, id)
 		}
-		l.keptLen += int64(len(enc) - len(k.enc))
-		k.fp, k.enc = fp, enc
+		if r, ok := attrs.Get(genai.AttrMergeRevision); ok {
+			k.rev = r.Int()
+		}
+		k.fp = fp
+		sp.MoveTo(slotUnder(out, rs.Resource(), ss.Scope()))
 		ids = append(ids, id)
 	}
 	return ids, errors.Join(errs...)
@@ -118,7 +122,7 @@ func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts,
 	if err != nil {
 		return ids, err
 	}
-	ids, err = p.reemit(l, view, out, c, now, ids, final)
+	ids, err = p.reemit(l, &view, out, c, now, ids, final)
 	p.prune(l)
 	p.ledgerBytes.Add(l.cost() - l.size)
 	l.size = l.cost()
@@ -271,10 +275,14 @@ func (p *subagentMerge) flushAll(ctx context.Context) error {
 // prune forgets the kept spans that can no longer change (called when nothing waits to
 // be re-emitted): a model call that asked for no tool call once every ancestor of it is
 // there (its caller is settled), and a tool span once it is merged. Dispatchers stay for
-// the ledger's life: a subagent's spans from another process can still come.
+// the ledger's life: a subagent's spans from another process can still come. A complete
+// trace's facts go too: the merge runs over it again only if late spans come.
 func (p *subagentMerge) prune(l *ledger) {
 	if l.thaw() != nil {
 		return // keeps what it has: nothing is pruned from a ledger that does not thaw
+	}
+	if l.complete {
+		l.dropFacts()
 	}
 	below := &modelsBelow{s: &l.spans}
 	for id, k := range l.kept {

@@ -44,7 +44,8 @@ func (p *subagentMerge) rollback(sc *scratch) {
 				p.logger.Error("taking refused spans out of a ledger failed", zap.Error(err))
 			}
 			l.skel, l.skelLen = nil, 0
-			l.addSkel(kept)
+			l.dropFacts()
+			l.addSkel(kept, nil)
 		}
 		if t.re[1] > t.re[0] {
 			l.lastEmit = t.prevLastEmit

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
 )
 
 // touched is what one call did to one ledger, kept until the next consumer answered:
@@ -158,7 +159,7 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 	t.prevLastEmit = l.lastEmit
 	warmErr := p.warm(s, l, now)
 	removed := false
-	sc.parts = sc.parts[:0]
+	sc.parts, sc.facts = sc.parts[:0], sc.facts[:0]
 	t.ids[0] = int32(len(sc.ids))
 	for r := g.first; r >= 0; r = sc.refs[r].next {
 		ref := &sc.refs[r]
@@ -170,6 +171,7 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 		}
 		l.spans.add(ref.key, sc.asks[ref.asks[0]:ref.asks[1]])
 		sc.parts = append(sc.parts, ref.skel)
+		sc.facts = append(sc.facts, merge.FactOf(ref.span, ref.key.role))
 		sc.ids = append(sc.ids, ref.key.id)
 	}
 	t.ids[1] = int32(len(sc.ids))
@@ -179,7 +181,7 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 		return removed, nil // only duplicates
 	}
 	delta := sc.sw.messageOf(sc.parts)
-	l.addSkel(delta)
+	l.addSkel(delta, sc.facts)
 	s.led.touch(l, now)
 	err := warmErr
 
@@ -208,8 +210,8 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 		_, named := attrs.Get(genai.AttrCaller)
 		switch eff {
 		case effectInline:
-			if v, ok := view.span(ref.key.id); ok {
-				writeMerged(attrs, v.Attributes())
+			if v, ok := view.attrs(ref.key.id); ok {
+				writeMerged(attrs, v)
 			}
 		case effectLater:
 			if ref.key.kind&kindTool != 0 {
@@ -244,11 +246,11 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 	l.complete = st == stComplete || (st == stSettle && p.settle == 0)
 	t.re[0] = int32(len(sc.ids))
 	l.settledAt = l.settledAt[:0]
-	dirty := eff == effectLater || (eff == effectInline && p.dirty(l, view)) || (eff == effectNone && p.pendingRooted(l))
+	dirty := eff == effectLater || (eff == effectInline && p.dirty(l, &view)) || (eff == effectNone && p.pendingRooted(l))
 	switch {
 	case dirty && (l.complete || now-l.lastEmit >= p.settle) && eff == effectInline:
 		s.led.unschedule(l)
-		if sc.ids, err = p.reemit(l, view, out, c, now, sc.ids, false); err != nil {
+		if sc.ids, err = p.reemit(l, &view, out, c, now, sc.ids, false); err != nil {
 			err = fmt.Errorf("subagentmerge: re-emitting corrected spans: %w", err)
 		}
 	case (dirty && l.complete) || (l.complete && l.scheduled()):
@@ -302,13 +304,13 @@ func (p *subagentMerge) keep(l *ledger, se *spanEncoder, sp ptrace.Span, res pco
 }
 
 // dirty reports whether a kept span now reads differently from its last version out.
-func (p *subagentMerge) dirty(l *ledger, view mergedView) bool {
+func (p *subagentMerge) dirty(l *ledger, view *mergedView) bool {
 	for id, k := range l.kept {
-		v, ok := view.span(id)
+		v, ok := view.attrs(id)
 		if !ok {
 			continue
 		}
-		if fingerprint(v.Attributes()) != k.fp {
+		if fingerprint(v) != k.fp {
 			return true
 		}
 		if k.pending && p.settled(l, id, v) {
@@ -319,10 +321,11 @@ func (p *subagentMerge) dirty(l *ledger, view mergedView) bool {
 }
 
 // settled reports whether the caller of kept model call id is settled: the merge gave
-// it one (view), or every ancestor of it is there. A zero view checks only the latter.
-func (p *subagentMerge) settled(l *ledger, id pcommon.SpanID, view ptrace.Span) bool {
-	if view != (ptrace.Span{}) {
-		if _, ok := view.Attributes().Get(genai.AttrCaller); ok {
+// it one (view, what the merge says of the span), or every ancestor of it is there. A
+// zero view checks only the latter.
+func (p *subagentMerge) settled(l *ledger, id pcommon.SpanID, view pcommon.Map) bool {
+	if view != (pcommon.Map{}) {
+		if _, ok := view.Get(genai.AttrCaller); ok {
 			return true
 		}
 	}
@@ -337,7 +340,7 @@ func (p *subagentMerge) pendingRooted(l *ledger) bool {
 		return false
 	}
 	for id, k := range l.kept {
-		if k.pending && p.settled(l, id, ptrace.Span{}) {
+		if k.pending && p.settled(l, id, pcommon.Map{}) {
 			return true
 		}
 	}

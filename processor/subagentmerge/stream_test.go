@@ -399,3 +399,78 @@ func TestStreamPartlyTakenCorrectionsOnlyTheRestGoAgain(t *testing.T) {
 	}
 	require.NoError(t, p.Shutdown(context.Background()))
 }
+
+// Every re-emission starts from the version that first went out: each carries the first
+// version's own attributes, the caller an earlier one gave it, a revision above the last
+// one's (within one millisecond too), and caller_pending never again once settled. Half
+// the traces come in the order spans end, half shuffled.
+func TestStreamReemissionsStartFromTheFirstVersion(t *testing.T) {
+	multi := 0 // versions after the second
+	for seed := uint64(1); seed <= 40; seed++ {
+		r := rand.New(rand.NewPCG(seed, 1))
+		in, want := randomAgentTraceWithWant(r, seed, true)
+		cfg := streamTestConfig()
+		cfg.SettleTime = 0 // every change goes out at once: many versions of a span
+		p, sink, _ := newTestProcessor(t, cfg)
+		clock := time.Now().UnixNano()
+		p.now = func() int64 { return clock } // one millisecond for the whole trace
+		batches := realTime(in)
+		if seed%2 == 1 { // a shuffled trace: a dispatcher can settle before it is exact
+			batches = shuffleIntoBatches(r, in, 4+r.IntN(8))
+		}
+		for _, b := range batches {
+			require.NoError(t, p.ConsumeTraces(context.Background(), b))
+			require.NoError(t, p.sweepStream(context.Background(), clock))
+		}
+		require.NoError(t, p.Shutdown(context.Background()))
+
+		first := map[pcommon.SpanID]ptrace.Span{}
+		lastRev := map[pcommon.SpanID]int64{}
+		settled := map[pcommon.SpanID]bool{}
+		callers := map[pcommon.SpanID]string{}
+		for _, td := range sink.AllTraces() {
+			for sp := range spaniter.All(td) {
+				id, attrs := sp.SpanID(), sp.Attributes()
+				f, seen := first[id]
+				if !seen {
+					first[id] = sp
+					continue
+				}
+				require.True(t, genai.IsReemission(attrs), "seed %d: a second version is a re-emission", seed)
+				rev, ok := attrs.Get(genai.AttrMergeRevision)
+				require.True(t, ok)
+				if prev, again := lastRev[id]; again {
+					multi++
+					assert.Greater(t, rev.Int(), prev, "seed %d span %s: revisions rise", seed, id)
+				}
+				lastRev[id] = rev.Int()
+				f.Attributes().Range(func(k string, v pcommon.Value) bool {
+					if isMergeWritten(k) || k == genai.AttrCaller || k == genai.AttrCallerPending {
+						return true
+					}
+					got, has := attrs.Get(k)
+					assert.True(t, has && got.Equal(v), "seed %d span %s: %s as it first went out", seed, id, k)
+					return true
+				})
+				if c, has := callers[id]; has {
+					got, _ := attrs.Get(genai.AttrCaller)
+					assert.Equal(t, c, got.AsString(), "seed %d span %s: the caller a re-emission gave it stays", seed, id)
+				} else if c, has := attrs.Get(genai.AttrCaller); has {
+					if _, had := f.Attributes().Get(genai.AttrCaller); !had {
+						callers[id] = c.AsString()
+					}
+				}
+				_, pending := attrs.Get(genai.AttrCallerPending)
+				if settled[id] {
+					assert.False(t, pending, "seed %d span %s: settled before", seed, id)
+				}
+				if _, s := attrs.Get(genai.AttrCallerSettled); s {
+					assert.False(t, settled[id], "seed %d span %s: settled once", seed, id)
+					settled[id] = true
+				}
+			}
+		}
+		assertExactAtSink(t, sink.AllTraces(), want, fmt.Sprintf("seed %d", seed))
+	}
+	assert.Greater(t, multi, 20, "spans that went out three times or more")
+}

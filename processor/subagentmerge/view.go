@@ -1,49 +1,71 @@
 package subagentmerge
 
-// Stream mode: the merge run over a ledger's whole skeleton.
+// Stream mode: the merge run over a ledger's whole trace.
 
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
 )
 
-// mergedView is the merge run over a ledger's whole skeleton.
+// mergedView is the merge run over a ledger's facts.
 type mergedView struct {
-	spans []ptrace.Span
+	facts []merge.Fact
+	out   []merge.Outcome // out[i] for facts[i]; nil: the run wrote nothing
 	idx   map[pcommon.SpanID]int32
+	m     pcommon.Map // what attrs returns, reused
 }
 
-// span returns the merge's version of span id.
-func (m mergedView) span(id pcommon.SpanID) (ptrace.Span, bool) {
-	i, ok := m.idx[id]
+// attrs returns what the merge says of span id: the merge-written attributes it arrived
+// with and the caller it names, with the run's outcome written over them, the way
+// merge.Apply would leave them on the span. The map is reused by the next call.
+func (v *mergedView) attrs(id pcommon.SpanID) (pcommon.Map, bool) {
+	i, ok := v.idx[id]
 	if !ok {
-		return ptrace.Span{}, false
+		return pcommon.Map{}, false
 	}
-	return m.spans[i], true
+	if v.m == (pcommon.Map{}) {
+		v.m = pcommon.NewMap()
+	}
+	m := v.m
+	f := &v.facts[i]
+	if f.Prior != (pcommon.Map{}) {
+		f.Prior.CopyTo(m)
+	} else {
+		m.Clear()
+	}
+	if f.HasCaller {
+		m.PutStr(genai.AttrCaller, f.Caller)
+	}
+	if v.out != nil {
+		v.out[i].WriteTo(m)
+	}
+	return m, true
 }
 
-// mergeLedger decodes l's skeleton and runs the merge over it. The decoded form is not
-// kept: the merge runs rarely (effect.go), and a view per live trace would cost more heap,
-// and more garbage-collector work, than decoding again.
+// mergeLedger runs the merge over l's facts. The facts of a thawed ledger's spans are
+// read as they arrive (streamTrace); those of parts that came back from storage or a
+// frozen block are read here, from the skeleton, once.
 func (p *subagentMerge) mergeLedger(l *ledger) (mergedView, error) {
-	var v mergedView
 	if err := l.thaw(); err != nil {
-		return v, err
+		return mergedView{}, err
 	}
-	for _, part := range l.skel {
-		td, err := p.unmarshaler.UnmarshalTraces(part)
+	for l.factParts < len(l.skel) {
+		td, err := p.unmarshaler.UnmarshalTraces(l.skel[l.factParts])
 		if err != nil {
 			// only this processor's own encoding produced these bytes
 			return mergedView{}, err
 		}
-		v.spans = appendSpans(v.spans, td)
+		for _, sp := range appendSpans(nil, td) {
+			l.addFact(merge.FactOf(sp, genai.Classify(sp.Name(), sp.Attributes()).Kind))
+		}
+		l.factParts++
 	}
-	v.idx = make(map[pcommon.SpanID]int32, len(v.spans))
-	for i, sp := range v.spans {
-		v.idx[sp.SpanID()] = int32(i)
+	v := mergedView{facts: l.facts, idx: make(map[pcommon.SpanID]int32, len(l.facts))}
+	for i := range l.facts {
+		v.idx[l.facts[i].ID] = int32(i)
 	}
-	merge.Apply(v.spans)
+	v.out, _ = merge.Run(l.facts)
 	return v, nil
 }

@@ -14,16 +14,13 @@ import "github.com/agentmeter/agentmeter/genai"
 // agentmeter.caller always wins, so a second pass changes nothing.
 //
 // It needs the whole trace (every ancestor), so it runs when a trace is released; the
-// parent links in nodes must be set. It returns how many calls it attributed.
-func attribute(nodes []node) int {
+// parent links in nodes must be set. It writes the callers into out and returns how many
+// calls it attributed.
+func attribute(nodes []node, out []Outcome) int {
 	n := 0
 	for i := range nodes {
 		c := &nodes[i]
-		if !c.model {
-			continue
-		}
-		attrs := c.span.Attributes()
-		if v, ok := attrs.Get(genai.AttrCaller); ok && v.AsString() != "" {
+		if !c.model || c.f.Caller != "" {
 			continue
 		}
 		if name, run := dispatchedRun(nodes, c.parent); run >= 0 {
@@ -31,7 +28,7 @@ func attribute(nodes []node) int {
 			if r.caller == "" { // one string per subagent run, not per call
 				r.caller = genai.SubagentCaller(name)
 			}
-			attrs.PutStr(genai.AttrCaller, r.caller)
+			out[i].Caller = r.caller
 			n++
 		}
 	}
@@ -47,7 +44,7 @@ func dispatchedRun(nodes []node, j int32) (string, int32) {
 		a := &nodes[j]
 		switch {
 		case a.agentRun:
-			pending, run = a.agent, j
+			pending, run = a.f.Agent, j
 			if pending == "" {
 				pending = toolNameAbove(nodes, a.parent)
 			}
@@ -63,7 +60,7 @@ func toolNameAbove(nodes []node, j int32) string {
 	for steps := 0; j >= 0 && steps < len(nodes); j, steps = nodes[j].parent, steps+1 {
 		switch a := &nodes[j]; {
 		case a.tool:
-			return genai.StringAttr(a.span.Attributes(), genai.AttrToolName)
+			return a.f.ToolName
 		case a.agentRun:
 			return ""
 		}

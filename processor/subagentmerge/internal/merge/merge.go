@@ -1,10 +1,12 @@
-// Package merge applies docs/contract.md#merge to the spans of one complete trace: the subtree usage
-// of every execute_tool span that has model calls under it is added onto the chat span
-// whose response dispatched that tool call.
+// Package merge applies docs/contract.md#merge to one trace: the subtree usage of every
+// execute_tool span that has model calls under it is added onto the chat span whose
+// response dispatched that tool call. Run is the rule over what it reads of each span
+// (Fact); Apply runs it over pdata spans and writes its outcome on them.
 package merge
 
 import (
 	"slices"
+	"sync"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -26,14 +28,10 @@ type Result struct {
 }
 
 type node struct {
-	span   ptrace.Span
-	parent int32 // index of the parent in the trace, -1 when absent
-	// kind of span, by the genai rules every reader shares: genai.IsModelCallSpan,
-	// genai.IsToolCallSpan, genai.AgentRunName (agent is the run's agent name)
+	f                     *Fact
+	parent                int32 // index of the parent in the trace, -1 when absent
 	model, tool, agentRun bool
-	agent                 string
 	caller                string // agentmeter.caller of the calls in this run, once needed
-	usage                 genai.Usage
 	// subtree is the own usage of every model call strictly under this node; only
 	// accumulated for execute_tool nodes, the only ones that need it.
 	subtree  genai.Usage
@@ -45,13 +43,20 @@ type node struct {
 	subtreeUnpriced int64
 }
 
-// dispatch is what is added onto one dispatching chat span.
-type dispatch struct {
-	usage    genai.Usage
-	cost     genai.Cost
-	priced   bool     // some call under the merged tools had a cost
-	unpriced int64    // calls under them with usage and no cost
-	ids      []string // tool call ids merged in this pass
+// Dispatch is what one run adds onto one dispatching chat span.
+type Dispatch struct {
+	Usage    genai.Usage
+	Cost     genai.Cost
+	Priced   bool     // some call under the merged tools had a cost
+	Unpriced int64    // calls under them with usage and no cost
+	IDs      []string // tool call ids merged in this run, in the order the response asked for them
+}
+
+// Outcome is what one run writes on one span; its zero value is nothing.
+type Outcome struct {
+	Status   string    // tool spans: genai.MergeMerged or genai.MergeOrphan
+	Caller   string    // model calls: agentmeter.caller from the trace's shape
+	Dispatch *Dispatch // dispatching chat spans: the subagent usage added onto them
 }
 
 // Apply merges subagent usage over the spans of one trace (all spans must share a trace
@@ -60,39 +65,79 @@ type dispatch struct {
 // touches a span's own gen_ai.usage.*. Spans already carrying agentmeter.merge.status
 // are skipped, so applying it twice changes nothing the second time.
 func Apply(spans []ptrace.Span) Result {
-	var res Result
 	if len(spans) == 0 {
-		return res
+		return Result{}
 	}
-	nodes := make([]node, len(spans))
-	byID := make(map[pcommon.SpanID]int32, len(spans))
+	buf := factBufs.Get().(*[]Fact)
+	facts := (*buf)[:0]
+	for _, sp := range spans {
+		facts = append(facts, FactOf(sp, genai.Classify(sp.Name(), sp.Attributes()).Kind))
+	}
+	out, res := Run(facts)
+	for i := range out {
+		out[i].WriteTo(spans[i].Attributes())
+	}
+	clear(facts) // lets go of the spans' strings
+	*buf = facts[:0]
+	factBufs.Put(buf)
+	return res
+}
+
+// factBufs hold Apply's facts between calls: a released trace's facts are as many bytes
+// of garbage as its spans' skeleton otherwise.
+var factBufs = sync.Pool{New: func() any { return new([]Fact) }}
+
+// WriteTo writes o onto the attributes m of its span: the caller and the merge status
+// as they are, the dispatch on top of what an earlier run wrote.
+func (o *Outcome) WriteTo(m pcommon.Map) {
+	if o.Status != "" {
+		m.PutStr(genai.AttrMergeStatus, o.Status)
+	}
+	if o.Caller != "" {
+		m.PutStr(genai.AttrCaller, o.Caller)
+	}
+	if o.Dispatch != nil {
+		writeDispatch(m, o.Dispatch)
+	}
+}
+
+// Run is the merge over one trace's facts: what Apply would write on each span
+// (out[i] for facts[i]; nil when it writes nothing at all). facts are not changed.
+func Run(facts []Fact) ([]Outcome, Result) {
+	var res Result
+	if len(facts) == 0 {
+		return nil, res
+	}
+	nodes := make([]node, len(facts))
+	byID := make(map[pcommon.SpanID]int32, len(facts))
 	haveTool, haveModel := false, false
-	for i, sp := range spans {
+	for i := range facts {
 		n := &nodes[i]
-		n.span, n.parent = sp, -1
-		switch attrs := sp.Attributes(); {
-		case genai.IsModelCallSpan(sp.Name(), attrs):
-			n.model, haveModel = true, true // usage is read below, only for calls under a tool span
-		case genai.IsToolCallSpan(sp.Name(), attrs):
+		n.f, n.parent = &facts[i], -1
+		switch facts[i].Class {
+		case genai.SpanModelCall:
+			n.model, haveModel = true, true
+		case genai.SpanToolCall:
 			n.tool, haveTool = true, true
-		default:
-			n.agent, n.agentRun = genai.AgentRunName(sp.Name(), attrs)
+		case genai.SpanAgentRun:
+			n.agentRun = true
 		}
-		byID[sp.SpanID()] = int32(i)
+		byID[facts[i].ID] = int32(i)
 	}
 	if !haveTool || !haveModel {
-		return res // nothing can be merged: no dispatch, or no usage under one
+		return nil, res // nothing can be merged: no dispatch, or no usage under one
 	}
 	for i := range nodes {
-		if p := nodes[i].span.ParentSpanID(); !p.IsEmpty() {
+		if p := facts[i].Parent; !p.IsEmpty() {
 			if j, ok := byID[p]; ok {
 				nodes[i].parent = j
 			}
 		}
 	}
+	out := make([]Outcome, len(facts))
 
 	// Who made each call, from the trace's shape, before anything reads callers.
-	res.Attributed = attribute(nodes)
+	res.Attributed = attribute(nodes, out)
 
 	// Roll each model call's usage up to every execute_tool ancestor, so nested
 	// subagents count at every level. The walk is bounded by the span count, which
@@ -101,70 +146,68 @@ func Apply(spans []ptrace.Span) Result {
 		if !nodes[i].model {
 			continue
 		}
-		read := false
-		var cost genai.Cost
-		var priced, hasUsage bool
+		f := nodes[i].f
 		for j, steps := nodes[i].parent, 0; j >= 0 && steps < len(nodes); j, steps = nodes[j].parent, steps+1 {
 			a := &nodes[j]
 			if !a.tool {
 				continue
 			}
-			if !read { // most model calls (the lead agent's) sit under no tool span
-				attrs := nodes[i].span.Attributes()
-				nodes[i].usage, hasUsage = genai.UsageFromMap(attrs)
-				cost, _, priced = genai.CostFromMap(attrs)
-				read = true
-			}
-			a.subtree = a.subtree.Add(nodes[i].usage)
+			a.subtree = a.subtree.Add(f.Usage)
 			a.hasModel = true
 			// cost rides along with the tokens (docs/contract.md#cost)
-			if priced {
-				a.subtreeCost = a.subtreeCost.Add(cost)
+			if f.Priced {
+				a.subtreeCost = a.subtreeCost.Add(f.Cost)
 				a.subtreePriced = true
-			} else if hasUsage {
+			} else if f.HasUsage {
 				a.subtreeUnpriced++
 			}
 		}
 	}
 
 	var dispatchers map[string][]int32 // tool call id → chat spans whose response asked for it
-	acc := map[int32]*dispatch{}
 	for i := range nodes {
 		t := &nodes[i]
-		if !t.tool || !t.hasModel {
-			continue
-		}
-		if _, marked := t.span.Attributes().Get(genai.AttrMergeStatus); marked {
-			continue // a previous subagentmerge already accounted for it
+		if !t.tool || !t.hasModel || t.f.Marked {
+			continue // Marked: a previous subagentmerge already accounted for it
 		}
 		if dispatchers == nil {
 			dispatchers = indexDispatchers(nodes)
 		}
-		callID := genai.StringAttr(t.span.Attributes(), genai.AttrToolCallID)
+		callID := t.f.CallID
 		d := pickDispatcher(nodes, dispatchers[callID], t)
 		if callID == "" || d < 0 {
-			t.span.Attributes().PutStr(genai.AttrMergeStatus, genai.MergeOrphan)
+			out[i].Status = genai.MergeOrphan
 			res.Orphans++
 			continue
 		}
-		a := acc[d]
+		a := out[d].Dispatch
 		if a == nil {
-			a = &dispatch{}
-			acc[d] = a
+			a = &Dispatch{}
+			out[d].Dispatch = a
 		}
-		a.usage = a.usage.Add(t.subtree)
-		a.cost = a.cost.Add(t.subtreeCost)
-		a.priced = a.priced || t.subtreePriced
-		a.unpriced += t.subtreeUnpriced
-		a.ids = append(a.ids, callID)
-		t.span.Attributes().PutStr(genai.AttrMergeStatus, genai.MergeMerged)
+		a.Usage = a.Usage.Add(t.subtree)
+		a.Cost = a.Cost.Add(t.subtreeCost)
+		a.Priced = a.Priced || t.subtreePriced
+		a.Unpriced += t.subtreeUnpriced
+		a.IDs = append(a.IDs, callID)
+		out[i].Status = genai.MergeMerged
 		res.Merged++
 	}
-
-	for d, a := range acc {
-		writeDispatch(nodes[d].span.Attributes(), a)
+	for i := range out {
+		if a := out[i].Dispatch; a != nil {
+			// ids in the order the response asked for them, whatever order the tool
+			// spans arrived in, so the output does not depend on batching
+			order := facts[i].Asks
+			pos := func(id string) int {
+				if i := slices.Index(order, id); i >= 0 {
+					return i
+				}
+				return len(order)
+			}
+			slices.SortStableFunc(a.IDs, func(x, y string) int { return pos(x) - pos(y) })
+		}
 	}
-	return res
+	return out, res
 }
 
 // indexDispatchers maps every tool call id a model call's response asked for to the
@@ -175,7 +218,7 @@ func indexDispatchers(nodes []node) map[string][]int32 {
 		if !nodes[i].model {
 			continue
 		}
-		for _, id := range genai.DispatchedToolCallIDs(nodes[i].span.Attributes()) {
+		for _, id := range nodes[i].f.Asks {
 			idx[id] = append(idx[id], int32(i))
 		}
 	}
@@ -190,13 +233,13 @@ func indexDispatchers(nodes []node) map[string][]int32 {
 func pickDispatcher(nodes []node, cands []int32, t *node) int32 {
 	best, bestScore := int32(-1), -1
 	var bestStart pcommon.Timestamp
-	tStart := t.span.StartTimestamp()
+	tStart := t.f.Start
 	for _, c := range cands {
 		score := 0
 		if nodes[c].parent == t.parent {
 			score += 2
 		}
-		start := nodes[c].span.StartTimestamp()
+		start := nodes[c].f.Start
 		if start <= tStart {
 			score++
 		}
@@ -207,29 +250,18 @@ func pickDispatcher(nodes []node, cands []int32, t *node) int32 {
 	return best
 }
 
-// writeDispatch adds one pass's merged usage onto a dispatching span, on top of what an
-// earlier pass wrote (that pass's tool spans are marked and were skipped this time).
-func writeDispatch(m pcommon.Map, a *dispatch) {
+// writeDispatch adds one run's merged usage onto a dispatching span, on top of what an
+// earlier run wrote (that run's tool spans are marked and were skipped this time).
+func writeDispatch(m pcommon.Map, a *Dispatch) {
 	prev, _ := genai.SubagentUsageFromMap(m)
-	genai.PutSubagentUsage(m, prev.Add(a.usage))
+	genai.PutSubagentUsage(m, prev.Add(a.Usage))
 	var dispatches int64
 	if v, ok := m.Get(genai.AttrSubagentDispatches); ok && v.Type() == pcommon.ValueTypeInt {
 		dispatches = v.Int()
 	}
-	m.PutInt(genai.AttrSubagentDispatches, dispatches+int64(len(a.ids)))
+	m.PutInt(genai.AttrSubagentDispatches, dispatches+int64(len(a.IDs)))
 	writeDispatchCost(m, a)
-
-	// Record ids in the order the response asked for them, whatever order the tool
-	// spans arrived in, so the output does not depend on batching.
-	order := genai.DispatchedToolCallIDs(m)
-	pos := func(id string) int {
-		if i := slices.Index(order, id); i >= 0 {
-			return i
-		}
-		return len(order)
-	}
-	slices.SortStableFunc(a.ids, func(x, y string) int { return pos(x) - pos(y) })
-	ids := append(genai.StringsFromMap(m, genai.AttrSubagentToolCallIDs), a.ids...)
+	ids := append(genai.StringsFromMap(m, genai.AttrSubagentToolCallIDs), a.IDs...)
 	genai.PutStrings(m, genai.AttrSubagentToolCallIDs, ids)
 }
 
@@ -237,17 +269,17 @@ func writeDispatch(m pcommon.Map, a *dispatch) {
 // top of an earlier pass's, like the tokens. Cost keys appear only when some call under
 // the tasks had a cost (no cost step upstream: nothing is claimed); the calls with usage
 // and no cost are then counted, so a merged cost that misses an unknown model says so.
-func writeDispatchCost(m pcommon.Map, a *dispatch) {
-	if !a.priced {
+func writeDispatchCost(m pcommon.Map, a *Dispatch) {
+	if !a.Priced {
 		return
 	}
 	prev, _ := genai.SubagentCostFromMap(m)
-	genai.PutSubagentCost(m, prev.Add(a.cost))
-	if a.unpriced > 0 {
+	genai.PutSubagentCost(m, prev.Add(a.Cost))
+	if a.Unpriced > 0 {
 		var prev int64
 		if v, ok := m.Get(genai.AttrSubagentCostUnpriced); ok && v.Type() == pcommon.ValueTypeInt {
 			prev = v.Int()
 		}
-		m.PutInt(genai.AttrSubagentCostUnpriced, prev+a.unpriced)
+		m.PutInt(genai.AttrSubagentCostUnpriced, prev+a.Unpriced)
 	}
 }
