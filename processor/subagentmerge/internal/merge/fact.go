@@ -2,6 +2,7 @@ package merge
 
 import (
 	"strings"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -22,9 +23,6 @@ type Fact struct {
 	// Caller is the span's own agentmeter.caller, HasCaller whether it has one at all
 	Caller    string
 	HasCaller bool
-	// Marked: the span already carries agentmeter.merge.status (a tool span an earlier
-	// merge accounted for is skipped)
-	Marked bool
 	// model calls: their own usage and cost, and the tool calls their response asked for
 	Usage    genai.Usage
 	HasUsage bool
@@ -47,7 +45,6 @@ func Written(k string) bool {
 func FactOf(sp ptrace.Span, class genai.SpanKind) Fact {
 	attrs := sp.Attributes()
 	f := Fact{ID: sp.SpanID(), Parent: sp.ParentSpanID(), Start: sp.StartTimestamp(), Class: class}
-	prior := false
 	attrs.Range(func(k string, v pcommon.Value) bool {
 		switch {
 		case k == genai.AttrCaller:
@@ -56,22 +53,14 @@ func FactOf(sp ptrace.Span, class genai.SpanKind) Fact {
 			f.ToolName = v.AsString()
 		case k == genai.AttrToolCallID:
 			f.CallID = v.AsString()
-		}
-		if Written(k) {
-			prior = true
-			f.Marked = f.Marked || k == genai.AttrMergeStatus
+		case Written(k):
+			if f.Prior == (pcommon.Map{}) {
+				f.Prior = pcommon.NewMap()
+			}
+			v.CopyTo(f.Prior.PutEmpty(k))
 		}
 		return true
 	})
-	if prior {
-		f.Prior = pcommon.NewMap()
-		attrs.Range(func(k string, v pcommon.Value) bool {
-			if Written(k) {
-				v.CopyTo(f.Prior.PutEmpty(k))
-			}
-			return true
-		})
-	}
 	switch class {
 	case genai.SpanModelCall:
 		f.Usage, f.HasUsage = genai.UsageFromMap(attrs)
@@ -81,6 +70,16 @@ func FactOf(sp ptrace.Span, class genai.SpanKind) Fact {
 		f.Agent, _ = genai.AgentRunName(sp.Name(), attrs)
 	}
 	return f
+}
+
+// marked reports whether the span already carries agentmeter.merge.status: a tool span
+// an earlier merge accounted for is skipped.
+func (f *Fact) marked() bool {
+	if f.Prior == (pcommon.Map{}) {
+		return false
+	}
+	_, ok := f.Prior.Get(genai.AttrMergeStatus)
+	return ok
 }
 
 // Size is about how many bytes f takes, for the stream mode's ledger bound.
@@ -95,4 +94,4 @@ func (f *Fact) Size() int64 {
 	return n
 }
 
-const factSize = 248 // unsafe.Sizeof(Fact{}) on 64-bit platforms
+const factSize = int(unsafe.Sizeof(Fact{}))

@@ -167,8 +167,8 @@ func Run(facts []Fact) ([]Outcome, Result) {
 	var dispatchers map[string][]int32 // tool call id → chat spans whose response asked for it
 	for i := range nodes {
 		t := &nodes[i]
-		if !t.tool || !t.hasModel || t.f.Marked {
-			continue // Marked: a previous subagentmerge already accounted for it
+		if !t.tool || !t.hasModel || t.f.marked() {
+			continue // a previous subagentmerge already accounted for it
 		}
 		if dispatchers == nil {
 			dispatchers = indexDispatchers(nodes)

@@ -2,7 +2,6 @@ package merge
 
 import (
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -70,10 +69,4 @@ func TestApplyWithoutToolsOrModels(t *testing.T) {
 	ss := ptrace.NewSpanSlice()
 	newSpan(ss, 1, 0, genai.OpChat)
 	assert.Equal(t, Result{}, Apply([]ptrace.Span{ss.At(0)}))
-}
-
-func TestFactSizeIsTheStructs(t *testing.T) {
-	if unsafe.Sizeof(uintptr(0)) == 8 {
-		assert.EqualValues(t, unsafe.Sizeof(Fact{}), factSize, "factSize counts a Fact against the ledger bound")
-	}
 }
