@@ -22,7 +22,7 @@ func shippedWithoutMerge(b *bench, sk *sink) (collectorRun, error) {
 	cfg := string(raw)
 	for _, r := range [][2]string{
 		{"processors: [subagentmerge]", "processors: []"},
-		{"processors: [filter/unplaced, subagentmerge/langsmith]", "processors: [filter/unplaced]"},
+		{"processors: [subagentmerge/langsmith]", "processors: []"},
 	} {
 		if !strings.Contains(cfg, r[0]) {
 			return collectorRun{}, fmt.Errorf("otelcol-config.yaml no longer has %q in a pipeline", r[0])

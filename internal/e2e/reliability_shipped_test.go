@@ -30,7 +30,7 @@ func TestReliabilityShippedConfigKill9Twice(t *testing.T) {
 }
 
 // The same with spans that carry their LangSmith placement: LangSmith's runs come from the
-// streamed branch (its ledgers, forward/placed, filter/placed, LangSmith's sending queue),
+// streamed branch (its ledgers, attrsplit/placed, LangSmith's sending queue),
 // and a crash there loses nothing acknowledged either.
 func TestReliabilityShippedConfigKill9TwicePlaced(t *testing.T) {
 	r := newFaultFakes(t)
@@ -68,11 +68,11 @@ func kill9Twice(t *testing.T, r *FaultRig, start func(), l *faulty.Load, stop fu
 	assert.Zero(t, got.LSLost, "runs lost at LangSmith")
 	assert.Equal(t, got.SentTokens, got.LFTokens)
 	assert.Equal(t, got.SentTokens, got.LSTokens)
-	// what the last process's LangSmith filters let through: placed spans come by the
+	// what the last process's split passed towards LangSmith: placed spans come by the
 	// streamed branch, the others by the hold branch
 	m := r.Metrics(t)
-	placedIn := counter(t, m, "otelcol_processor_outgoing_items", `processor="filter/placed"`)
-	heldIn := counter(t, m, "otelcol_processor_outgoing_items", `processor="filter/unplaced"`)
+	placedIn := counter(t, m, "otelcol_connector_attrsplit_spans", `connector="attrsplit/placed"`, `route="with"`)
+	heldIn := counter(t, m, "otelcol_connector_attrsplit_spans", `connector="attrsplit/front"`, `route="without"`)
 	if placed {
 		assert.Positive(t, placedIn, "placed spans go by the streamed branch")
 		assert.Zero(t, heldIn, "placed spans skip the hold branch")

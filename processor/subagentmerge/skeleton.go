@@ -182,8 +182,10 @@ func (w *skeletonWriter) messageOf(parts [][2]int32) []byte {
 
 // message returns the spans written since reset as one TracesData message.
 func (w *skeletonWriter) message() []byte {
-	rs := make([]byte, 0, len(w.spans)+8)
-	rs = otlpwire.AppendBytes(rs, otlpwire.ResourceSpansScopeSpans, w.spans)
-	out := make([]byte, 0, len(rs)+8)
-	return otlpwire.AppendBytes(out, otlpwire.TracesResourceSpans, rs)
+	n := len(w.spans)
+	rsLen := protowire.SizeTag(otlpwire.ResourceSpansScopeSpans) + protowire.SizeBytes(n)
+	out := make([]byte, 0, protowire.SizeTag(otlpwire.TracesResourceSpans)+protowire.SizeBytes(rsLen))
+	out = otlpwire.AppendHeader(out, otlpwire.TracesResourceSpans, rsLen)
+	out = otlpwire.AppendHeader(out, otlpwire.ResourceSpansScopeSpans, n)
+	return append(out, w.spans...)
 }

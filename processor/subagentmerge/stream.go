@@ -200,7 +200,6 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 			eff = effectNone
 		}
 	}
-	var sentDelta []byte
 	for r := g.first; r >= 0; r = sc.refs[r].next {
 		ref := &sc.refs[r]
 		if ref.fate == fateDrop {
@@ -239,7 +238,9 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 			err = errors.Join(err, kerr)
 			continue
 		}
-		sentDelta = append(sentDelta, enc...)
+		if p.store != nil {
+			p.addToChunk(sc, nil, enc)
+		}
 	}
 
 	st := l.spans.state()
@@ -268,7 +269,7 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 	}
 
 	if p.store != nil {
-		p.addToChunk(sc, delta, sentDelta)
+		p.addToChunk(sc, delta, nil)
 	}
 	// l.size, not its value on entry: a flush above counted its part already
 	p.ledgerBytes.Add(l.cost() - l.size)
