@@ -182,10 +182,5 @@ func (w *skeletonWriter) messageOf(parts [][2]int32) []byte {
 
 // message returns the spans written since reset as one TracesData message.
 func (w *skeletonWriter) message() []byte {
-	n := len(w.spans)
-	rsLen := protowire.SizeTag(otlpwire.ResourceSpansScopeSpans) + protowire.SizeBytes(n)
-	out := make([]byte, 0, protowire.SizeTag(otlpwire.TracesResourceSpans)+protowire.SizeBytes(rsLen))
-	out = otlpwire.AppendHeader(out, otlpwire.TracesResourceSpans, rsLen)
-	out = otlpwire.AppendHeader(out, otlpwire.ResourceSpansScopeSpans, n)
-	return append(out, w.spans...)
+	return w.messageOf([][2]int32{{0, int32(len(w.spans))}})
 }
