@@ -53,8 +53,8 @@ func newConnector(set connector.Settings, cfg *Config, router connector.TracesRo
 		}
 	}
 	for s := 1; s < len(a.whole); s++ {
-		if s&a.has != s {
-			continue
+		if s&a.has != s || s&(listWith|listWithout) == listWith|listWithout {
+			continue // a list without pipelines; or with and without at once, which no batch takes whole
 		}
 		var ids []pipeline.ID
 		for i, l := range lists {
@@ -95,10 +95,9 @@ func (*attrSplit) Capabilities() consumer.Capabilities {
 func (a *attrSplit) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	total := td.SpanCount()
 	set := a.has & listAll
-	var marks []bool
 	n := 0 // spans that carry the attribute
 	if a.has&(listWith|listWithout) != 0 && total > 0 {
-		marks, n = a.mark(td, total)
+		n = a.carrying(td)
 		switch n {
 		case total:
 			set |= a.has & listWith
@@ -108,17 +107,15 @@ func (a *attrSplit) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	}
 	var errs []error
 	if n > 0 && n < total {
-		for _, l := range [...]struct {
-			bit  int
-			want bool
-			n    int
-		}{{listWith, true, n}, {listWithout, false, total - n}} {
-			if a.has&l.bit == 0 {
-				continue
-			}
-			part := copyMarked(td, marks, l.want, l.n)
-			errs = append(errs, a.whole[l.bit].ConsumeTraces(ctx, part))
-			a.count(ctx, l.bit, l.n)
+		// each list's part is read off the spans again: a batch of both kinds is the
+		// rarer case, and needs no record of which is which
+		if a.has&listWith != 0 {
+			errs = append(errs, a.whole[listWith].ConsumeTraces(ctx, a.copyWhere(td, true)))
+			a.count(ctx, listWith, n)
+		}
+		if a.has&listWithout != 0 {
+			errs = append(errs, a.whole[listWithout].ConsumeTraces(ctx, a.copyWhere(td, false)))
+			a.count(ctx, listWithout, total-n)
 		}
 	}
 	if set != 0 {
@@ -137,9 +134,14 @@ func (a *attrSplit) count(ctx context.Context, set, n int) {
 	}
 }
 
-// mark reports, in td's span order, which spans carry the attribute, and how many do.
-func (a *attrSplit) mark(td ptrace.Traces, total int) ([]bool, int) {
-	marks := make([]bool, 0, total)
+// carries reports whether sp carries the attribute.
+func (a *attrSplit) carries(sp ptrace.Span) bool {
+	v, ok := sp.Attributes().Get(a.key)
+	return ok && v.Type() != pcommon.ValueTypeEmpty
+}
+
+// carrying counts td's spans that carry the attribute.
+func (a *attrSplit) carrying(td ptrace.Traces) int {
 	n := 0
 	rss := td.ResourceSpans()
 	for i := range rss.Len() {
@@ -147,23 +149,19 @@ func (a *attrSplit) mark(td ptrace.Traces, total int) ([]bool, int) {
 		for j := range sss.Len() {
 			spans := sss.At(j).Spans()
 			for k := range spans.Len() {
-				v, ok := spans.At(k).Attributes().Get(a.key)
-				m := ok && v.Type() != pcommon.ValueTypeEmpty
-				if m {
+				if a.carries(spans.At(k)) {
 					n++
 				}
-				marks = append(marks, m)
 			}
 		}
 	}
-	return marks, n
+	return n
 }
 
-// copyMarked copies the spans of td whose mark is want, n of them, under copies of their
-// resources and scopes.
-func copyMarked(td ptrace.Traces, marks []bool, want bool, n int) ptrace.Traces {
+// copyWhere copies the spans of td that carry the attribute (want) or do not, under
+// copies of their resources and scopes.
+func (a *attrSplit) copyWhere(td ptrace.Traces, want bool) ptrace.Traces {
 	out := ptrace.NewTraces()
-	at := 0
 	rss := td.ResourceSpans()
 	for i := range rss.Len() {
 		rs := rss.At(i)
@@ -176,9 +174,8 @@ func copyMarked(td ptrace.Traces, marks []bool, want bool, n int) ptrace.Traces 
 			var oss ptrace.ScopeSpans
 			haveSS := false
 			for k := range spans.Len() {
-				m := marks[at]
-				at++
-				if m != want {
+				sp := spans.At(k)
+				if a.carries(sp) != want {
 					continue
 				}
 				if !haveRS {
@@ -191,10 +188,9 @@ func copyMarked(td ptrace.Traces, marks []bool, want bool, n int) ptrace.Traces 
 					oss = ors.ScopeSpans().AppendEmpty()
 					ss.Scope().CopyTo(oss.Scope())
 					oss.SetSchemaUrl(ss.SchemaUrl())
-					oss.Spans().EnsureCapacity(min(n, spans.Len()))
 					haveSS = true
 				}
-				spans.At(k).CopyTo(oss.Spans().AppendEmpty())
+				sp.CopyTo(oss.Spans().AppendEmpty())
 			}
 		}
 	}

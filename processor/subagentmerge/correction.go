@@ -1,8 +1,6 @@
 package subagentmerge
 
 import (
-	"strings"
-
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
@@ -31,20 +29,11 @@ import (
 // models, statuses and usage fit; message contents and tool results do not.
 const maxSkeletonString = 256
 
-// isMergeWritten names the attributes the merge writes (and a correction replaces).
-func isMergeWritten(k string) bool { return merge.Written(k) }
-
-// isSubagentResult names the merged results on a dispatching span (what a correction
-// compares): agentmeter.subagent.* except agentmeter.subagent.status.
-func isSubagentResult(k string) bool {
-	return strings.HasPrefix(k, "agentmeter.subagent.") && k != genai.AttrSubagentStatus
-}
-
 // copyMergeWritten replaces dst's merge-written attributes with src's.
 func copyMergeWritten(dst, src pcommon.Map) {
-	dst.RemoveIf(func(k string, _ pcommon.Value) bool { return isMergeWritten(k) })
+	dst.RemoveIf(func(k string, _ pcommon.Value) bool { return merge.Written(k) })
 	src.Range(func(k string, v pcommon.Value) bool {
-		if isMergeWritten(k) {
+		if merge.Written(k) {
 			v.CopyTo(dst.PutEmpty(k))
 		}
 		return true
@@ -56,7 +45,7 @@ func sameSubagentResult(a, b pcommon.Map) bool {
 	n := 0
 	equal := true
 	a.Range(func(k string, v pcommon.Value) bool {
-		if !isSubagentResult(k) {
+		if !merge.SubagentResult(k) {
 			return true
 		}
 		n++
@@ -68,7 +57,7 @@ func sameSubagentResult(a, b pcommon.Map) bool {
 		return false
 	}
 	b.Range(func(k string, _ pcommon.Value) bool {
-		if isSubagentResult(k) {
+		if merge.SubagentResult(k) {
 			n--
 		}
 		return true

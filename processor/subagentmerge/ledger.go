@@ -136,7 +136,7 @@ func (ls *ledgers) remove(l *ledger) {
 }
 
 // addSkel adds one batch's encoded skeleton and, when the caller read them, the facts
-// of its spans (in the same order); facts nil leaves them to be read from b.
+// of its spans (in the same order); no facts leaves them to be read from b.
 func (l *ledger) addSkel(b []byte, facts []merge.Fact) {
 	if len(b) == 0 {
 		return
@@ -145,7 +145,7 @@ func (l *ledger) addSkel(b []byte, facts []merge.Fact) {
 	inStep := l.factParts == len(l.skel)
 	l.skel = append(l.skel, b)
 	l.skelLen += int64(len(b))
-	if inStep && facts != nil {
+	if inStep && len(facts) > 0 {
 		for i := range facts {
 			l.addFact(facts[i])
 		}

@@ -26,13 +26,6 @@ import (
 // is re-emitted, so a restart converges to the same numbers. The spans themselves are
 // never written here: the exporters' persistent queues hold them.
 
-// addToChunk adds what a ledger gained in this call to the call's chunk: skeletons, and
-// the first versions of spans kept for re-emission.
-func (p *subagentMerge) addToChunk(sc *scratch, delta, sentDelta []byte) {
-	sc.chunkSkel = append(sc.chunkSkel, delta...)
-	sc.chunkSent = append(sc.chunkSent, sentDelta...)
-}
-
 // commitChunk writes the call's chunk and counts it on every ledger that holds data of
 // it. Ledgers that ended meanwhile do not count it; a chunk no ledger holds is not
 // written.

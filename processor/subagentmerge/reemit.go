@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
 )
 
 // fingerprint hashes what the merge wrote on a span (its merge status, merged results
@@ -22,7 +23,7 @@ import (
 func fingerprint(attrs pcommon.Map) uint64 {
 	var sum uint64
 	attrs.Range(func(k string, v pcommon.Value) bool {
-		if isMergeWritten(k) || k == genai.AttrCaller {
+		if merge.Written(k) || k == genai.AttrCaller {
 			h := fnv.New64a()
 			_, _ = h.Write([]byte(k))
 			_, _ = h.Write([]byte{0})

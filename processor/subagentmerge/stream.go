@@ -160,6 +160,9 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 	warmErr := p.warm(s, l, now)
 	removed := false
 	sc.parts, sc.facts = sc.parts[:0], sc.facts[:0]
+	// a ledger whose facts were dropped reads them all from its skeleton at its next
+	// merge run (mergeLedger): these would be thrown away
+	readFacts := l.factParts == len(l.skel)
 	t.ids[0] = int32(len(sc.ids))
 	for r := g.first; r >= 0; r = sc.refs[r].next {
 		ref := &sc.refs[r]
@@ -171,7 +174,9 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 		}
 		l.spans.add(ref.key, sc.asks[ref.asks[0]:ref.asks[1]])
 		sc.parts = append(sc.parts, ref.skel)
-		sc.facts = append(sc.facts, merge.FactOf(ref.span, ref.key.role))
+		if readFacts {
+			sc.facts = append(sc.facts, merge.FactOf(ref.span, ref.key.role))
+		}
 		sc.ids = append(sc.ids, ref.key.id)
 	}
 	t.ids[1] = int32(len(sc.ids))
@@ -239,7 +244,7 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 			continue
 		}
 		if p.store != nil {
-			p.addToChunk(sc, nil, enc)
+			sc.chunkSent = append(sc.chunkSent, enc...) // the call's chunk (commitChunk)
 		}
 	}
 
@@ -269,7 +274,7 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 	}
 
 	if p.store != nil {
-		p.addToChunk(sc, delta, nil)
+		sc.chunkSkel = append(sc.chunkSkel, delta...)
 	}
 	// l.size, not its value on entry: a flush above counted its part already
 	p.ledgerBytes.Add(l.cost() - l.size)

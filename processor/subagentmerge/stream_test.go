@@ -21,6 +21,7 @@ import (
 	"github.com/agentmeter/agentmeter/internal/metrictest"
 	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/internal/storagetest"
+	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
 )
 
 // realTime returns td's spans one request each, in the order they end (an SDK that
@@ -445,7 +446,7 @@ func TestStreamReemissionsStartFromTheFirstVersion(t *testing.T) {
 				}
 				lastRev[id] = rev.Int()
 				f.Attributes().Range(func(k string, v pcommon.Value) bool {
-					if isMergeWritten(k) || k == genai.AttrCaller || k == genai.AttrCallerPending {
+					if merge.Written(k) || k == genai.AttrCaller || k == genai.AttrCallerPending {
 						return true
 					}
 					got, has := attrs.Get(k)

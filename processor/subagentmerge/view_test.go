@@ -17,7 +17,7 @@ import (
 func mergeSays(m pcommon.Map) map[string]any {
 	out := map[string]any{}
 	m.Range(func(k string, v pcommon.Value) bool {
-		if isMergeWritten(k) || k == genai.AttrCaller {
+		if merge.Written(k) || k == genai.AttrCaller {
 			out[k] = v.AsRaw()
 		}
 		return true

@@ -35,10 +35,13 @@ type Fact struct {
 }
 
 // Written names the attributes the merge writes: agentmeter.merge.status and the
-// merged results agentmeter.subagent.* (except agentmeter.subagent.status, which the
-// runtime writes on a task span).
-func Written(k string) bool {
-	return k == genai.AttrMergeStatus || (strings.HasPrefix(k, "agentmeter.subagent.") && k != genai.AttrSubagentStatus)
+// merged results (SubagentResult).
+func Written(k string) bool { return k == genai.AttrMergeStatus || SubagentResult(k) }
+
+// SubagentResult names the merged results on a dispatching span: agentmeter.subagent.*
+// except agentmeter.subagent.status, which the runtime writes on a task span.
+func SubagentResult(k string) bool {
+	return strings.HasPrefix(k, "agentmeter.subagent.") && k != genai.AttrSubagentStatus
 }
 
 // FactOf reads sp's facts; class is its role (genai.Classify), read by the caller once.

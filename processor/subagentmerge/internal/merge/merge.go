@@ -199,8 +199,8 @@ func Run(facts []Fact) ([]Outcome, Result) {
 			// spans arrived in, so the output does not depend on batching
 			order := facts[i].Asks
 			pos := func(id string) int {
-				if i := slices.Index(order, id); i >= 0 {
-					return i
+				if k := slices.Index(order, id); k >= 0 {
+					return k
 				}
 				return len(order)
 			}
