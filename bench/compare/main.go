@@ -49,7 +49,10 @@ var (
 		runHard: 3 * time.Minute, largeHard: 4 * time.Minute, heapTime: "1x", auTime: "1s", mwTime: "1000x", stepTime: "1s", costTime: "20000x",
 		gwRuns: 500, gwThreads: 500, benchHard: 5 * time.Minute, gwHard: 3 * time.Minute, budget: 26 * time.Minute,
 		latencySizes: latencySizes{latRuns: 8, latUntraced: 2, latRun: 30 * time.Second, latWait: 40 * time.Second, latHard: 8 * time.Minute}}
-	smoke = sizes{repeats: 1, e2eSpans: 3_000, lsLarge: 15_000, gbtWait: time.Second,
+	// smoke: tiny, but the first e2eSpans langsmith runs must take many of the collector's
+	// 10 ms CPU ticks (/proc/<pid>/stat), or the CPU at the mark can read 0; at 3,000 runs
+	// (about three ticks) it did
+	smoke = sizes{repeats: 1, e2eSpans: 10_000, lsLarge: 50_000, gbtWait: time.Second,
 		runHard: time.Minute, largeHard: time.Minute, heapTime: "1x", auTime: "20x", mwTime: "3x", stepTime: "3x", costTime: "100x",
 		gwRuns: 20, gwThreads: 20, benchHard: 5 * time.Minute, gwHard: 2 * time.Minute, budget: 10 * time.Minute,
 		latencySizes: latencySizes{latRuns: 2, latUntraced: 1, latRun: 3 * time.Second, latWait: 12 * time.Second, latHard: 4 * time.Minute}}
