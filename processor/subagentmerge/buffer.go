@@ -205,7 +205,7 @@ func (s *shard) init(records *atomic.Int64) {
 	s.recs.of = tombRecord
 	s.lru.of, s.hot.of, s.settling.of = entryLRU, entryHot, entrySettle
 	s.led.byID = map[pcommon.TraceID]*ledger{}
-	s.led.lru.of, s.led.due.of, s.led.hot.of = ledgerLRU, ledgerDue, ledgerHot
+	s.led.lru.of, s.led.done.of, s.led.due.of, s.led.hot.of = ledgerLRU, ledgerDone, ledgerDue, ledgerHot
 }
 
 func shardIndex(id pcommon.TraceID) int {

@@ -34,8 +34,9 @@ type Config struct {
 	Mode string `mapstructure:"mode"`
 
 	// LedgerLimitMiB bounds the memory of the ledgers (stream mode) and of the records
-	// of released traces (hold mode): past it, the least recently extended traces'
-	// ledgers end first, or the records kept earliest (and not corrected since) go.
+	// of released traces (hold mode): past it, ledgers end (those of complete traces
+	// first, each kind least recently extended first), or the records kept earliest
+	// (and not corrected since) go.
 	// Default: 64.
 	LedgerLimitMiB int `mapstructure:"ledger_limit_mib"`
 
@@ -60,9 +61,10 @@ type Config struct {
 	// Default: 2s.
 	SettleTime time.Duration `mapstructure:"settle_time"`
 
-	// NumTraces is the most traces held at once, exactly (a trace being added by one
-	// request aside). When it is exceeded, the least recently extended traces of the
-	// whole buffer are released early, never dropped.
+	// NumTraces is the most traces held at once (hold mode), exactly (a trace being
+	// added by one request aside), or with a ledger (stream mode). When it is exceeded,
+	// the least recently extended traces of the whole buffer are released early, never
+	// dropped; ledgers end as with LedgerLimitMiB.
 	// Default: 10000.
 	NumTraces int `mapstructure:"num_traces"`
 

@@ -31,9 +31,10 @@ import (
 // A dirty ledger re-emits each changed span, whole, under its span id, at most once per
 // settle_time (a trace that becomes complete re-emits at once: its subtree has closed),
 // with agentmeter.merge.revision and, on model calls, agentmeter.merge.status
-// "corrected" (reemit.go). A ledger lives wait_duration after its last new span; the
-// least recently extended ledgers end first when ledger_limit_mib or num_traces is
-// reached. A ledger that ends while dirty sends its last re-emissions first.
+// "corrected" (reemit.go). A ledger lives wait_duration after its last new span. When
+// ledger_limit_mib or num_traces is reached, the least recently extended ledgers of
+// complete traces end first, then the least recently extended of runs in flight. A
+// ledger that ends while dirty sends its last re-emissions first.
 type ledger struct {
 	id      pcommon.TraceID
 	spans   spanSet
@@ -60,14 +61,16 @@ type ledger struct {
 	// ledger is frozen (freeze.go); nil: thawed. hotSince is when it was last thawed.
 	cold     []byte
 	hotSince int64
-	// its places in the shard's chains: by lastSeen, oldest first; among the dirty
-	// ledgers by dueAt, earliest first; among the thawed ones by hotSince
-	lruL, dueL, hotL link[ledger]
+	// its places in the shard's chains: by lastSeen, oldest first, among the ledgers of
+	// its kind (complete or not); among the dirty ledgers by dueAt, earliest first;
+	// among the thawed ones by hotSince
+	lruL, doneL, dueL, hotL link[ledger]
 }
 
-func ledgerLRU(l *ledger) *link[ledger] { return &l.lruL }
-func ledgerDue(l *ledger) *link[ledger] { return &l.dueL }
-func ledgerHot(l *ledger) *link[ledger] { return &l.hotL }
+func ledgerLRU(l *ledger) *link[ledger]  { return &l.lruL }
+func ledgerDone(l *ledger) *link[ledger] { return &l.doneL }
+func ledgerDue(l *ledger) *link[ledger]  { return &l.dueL }
+func ledgerHot(l *ledger) *link[ledger]  { return &l.hotL }
 
 // scheduled reports whether l is on its shard's chain of due re-emissions.
 func (l *ledger) scheduled() bool { return l.dueAt != 0 }
@@ -93,18 +96,51 @@ func (l *ledger) cost() int64 {
 	return bytes + int64(cap(l.spans.keys))*24 + int64(len(l.spans.asks))*4 + int64(len(l.kept))*64 + 256
 }
 
-// ledgers is one shard's ledgers and their two orders.
+// ledgers is one shard's ledgers and their orders. Ledgers of complete traces are
+// ordered apart from the others, so that capacity ends them first: such a ledger only
+// waits for what the completeness rule cannot see (a late span, a retry's duplicate),
+// while the ledger of a run in flight is what its dispatchers' merged usage is made of.
 type ledgers struct {
 	byID map[pcommon.TraceID]*ledger
-	lru  chain[ledger] // by lastSeen
+	lru  chain[ledger] // traces not complete, by lastSeen
+	done chain[ledger] // complete traces, by lastSeen
 	due  chain[ledger] // dirty, by dueAt
 	hot  chain[ledger] // thawed, by hotSince: frozen after compact_after
 }
 
-// touch moves l to the back of the lastSeen order.
+// ageChain is the lastSeen order l is in.
+func (ls *ledgers) ageChain(l *ledger) *chain[ledger] {
+	if l.complete {
+		return &ls.done
+	}
+	return &ls.lru
+}
+
+// ageChains are both lastSeen orders, complete traces first: the order capacity and
+// wait_duration end ledgers in.
+func (ls *ledgers) ageChains() [2]*chain[ledger] { return [2]*chain[ledger]{&ls.done, &ls.lru} }
+
+// add puts a new ledger in the shard.
+func (ls *ledgers) add(l *ledger) {
+	ls.byID[l.id] = l
+	ls.ageChain(l).pushBack(l)
+}
+
+// touch moves l to the back of its lastSeen order.
 func (ls *ledgers) touch(l *ledger, now int64) {
 	l.lastSeen = now
-	ls.lru.moveToBack(l)
+	ls.ageChain(l).moveToBack(l)
+}
+
+// setComplete records whether l's trace is complete, moving it to the matching
+// lastSeen order.
+func (ls *ledgers) setComplete(l *ledger, complete bool) {
+	if l.complete == complete {
+		return
+	}
+	ls.ageChain(l).remove(l)
+	l.complete = complete
+	ls.ageChain(l).insertOrdered(l, func(l *ledger) int64 { return l.lastSeen })
 }
 
 // schedule puts l on the dirty chain at at, keeping it ordered by dueAt; a ledger due
@@ -130,7 +166,7 @@ func (ls *ledgers) unschedule(l *ledger) {
 // remove takes l out of the shard.
 func (ls *ledgers) remove(l *ledger) {
 	delete(ls.byID, l.id)
-	ls.lru.remove(l)
+	ls.ageChain(l).remove(l)
 	ls.hot.remove(l)
 	ls.unschedule(l)
 }

@@ -111,8 +111,7 @@ func (p *subagentMerge) restoreStream(ctx context.Context) error {
 			if p.dirty(l, &view) {
 				s.led.schedule(l, now)
 			}
-			st := l.spans.state()
-			l.complete = st == stComplete
+			s.led.setComplete(l, p.completeNow(l))
 		} else {
 			errs = append(errs, err)
 		}
@@ -175,8 +174,7 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 		l := s.led.byID[id]
 		if l == nil {
 			l = &ledger{id: id, lastSeen: now, kept: map[pcommon.SpanID]*keptSpan{}}
-			s.led.byID[id] = l
-			s.led.lru.pushBack(l)
+			s.led.add(l)
 			p.nLedgers.Add(1)
 		}
 		if err := p.warm(s, l, now); err != nil {
@@ -218,9 +216,11 @@ func (p *subagentMerge) minLiveLedgerSeq() (uint64, bool) {
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
-		for l := s.led.lru.head; l != nil; l = s.led.lru.next(l) {
-			if len(l.seqs) > 0 && (!any || l.seqs[0] < lowest) {
-				lowest, any = l.seqs[0], true
+		for _, ch := range s.led.ageChains() {
+			for l := ch.head; l != nil; l = ch.next(l) {
+				if len(l.seqs) > 0 && (!any || l.seqs[0] < lowest) {
+					lowest, any = l.seqs[0], true
+				}
 			}
 		}
 		s.mu.Unlock()

@@ -146,18 +146,23 @@ func (p *subagentMerge) endLedger(s *shard, l *ledger, out ptrace.Traces, c *cou
 	return seqs
 }
 
-// endOverCapacity ends the least recently extended ledgers of all shards until they
-// fit ledger_limit_mib and num_traces; their last re-emissions go into out. It returns
+// endOverCapacity ends ledgers of all shards until they fit ledger_limit_mib and
+// num_traces, those of complete traces first, each kind least recently extended first;
+// their last re-emissions go into out. It returns
 // the stored chunks of the ended ledgers.
 func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces) []uint64 {
 	var seqs []uint64
 	for p.ledgerBytes.Load() > p.maxLedgerBytes || p.nLedgers.Load() > int64(p.cfg.NumTraces) {
-		best, bestSeen := -1, int64(0)
+		// the least recently extended ledger of a complete trace first; a run in flight's
+		// only when no complete trace has one
+		best, kind, bestSeen := -1, 0, int64(0)
 		for i := range p.shards {
 			s := &p.shards[i]
 			s.mu.Lock()
-			if h := s.led.lru.head; h != nil && (best < 0 || h.lastSeen < bestSeen) {
-				best, bestSeen = i, h.lastSeen
+			for k, ch := range s.led.ageChains() {
+				if h := ch.head; h != nil && (best < 0 || k < kind || (k == kind && h.lastSeen < bestSeen)) {
+					best, kind, bestSeen = i, k, h.lastSeen
+				}
 			}
 			s.mu.Unlock()
 		}
@@ -166,13 +171,24 @@ func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces)
 		}
 		s := &p.shards[best]
 		s.mu.Lock()
-		if l := s.led.lru.head; l != nil {
+		if l := oldestLedger(&s.led); l != nil {
 			seqs = append(seqs, p.endLedger(s, l, out, c, now)...)
 			c.released[relCapacity]++
 		}
 		s.mu.Unlock()
 	}
 	return seqs
+}
+
+// oldestLedger is the ledger capacity ends first in one shard: the least recently
+// extended of a complete trace, else the least recently extended.
+func oldestLedger(ls *ledgers) *ledger {
+	for _, ch := range ls.ageChains() {
+		if ch.head != nil {
+			return ch.head
+		}
+	}
+	return nil
 }
 
 // sweepStream re-emits what is due and ends the ledgers idle for wait_duration. When
@@ -193,9 +209,11 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
-		for l := s.led.lru.head; l != nil && l.lastSeen <= cutoff; l = s.led.lru.head {
-			seqs = append(seqs, p.endLedger(s, l, out, &c, now)...)
-			c.released[relIdle]++
+		for _, ch := range s.led.ageChains() {
+			for l := ch.head; l != nil && l.lastSeen <= cutoff; l = ch.head {
+				seqs = append(seqs, p.endLedger(s, l, out, &c, now)...)
+				c.released[relIdle]++
+			}
 		}
 		for l := s.led.due.head; l != nil && l.dueAt <= now; l = s.led.due.head {
 			l.settledAt = l.settledAt[:0] // what this flush settles, given back if refused
@@ -254,10 +272,12 @@ func (p *subagentMerge) flushAll(ctx context.Context) error {
 			}
 		}
 		if p.store == nil {
-			for l := s.led.lru.head; l != nil; l = s.led.lru.next(l) {
-				if l.pending > 0 {
-					if _, err := p.flush(s, l, out, &c, now, nil, true); err != nil {
-						errs = append(errs, err)
+			for _, ch := range s.led.ageChains() {
+				for l := ch.head; l != nil; l = ch.next(l) {
+					if l.pending > 0 {
+						if _, err := p.flush(s, l, out, &c, now, nil, true); err != nil {
+							errs = append(errs, err)
+						}
 					}
 				}
 			}

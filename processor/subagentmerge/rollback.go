@@ -62,6 +62,10 @@ func (p *subagentMerge) rollback(sc *scratch) {
 			s.mu.Unlock()
 			continue
 		}
+		if drop != nil {
+			// the refused spans may have been what made the trace complete
+			s.led.setComplete(l, p.completeNow(l))
+		}
 		p.ledgerBytes.Add(l.cost() - oldCost)
 		l.size = l.cost()
 		s.mu.Unlock()
