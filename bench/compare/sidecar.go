@@ -8,8 +8,9 @@ import (
 	"strings"
 )
 
-// shippedWithoutMerge is shippedRun with both subagentmerge instances taken out of their
-// pipelines and nothing else changed: what the merge costs is the difference.
+// shippedWithoutMerge is shippedRun with both subagentmerge instances (the merge and
+// LangSmith's gather) taken out of their pipelines and nothing else changed: what the
+// merge costs is the difference.
 func shippedWithoutMerge(b *bench, sk *sink) (collectorRun, error) {
 	cr, err := shippedRun(b, sk)
 	if err != nil {
@@ -21,7 +22,7 @@ func shippedWithoutMerge(b *bench, sk *sink) (collectorRun, error) {
 	}
 	cfg := string(raw)
 	for _, r := range [][2]string{
-		{"processors: [subagentmerge]", "processors: []"},
+		{"processors: [memory_limiter, genainormalize, genaicost, subagentmerge]", "processors: [memory_limiter, genainormalize, genaicost]"},
 		{"processors: [subagentmerge/langsmith]", "processors: []"},
 	} {
 		if !strings.Contains(cfg, r[0]) {

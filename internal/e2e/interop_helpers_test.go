@@ -37,7 +37,7 @@ func RunInterop(t testing.TB, script string, env ...string) string {
 }
 
 // interopOverlay is merged over the shipped otelcol-config.yaml (with
-// confmap.enableMergeAppendOption): the streamed pipeline (traces/stream) also writes
+// confmap.enableMergeAppendOption): the merged pipeline (traces) also writes
 // what it exports to file/out, and another pipeline writes what the receivers produced, before any
 // processor, to file/raw (the library's own spans, or the receiver face's output).
 const interopOverlay = `
@@ -46,7 +46,7 @@ exporters:
   file/raw: {path: "${env:AGENTMETER_INTEROP_RAW}", format: json, flush_interval: 100ms}
 service:
   pipelines:
-    traces/stream:
+    traces:
       exporters: [file/out]
     traces/raw:
       receivers: [otlp, agentusage]

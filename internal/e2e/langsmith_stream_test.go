@@ -65,7 +65,7 @@ func TestShippedSidecarStreamsPlacedRunsToLangSmith(t *testing.T) {
 		send(placed, pspans[i])
 		send(unplaced, uspans[i])
 	}
-	// the hold branch would keep them until the root comes (or wait_duration, 5 minutes)
+	// the gather branch would keep them until the root comes (or wait_duration, 5 minutes)
 	require.Eventually(t, func() bool { return fake.RunCount() == n-1 }, 15*time.Second, 20*time.Millisecond,
 		"every placed run but the root at LangSmith before the root is sent")
 	time.Sleep(time.Second)
@@ -84,8 +84,8 @@ func TestShippedSidecarStreamsPlacedRunsToLangSmith(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond) // past settle_time: a later correction would have landed
 	want := map[string]any{"input_tokens": 500.0, "output_tokens": 80.0, "total_tokens": 580.0,
 		"input_token_details": map[string]any{"cache_read": 100.0}}
-	assert.Equal(t, want, merged(leadChat), "merged by the streamed branch, patched onto the run")
-	assert.Equal(t, want, merged(uLeadChat), "merged by the hold branch before it went")
+	assert.Equal(t, want, merged(leadChat), "merged as the spans came, patched onto the run")
+	assert.Equal(t, want, merged(uLeadChat), "merged before the gathered trace went, or patched onto it")
 	assert.Positive(t, fake.Patches(leadChat), "the correction went as a PATCH")
 	assert.Empty(t, fake.Violations())
 	assert.Zero(t, fake.PendingPatches())

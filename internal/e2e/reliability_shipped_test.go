@@ -29,15 +29,15 @@ func TestReliabilityShippedConfigKill9Twice(t *testing.T) {
 	kill9Twice(t, r, start, l, stop, false, "kill -9 of the shipped sidecar config, twice under steady load (vendors on by env, against the fakes)")
 }
 
-// The same with spans that carry their LangSmith placement: LangSmith's runs come from the
-// streamed branch (its ledgers, attrsplit/placed, LangSmith's sending queue),
-// and a crash there loses nothing acknowledged either.
+// The same with spans that carry their LangSmith placement: LangSmith's runs go on as
+// they come (the merge's ledgers, attrsplit/langsmith's list with, LangSmith's sending
+// queue), and a crash there loses nothing acknowledged either.
 func TestReliabilityShippedConfigKill9TwicePlaced(t *testing.T) {
 	r := newFaultFakes(t)
 	start := startShipped(t, "agentmeter-kill9-placed", r)
 	start()
 	l, stop := r.SteadyPlacedLoad()
-	kill9Twice(t, r, start, l, stop, true, "the same, spans placed as the agentmeter runtime's (LangSmith fed by the streamed branch)")
+	kill9Twice(t, r, start, l, stop, true, "the same, spans placed as the agentmeter runtime's (LangSmith fed as they come)")
 }
 
 // kill9Twice kills the collector twice while l sends, then checks that both vendors hold
@@ -68,17 +68,17 @@ func kill9Twice(t *testing.T, r *FaultRig, start func(), l *faulty.Load, stop fu
 	assert.Zero(t, got.LSLost, "runs lost at LangSmith")
 	assert.Equal(t, got.SentTokens, got.LFTokens)
 	assert.Equal(t, got.SentTokens, got.LSTokens)
-	// what the last process's split passed towards LangSmith: placed spans come by the
-	// streamed branch, the others by the hold branch
+	// what the last process's split passed towards LangSmith: placed spans go on at
+	// once, the others through the gather branch
 	m := r.Metrics(t)
-	placedIn := counter(t, m, "otelcol_connector_attrsplit_spans", `connector="attrsplit/placed"`, `route="with"`)
-	heldIn := counter(t, m, "otelcol_connector_attrsplit_spans", `connector="attrsplit/front"`, `route="without"`)
+	placedIn := counter(t, m, "otelcol_connector_attrsplit_spans", `connector="attrsplit/langsmith"`, `route="with"`)
+	heldIn := counter(t, m, "otelcol_connector_attrsplit_spans", `connector="attrsplit/langsmith"`, `route="without"`)
 	if placed {
-		assert.Positive(t, placedIn, "placed spans go by the streamed branch")
-		assert.Zero(t, heldIn, "placed spans skip the hold branch")
+		assert.Positive(t, placedIn, "placed spans go on at once")
+		assert.Zero(t, heldIn, "placed spans skip the gather branch")
 	} else {
-		assert.Zero(t, placedIn, "unplaced spans never go by the streamed branch")
-		assert.Positive(t, heldIn, "unplaced spans go by the hold branch")
+		assert.Zero(t, placedIn, "unplaced spans never go on before their trace is complete")
+		assert.Positive(t, heldIn, "unplaced spans go by the gather branch")
 	}
 	r.AssertNoSecrets(t)
 	ReliabilityRow(t, row,

@@ -131,6 +131,11 @@ type entry struct {
 	chunks   [][]byte
 	seqs     []uint64 // sequence numbers of its chunks in storage (persist.go)
 	lastSeen int64    // unix nanos of the last span added
+	// versions is how many later versions of spans already in spans.keys it holds
+	// (gather mode: re-emissions that came while the trace waited), ranks the newest
+	// rank of each such span
+	versions int
+	ranks    map[pcommon.SpanID]int64
 	// its places in the shard's chains: by lastSeen (idle and capacity release), among
 	// the entries holding hot spans by hotSince (compaction), among the settling entries
 	// by settleAt
@@ -147,10 +152,12 @@ type held struct {
 	hot    ptrace.Traces
 	hasHot bool
 	seqs   []uint64 // its stored chunks (persist.go)
+	// versions: it holds later versions of some of its spans (gather mode)
+	versions bool
 }
 
 func (e *entry) take() held {
-	h := held{chunks: e.chunks, hot: e.hot, hasHot: e.hotSince != 0, seqs: e.seqs}
+	h := held{chunks: e.chunks, hot: e.hot, hasHot: e.hotSince != 0, seqs: e.seqs, versions: e.versions > 0}
 	e.chunks, e.hot, e.hotSince, e.seqs = nil, ptrace.Traces{}, 0, nil
 	return h
 }
@@ -158,7 +165,10 @@ func (e *entry) take() held {
 // tombstone remembers a released trace's span ids for late-span and duplicate checks,
 // and what correcting it needs when late spans come (correction.go; nil until recorded).
 type tombstone struct {
-	spans      spanSet
+	spans spanSet
+	// ranks (gather mode): the newest version passed on of each span that had later
+	// versions; an older one coming after it is dropped
+	ranks      map[pcommon.SpanID]int64
 	skel, sent []byte
 	recL       link[tombstone] // its place among the shard's records, earliest kept first
 }
@@ -254,7 +264,7 @@ func (s *shard) remove(e *entry, now int64, window int64, maxTombstones int) hel
 	s.unlinkSettle(e)
 	h := e.take()
 	if window > 0 {
-		s.released[e.id] = &tombstone{spans: spanSet{keys: e.spans.keys, idx: e.spans.idx}}
+		s.released[e.id] = &tombstone{spans: spanSet{keys: e.spans.keys, idx: e.spans.idx}, ranks: e.ranks}
 		s.relOrder.push(releasedAt{e.id, now})
 		s.expireTombstones(now, window, maxTombstones)
 	}
@@ -262,11 +272,11 @@ func (s *shard) remove(e *entry, now int64, window int64, maxTombstones int) hel
 }
 
 // addTombstone records a trace that was released without ever being buffered.
-func (s *shard) addTombstone(id pcommon.TraceID, spans spanSet, now, window int64, maxTombstones int) {
+func (s *shard) addTombstone(id pcommon.TraceID, spans spanSet, ranks map[pcommon.SpanID]int64, now, window int64, maxTombstones int) {
 	if window <= 0 {
 		return
 	}
-	s.released[id] = &tombstone{spans: spans}
+	s.released[id] = &tombstone{spans: spans, ranks: ranks}
 	s.relOrder.push(releasedAt{id, now})
 	s.expireTombstones(now, window, maxTombstones)
 }

@@ -287,7 +287,7 @@ func TestRecordsBoundedInAnyKeepOrder(t *testing.T) {
 	ids := make([]pcommon.TraceID, 4)
 	for i := range ids {
 		ids[i][0] = byte(i + 1)
-		s.addTombstone(ids[i], spanSet{}, int64(i+1), int64(time.Hour), 100)
+		s.addTombstone(ids[i], spanSet{}, nil, int64(i+1), int64(time.Hour), 100)
 	}
 	rec := make([]byte, 100)
 	const budget = 250                    // two records fit

@@ -24,13 +24,20 @@ const (
 	// ModeHold buffers a trace's spans until the trace is complete (or settled, idle,
 	// pushed out by capacity), then merges and releases them together.
 	ModeHold = "hold"
+	// ModeGather buffers a trace's spans like hold mode but merges nothing: it is for
+	// spans a stream-mode merge before it already merged, for a sink that needs whole
+	// traces and takes corrections (LangSmith, for spans without their placement). Each
+	// span goes on once, in its newest version, and later re-emissions as they come
+	// (gather.go).
+	ModeGather = "gather"
 )
 
 // Config is the subagentmerge processor's configuration.
 type Config struct {
 	// Mode is "stream" (the default: spans go on at once, dispatchers are re-emitted
-	// "corrected" as their subagents' usage arrives) or "hold" (spans wait until their
-	// trace is complete: for sinks that keep only the first version of a span).
+	// "corrected" as their subagents' usage arrives), "hold" (spans wait until their
+	// trace is complete: for sinks that keep only the first version of a span) or
+	// "gather" (hold mode's wait without its merge, after a stream-mode merge).
 	Mode string `mapstructure:"mode"`
 
 	// LedgerLimitMiB bounds the memory of the ledgers (stream mode) and of the records
@@ -68,21 +75,23 @@ type Config struct {
 	// Default: 10000.
 	NumTraces int `mapstructure:"num_traces"`
 
-	// ReleaseAfterRoot (hold mode) releases a trace this long after its root arrived even
+	// ReleaseAfterRoot (hold and gather mode) releases a trace this long after its root arrived even
 	// when spans it names are still missing: a parent, an execute_tool span, a subagent's
 	// run. A root ends after everything under it in its process, so what is still missing
 	// then is mostly never traced (a `task` tool the instrumentation does not record);
 	// what does come later, a subagent in another process, is merged as a late span and
 	// its dispatcher re-emitted `corrected` within late_span_window. For sinks that take
-	// corrections (LangSmith by PATCH). 0: such a trace is held until it is complete or
+	// corrections (LangSmith by PATCH). In gather mode what comes later goes on at once,
+	// merged by the stream merge before it. 0: such a trace is held until it is complete or
 	// wait_duration passes. It must not exceed wait_duration, and it needs
 	// late_span_window.
 	// Default: 0.
 	ReleaseAfterRoot time.Duration `mapstructure:"release_after_root"`
 
-	// LateSpanWindow (hold mode) is how long the span ids of a released trace are remembered, so a
-	// span arriving later is passed on marked late and an exact duplicate (a client
-	// retry) is dropped. About num_traces released traces are remembered so; past that,
+	// LateSpanWindow (hold and gather mode) is how long the span ids of a released trace
+	// are remembered, so a span arriving later is passed on marked late (gather mode: as
+	// it is) and an exact duplicate (a client retry) is dropped; in gather mode a newer
+	// version of a span passed on goes on, an older one is dropped. About num_traces released traces are remembered so; past that,
 	// up to 8 × num_traces more by trace id alone, whose late spans (and duplicates) are
 	// still passed on at once, marked late. 0 turns the memory off: late spans are then
 	// buffered as a new trace and duplicates after release are passed on again.
@@ -92,8 +101,8 @@ type Config struct {
 	// CompactAfter is, in hold mode, how long spans stay in the collector's in-memory
 	// form before they are encoded as protobuf, several times smaller. Runs that
 	// complete within it (most short ones) are never encoded; long runs, which hold most
-	// of the buffer, are held compact. 0 encodes every buffered span on arrival. In
-	// stream mode it is how long a ledger stays as it is after its last new span or
+	// of the buffer, are held compact. 0 encodes every buffered span on arrival (gather
+	// mode always does: what it holds are copies). In stream mode it is how long a ledger stays as it is after its last new span or
 	// re-emission before the sweeper compresses it whole (a third of its bytes on agent
 	// runs); the next call that needs it decompresses it.
 	// Default: 1s.
@@ -101,7 +110,7 @@ type Config struct {
 
 	// Storage names a storage extension (file_storage). In stream mode the ledgers are
 	// kept there (the spans themselves are the next consumers' to keep: persistent
-	// sending queues), so a restart goes on converging. In hold mode what the buffer
+	// sending queues), so a restart goes on converging. In hold and gather mode what the buffer
 	// holds is also kept on disk, written before a request is acknowledged, so a
 	// restart after a crash buffers it again. Unset: memory only. With it, every
 	// buffered group of spans is encoded on arrival (compact_after does not apply).
@@ -124,9 +133,9 @@ func createDefaultConfig() *Config {
 func (c *Config) Validate() error {
 	var errs []error
 	switch c.Mode {
-	case ModeStream, ModeHold:
+	case ModeStream, ModeHold, ModeGather:
 	default:
-		errs = append(errs, fmt.Errorf("mode must be %q or %q, got %q", ModeStream, ModeHold, c.Mode))
+		errs = append(errs, fmt.Errorf("mode must be %q, %q or %q, got %q", ModeStream, ModeHold, ModeGather, c.Mode))
 	}
 	if c.LedgerLimitMiB <= 0 || c.LedgerLimitMiB > maxLedgerMiB {
 		errs = append(errs, fmt.Errorf("ledger_limit_mib must be between 1 and %d, got %d", maxLedgerMiB, c.LedgerLimitMiB))
@@ -155,7 +164,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("release_after_root must not be negative, got %s", c.ReleaseAfterRoot))
 	} else if c.ReleaseAfterRoot > 0 {
 		if c.Mode == ModeStream {
-			errs = append(errs, fmt.Errorf("release_after_root applies to mode %q only (stream mode holds nothing)", ModeHold))
+			errs = append(errs, fmt.Errorf("release_after_root applies to modes %q and %q only (stream mode holds nothing)", ModeHold, ModeGather))
 		}
 		if c.WaitDuration > 0 && c.ReleaseAfterRoot > c.WaitDuration {
 			errs = append(errs, fmt.Errorf("release_after_root (%s) must not exceed wait_duration (%s)", c.ReleaseAfterRoot, c.WaitDuration))

@@ -22,6 +22,11 @@ func TestLoadConfig(t *testing.T) {
 			c.Storage = &id
 			return c
 		}()},
+		{ID: component.NewIDWithName(Type, "gather"), Want: func() *Config {
+			c := createDefaultConfig()
+			c.Mode, c.ReleaseAfterRoot = ModeGather, time.Second
+			return c
+		}()},
 		{ID: component.NewIDWithName(Type, "no_late_memory"), Want: &Config{Mode: ModeStream, LedgerLimitMiB: 64, WaitDuration: 5 * time.Minute, SettleTime: 2 * time.Second, NumTraces: 10_000, LateSpanWindow: 0, CompactAfter: time.Second}},
 	})
 }
@@ -49,7 +54,7 @@ func TestValidate(t *testing.T) {
 		configtest.BadCase("huge settle", func(c *Config) { c.SettleTime = 25 * time.Hour },
 			"settle_time must be at most 24h0m0s, got 25h0m0s"),
 		configtest.BadCase("unknown mode", func(c *Config) { c.Mode = "batch" },
-			`mode must be "stream" or "hold", got "batch"`),
+			`mode must be "stream", "hold" or "gather", got "batch"`),
 		configtest.BadCase("zero ledger", func(c *Config) { c.LedgerLimitMiB = 0 },
 			"ledger_limit_mib must be between 1 and 65536, got 0"),
 		configtest.BadCase("negative compact", func(c *Config) { c.CompactAfter = -time.Millisecond },
@@ -57,7 +62,7 @@ func TestValidate(t *testing.T) {
 		configtest.BadCase("negative release_after_root", func(c *Config) { c.Mode, c.ReleaseAfterRoot = ModeHold, -time.Second },
 			"release_after_root must not be negative, got -1s"),
 		configtest.BadCase("release_after_root in stream mode", func(c *Config) { c.ReleaseAfterRoot = time.Second },
-			`release_after_root applies to mode "hold" only`),
+			`release_after_root applies to modes "hold" and "gather" only`),
 		configtest.BadCase("release_after_root past wait", func(c *Config) { c.Mode, c.WaitDuration, c.ReleaseAfterRoot = ModeHold, time.Second, time.Minute },
 			"release_after_root (1m0s) must not exceed wait_duration (1s)"),
 		configtest.BadCase("release_after_root without late spans", func(c *Config) { c.Mode, c.ReleaseAfterRoot, c.LateSpanWindow = ModeHold, time.Second, 0 },

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
@@ -30,17 +31,25 @@ func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSe
 	}
 	var c counts
 	// Whatever process says, what it left in td goes on: released traces are no
-	// longer buffered, so an error (a failed write) must not hold them back.
-	err := p.process(ctx, td, sc, &c)
+	// longer buffered, so an error (a failed write) must not hold them back. Gather mode
+	// leaves td as it is and passes on a batch of its own.
+	var err error
+	out := td
+	if p.gather {
+		out, err = p.gatherBatch(td, sc, &c)
+	} else {
+		err = p.process(td, sc, &c)
+	}
+	err = errors.Join(err, p.writeChunk(ctx, sc))
 	p.tel.record(ctx, &c)
-	if td.ResourceSpans().Len() > 0 {
-		// the stored chunks td's released traces came from go with it
+	if out.ResourceSpans().Len() > 0 {
+		// the stored chunks out's released traces came from go with it
 		seqs := sc.dels
 		if sc.restoring {
-			p.store.ref(sc.restoreAt) // held by td until it is delivered
+			p.store.ref(sc.restoreAt) // held by out until it is delivered
 			seqs = append(seqs, sc.restoreAt)
 		}
-		return errors.Join(err, p.passOn(ctx, td, seqs, !sc.restoring))
+		return errors.Join(err, p.passOn(ctx, out, seqs, !sc.restoring))
 	}
 	var drop []uint64
 	if sc.restoring && !sc.adopted {
@@ -59,8 +68,21 @@ func (sc *scratch) recorder() *recorder {
 	return sc.rec
 }
 
+// writeChunk writes what this request leaves buffered (with storage), before it is
+// acknowledged.
+func (p *subagentMerge) writeChunk(ctx context.Context, sc *scratch) error {
+	if p.store == nil || len(sc.chunk) == 0 {
+		return nil
+	}
+	if err := p.store.write(ctx, sc.chunkSeq, sc.chunk); err != nil {
+		p.logger.Error("storage: writing buffered spans failed; refusing the request (retryable)", zap.Error(err))
+		return fmt.Errorf("subagentmerge: storing buffered spans: %w", err)
+	}
+	return nil
+}
+
 // process rewrites td in place into what goes on now.
-func (p *subagentMerge) process(ctx context.Context, td ptrace.Traces, sc *scratch, c *counts) error {
+func (p *subagentMerge) process(td ptrace.Traces, sc *scratch, c *counts) error {
 	// Pass 1: index the batch by trace.
 	p.indexBatch(td, sc, false)
 
@@ -83,14 +105,6 @@ func (p *subagentMerge) process(ctx context.Context, td ptrace.Traces, sc *scrat
 	// Pass 3: take buffered spans and duplicates out of the batch.
 	if removed {
 		removeNotKept(td, sc.refs)
-	}
-
-	// With storage, the spans just buffered are on disk before this returns.
-	if p.store != nil && len(sc.chunk) > 0 {
-		if err := p.store.write(ctx, sc.chunkSeq, sc.chunk); err != nil {
-			p.logger.Error("storage: writing buffered spans failed; refusing the request (retryable)", zap.Error(err))
-			errs = append(errs, fmt.Errorf("subagentmerge: storing buffered spans: %w", err))
-		}
 	}
 
 	// Pass 4: merge what is released now, and what came after its trace's release.
@@ -174,10 +188,7 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 		// repeat too. LangSmith, the sink hold mode is for, keeps the first post of a run
 		// id (409); a sink that upserts would take the repeat, unmerged, over the merged
 		// version.
-		for r := g.first; r >= 0; r = sc.refs[r].next {
-			sc.refs[r].fate = fateLate
-			c.late++
-		}
+		lateAll(sc, g, c)
 		g.late = true
 		return false, nil
 	}
@@ -207,42 +218,93 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 		added++
 	}
 
-	st := uint8(stWait)
-	if hasRoot {
-		st = set.state()
-		if st == stSettle && p.settle == 0 {
-			st = stComplete
-		}
-	}
+	st := p.stateOf(&set, hasRoot)
 	if st == stComplete {
 		// Complete: release now, with whatever was buffered before (refs stay fateKeep).
-		g.released = true
-		c.released[relComplete]++
-		if e != nil {
-			e.spans = set
-			g.prev = s.remove(e, now, p.window, p.maxTombstones)
-			p.nTraces.Add(-1)
-			p.nSpans.Add(-int64(len(set.keys) - added))
-			return removed, nil
-		}
-		s.addTombstone(g.id, spanSet{keys: set.keys, idx: set.idx}, now, p.window, p.maxTombstones)
+		p.releaseNow(s, g, e, set, nil, added, now, c)
 		return removed, nil
 	}
 	if added == 0 {
 		return removed, nil // only duplicates
 	}
 
+	e = p.hold(s, e, g.id, set, hasRoot, st, now)
+	p.nSpans.Add(int64(added))
+
+	// Move this batch's spans of the trace into the entry's hot spans, or, with
+	// compact_after 0, straight into an encoded chunk.
+	// With storage, every group is a chunk, encoded on arrival: the bytes written are
+	// the bytes held.
+	encode := p.compactAfter == 0 || p.store != nil
+	dst := e.hot
+	if encode || e.hotSince == 0 {
+		dst = ptrace.NewTraces()
+	}
+	moveGroup(td, sc.refs, g.first, dst)
+	removed = true
+	if encode {
+		return removed, p.addChunk(sc, e, dst)
+	}
+	if e.hotSince == 0 {
+		e.hot = dst
+		s.pushHot(e, now)
+	}
+	return removed, nil
+}
+
+// stateOf is when a buffered trace goes: stWait until its root came, then what the
+// completeness rule says, a settling trace being complete when settle_time is 0.
+func (p *subagentMerge) stateOf(set *spanSet, hasRoot bool) uint8 {
+	if !hasRoot {
+		return stWait
+	}
+	st := set.state()
+	if st == stSettle && p.settle == 0 {
+		return stComplete
+	}
+	return st
+}
+
+// releaseNow releases the trace of g, which this batch completes (its spans in the
+// batch, added of them new, stay fateKeep): its entry e, if it had one, leaves the
+// buffer into g.prev; otherwise it is only remembered as released. ranks are the newest
+// versions gather mode passes on of spans that had several.
+func (p *subagentMerge) releaseNow(s *shard, g *group, e *entry, set spanSet, ranks map[pcommon.SpanID]int64, added int, now int64, c *counts) {
+	g.released = true
+	c.released[relComplete]++
 	if e == nil {
-		e = &entry{id: g.id}
+		s.addTombstone(g.id, spanSet{keys: set.keys, idx: set.idx}, ranks, now, p.window, p.maxTombstones)
+		return
+	}
+	e.spans, e.ranks = set, ranks
+	held := len(set.keys) - added + e.versions
+	g.prev = s.remove(e, now, p.window, p.maxTombstones)
+	p.nTraces.Add(-1)
+	p.nSpans.Add(-int64(held))
+}
+
+// lateAll passes every span of g on now, as late.
+func lateAll(sc *scratch, g *group, c *counts) {
+	for r := g.first; r >= 0; r = sc.refs[r].next {
+		sc.refs[r].fate = fateLate
+		c.late++
+	}
+}
+
+// hold records that trace id, whose spans are now set, stays in the buffer: its entry
+// (e, or a new one when nil) goes to the back of the lastSeen order, and on the settling
+// chain when st says when it goes. It returns the entry.
+func (p *subagentMerge) hold(s *shard, e *entry, id pcommon.TraceID, set spanSet, hasRoot bool, st uint8, now int64) *entry {
+	if e == nil {
+		e = &entry{id: id}
 		if hasRoot {
 			e.rootAt = now
 		}
-		s.traces[g.id] = e
+		s.traces[id] = e
 		s.lru.pushBack(e)
 		p.nTraces.Add(1)
 	}
 	e.spans, e.hasRoot = set, hasRoot
-	p.nSpans.Add(int64(added))
 	s.touch(e, now)
 	// A settling trace goes settle_time after its root; with release_after_root, one that
 	// still names something missing goes that long after its root. The earlier wins.
@@ -260,46 +322,34 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 	case due == 0 && e.settleAt != 0:
 		s.unlinkSettle(e) // a span that arrived names something still missing
 	}
+	return e
+}
 
-	// Move this batch's spans of the trace into the entry's hot spans, or, with
-	// compact_after 0, straight into an encoded chunk.
-	// With storage, every group is a chunk, encoded on arrival: the bytes written are
-	// the bytes held.
-	encode := p.compactAfter == 0 || p.store != nil
-	dst := e.hot
-	if encode || e.hotSince == 0 {
-		dst = ptrace.NewTraces()
+// addChunk encodes spans into one more chunk of e and, with storage, into the chunk this
+// request writes (or, while restoring, records that e holds the stored chunk read back).
+func (p *subagentMerge) addChunk(sc *scratch, e *entry, spans ptrace.Traces) error {
+	b, err := p.marshaler.MarshalTraces(spans)
+	if err != nil {
+		return fmt.Errorf("subagentmerge: encoding spans to buffer: %w", err)
 	}
-	moveGroup(td, sc.refs, g.first, dst)
-	removed = true
-	if encode {
-		b, err := p.marshaler.MarshalTraces(dst)
-		if err != nil {
-			return removed, fmt.Errorf("subagentmerge: encoding spans to buffer: %w", err)
-		}
-		e.chunks = append(e.chunks, b)
-		if p.store != nil {
-			if sc.restoring {
-				e.seqs = append(e.seqs, sc.restoreAt)
-				p.store.ref(sc.restoreAt)
-				sc.adopted = true
-			} else {
-				if len(sc.chunk) == 0 {
-					sc.chunkSeq = p.store.next.Add(1) - 1
-				}
-				// concatenated TracesData messages decode as one
-				sc.chunk = append(sc.chunk, b...)
-				e.seqs = append(e.seqs, sc.chunkSeq)
-				p.store.ref(sc.chunkSeq)
-			}
-		}
-		return removed, nil
+	e.chunks = append(e.chunks, b)
+	if p.store == nil {
+		return nil
 	}
-	if e.hotSince == 0 {
-		e.hot = dst
-		s.pushHot(e, now)
+	if sc.restoring {
+		e.seqs = append(e.seqs, sc.restoreAt)
+		p.store.ref(sc.restoreAt)
+		sc.adopted = true
+		return nil
 	}
-	return removed, nil
+	if len(sc.chunk) == 0 {
+		sc.chunkSeq = p.store.next.Add(1) - 1
+	}
+	// concatenated TracesData messages decode as one
+	sc.chunk = append(sc.chunk, b...)
+	e.seqs = append(e.seqs, sc.chunkSeq)
+	p.store.ref(sc.chunkSeq)
+	return nil
 }
 
 // evictOverCapacity releases, with this batch, the least recently extended traces of all
@@ -334,40 +384,13 @@ func (p *subagentMerge) evictOverCapacity(sc *scratch, now int64, c *counts) {
 // moveGroup moves one trace's spans of the batch (the refs chain from first, minus
 // duplicates) into dst under copies of their resource and scope, and marks them buffered.
 func moveGroup(td ptrace.Traces, refs []ref, first int32, dst ptrace.Traces) {
-	rss := td.ResourceSpans()
-	var crs ptrace.ResourceSpans
-	var css ptrace.ScopeSpans
-	lastRS, lastSS := int32(-1), int32(-1)
+	var w refWriter
 	for r := first; r >= 0; r = refs[r].next {
 		ref := &refs[r]
 		if ref.fate == fateDrop {
 			continue
 		}
-		if ref.rs != lastRS {
-			src := rss.At(int(ref.rs))
-			// A trace's later batches usually come from the same process: reuse the
-			// resource already held instead of storing another copy of it.
-			if n := dst.ResourceSpans().Len(); n > 0 && sameResource(dst.ResourceSpans().At(n-1), src) {
-				crs = dst.ResourceSpans().At(n - 1)
-			} else {
-				crs = dst.ResourceSpans().AppendEmpty()
-				src.Resource().CopyTo(crs.Resource())
-				crs.SetSchemaUrl(src.SchemaUrl())
-			}
-			lastRS, lastSS = ref.rs, -1
-		}
-		if ref.ss != lastSS {
-			src := rss.At(int(ref.rs)).ScopeSpans().At(int(ref.ss))
-			if n := crs.ScopeSpans().Len(); n > 0 && sameScope(crs.ScopeSpans().At(n-1), src) {
-				css = crs.ScopeSpans().At(n - 1)
-			} else {
-				css = crs.ScopeSpans().AppendEmpty()
-				src.Scope().CopyTo(css.Scope())
-				css.SetSchemaUrl(src.SchemaUrl())
-			}
-			lastSS = ref.ss
-		}
-		ref.span.MoveTo(css.Spans().AppendEmpty())
+		w.move(td, ref, dst)
 		ref.fate = fateBuffer
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
@@ -59,7 +60,7 @@ func (p *subagentMerge) releaseAll(ctx context.Context) error {
 func (p *subagentMerge) removeLocked(s *shard, e *entry, now int64) held {
 	h := s.remove(e, now, p.window, p.maxTombstones)
 	p.nTraces.Add(-1)
-	p.nSpans.Add(-int64(len(e.spans.keys)))
+	p.nSpans.Add(-int64(len(e.spans.keys) + e.versions))
 	return h
 }
 
@@ -77,6 +78,9 @@ func (p *subagentMerge) sendReleased(ctx context.Context, bufs []held, c *counts
 		if err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if p.gather && slices.ContainsFunc(bufs, func(b held) bool { return b.versions }) {
+		coalesce(out)
 	}
 	p.tel.record(ctx, c)
 	var seqs []uint64
@@ -133,10 +137,14 @@ func (p *subagentMerge) appendHeld(out ptrace.Traces, h held, spans []ptrace.Spa
 }
 
 // appendReleased moves one buffered trace into out and merges it; with record, what
-// its tombstone keeps for late spans is recorded.
+// its tombstone keeps for late spans is recorded. Gather mode merges nothing: the
+// caller coalesces the versions of out's spans (coalesce).
 func (p *subagentMerge) appendReleased(out ptrace.Traces, h held, spans []ptrace.Span, c *counts, record bool) ([]ptrace.Span, error) {
 	from := out.ResourceSpans().Len()
 	spans, err := p.appendHeld(out, h, spans)
+	if p.gather {
+		return spans, err
+	}
 	var rec *recorder
 	if record && p.window > 0 && len(spans) > 0 {
 		rec = newRecorder()

@@ -99,6 +99,7 @@ type subagentMerge struct {
 	records        atomic.Int64 // bytes held by the records of released traces
 	maxRecords     int64        // bound on records (ledger_limit_mib; tests lower it)
 	stream         bool
+	gather         bool // ModeGather: hold mode's buffer without its merge (gather.go)
 	nLedgers       atomic.Int64
 	ledgerBytes    atomic.Int64
 	maxLedgerBytes int64
@@ -137,6 +138,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		maxRecords:     int64(cfg.LedgerLimitMiB) << 20,
 		maxLedgerBytes: int64(cfg.LedgerLimitMiB) << 20,
 		stream:         cfg.Mode == ModeStream,
+		gather:         cfg.Mode == ModeGather,
 		now:            func() int64 { return time.Now().UnixNano() },
 		unsent:         unsent{max: maxUnsentBytes},
 		stop:           make(chan struct{}),
@@ -157,8 +159,11 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 	return p, nil
 }
 
-func (*subagentMerge) Capabilities() consumer.Capabilities {
-	return consumer.Capabilities{MutatesData: true}
+// Capabilities: stream and hold mode write the merge's results onto the spans they are
+// given; gather mode only reads them (it keeps copies of what it holds), so the
+// collector need not clone a batch it shares with other consumers.
+func (p *subagentMerge) Capabilities() consumer.Capabilities {
+	return consumer.Capabilities{MutatesData: !p.gather}
 }
 
 // Start launches the one sweeper goroutine that releases idle traces.

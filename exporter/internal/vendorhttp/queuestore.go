@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
 
 	"github.com/agentmeter/agentmeter/internal/storageclient"
@@ -19,6 +20,17 @@ import (
 type packedQueue struct {
 	exporter.Traces
 	storageID component.ID
+}
+
+// Capabilities: the exporter does not change or keep the batches it is given. A
+// persistent queue encodes each one into storage before ConsumeTraces returns and keeps
+// nothing of it (its batcher merges the copies it reads back); a batch over the
+// queue's bytes is cut into copies first (admission). exporterhelper declares
+// MutatesData for every queue that batches, since its in-memory queue holds and merges
+// the caller's own requests, and the collector would then clone each batch it also
+// hands to another consumer (the other vendor exporter, the token metrics).
+func (q packedQueue) Capabilities() consumer.Capabilities {
+	return consumer.Capabilities{MutatesData: false}
 }
 
 func (q packedQueue) Start(ctx context.Context, host component.Host) error {

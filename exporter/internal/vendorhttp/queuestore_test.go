@@ -138,3 +138,43 @@ func TestPersistentQueueReadsWhatAnOlderVersionQueued(t *testing.T) {
 	waitFor(t, &took, 8*50)
 	stop()
 }
+
+// A persistent queue never changes or keeps the caller's batch, so the exporter says so
+// (the collector then hands it a batch it shares with other consumers, uncloned); a
+// batching queue in memory merges the caller's requests, so that one does not.
+func TestPersistentQueueLeavesTheBatchAlone(t *testing.T) {
+	set := exportertest.NewNopSettings(component.MustNewType("vendor"))
+	ctx := context.Background()
+	var took atomic.Int64
+	push := func(_ context.Context, td ptrace.Traces) error {
+		took.Add(int64(td.SpanCount()))
+		return nil
+	}
+	batching := func(q exporterhelper.QueueBatchConfig) exporterhelper.QueueBatchConfig {
+		q.Batch = configoptional.Some(*q.Batch.GetOrInsertDefault()) // as the shipped config's batch: {...}
+		return q
+	}
+	mem := batching(DefaultQueueConfig())
+	exp, err := NewTraces(ctx, set, &struct{}{}, Sender{Push: push}, configretry.NewDefaultBackOffConfig(), configoptional.Some(mem))
+	require.NoError(t, err)
+	assert.True(t, exp.Capabilities().MutatesData, "an in-memory batching queue merges the caller's requests")
+
+	st := storagetest.New()
+	q := batching(DefaultQueueConfig())
+	q.StorageID = &queueStorageID
+	exp, err = NewTraces(ctx, set, &struct{}{}, Sender{Push: push}, configretry.NewDefaultBackOffConfig(), configoptional.Some(q))
+	require.NoError(t, err)
+	require.False(t, exp.Capabilities().MutatesData)
+	require.NoError(t, exp.Start(ctx, st.Host(queueStorageID)))
+	in := agentBatch(50, 1)
+	var m ptrace.ProtoMarshaler
+	want, err := m.MarshalTraces(in)
+	require.NoError(t, err)
+	in.MarkReadOnly() // a write to it would panic
+	require.NoError(t, exp.ConsumeTraces(ctx, in))
+	waitFor(t, &took, 50)
+	require.NoError(t, exp.Shutdown(ctx))
+	got, err := m.MarshalTraces(in)
+	require.NoError(t, err)
+	assert.Equal(t, want, got, "the caller's batch is as it was")
+}

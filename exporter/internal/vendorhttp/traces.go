@@ -24,7 +24,8 @@ type Sender struct {
 
 // NewTraces wraps a vendor exporter in exporterhelper the way both vendor exporters want
 // it: the sending queue and retry policy of the config, MutatesData false (push reads
-// the batch and never writes it; the parts of a 413 split are copies), and no overall
+// the batch and never writes it; the parts of a 413 split are copies; with a batching
+// queue only a persistent one keeps that promise, packedQueue), and no overall
 // timeout, because the HTTP client's timeout bounds each request and one push may send
 // several (chunks, the halves of a split).
 //

@@ -1,0 +1,310 @@
+package subagentmerge
+
+// Gather mode: hold mode's buffer for spans a stream-mode merge already merged.
+//
+// A sink that needs a trace whole before it can take any of it (LangSmith, for spans
+// that do not carry their place in its run tree) gets them from a stream merge through a
+// gather-mode instance. The stream merge has written every merged number and passes on
+// each dispatching span again, under its span id, as its subagents' usage arrives. So
+// this mode merges nothing: it waits for a trace as hold mode does (complete, settled,
+// release_after_root, idle, capacity) and keeps the re-emissions that come meanwhile.
+// A released trace goes on with each span once, in the newest version that came, as a
+// first emission: a sink that creates a record from a first emission and updates it from
+// re-emissions (LangSmith's POST, then PATCH) creates it in its last state. After the
+// release, a newer re-emission of a span goes on at once (the sink's update), a new span
+// of the trace too (a late span, already merged upstream), and an exact repeat or an
+// older version is dropped, for late_span_window.
+//
+// It never changes the batches it is given: they are shared with the stream merge's
+// other consumers. What it holds is encoded from them; what it passes on is a copy.
+
+import (
+	"errors"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
+)
+
+// gatherBatch is consume's work in gather mode: it places td's spans (held, passed on,
+// dropped) without changing td, and returns what goes on now, in the order it came:
+// what was held of the traces this batch completes or pushes out, then this batch's
+// spans that are not held (the rest of those traces, late spans, re-emissions of
+// released spans, spans without a trace id), one version of each span (coalesce).
+func (p *subagentMerge) gatherBatch(td ptrace.Traces, sc *scratch, c *counts) (ptrace.Traces, error) {
+	p.indexBatch(td, sc, false)
+	now := p.now()
+	var errs []error
+	versions := false
+	for gi := range sc.groups {
+		v, err := p.gatherPlace(td, sc, gi, now, c)
+		versions = versions || v
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.evictOverCapacity(sc, now, c)
+
+	out := ptrace.NewTraces()
+	for gi := range sc.groups {
+		g := &sc.groups[gi]
+		if !g.released {
+			continue
+		}
+		sc.dels = append(sc.dels, g.prev.seqs...)
+		var err error
+		if sc.spans, err = p.appendHeld(out, g.prev, sc.spans[:0]); err != nil {
+			errs = append(errs, err)
+		}
+		versions = versions || g.prev.versions
+		g.prev = held{}
+	}
+	for _, h := range sc.evicted {
+		sc.dels = append(sc.dels, h.seqs...)
+		var err error
+		if sc.spans, err = p.appendHeld(out, h, sc.spans[:0]); err != nil {
+			errs = append(errs, err)
+		}
+		versions = versions || h.versions
+	}
+	var w refWriter
+	for i := range sc.refs {
+		if f := sc.refs[i].fate; f == fateKeep || f == fateLate {
+			w.copy(td, &sc.refs[i], out)
+		}
+	}
+	if versions {
+		coalesce(out)
+	}
+	return out, errors.Join(errs...)
+}
+
+// gatherPlace decides the fate of one trace's spans in this batch (gather mode): held,
+// passed on now, or dropped as an exact repeat. It reports whether any span it holds or
+// releases is a later version of a span the trace already has.
+func (p *subagentMerge) gatherPlace(td ptrace.Traces, sc *scratch, gi int, now int64, c *counts) (versions bool, _ error) {
+	g := &sc.groups[gi]
+	s := &p.shards[shardIndex(g.id)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	if tomb := s.released[g.id]; tomb != nil {
+		// Released before: newer versions and new spans go on now; exact repeats and
+		// versions older than one passed on do not.
+		for r := g.first; r >= 0; r = sc.refs[r].next {
+			ref := &sc.refs[r]
+			if !tomb.spans.has(ref.key.id) {
+				tomb.spans.add(ref.key, nil)
+				ref.fate = fateLate
+				c.late++
+				continue
+			}
+			rank := rankOf(ref.span)
+			if rank == 0 || rank <= tomb.ranks[ref.key.id] {
+				ref.fate = fateDrop
+				c.duplicates++
+				continue
+			}
+			if tomb.ranks == nil {
+				tomb.ranks = map[pcommon.SpanID]int64{}
+			}
+			tomb.ranks[ref.key.id] = rank
+			ref.fate = fateLate
+			versions = true
+		}
+		return versions, nil
+	}
+	if _, gone := s.gone[g.id]; gone {
+		lateAll(sc, g, c) // remembered by id only: everything goes on
+		return false, nil
+	}
+
+	e := s.traces[g.id]
+	var set spanSet
+	hasRoot := false
+	if e != nil {
+		set, hasRoot = e.spans, e.hasRoot
+	}
+	added, later := 0, 0
+	var ranks map[pcommon.SpanID]int64
+	if e != nil {
+		ranks = e.ranks
+	}
+	for r := g.first; r >= 0; r = sc.refs[r].next {
+		ref := &sc.refs[r]
+		if set.has(ref.key.id) {
+			if rank := rankOf(ref.span); rank > 0 {
+				later++ // goes with the trace: the release keeps its newest version
+				if ranks == nil {
+					ranks = map[pcommon.SpanID]int64{}
+				}
+				ranks[ref.key.id] = max(ranks[ref.key.id], rank)
+				continue
+			}
+			ref.fate = fateDrop
+			c.duplicates++
+			continue
+		}
+		set.add(ref.key, sc.asks[ref.asks[0]:ref.asks[1]])
+		if ref.key.root() && !hasRoot {
+			hasRoot = true
+			if e != nil {
+				e.rootAt = now
+			}
+		}
+		added++
+	}
+	versions = later > 0 || (e != nil && e.versions > 0)
+
+	st := p.stateOf(&set, hasRoot)
+	if st == stComplete {
+		// released now: this batch's spans stay fateKeep and go on with what was held
+		p.releaseNow(s, g, e, set, ranks, added, now, c)
+		return versions, nil
+	}
+	if added+later == 0 {
+		return false, nil // only repeats
+	}
+
+	e = p.hold(s, e, g.id, set, hasRoot, st, now)
+	e.ranks = ranks
+	e.versions += later
+	p.nSpans.Add(int64(added + later))
+
+	// The held spans are encoded from copies: the batch is not this processor's to change.
+	dst := ptrace.NewTraces()
+	var w refWriter
+	for r := g.first; r >= 0; r = sc.refs[r].next {
+		if ref := &sc.refs[r]; ref.fate == fateKeep {
+			w.copy(td, ref, dst)
+			ref.fate = fateBuffer
+		}
+	}
+	return false, p.addChunk(sc, e, dst)
+}
+
+// rankOf is sp's version: 0 for a first emission, the re-emission's rank after it.
+func rankOf(sp ptrace.Span) int64 { return genai.ReemissionOf(sp.Attributes()).Rank() }
+
+// coalesce keeps one version of each span in td: its newest (a re-emission carries
+// the whole span, so it has everything the versions before it had). A span whose first
+// emission is in td as well goes on as a first emission with the newest version's
+// content: the sink has not had it yet, and gets it created once, in its last state,
+// instead of created and then updated. The tombstone's ranks then drop versions older
+// than it that come later.
+func coalesce(td ptrace.Traces) {
+	type versions struct {
+		first   int   // index of the first emission, -1 none
+		newest  int   // index of the newest re-emission, -1 none
+		newRank int64 // its rank
+	}
+	type spanKey struct {
+		trace pcommon.TraceID
+		span  pcommon.SpanID
+	}
+	byID := map[spanKey]*versions{}
+	i := 0
+	for sp := range spaniter.All(td) {
+		k := spanKey{sp.TraceID(), sp.SpanID()}
+		v := byID[k]
+		if v == nil {
+			v = &versions{first: -1, newest: -1}
+			byID[k] = v
+		}
+		if rank := rankOf(sp); rank == 0 {
+			if v.first < 0 {
+				v.first = i
+			}
+		} else if v.newest < 0 || rank > v.newRank {
+			v.newest, v.newRank = i, rank
+		}
+		i++
+	}
+	i = 0
+	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
+		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
+			ss.Spans().RemoveIf(func(sp ptrace.Span) bool {
+				v := byID[spanKey{sp.TraceID(), sp.SpanID()}]
+				at := i
+				i++
+				switch {
+				case v.newest < 0:
+					return at != v.first
+				case at != v.newest:
+					return true
+				case v.first >= 0:
+					asFirstEmission(sp.Attributes())
+				}
+				return false
+			})
+			return ss.Spans().Len() == 0
+		})
+		return rs.ScopeSpans().Len() == 0
+	})
+}
+
+// asFirstEmission takes off a span's re-emission marks (genai.IsReemission): its
+// revision, and the corrected status of a model call, which its first emission never
+// carries. What the merge wrote stays.
+func asFirstEmission(attrs pcommon.Map) {
+	attrs.Remove(genai.AttrMergeRevision)
+	if v, ok := attrs.Get(genai.AttrMergeStatus); ok && v.Str() == genai.MergeCorrected {
+		attrs.Remove(genai.AttrMergeStatus)
+	}
+}
+
+// refWriter copies (or moves) spans of a batch into another, each under a copy of its
+// resource and scope; a run of spans from the same resource and scope of the batch
+// shares one copy, and a resource or scope equal to the last one written is reused.
+type refWriter struct {
+	rs, ss int32
+	crs    ptrace.ResourceSpans
+	css    ptrace.ScopeSpans
+	dst    ptrace.Traces
+	ready  bool
+}
+
+// copy appends a copy of ref's span to dst.
+func (w *refWriter) copy(td ptrace.Traces, ref *ref, dst ptrace.Traces) {
+	ref.span.CopyTo(w.scopeFor(td, ref, dst).AppendEmpty())
+}
+
+// move moves ref's span into dst.
+func (w *refWriter) move(td ptrace.Traces, ref *ref, dst ptrace.Traces) {
+	ref.span.MoveTo(w.scopeFor(td, ref, dst).AppendEmpty())
+}
+
+// scopeFor returns the spans of dst's scope that ref's span goes under.
+func (w *refWriter) scopeFor(td ptrace.Traces, ref *ref, dst ptrace.Traces) ptrace.SpanSlice {
+	if !w.ready || w.dst != dst {
+		*w = refWriter{rs: -1, ss: -1, dst: dst, ready: true}
+	}
+	rss := td.ResourceSpans()
+	if ref.rs != w.rs {
+		src := rss.At(int(ref.rs))
+		// a trace's later batches usually come from the same process: reuse the
+		// resource already there instead of another copy of it
+		if n := dst.ResourceSpans().Len(); n > 0 && sameResource(dst.ResourceSpans().At(n-1), src) {
+			w.crs = dst.ResourceSpans().At(n - 1)
+		} else {
+			w.crs = dst.ResourceSpans().AppendEmpty()
+			src.Resource().CopyTo(w.crs.Resource())
+			w.crs.SetSchemaUrl(src.SchemaUrl())
+		}
+		w.rs, w.ss = ref.rs, -1
+	}
+	if ref.ss != w.ss {
+		src := rss.At(int(ref.rs)).ScopeSpans().At(int(ref.ss))
+		if n := w.crs.ScopeSpans().Len(); n > 0 && sameScope(w.crs.ScopeSpans().At(n-1), src) {
+			w.css = w.crs.ScopeSpans().At(n - 1)
+		} else {
+			w.css = w.crs.ScopeSpans().AppendEmpty()
+			src.Scope().CopyTo(w.css.Scope())
+			w.css.SetSchemaUrl(src.SchemaUrl())
+		}
+		w.ss = ref.ss
+	}
+	return w.css.Spans()
+}
