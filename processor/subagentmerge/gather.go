@@ -95,22 +95,23 @@ func (p *subagentMerge) gatherPlace(td ptrace.Traces, sc *scratch, gi int, now i
 		// versions older than one passed on do not.
 		for r := g.first; r >= 0; r = sc.refs[r].next {
 			ref := &sc.refs[r]
+			rank := rankOf(ref.span)
 			if !tomb.spans.has(ref.key.id) {
 				tomb.spans.add(ref.key, nil)
 				ref.fate = fateLate
 				c.late++
+				if rank > 0 {
+					ref.asFirst = true
+					tomb.ranks = setRank(tomb.ranks, ref.key.id, rank)
+				}
 				continue
 			}
-			rank := rankOf(ref.span)
 			if rank == 0 || rank <= tomb.ranks[ref.key.id] {
 				ref.fate = fateDrop
 				c.duplicates++
 				continue
 			}
-			if tomb.ranks == nil {
-				tomb.ranks = map[pcommon.SpanID]int64{}
-			}
-			tomb.ranks[ref.key.id] = rank
+			tomb.ranks = setRank(tomb.ranks, ref.key.id, rank)
 			ref.fate = fateLate
 			versions = true
 		}
@@ -134,18 +135,21 @@ func (p *subagentMerge) gatherPlace(td ptrace.Traces, sc *scratch, gi int, now i
 	}
 	for r := g.first; r >= 0; r = sc.refs[r].next {
 		ref := &sc.refs[r]
+		rank := rankOf(ref.span)
 		if set.has(ref.key.id) {
-			if rank := rankOf(ref.span); rank > 0 {
+			if rank > ranks[ref.key.id] {
 				later++ // goes with the trace: the release keeps its newest version
-				if ranks == nil {
-					ranks = map[pcommon.SpanID]int64{}
-				}
-				ranks[ref.key.id] = max(ranks[ref.key.id], rank)
+				ranks = setRank(ranks, ref.key.id, rank)
 				continue
 			}
+			// a repeat, or older than the version held
 			ref.fate = fateDrop
 			c.duplicates++
 			continue
+		}
+		if rank > 0 {
+			ref.asFirst = true
+			ranks = setRank(ranks, ref.key.id, rank)
 		}
 		set.add(ref.key, sc.asks[ref.asks[0]:ref.asks[1]])
 		if ref.key.root() && !hasRoot {
@@ -187,6 +191,15 @@ func (p *subagentMerge) gatherPlace(td ptrace.Traces, sc *scratch, gi int, now i
 
 // rankOf is sp's version: 0 for a first emission, the re-emission's rank after it.
 func rankOf(sp ptrace.Span) int64 { return genai.ReemissionOf(sp.Attributes()).Rank() }
+
+// setRank records rank as the newest version of span id, making ranks when nil.
+func setRank(ranks map[pcommon.SpanID]int64, id pcommon.SpanID, rank int64) map[pcommon.SpanID]int64 {
+	if ranks == nil {
+		ranks = map[pcommon.SpanID]int64{}
+	}
+	ranks[id] = rank
+	return ranks
+}
 
 // coalesce keeps one version of each span in td: its newest (a re-emission carries
 // the whole span, so it has everything the versions before it had). A span whose first
@@ -266,9 +279,13 @@ type refWriter struct {
 	ready  bool
 }
 
-// copy appends a copy of ref's span to dst.
+// copy appends a copy of ref's span to dst, as a first emission when ref says so.
 func (w *refWriter) copy(td ptrace.Traces, ref *ref, dst ptrace.Traces) {
-	ref.span.CopyTo(w.scopeFor(td, ref, dst).AppendEmpty())
+	sp := w.scopeFor(td, ref, dst).AppendEmpty()
+	ref.span.CopyTo(sp)
+	if ref.asFirst {
+		asFirstEmission(sp.Attributes())
+	}
 }
 
 // move moves ref's span into dst.

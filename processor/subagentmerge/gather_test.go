@@ -248,3 +248,46 @@ func rootOf(td ptrace.Traces) ptrace.Traces {
 	}
 	return out
 }
+
+// A span whose re-emission comes before its first emission (the first one refused
+// further up and sent again later) reaches the sink as a first emission all the same,
+// with the re-emission's content; the first emission that follows is a repeat. So does
+// a span of a released trace that comes only as a re-emission.
+func TestGatherAVersionThatComesFirstGoesAsTheFirstEmission(t *testing.T) {
+	p, sink, _ := newTestProcessor(t, gatherTestConfig())
+	full := buildOneTask()
+	dispatcher := findChatWithCalls(t, full)
+	var rest []ptrace.Span
+	for sp := range spaniter.All(withoutRoot(full)) {
+		if sp.SpanID() != dispatcher.SpanID() {
+			rest = append(rest, sp)
+		}
+	}
+	require.NoError(t, p.ConsumeTraces(context.Background(), versionOf(dispatcher, 2)))
+	for _, sp := range rest {
+		one := ptrace.NewTraces()
+		sp.CopyTo(one.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty())
+		require.NoError(t, p.ConsumeTraces(context.Background(), one))
+	}
+	first := ptrace.NewTraces()
+	dispatcher.CopyTo(first.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty())
+	require.NoError(t, p.ConsumeTraces(context.Background(), first))
+	require.NoError(t, p.ConsumeTraces(context.Background(), rootOf(full)))
+
+	runs, reposted := langsmithView(sink.AllTraces())
+	assert.Empty(t, reposted)
+	require.Len(t, runs, full.SpanCount())
+	d := runs[dispatcher.SpanID()]
+	assert.False(t, genai.IsReemission(d.Attributes()), "posted, not patched")
+	v, _ := d.Attributes().Get(testVersionKey)
+	assert.Equal(t, int64(2), v.Int())
+
+	lateChat := ptrace.NewSpan() // a model call of the released trace it never had
+	dispatcher.CopyTo(lateChat)
+	lateChat.SetSpanID(pcommon.SpanID{0xfe, 1})
+	require.NoError(t, p.ConsumeTraces(context.Background(), versionOf(lateChat, 5)))
+	last := sink.AllTraces()[len(sink.AllTraces())-1].ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+	assert.Equal(t, lateChat.SpanID(), last.SpanID())
+	assert.False(t, genai.IsReemission(last.Attributes()), "a span the sink never had goes as a first emission")
+	require.NoError(t, p.Shutdown(context.Background()))
+}

@@ -38,6 +38,9 @@ type ref struct {
 	rs, ss int32
 	next   int32 // next ref of the same trace, -1 at the end
 	fate   uint8
+	// gather mode: the first the sink gets of this span is a re-emission (its first
+	// emission never came this way), so it goes as a first emission
+	asFirst bool
 	// stream mode: the span's skeleton, scratch.sw.spans[skel[0]:skel[1]]
 	skel [2]int32
 }
