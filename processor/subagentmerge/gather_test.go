@@ -291,3 +291,15 @@ func TestGatherAVersionThatComesFirstGoesAsTheFirstEmission(t *testing.T) {
 	assert.False(t, genai.IsReemission(last.Attributes()), "a span the sink never had goes as a first emission")
 	require.NoError(t, p.Shutdown(context.Background()))
 }
+
+// Stream and hold mode write onto the batches they are given; gather mode only reads
+// them, so the collector may hand it a batch it shares with other consumers, uncloned.
+func TestCapabilitiesByMode(t *testing.T) {
+	for mode, mutates := range map[string]bool{ModeStream: true, ModeHold: true, ModeGather: false} {
+		cfg := createDefaultConfig()
+		cfg.Mode = mode
+		p, _, _ := newTestProcessor(t, cfg)
+		assert.Equal(t, mutates, p.Capabilities().MutatesData, mode)
+		require.NoError(t, p.Shutdown(context.Background()))
+	}
+}
