@@ -168,6 +168,9 @@ var benchTargets = []benchTarget{
 	{"subagentmerge_hold", subagentMergeTarget(ModeHold)},
 	// hold mode with the buffer on disk: what holding durably costs
 	{"subagentmerge_hold_storage", subagentMergeStorageTarget(ModeHold)},
+	// gather mode (hold mode's wait without its merge, after a stream merge), on disk as
+	// shipped for LangSmith's unplaced spans
+	{"subagentmerge_gather_storage", subagentMergeStorageTarget(ModeGather)},
 }
 
 // subagentMergeStorageTarget is subagentmerge with `storage` on a real file_storage
