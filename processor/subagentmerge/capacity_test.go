@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,7 +14,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/bench/agentrun"
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // Past num_traces or ledger_limit_mib, the ledgers of complete traces end first, the
@@ -122,4 +126,59 @@ func TestStreamCapacityKeepsRunsInFlightExact(t *testing.T) {
 		}
 	}
 	require.Positive(t, released, "capacity must have ended ledgers, or the test says nothing")
+}
+
+// Concurrent requests, as several senders make them: every capacity decision still ends
+// a complete trace's ledger while there is one. Four senders keep 25 runs each in
+// flight (the bench's DeerFlow-shaped runs, spans in the order they end, a few of each
+// run per request), with room for 30 ledgers more than the runs in flight: no task span
+// may be marked orphan, as none would be without a capacity.
+func TestStreamCapacityUnderConcurrentRequests(t *testing.T) {
+	cfg := streamTestConfig()
+	const senders, inFlight = 4, 25
+	cfg.NumTraces = senders*inFlight + 30
+	p, sink, tel := newTestProcessor(t, cfg)
+	var traceNo atomic.Uint64
+	var wg sync.WaitGroup
+	for w := range senders {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 3))
+			type flight struct {
+				run agentrun.Run
+				pos int
+			}
+			runs := make([]flight, inFlight)
+			for i := range runs {
+				runs[i] = flight{run: agentrun.New(r, traceNo.Add(1))}
+			}
+			for sent := 0; sent < 8000; {
+				td := ptrace.NewTraces()
+				for i := range runs {
+					f := &runs[i]
+					rs := td.ResourceSpans().AppendEmpty()
+					f.run.Traces.ResourceSpans().At(0).Resource().CopyTo(rs.Resource())
+					ss := rs.ScopeSpans().AppendEmpty()
+					for k := 0; k < 1+r.IntN(4) && f.pos < len(f.run.Spans); k++ {
+						f.run.Spans[f.pos].CopyTo(ss.Spans().AppendEmpty())
+						f.pos++
+						sent++
+					}
+					if f.pos == len(f.run.Spans) {
+						*f = flight{run: agentrun.New(r, traceNo.Add(1))}
+					}
+				}
+				assert.NoError(t, p.ConsumeTraces(context.Background(), td))
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, p.Shutdown(context.Background()))
+	require.Positive(t, releasedBy(t, tel, "capacity"), "capacity must have ended ledgers, or the test says nothing")
+	orphans := 0
+	for sp := range spaniter.In(sink.AllTraces()) {
+		if v, ok := sp.Attributes().Get(genai.AttrMergeStatus); ok && v.Str() == genai.MergeOrphan {
+			orphans++
+		}
+	}
+	assert.Zero(t, orphans, "task spans marked orphan: ledgers of runs in flight ended")
 }

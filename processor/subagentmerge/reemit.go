@@ -171,24 +171,16 @@ func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces)
 		}
 		s := &p.shards[best]
 		s.mu.Lock()
-		if l := oldestLedger(&s.led); l != nil {
+		// Only a ledger of the kind chosen: a concurrent call may have ended the one
+		// seen, and the shard's next may be a run in flight while other shards still
+		// hold complete traces. Then the choice is made again.
+		if l := s.led.ageChains()[kind].head; l != nil {
 			seqs = append(seqs, p.endLedger(s, l, out, c, now)...)
 			c.released[relCapacity]++
 		}
 		s.mu.Unlock()
 	}
 	return seqs
-}
-
-// oldestLedger is the ledger capacity ends first in one shard: the least recently
-// extended of a complete trace, else the least recently extended.
-func oldestLedger(ls *ledgers) *ledger {
-	for _, ch := range ls.ageChains() {
-		if ch.head != nil {
-			return ch.head
-		}
-	}
-	return nil
 }
 
 // sweepStream re-emits what is due and ends the ledgers idle for wait_duration. When
