@@ -131,6 +131,16 @@ func (f *spanFacts) classify(sp ptrace.Span, asks []uint32) (kind uint8, call ui
 	return kind, call, asks
 }
 
+// stateWith is set's state (state) with settle_time applied: a trace that would settle
+// is complete when settle_time is 0, there being no window to wait for the rest in.
+func (p *subagentMerge) stateWith(set *spanSet) uint8 {
+	st := set.state()
+	if st == stSettle && p.settle == 0 {
+		return stComplete
+	}
+	return st
+}
+
 // state applies the completeness rule (docs/subagentmerge.md, "When a trace is
 // complete") to the spans held for one trace. It never trusts arrival order: a trace is
 // complete only when nothing it names is missing.

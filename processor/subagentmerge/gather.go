@@ -69,10 +69,10 @@ func (p *subagentMerge) gatherBatch(td ptrace.Traces, sc *scratch, c *counts) (p
 		}
 		versions = versions || h.versions
 	}
-	var w refWriter
+	w := newRefWriter(td, out)
 	for i := range sc.refs {
 		if f := sc.refs[i].fate; f == fateKeep || f == fateLate {
-			w.copy(td, &sc.refs[i], out)
+			w.copy(&sc.refs[i])
 		}
 	}
 	if versions {
@@ -82,8 +82,8 @@ func (p *subagentMerge) gatherBatch(td ptrace.Traces, sc *scratch, c *counts) (p
 }
 
 // gatherPlace decides the fate of one trace's spans in this batch (gather mode): held,
-// passed on now, or dropped as an exact repeat. It reports whether any span it holds or
-// releases is a later version of a span the trace already has.
+// passed on now, or dropped as an exact repeat. It reports whether this batch brought a
+// later version of a span the trace already has.
 func (p *subagentMerge) gatherPlace(td ptrace.Traces, sc *scratch, gi int, now int64, c *counts) (versions bool, _ error) {
 	g := &sc.groups[gi]
 	s := &p.shards[shardIndex(g.id)]
@@ -160,7 +160,7 @@ func (p *subagentMerge) gatherPlace(td ptrace.Traces, sc *scratch, gi int, now i
 		}
 		added++
 	}
-	versions = later > 0 || (e != nil && e.versions > 0)
+	versions = later > 0 // what it held already says so itself (held.versions)
 
 	st := p.stateOf(&set, hasRoot)
 	if st == stComplete {
@@ -179,10 +179,10 @@ func (p *subagentMerge) gatherPlace(td ptrace.Traces, sc *scratch, gi int, now i
 
 	// The held spans are encoded from copies: the batch is not this processor's to change.
 	dst := ptrace.NewTraces()
-	var w refWriter
+	w := newRefWriter(td, dst)
 	for r := g.first; r >= 0; r = sc.refs[r].next {
 		if ref := &sc.refs[r]; ref.fate == fateKeep {
-			w.copy(td, ref, dst)
+			w.copy(ref)
 			ref.fate = fateBuffer
 		}
 	}
@@ -217,14 +217,13 @@ func coalesce(td ptrace.Traces) {
 		trace pcommon.TraceID
 		span  pcommon.SpanID
 	}
-	byID := map[spanKey]*versions{}
+	byID := map[spanKey]versions{}
 	i := 0
 	for sp := range spaniter.All(td) {
 		k := spanKey{sp.TraceID(), sp.SpanID()}
-		v := byID[k]
-		if v == nil {
-			v = &versions{first: -1, newest: -1}
-			byID[k] = v
+		v, seen := byID[k]
+		if !seen {
+			v = versions{first: -1, newest: -1}
 		}
 		if rank := rankOf(sp); rank == 0 {
 			if v.first < 0 {
@@ -233,6 +232,7 @@ func coalesce(td ptrace.Traces) {
 		} else if v.newest < 0 || rank > v.newRank {
 			v.newest, v.newRank = i, rank
 		}
+		byID[k] = v
 		i++
 	}
 	i = 0
@@ -266,62 +266,4 @@ func asFirstEmission(attrs pcommon.Map) {
 	if v, ok := attrs.Get(genai.AttrMergeStatus); ok && v.Str() == genai.MergeCorrected {
 		attrs.Remove(genai.AttrMergeStatus)
 	}
-}
-
-// refWriter copies (or moves) spans of a batch into another, each under a copy of its
-// resource and scope; a run of spans from the same resource and scope of the batch
-// shares one copy, and a resource or scope equal to the last one written is reused.
-type refWriter struct {
-	rs, ss int32
-	crs    ptrace.ResourceSpans
-	css    ptrace.ScopeSpans
-	dst    ptrace.Traces
-	ready  bool
-}
-
-// copy appends a copy of ref's span to dst, as a first emission when ref says so.
-func (w *refWriter) copy(td ptrace.Traces, ref *ref, dst ptrace.Traces) {
-	sp := w.scopeFor(td, ref, dst).AppendEmpty()
-	ref.span.CopyTo(sp)
-	if ref.asFirst {
-		asFirstEmission(sp.Attributes())
-	}
-}
-
-// move moves ref's span into dst.
-func (w *refWriter) move(td ptrace.Traces, ref *ref, dst ptrace.Traces) {
-	ref.span.MoveTo(w.scopeFor(td, ref, dst).AppendEmpty())
-}
-
-// scopeFor returns the spans of dst's scope that ref's span goes under.
-func (w *refWriter) scopeFor(td ptrace.Traces, ref *ref, dst ptrace.Traces) ptrace.SpanSlice {
-	if !w.ready || w.dst != dst {
-		*w = refWriter{rs: -1, ss: -1, dst: dst, ready: true}
-	}
-	rss := td.ResourceSpans()
-	if ref.rs != w.rs {
-		src := rss.At(int(ref.rs))
-		// a trace's later batches usually come from the same process: reuse the
-		// resource already there instead of another copy of it
-		if n := dst.ResourceSpans().Len(); n > 0 && sameResource(dst.ResourceSpans().At(n-1), src) {
-			w.crs = dst.ResourceSpans().At(n - 1)
-		} else {
-			w.crs = dst.ResourceSpans().AppendEmpty()
-			src.Resource().CopyTo(w.crs.Resource())
-			w.crs.SetSchemaUrl(src.SchemaUrl())
-		}
-		w.rs, w.ss = ref.rs, -1
-	}
-	if ref.ss != w.ss {
-		src := rss.At(int(ref.rs)).ScopeSpans().At(int(ref.ss))
-		if n := w.crs.ScopeSpans().Len(); n > 0 && sameScope(w.crs.ScopeSpans().At(n-1), src) {
-			w.css = w.crs.ScopeSpans().At(n - 1)
-		} else {
-			w.css = w.crs.ScopeSpans().AppendEmpty()
-			src.Scope().CopyTo(w.css.Scope())
-			w.css.SetSchemaUrl(src.SchemaUrl())
-		}
-		w.ss = ref.ss
-	}
-	return w.css.Spans()
 }

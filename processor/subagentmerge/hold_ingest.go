@@ -252,17 +252,13 @@ func (p *subagentMerge) place(td ptrace.Traces, sc *scratch, gi int, now int64, 
 	return removed, nil
 }
 
-// stateOf is when a buffered trace goes: stWait until its root came, then what the
-// completeness rule says, a settling trace being complete when settle_time is 0.
+// stateOf is when a buffered trace goes: stWait until its root came (the rule's scan is
+// skipped), then stateWith.
 func (p *subagentMerge) stateOf(set *spanSet, hasRoot bool) uint8 {
 	if !hasRoot {
 		return stWait
 	}
-	st := set.state()
-	if st == stSettle && p.settle == 0 {
-		return stComplete
-	}
-	return st
+	return p.stateWith(set)
 }
 
 // releaseNow releases the trace of g, which this batch completes (its spans in the
@@ -384,15 +380,73 @@ func (p *subagentMerge) evictOverCapacity(sc *scratch, now int64, c *counts) {
 // moveGroup moves one trace's spans of the batch (the refs chain from first, minus
 // duplicates) into dst under copies of their resource and scope, and marks them buffered.
 func moveGroup(td ptrace.Traces, refs []ref, first int32, dst ptrace.Traces) {
-	var w refWriter
+	w := newRefWriter(td, dst)
 	for r := first; r >= 0; r = refs[r].next {
 		ref := &refs[r]
 		if ref.fate == fateDrop {
 			continue
 		}
-		w.move(td, ref, dst)
+		w.move(ref)
 		ref.fate = fateBuffer
 	}
+}
+
+// refWriter copies (or moves) spans of a batch, td, into another, dst, each under a copy
+// of its resource and scope; a run of spans from the same resource and scope of td
+// shares one copy, and a resource or scope equal to the last one written is reused.
+type refWriter struct {
+	td, dst ptrace.Traces
+	rs, ss  int32 // the resource and scope of td last written to
+	crs     ptrace.ResourceSpans
+	css     ptrace.ScopeSpans
+}
+
+func newRefWriter(td, dst ptrace.Traces) refWriter {
+	return refWriter{td: td, dst: dst, rs: -1, ss: -1}
+}
+
+// copy appends a copy of ref's span to dst, as a first emission when ref says so.
+func (w *refWriter) copy(ref *ref) {
+	sp := w.scopeFor(ref).AppendEmpty()
+	ref.span.CopyTo(sp)
+	if ref.asFirst {
+		asFirstEmission(sp.Attributes())
+	}
+}
+
+// move moves ref's span into dst.
+func (w *refWriter) move(ref *ref) {
+	ref.span.MoveTo(w.scopeFor(ref).AppendEmpty())
+}
+
+// scopeFor returns the spans of dst's scope that ref's span goes under.
+func (w *refWriter) scopeFor(ref *ref) ptrace.SpanSlice {
+	dst, rss := w.dst, w.td.ResourceSpans()
+	if ref.rs != w.rs {
+		src := rss.At(int(ref.rs))
+		// a trace's later batches usually come from the same process: reuse the
+		// resource already there instead of another copy of it
+		if n := dst.ResourceSpans().Len(); n > 0 && sameResource(dst.ResourceSpans().At(n-1), src) {
+			w.crs = dst.ResourceSpans().At(n - 1)
+		} else {
+			w.crs = dst.ResourceSpans().AppendEmpty()
+			src.Resource().CopyTo(w.crs.Resource())
+			w.crs.SetSchemaUrl(src.SchemaUrl())
+		}
+		w.rs, w.ss = ref.rs, -1
+	}
+	if ref.ss != w.ss {
+		src := rss.At(int(ref.rs)).ScopeSpans().At(int(ref.ss))
+		if n := w.crs.ScopeSpans().Len(); n > 0 && sameScope(w.crs.ScopeSpans().At(n-1), src) {
+			w.css = w.crs.ScopeSpans().At(n - 1)
+		} else {
+			w.css = w.crs.ScopeSpans().AppendEmpty()
+			src.Scope().CopyTo(w.css.Scope())
+			w.css.SetSchemaUrl(src.SchemaUrl())
+		}
+		w.ss = ref.ss
+	}
+	return w.css.Spans()
 }
 
 func sameResource(a, b ptrace.ResourceSpans) bool {

@@ -111,7 +111,7 @@ func (p *subagentMerge) restoreStream(ctx context.Context) error {
 			if p.dirty(l, &view) {
 				s.led.schedule(l, now)
 			}
-			s.led.setComplete(l, p.completeNow(l))
+			s.led.setComplete(l, p.stateWith(&l.spans) == stComplete)
 		} else {
 			errs = append(errs, err)
 		}

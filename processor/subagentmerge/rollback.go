@@ -64,7 +64,7 @@ func (p *subagentMerge) rollback(sc *scratch) {
 		}
 		if drop != nil {
 			// the refused spans may have been what made the trace complete
-			s.led.setComplete(l, p.completeNow(l))
+			s.led.setComplete(l, p.stateWith(&l.spans) == stComplete)
 		}
 		p.ledgerBytes.Add(l.cost() - oldCost)
 		l.size = l.cost()

@@ -247,7 +247,7 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 		}
 	}
 
-	s.led.setComplete(l, p.completeNow(l))
+	s.led.setComplete(l, p.stateWith(&l.spans) == stComplete)
 	t.re[0] = int32(len(sc.ids))
 	l.settledAt = l.settledAt[:0]
 	dirty := eff == effectLater || (eff == effectInline && p.dirty(l, &view)) || (eff == effectNone && p.pendingRooted(l))
@@ -279,14 +279,6 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 	l.size = l.cost()
 	sc.touched = append(sc.touched, t)
 	return removed, err
-}
-
-// completeNow applies the completeness rule to l's spans: nothing its trace names is
-// missing, or nothing is but the trace does not say every run has ended and
-// settle_time is 0 (no window to wait for the rest).
-func (p *subagentMerge) completeNow(l *ledger) bool {
-	st := l.spans.state()
-	return st == stComplete || (st == stSettle && p.settle == 0)
 }
 
 // keep records sp (as it goes on now) as a span that may go out again, and returns its
