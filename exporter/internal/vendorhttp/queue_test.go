@@ -21,7 +21,7 @@ func TestBatchDefaultsAreSpanCounts(t *testing.T) {
 		flush    time.Duration
 	}{
 		{"no batch section", map[string]any{"storage": "file_storage"}, false, DefaultBatchMinSpans, DefaultBatchMaxSpans, 200 * time.Millisecond},
-		{"flush_timeout only (the shipped config)", map[string]any{"batch": map[string]any{"flush_timeout": "1s"}}, true, DefaultBatchMinSpans, DefaultBatchMaxSpans, time.Second},
+		{"flush_timeout only", map[string]any{"batch": map[string]any{"flush_timeout": "1s"}}, true, DefaultBatchMinSpans, DefaultBatchMaxSpans, time.Second},
 		{"sizes named", map[string]any{"batch": map[string]any{"min_size": 100, "max_size": 0}}, true, 100, 0, 200 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
