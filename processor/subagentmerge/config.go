@@ -102,7 +102,8 @@ type Config struct {
 	// form before they are encoded as protobuf, several times smaller. Runs that
 	// complete within it (most short ones) are never encoded; long runs, which hold most
 	// of the buffer, are held compact. 0 encodes every buffered span on arrival (gather
-	// mode always does: what it holds are copies). In stream mode it is how long a ledger stays as it is after its last new span or
+	// mode always does: it may not keep the batch's spans). In stream mode it is how long a
+	// ledger stays as it is after its last new span or
 	// re-emission before the sweeper compresses it whole (a third of its bytes on agent
 	// runs); the next call that needs it decompresses it.
 	// Default: 1s.

@@ -16,10 +16,12 @@ package subagentmerge
 // older version is dropped, for late_span_window.
 //
 // It never changes the batches it is given: they are shared with the stream merge's
-// other consumers. What it holds is encoded from them; what it passes on is a copy.
+// other consumers. What it holds is cut out of their encoding (encodeHeld); what it
+// passes on is a copy.
 
 import (
 	"errors"
+	"fmt"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -177,16 +179,50 @@ func (p *subagentMerge) gatherPlace(td ptrace.Traces, sc *scratch, gi int, now i
 	e.versions += later
 	p.nSpans.Add(int64(added + later))
 
-	// The held spans are encoded from copies: the batch is not this processor's to change.
-	dst := ptrace.NewTraces()
-	w := newRefWriter(td, dst)
+	b, err := p.encodeHeld(td, sc, g)
+	if err != nil {
+		return false, err
+	}
+	return false, p.addEncoded(sc, e, b)
+}
+
+// encodeHeld encodes the spans of g that stay held (marking them so), without changing
+// td: the batch is not this processor's to change. They are cut out of td's encoding,
+// made once per batch, instead of copied to be encoded; only a span that goes as a first
+// emission (its re-emission marks taken off) is copied.
+func (p *subagentMerge) encodeHeld(td ptrace.Traces, sc *scratch, g *group) ([]byte, error) {
+	sc.held = sc.held[:0]
+	asFirst := false
 	for r := g.first; r >= 0; r = sc.refs[r].next {
 		if ref := &sc.refs[r]; ref.fate == fateKeep {
-			w.copy(ref)
 			ref.fate = fateBuffer
+			sc.held = append(sc.held, r) // a ref's index is its span's in td (indexBatch)
+			asFirst = asFirst || ref.asFirst
 		}
 	}
-	return false, p.addChunk(sc, e, dst)
+	if asFirst {
+		dst := ptrace.NewTraces()
+		w := newRefWriter(td, dst)
+		for _, r := range sc.held {
+			w.copy(&sc.refs[r])
+		}
+		b, err := p.marshaler.MarshalTraces(dst)
+		if err != nil {
+			return nil, fmt.Errorf("subagentmerge: encoding spans to buffer: %w", err)
+		}
+		return b, nil
+	}
+	if !sc.wired {
+		buf, err := p.marshaler.MarshalTraces(td)
+		if err != nil {
+			return nil, fmt.Errorf("subagentmerge: encoding spans to buffer: %w", err)
+		}
+		if err := sc.wire.Reset(buf); err != nil {
+			return nil, fmt.Errorf("subagentmerge: indexing the encoded batch: %w", err)
+		}
+		sc.wired = true
+	}
+	return sc.wire.Append(make([]byte, 0, sc.wire.Size(sc.held)), sc.held), nil
 }
 
 // rankOf is sp's version: 0 for a first emission, the re-emission's rank after it.

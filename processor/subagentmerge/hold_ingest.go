@@ -328,6 +328,11 @@ func (p *subagentMerge) addChunk(sc *scratch, e *entry, spans ptrace.Traces) err
 	if err != nil {
 		return fmt.Errorf("subagentmerge: encoding spans to buffer: %w", err)
 	}
+	return p.addEncoded(sc, e, b)
+}
+
+// addEncoded is addChunk for spans already encoded, b, which e now owns.
+func (p *subagentMerge) addEncoded(sc *scratch, e *entry, b []byte) error {
 	e.chunks = append(e.chunks, b)
 	if p.store == nil {
 		return nil

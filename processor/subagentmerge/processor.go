@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
+	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/otlpwire"
 )
 
 // What becomes of one incoming span.
@@ -82,6 +83,10 @@ type scratch struct {
 	parts     [][2]int32
 	facts     []merge.Fact // the merge facts of one trace's new spans (stream mode)
 	enc       spanEncoder  // encodes kept spans
+	// gather mode: the batch encoded once (wired), and the spans of one trace to hold
+	wire  otlpwire.Index
+	wired bool
+	held  []int32
 }
 
 type subagentMerge struct {
@@ -329,6 +334,7 @@ func (p *subagentMerge) putScratch(sc *scratch) {
 	clear(sc.facts)
 	sc.facts = sc.facts[:0]
 	sc.enc.reset()
+	sc.wired, sc.held = false, sc.held[:0]
 	p.pool.Put(sc)
 }
 
