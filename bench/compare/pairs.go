@@ -33,6 +33,7 @@ var runSpecs = []runSpec{
 	{id: "subagentmerge", build: bareRun("subagentmerge", "subagentmerge: {}", "subagentmerge, batch", "debug", "debug: {verbosity: basic}")},
 	{id: "shipped", build: shippedRun},
 	{id: "shipped_nomerge", build: shippedWithoutMerge},
+	{id: "shipped_nogather", build: shippedWithoutGather},
 	{id: "stock_durable", build: stockDurableRun},
 	{id: "otlphttp_json", build: func(b *bench, sk *sink) (collectorRun, error) {
 		return bareRun("otlphttp_json", "", "batch", "otlphttp",

@@ -12,6 +12,21 @@ import (
 // LangSmith's gather) taken out of their pipelines and nothing else changed: what the
 // merge costs is the difference.
 func shippedWithoutMerge(b *bench, sk *sink) (collectorRun, error) {
+	return shippedWithout(b, sk, "shipped_nomerge",
+		[2]string{"processors: [memory_limiter, genainormalize, genaicost, subagentmerge]", "processors: [memory_limiter, genainormalize, genaicost]"},
+		[2]string{"processors: [subagentmerge/langsmith]", "processors: []"})
+}
+
+// shippedWithoutGather is shippedRun with only LangSmith's gather taken out: LangSmith
+// then takes the spans without a placement as they come (placed by what it has seen of
+// their traces, not exact), so the difference to shippedRun is what gathering costs,
+// and the difference to shippedWithoutMerge what the stream merge costs.
+func shippedWithoutGather(b *bench, sk *sink) (collectorRun, error) {
+	return shippedWithout(b, sk, "shipped_nogather", [2]string{"processors: [subagentmerge/langsmith]", "processors: []"})
+}
+
+// shippedWithout is shippedRun named name, its config with each replacement made.
+func shippedWithout(b *bench, sk *sink, name string, replace ...[2]string) (collectorRun, error) {
 	cr, err := shippedRun(b, sk)
 	if err != nil {
 		return cr, err
@@ -21,16 +36,13 @@ func shippedWithoutMerge(b *bench, sk *sink) (collectorRun, error) {
 		return collectorRun{}, fmt.Errorf("shipped config: %w", err)
 	}
 	cfg := string(raw)
-	for _, r := range [][2]string{
-		{"processors: [memory_limiter, genainormalize, genaicost, subagentmerge]", "processors: [memory_limiter, genainormalize, genaicost]"},
-		{"processors: [subagentmerge/langsmith]", "processors: []"},
-	} {
+	for _, r := range replace {
 		if !strings.Contains(cfg, r[0]) {
 			return collectorRun{}, fmt.Errorf("otelcol-config.yaml no longer has %q in a pipeline", r[0])
 		}
 		cfg = strings.Replace(cfg, r[0], r[1], 1)
 	}
-	cr.name, cr.args, cr.config = "shipped_nomerge", nil, cfg
+	cr.name, cr.args, cr.config = name, nil, cfg
 	return cr, nil
 }
 
@@ -78,7 +90,7 @@ type (
 // sidecarRows are the shipped sidecar against a stock durable collector and against itself
 // without the merge, on the same load.
 func (b *bench) sidecarRows(pair pairFunc, get getFunc, errs map[string]error) []row {
-	g := "The shipped sidecar (otelcol-config.yaml, both vendor exporters on) vs a stock durable collector (otlp → memory_limiter → batch → two otlphttp exporters with file_storage queues), and vs itself without subagentmerge"
+	g := "The shipped sidecar (otelcol-config.yaml, both vendor exporters on) vs a stock durable collector (otlp → memory_limiter → batch → two otlphttp exporters with file_storage queues), and vs itself without subagentmerge or without LangSmith's gather"
 	rate := func(l load) float64 { return l.Rate }
 	cpu := func(l load) float64 { return l.CPUPerMillion() } // CPU s per 1M spans = µs per span
 	rss := func(l load) float64 { return l.PeakRSS }
@@ -116,6 +128,9 @@ func (b *bench) sidecarRows(pair pairFunc, get getFunc, errs map[string]error) [
 		pair(g, "end-to-end spans/s, shipped sidecar vs shipped without subagentmerge", "spans/s", "shipped", "shipped_nomerge", rate, nil),
 		cpuMerge,
 		pair(g, "collector peak RSS MiB (VmHWM), shipped sidecar vs shipped without subagentmerge", "MiB", "shipped", "shipped_nomerge", rss, nil),
+		// where the merge's cost is: LangSmith's gather, then the stream merge
+		pair(g, "collector CPU µs per span, shipped sidecar vs shipped without LangSmith's gather", "CPU µs", "shipped", "shipped_nogather", cpu, nil),
+		pair(g, "collector CPU µs per span, shipped without the gather vs shipped without subagentmerge (the stream merge alone)", "CPU µs", "shipped_nogather", "shipped_nomerge", cpu, nil),
 	}
 }
 
