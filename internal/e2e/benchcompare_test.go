@@ -54,6 +54,8 @@ func TestBenchCompareSmoke(t *testing.T) {
 		{"end-to-end spans/s, shipped sidecar vs shipped without subagentmerge", true, false},
 		{"collector CPU µs per span, shipped sidecar vs shipped without subagentmerge", true, true},
 		{"collector peak RSS MiB (VmHWM), shipped sidecar vs shipped without subagentmerge", true, false},
+		{"collector CPU µs per span, shipped sidecar vs shipped without LangSmith's gather", true, false},
+		{"collector CPU µs per span, shipped without the gather vs shipped without subagentmerge", true, false},
 		{"end-to-end spans/s, langsmith vs otlphttp JSON", true, true},
 		{"collector CPU s per 1M spans, langsmith vs otlphttp JSON", true, false},
 		{"collector peak RSS MiB (VmHWM), langsmith vs otlphttp JSON", true, false},
