@@ -2,8 +2,9 @@
 // otherwise build pdata copies only to marshal them: the field numbers of the trace and
 // common messages (opentelemetry-proto: collector/trace/v1, trace/v1, common/v1), field
 // appenders, AnyValue and KeyValue encoders with their sizes (so a caller can write a
-// length prefix without a temporary buffer), and a walk that copies a message while
-// rewriting one of its fields.
+// length prefix without a temporary buffer), a walk that copies a message while
+// rewriting one of its fields, and an index that picks spans out of an encoded batch
+// (Index).
 package otlpwire
 
 import (

@@ -39,12 +39,18 @@ func (k spanKey) root() bool { return k.parent.IsEmpty() }
 
 // keyOf reads sp's key and appends the hashes of the tool calls it asked for to asks.
 func keyOf(sp ptrace.Span, asks []uint32) (spanKey, []uint32) {
+	f := factsOf(sp)
+	return keyFrom(sp, &f, asks)
+}
+
+// factsOf reads sp's attributes once into what its key and version are made of.
+func factsOf(sp ptrace.Span) spanFacts {
 	var f spanFacts
 	sp.Attributes().Range(func(key string, v pcommon.Value) bool {
 		f.see(key, v)
 		return true
 	})
-	return keyFrom(sp, &f, asks)
+	return f
 }
 
 // keyFrom is keyOf with sp's attributes already read into f.

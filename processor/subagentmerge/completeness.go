@@ -52,6 +52,7 @@ type spanFacts struct {
 	ids, outMsgs                 pcommon.Value
 	hasIDs, hasOut, hasFinish    bool
 	class                        genai.SpanKind // set by classify: the span's role, read once
+	version                      genai.Version  // its revision and merge status (gather mode's rank)
 }
 
 func (f *spanFacts) see(k string, v pcommon.Value) {
@@ -70,6 +71,8 @@ func (f *spanFacts) see(k string, v pcommon.Value) {
 		f.outMsgs, f.hasOut = v, true
 	case genai.AttrFinishReasons:
 		f.hasFinish = true
+	case genai.AttrMergeRevision, genai.AttrMergeStatus:
+		f.version.Offer(k, v)
 	}
 }
 

@@ -97,7 +97,7 @@ func (p *subagentMerge) gatherPlace(td ptrace.Traces, sc *scratch, gi int, now i
 		// versions older than one passed on do not.
 		for r := g.first; r >= 0; r = sc.refs[r].next {
 			ref := &sc.refs[r]
-			rank := rankOf(ref.span)
+			rank := ref.rank
 			if !tomb.spans.has(ref.key.id) {
 				tomb.spans.add(ref.key, nil)
 				ref.fate = fateLate
@@ -137,7 +137,7 @@ func (p *subagentMerge) gatherPlace(td ptrace.Traces, sc *scratch, gi int, now i
 	}
 	for r := g.first; r >= 0; r = sc.refs[r].next {
 		ref := &sc.refs[r]
-		rank := rankOf(ref.span)
+		rank := ref.rank
 		if set.has(ref.key.id) {
 			if rank > ranks[ref.key.id] {
 				later++ // goes with the trace: the release keeps its newest version
@@ -249,14 +249,14 @@ func coalesce(td ptrace.Traces) {
 		newest  int   // index of the newest re-emission, -1 none
 		newRank int64 // its rank
 	}
-	type spanKey struct {
+	type traceSpan struct {
 		trace pcommon.TraceID
 		span  pcommon.SpanID
 	}
-	byID := map[spanKey]versions{}
+	byID := map[traceSpan]versions{}
 	i := 0
 	for sp := range spaniter.All(td) {
-		k := spanKey{sp.TraceID(), sp.SpanID()}
+		k := traceSpan{sp.TraceID(), sp.SpanID()}
 		v, seen := byID[k]
 		if !seen {
 			v = versions{first: -1, newest: -1}
@@ -275,7 +275,7 @@ func coalesce(td ptrace.Traces) {
 	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
 		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
 			ss.Spans().RemoveIf(func(sp ptrace.Span) bool {
-				v := byID[spanKey{sp.TraceID(), sp.SpanID()}]
+				v := byID[traceSpan{sp.TraceID(), sp.SpanID()}]
 				at := i
 				i++
 				switch {

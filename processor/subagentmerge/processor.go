@@ -16,9 +16,9 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.uber.org/zap"
 
+	"github.com/agentmeter/agentmeter/internal/otlpwire"
 	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
-	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/otlpwire"
 )
 
 // What becomes of one incoming span.
@@ -39,8 +39,10 @@ type ref struct {
 	rs, ss int32
 	next   int32 // next ref of the same trace, -1 at the end
 	fate   uint8
-	// gather mode: the first the sink gets of this span is a re-emission (its first
-	// emission never came this way), so it goes as a first emission
+	// gather mode: the span's version (rank: 0 a first emission), and whether the
+	// first the sink gets of this span is a re-emission (its first emission never came
+	// this way), so that it goes as a first emission
+	rank    int64
 	asFirst bool
 	// stream mode: the span's skeleton, scratch.sw.spans[skel[0]:skel[1]]
 	skel [2]int32
@@ -168,8 +170,8 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 }
 
 // Capabilities: stream and hold mode write the merge's results onto the spans they are
-// given; gather mode only reads them (it keeps copies of what it holds), so the
-// collector need not clone a batch it shares with other consumers.
+// given; gather mode only reads them (it holds their encoding and passes on copies), so
+// the collector need not clone a batch it shares with other consumers.
 func (p *subagentMerge) Capabilities() consumer.Capabilities {
 	return consumer.Capabilities{MutatesData: !p.gather}
 }

@@ -106,19 +106,21 @@ func (p *subagentMerge) indexBatch(td ptrace.Traces, sc *scratch, skel bool) {
 				sp := spans.At(k)
 				idx := int32(len(sc.refs))
 				from := int32(len(sc.asks))
-				var key spanKey
+				var f spanFacts
 				var sk [2]int32
 				if skel {
 					sk[0] = int32(len(sc.sw.spans))
-					f := sc.sw.add(sp)
+					f = sc.sw.add(sp)
 					sk[1] = int32(len(sc.sw.spans))
-					key, sc.asks = keyFrom(sp, &f, sc.asks)
 				} else {
-					key, sc.asks = keyOf(sp, sc.asks)
+					f = factsOf(sp)
 				}
+				var key spanKey
+				key, sc.asks = keyFrom(sp, &f, sc.asks)
 				sc.refs = append(sc.refs, ref{
 					span: sp, res: res, scope: scope, rs: int32(i), ss: int32(j), next: -1,
 					key: key, asks: [2]int32{from, int32(len(sc.asks))}, skel: sk,
+					rank: f.version.Rank(),
 				})
 				tid := sp.TraceID()
 				if tid.IsEmpty() {

@@ -1,9 +1,3 @@
-// Package otlpwire picks spans out of an encoded OTLP TracesData message without
-// decoding it. A processor that may not change the batch it is given (its data is
-// shared with other consumers) and must keep some of its spans encoded would otherwise
-// copy them into a batch of their own only to encode that: here the batch is encoded
-// once, and each selection of its spans is assembled from the encoding's bytes, under
-// its resource and scope.
 package otlpwire
 
 import (
@@ -13,17 +7,16 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// Field numbers of the OTLP trace messages (opentelemetry/proto/trace/v1/trace.proto).
-const (
-	tracesDataResourceSpans = 1 // TracesData.resource_spans
-	resourceSpansScopeSpans = 2 // ResourceSpans.scope_spans
-	scopeSpansSpans         = 2 // ScopeSpans.spans
-)
+// Index picks spans out of an encoded TracesData without decoding it. A processor that
+// may not change the batch it is given (its data is shared with other consumers) and
+// must keep some of its spans encoded would otherwise copy them into a batch of their
+// own only to encode that: with an Index the batch is encoded once, and each selection
+// of its spans is assembled from the encoding's bytes, under its resource and scope.
 
-// span is a byte range of the encoding.
-type span struct{ from, to int32 }
+// byteRange is a byte range of the encoding.
+type byteRange struct{ from, to int32 }
 
-func (s span) len() int { return int(s.to - s.from) }
+func (s byteRange) len() int { return int(s.to - s.from) }
 
 // Index is an encoded TracesData and where each of its spans is. Span i is the i-th in
 // the message's order (resource, then scope, then span), which is pdata's iteration
@@ -33,11 +26,11 @@ type Index struct {
 	// other holds the fields of every resource and scope message besides their spans
 	// (resource, scope, schema_url, any unknown field), each as a byte range of buf
 	// with its tag; a resource's or scope's are other[otherFrom:otherTo].
-	other  []span
+	other  []byteRange
 	res    []container // per ResourceSpans
 	scopes []container // per ScopeSpans, in order
 	scope  []int32     // per span: its index in scopes
-	spans  []span      // per span: its field in ScopeSpans.spans, tag and length included
+	spans  []byteRange // per span: its field in ScopeSpans.spans, tag and length included
 }
 
 type container struct {
@@ -54,7 +47,7 @@ func (x *Index) Reset(buf []byte) error {
 	x.buf = buf
 	x.other, x.res, x.scopes, x.scope, x.spans = x.other[:0], x.res[:0], x.scopes[:0], x.scope[:0], x.spans[:0]
 	return fields(buf, 0, func(num protowire.Number, typ protowire.Type, at, body, end int) error {
-		if num != tracesDataResourceSpans || typ != protowire.BytesType {
+		if num != TracesResourceSpans || typ != protowire.BytesType {
 			return nil // TracesData has no other field; an unknown one is not kept
 		}
 		return x.resource(body, end)
@@ -67,11 +60,11 @@ func (x *Index) resource(from, to int) error {
 	start := int32(len(x.other))
 	var scopes []int // scope_spans bodies, indexed after the resource's own fields
 	err := fields(x.buf[:to], from, func(num protowire.Number, typ protowire.Type, at, body, end int) error {
-		if num == resourceSpansScopeSpans && typ == protowire.BytesType {
+		if num == ResourceSpansScopeSpans && typ == protowire.BytesType {
 			scopes = append(scopes, body, end)
 			return nil
 		}
-		x.other = append(x.other, span{int32(at), int32(end)})
+		x.other = append(x.other, byteRange{int32(at), int32(end)})
 		return nil
 	})
 	if err != nil {
@@ -90,12 +83,12 @@ func (x *Index) scopeSpans(r int32, from, to int) error {
 	si := int32(len(x.scopes))
 	start := int32(len(x.other))
 	err := fields(x.buf[:to], from, func(num protowire.Number, typ protowire.Type, at, body, end int) error {
-		if num == scopeSpansSpans && typ == protowire.BytesType {
-			x.spans = append(x.spans, span{int32(at), int32(end)})
+		if num == ScopeSpansSpans && typ == protowire.BytesType {
+			x.spans = append(x.spans, byteRange{int32(at), int32(end)})
 			x.scope = append(x.scope, si)
 			return nil
 		}
-		x.other = append(x.other, span{int32(at), int32(end)})
+		x.other = append(x.other, byteRange{int32(at), int32(end)})
 		return nil
 	})
 	x.scopes = append(x.scopes, container{otherFrom: start, otherTo: int32(len(x.other)), parent: r})
@@ -108,17 +101,17 @@ func fields(b []byte, from int, f func(num protowire.Number, typ protowire.Type,
 	for i := from; i < len(b); {
 		num, typ, n := protowire.ConsumeTag(b[i:])
 		if n < 0 {
-			return fmt.Errorf("otlpwire: field tag at byte %d: %w", i, protowire.ParseError(n))
+			return fmt.Errorf("%w: field tag at byte %d: %w", ErrMalformed, i, protowire.ParseError(n))
 		}
 		body := i + n
 		if typ == protowire.BytesType {
 			l, m := protowire.ConsumeVarint(b[body:])
 			if m < 0 {
-				return fmt.Errorf("otlpwire: field %d length at byte %d: %w", num, body, protowire.ParseError(m))
+				return fmt.Errorf("%w: field %d length at byte %d: %w", ErrMalformed, num, body, protowire.ParseError(m))
 			}
 			body += m
 			if l > uint64(len(b)-body) {
-				return fmt.Errorf("otlpwire: field %d at byte %d runs past its message", num, i)
+				return fmt.Errorf("%w: field %d at byte %d runs past its message", ErrMalformed, num, i)
 			}
 			if err := f(num, typ, i, body, body+int(l)); err != nil {
 				return err
@@ -128,7 +121,7 @@ func fields(b []byte, from int, f func(num protowire.Number, typ protowire.Type,
 		}
 		m := protowire.ConsumeFieldValue(num, typ, b[body:])
 		if m < 0 {
-			return fmt.Errorf("otlpwire: field %d at byte %d: %w", num, i, protowire.ParseError(m))
+			return fmt.Errorf("%w: field %d at byte %d: %w", ErrMalformed, num, i, protowire.ParseError(m))
 		}
 		if err := f(num, typ, i, body, body+m); err != nil {
 			return err
@@ -159,13 +152,11 @@ func (x *Index) Append(dst []byte, idx []int32) []byte {
 			body += 1 + protowire.SizeVarint(uint64(l)) + l
 			k = next
 		}
-		dst = protowire.AppendTag(dst, tracesDataResourceSpans, protowire.BytesType)
-		dst = protowire.AppendVarint(dst, uint64(body))
+		dst = AppendHeader(dst, TracesResourceSpans, body)
 		dst = x.appendOther(dst, x.res[r])
 		for k := i; k < j; {
 			l, next := x.scopeRun(idx, k, j)
-			dst = protowire.AppendTag(dst, resourceSpansScopeSpans, protowire.BytesType)
-			dst = protowire.AppendVarint(dst, uint64(l))
+			dst = AppendHeader(dst, ResourceSpansScopeSpans, l)
 			dst = x.appendOther(dst, x.scopes[x.scope[idx[k]]])
 			for ; k < next; k++ {
 				s := x.spans[idx[k]]
