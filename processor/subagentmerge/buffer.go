@@ -2,6 +2,7 @@ package subagentmerge
 
 import (
 	"encoding/binary"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -378,8 +379,9 @@ func (s *shard) trimRecords(budget int64) {
 	}
 }
 
-// joinChunks returns the chunks as one TracesData message.
-func joinChunks(chunks [][]byte) []byte {
+// joinChunks returns the chunks as one TracesData message, appended to dst[:0] unless
+// there is only one.
+func joinChunks(dst []byte, chunks [][]byte) []byte {
 	if len(chunks) == 1 {
 		return chunks[0]
 	}
@@ -387,9 +389,9 @@ func joinChunks(chunks [][]byte) []byte {
 	for _, c := range chunks {
 		n += len(c)
 	}
-	buf := make([]byte, 0, n)
+	dst = slices.Grow(dst[:0], n)
 	for _, c := range chunks {
-		buf = append(buf, c...)
+		dst = append(dst, c...)
 	}
-	return buf
+	return dst
 }

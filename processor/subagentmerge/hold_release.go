@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
@@ -114,13 +115,27 @@ func (p *subagentMerge) compact(cutoff int64) {
 	}
 }
 
+// joinBufs hold a released trace's chunks joined while they are decoded. The decode
+// copies every string and byte out of them, so a buffer serves the next release: each
+// release of a trace stored in more than one chunk allocated as many bytes again.
+var joinBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// joinMaxPooled is the largest joined buffer kept: a rare giant trace is not pinned.
+const joinMaxPooled = 4 << 20
+
 // appendHeld moves one buffered trace's spans into out (decoding its chunks) and
 // appends them to spans.
 func (p *subagentMerge) appendHeld(out ptrace.Traces, h held, spans []ptrace.Span) ([]ptrace.Span, error) {
 	var err error
 	if len(h.chunks) > 0 {
 		var td ptrace.Traces
-		td, err = p.unmarshaler.UnmarshalTraces(joinChunks(h.chunks))
+		buf := joinBufs.Get().(*[]byte)
+		joined := joinChunks(*buf, h.chunks)
+		td, err = p.unmarshaler.UnmarshalTraces(joined)
+		if len(h.chunks) > 1 && cap(joined) <= joinMaxPooled {
+			*buf = joined[:0]
+		}
+		joinBufs.Put(buf)
 		if err != nil {
 			// only our own marshalling produced these bytes; this is a bug, not bad input
 			err = fmt.Errorf("subagentmerge: decoding a buffered trace: %w", err)

@@ -39,7 +39,7 @@ func (p *subagentMerge) rollback(sc *scratch) {
 		if drop != nil {
 			l.spans = l.spans.without(drop)
 			var err error
-			kept, err := p.filterSpans(joinChunks(l.skel), drop)
+			kept, err := p.filterSpans(joinChunks(nil, l.skel), drop)
 			if err != nil {
 				p.logger.Error("taking refused spans out of a ledger failed", zap.Error(err))
 			}
