@@ -438,3 +438,26 @@ func mergeOf(p processor.Traces) *subagentMerge {
 	}
 	return nil
 }
+
+// BenchmarkFingerprint: what the merge wrote on a dispatcher, hashed (each merge run
+// hashes every kept span of its trace).
+func BenchmarkFingerprint(b *testing.B) {
+	m := pcommon.NewMap()
+	genai.PutUsage(m, genai.Usage{Input: 1200, Output: 340})
+	m.PutStr(genai.AttrRequestModel, "gpt-4o")
+	m.PutStr(genai.AttrCaller, "lead_agent")
+	m.PutStr(genai.AttrMergeStatus, genai.MergeMerged)
+	m.PutInt(genai.AttrSubagentInput, 52_000)
+	m.PutInt(genai.AttrSubagentOutput, 7_300)
+	m.PutInt(genai.AttrSubagentTotal, 59_300)
+	m.PutInt(genai.AttrSubagentDispatches, 2)
+	m.PutDouble(genai.AttrSubagentCostTotal, 0.2031)
+	m.PutDouble(genai.AttrSubagentCostInput, 0.13)
+	ids := m.PutEmptySlice(genai.AttrSubagentToolCallIDs)
+	ids.AppendEmpty().SetStr("call_0a1b2c3d")
+	ids.AppendEmpty().SetStr("call_4e5f6a7b")
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = fingerprint(m)
+	}
+}

@@ -1,6 +1,8 @@
 package subagentmerge
 
 import (
+	"slices"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
@@ -40,9 +42,11 @@ type ledger struct {
 	spans   spanSet
 	skel    [][]byte // TracesData messages, one per batch that extended the trace
 	skelLen int64
-	// facts are what the merge reads of the spans in skel[:factParts], in order, kept
-	// while the ledger is thawed: a merge run reads them instead of decoding skel
-	facts     []merge.Fact
+	// facts are what the merge reads of the spans in skel[:factParts], a part each, in
+	// order, kept while the ledger is thawed: a merge run reads them instead of decoding
+	// skel. A part is allocated to size once: one slice for the trace doubled as it
+	// grew, and left each old array behind, some three facts' bytes a fact in all.
+	facts     [][]merge.Fact
 	factParts int
 	factsLen  int64
 	kept      map[pcommon.SpanID]*keptSpan
@@ -182,16 +186,17 @@ func (l *ledger) addSkel(b []byte, facts []merge.Fact) {
 	l.skel = append(l.skel, b)
 	l.skelLen += int64(len(b))
 	if inStep && len(facts) > 0 {
-		for i := range facts {
-			l.addFact(facts[i])
-		}
-		l.factParts++
+		l.addFacts(slices.Clone(facts))
 	}
 }
 
-func (l *ledger) addFact(f merge.Fact) {
-	l.facts = append(l.facts, f)
-	l.factsLen += f.Size()
+// addFacts adds the facts of the next part of skel (it keeps part).
+func (l *ledger) addFacts(part []merge.Fact) {
+	l.facts = append(l.facts, part)
+	for i := range part {
+		l.factsLen += part[i].Size()
+	}
+	l.factParts++
 }
 
 // dropFacts forgets the facts (a frozen ledger, or a skeleton rewritten): the next

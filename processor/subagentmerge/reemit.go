@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"math"
 	"slices"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -19,16 +19,14 @@ import (
 // and the caller the trace's shape gave it): two versions of a span with the same
 // fingerprint read the same at every sink. It does not depend on the order of the
 // attributes (the merge appends what it writes; a span passed on has it after the
-// emitter's own).
+// emitter's own): each attribute is hashed alone and the hashes are added. It runs on
+// every kept span of every merge run, so it hashes values in place (FNV-1a) instead of
+// formatting them.
 func fingerprint(attrs pcommon.Map) uint64 {
 	var sum uint64
 	attrs.Range(func(k string, v pcommon.Value) bool {
 		if merge.Written(k) || k == genai.AttrCaller {
-			h := fnv.New64a()
-			_, _ = h.Write([]byte(k))
-			_, _ = h.Write([]byte{0})
-			_, _ = h.Write([]byte(v.AsString()))
-			sum += h.Sum64()
+			sum += hashValue(hashByte(hashString(fnvOffset, k), 0), v)
 		}
 		return true
 	})
@@ -36,6 +34,67 @@ func fingerprint(attrs pcommon.Map) uint64 {
 		return sum
 	}
 	return 1 // 0 is "must go out again"
+}
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func hashByte(h uint64, b byte) uint64 { return (h ^ uint64(b)) * fnvPrime }
+
+func hashString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = hashByte(h, s[i])
+	}
+	return h
+}
+
+func hashUint(h, u uint64) uint64 {
+	for range 8 {
+		h = hashByte(h, byte(u))
+		u >>= 8
+	}
+	return h
+}
+
+// hashValue hashes v's type and content into h: values of different types differ even
+// where their text would not (the string "5" and the int 5). Slices and maps are hashed
+// element by element, with their lengths, in their order.
+func hashValue(h uint64, v pcommon.Value) uint64 {
+	h = hashByte(h, byte(v.Type()))
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		h = hashString(h, v.Str())
+	case pcommon.ValueTypeInt:
+		h = hashUint(h, uint64(v.Int()))
+	case pcommon.ValueTypeDouble:
+		h = hashUint(h, math.Float64bits(v.Double()))
+	case pcommon.ValueTypeBool:
+		if v.Bool() {
+			h = hashByte(h, 1)
+		}
+	case pcommon.ValueTypeBytes:
+		b := v.Bytes()
+		h = hashUint(h, uint64(b.Len()))
+		for _, c := range b.AsRaw() {
+			h = hashByte(h, c)
+		}
+	case pcommon.ValueTypeSlice:
+		sl := v.Slice()
+		h = hashUint(h, uint64(sl.Len()))
+		for i := range sl.Len() {
+			h = hashValue(h, sl.At(i))
+		}
+	case pcommon.ValueTypeMap:
+		m := v.Map()
+		h = hashUint(h, uint64(m.Len()))
+		m.Range(func(k string, e pcommon.Value) bool {
+			h = hashValue(hashByte(hashString(h, k), 0), e)
+			return true
+		})
+	}
+	return h
 }
 
 // reemit appends to out, whole and under their span ids, the kept spans whose merge

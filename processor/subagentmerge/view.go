@@ -11,7 +11,7 @@ import (
 
 // mergedView is the merge run over a ledger's facts.
 type mergedView struct {
-	facts []merge.Fact
+	facts []*merge.Fact   // the ledger's facts, in the run's order
 	out   []merge.Outcome // out[i] for facts[i]; nil: the run wrote nothing
 	idx   map[pcommon.SpanID]int32
 	m     pcommon.Map // what attrs returns, reused
@@ -29,7 +29,7 @@ func (v *mergedView) attrs(id pcommon.SpanID) (pcommon.Map, bool) {
 		v.m = pcommon.NewMap()
 	}
 	m := v.m
-	f := &v.facts[i]
+	f := v.facts[i]
 	if f.Prior != (pcommon.Map{}) {
 		f.Prior.CopyTo(m)
 	} else {
@@ -57,15 +57,24 @@ func (p *subagentMerge) mergeLedger(l *ledger) (mergedView, error) {
 			// only this processor's own encoding produced these bytes
 			return mergedView{}, err
 		}
-		for _, sp := range appendSpans(nil, td) {
-			l.addFact(merge.FactOf(sp, genai.Classify(sp.Name(), sp.Attributes()).Kind))
+		spans := appendSpans(nil, td)
+		part := make([]merge.Fact, len(spans))
+		for i, sp := range spans {
+			part[i] = merge.FactOf(sp, genai.Classify(sp.Name(), sp.Attributes()).Kind)
 		}
-		l.factParts++
+		l.addFacts(part)
 	}
-	v := mergedView{facts: l.facts, idx: make(map[pcommon.SpanID]int32, len(l.facts))}
-	for i := range l.facts {
-		v.idx[l.facts[i].ID] = int32(i)
+	n := 0
+	for _, part := range l.facts {
+		n += len(part)
 	}
-	v.out, _ = merge.Run(l.facts)
+	v := mergedView{facts: make([]*merge.Fact, 0, n), idx: make(map[pcommon.SpanID]int32, n)}
+	for _, part := range l.facts {
+		for i := range part {
+			v.idx[part[i].ID] = int32(len(v.facts))
+			v.facts = append(v.facts, &part[i])
+		}
+	}
+	v.out, _ = merge.Run(l.facts...)
 	return v, nil
 }

@@ -100,7 +100,8 @@ func TestLedgerFactsFollowTheSkeleton(t *testing.T) {
 	l := &ledger{kept: map[pcommon.SpanID]*keptSpan{}}
 	l.addSkel(sw.message(), facts)
 	assert.Equal(t, 1, l.factParts)
-	assert.Len(t, l.facts, len(spans))
+	require.Len(t, l.facts, 1)
+	assert.Len(t, l.facts[0], len(spans))
 	assert.Positive(t, l.factsLen)
 
 	l.freeze()

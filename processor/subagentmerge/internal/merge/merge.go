@@ -101,40 +101,49 @@ func (o *Outcome) WriteTo(m pcommon.Map) {
 	}
 }
 
-// Run is the merge over one trace's facts: what Apply would write on each span
-// (out[i] for facts[i]; nil when it writes nothing at all). facts are not changed.
-func Run(facts []Fact) ([]Outcome, Result) {
+// Run is the merge over one trace's facts, given in parts (a growing trace keeps one
+// part per batch, so it never copies the facts it has): what Apply would write on each
+// span (out[i] for the i-th fact, counted across the parts; nil when it writes nothing
+// at all). The facts are not changed.
+func Run(parts ...[]Fact) ([]Outcome, Result) {
 	var res Result
-	if len(facts) == 0 {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if n == 0 {
 		return nil, res
 	}
-	nodes := make([]node, len(facts))
-	byID := make(map[pcommon.SpanID]int32, len(facts))
+	nodes := make([]node, 0, n)
+	byID := make(map[pcommon.SpanID]int32, n)
 	haveTool, haveModel := false, false
-	for i := range facts {
-		n := &nodes[i]
-		n.f, n.parent = &facts[i], -1
-		switch facts[i].Class {
-		case genai.SpanModelCall:
-			n.model, haveModel = true, true
-		case genai.SpanToolCall:
-			n.tool, haveTool = true, true
-		case genai.SpanAgentRun:
-			n.agentRun = true
+	for _, p := range parts {
+		for j := range p {
+			f := &p[j]
+			nd := node{f: f, parent: -1}
+			switch f.Class {
+			case genai.SpanModelCall:
+				nd.model, haveModel = true, true
+			case genai.SpanToolCall:
+				nd.tool, haveTool = true, true
+			case genai.SpanAgentRun:
+				nd.agentRun = true
+			}
+			byID[f.ID] = int32(len(nodes))
+			nodes = append(nodes, nd)
 		}
-		byID[facts[i].ID] = int32(i)
 	}
 	if !haveTool || !haveModel {
 		return nil, res // nothing can be merged: no dispatch, or no usage under one
 	}
 	for i := range nodes {
-		if p := facts[i].Parent; !p.IsEmpty() {
+		if p := nodes[i].f.Parent; !p.IsEmpty() {
 			if j, ok := byID[p]; ok {
 				nodes[i].parent = j
 			}
 		}
 	}
-	out := make([]Outcome, len(facts))
+	out := make([]Outcome, n)
 
 	// Who made each call, from the trace's shape, before anything reads callers.
 	res.Attributed = attribute(nodes, out)
@@ -197,7 +206,7 @@ func Run(facts []Fact) ([]Outcome, Result) {
 		if a := out[i].Dispatch; a != nil {
 			// ids in the order the response asked for them, whatever order the tool
 			// spans arrived in, so the output does not depend on batching
-			order := facts[i].Asks
+			order := nodes[i].f.Asks
 			pos := func(id string) int {
 				if k := slices.Index(order, id); k >= 0 {
 					return k
