@@ -116,8 +116,8 @@ func (p *subagentMerge) compact(cutoff int64) {
 }
 
 // joinBufs hold a released trace's chunks joined while they are decoded. The decode
-// copies every string and byte out of them, so a buffer serves the next release: each
-// release of a trace stored in more than one chunk allocated as many bytes again.
+// copies every string and byte out of them, so a buffer serves the next release, which
+// would otherwise allocate the whole trace's bytes once more only to drop them.
 var joinBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // joinMaxPooled is the largest joined buffer kept: a rare giant trace is not pinned.

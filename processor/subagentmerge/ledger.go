@@ -44,8 +44,9 @@ type ledger struct {
 	skelLen int64
 	// facts are what the merge reads of the spans in skel[:factParts], a part each, in
 	// order, kept while the ledger is thawed: a merge run reads them instead of decoding
-	// skel. A part is allocated to size once: one slice for the trace doubled as it
-	// grew, and left each old array behind, some three facts' bytes a fact in all.
+	// skel. Each part is allocated to size once and never copied: one slice for the
+	// trace would double as it grew and leave each old array behind, some three facts'
+	// bytes allocated a fact.
 	facts     [][]merge.Fact
 	factParts int
 	factsLen  int64

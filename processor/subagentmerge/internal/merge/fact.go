@@ -29,7 +29,8 @@ type Fact struct {
 	// has any: a dispatcher an earlier merge wrote on. Its zero value is "none".
 	Prior pcommon.Map
 	// the one-byte fields last, together: a live trace keeps a Fact per span, and
-	// spread among the words they padded each to eight bytes (248 bytes a Fact, not 224)
+	// spread among the words each would be padded to eight bytes (248 bytes a Fact
+	// instead of 224)
 	Class     genai.SpanKind
 	HasCaller bool
 	HasUsage  bool
