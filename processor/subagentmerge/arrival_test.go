@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -78,6 +79,29 @@ var arrivalOrders = []arrivalOrder{
 	}},
 }
 
+// replay sends each step's batches to c, then waits out the step's pause.
+func replay(t *testing.T, c consumer.Traces, steps []arrivalStep) {
+	t.Helper()
+	for _, st := range steps {
+		for _, b := range st.batches {
+			require.NoError(t, c.ConsumeTraces(context.Background(), b))
+		}
+		time.Sleep(st.pause)
+	}
+}
+
+// requireTasksMerged checks that every task span, in the version a sink keeps, ends
+// marked merged.
+func requireTasksMerged(t *testing.T, last map[pcommon.SpanID]ptrace.Span, msg string) {
+	t.Helper()
+	for id, sp := range last {
+		if name, _ := sp.Attributes().Get(genai.AttrToolName); name.Str() == genai.TaskToolName {
+			st, _ := sp.Attributes().Get(genai.AttrMergeStatus)
+			require.Equal(t, genai.MergeMerged, st.Str(), "%s: task span %s ends merged", msg, id)
+		}
+	}
+}
+
 // upserted folds a processor's output the way a vendor that upserts by span id does
 // (LangSmith, Langfuse): the last version of each span wins. counted is what the token
 // metrics count: one version of every span (genai.IsCountedVersion).
@@ -109,12 +133,7 @@ func TestPropertyEveryArrivalOrder(t *testing.T) {
 				cfg := bufferModes[seed%uint64(len(bufferModes))].cfg()
 				cfg.SettleTime, cfg.WaitDuration = settle, time.Minute
 				p, sink, tel := newTestProcessor(t, cfg)
-				for _, st := range order.steps(r, clone(in), settle) {
-					for _, b := range st.batches {
-						require.NoError(t, p.ConsumeTraces(context.Background(), b))
-					}
-					time.Sleep(st.pause)
-				}
+				replay(t, p, order.steps(r, clone(in), settle))
 				require.NoError(t, p.Shutdown(context.Background()))
 				corrections += countedSoFar(t, tel, "otelcol_processor_subagentmerge_corrections")
 				released += countedSoFar(t, tel, "otelcol_processor_subagentmerge_traces_released")
@@ -128,12 +147,7 @@ func TestPropertyEveryArrivalOrder(t *testing.T) {
 					got = got.Add(u)
 				}
 				require.Equal(t, ownUsageSum(in), got, "%s: own usage counted once", msg)
-				for id, sp := range last {
-					if name, _ := sp.Attributes().Get(genai.AttrToolName); name.Str() == genai.TaskToolName {
-						st, _ := sp.Attributes().Get(genai.AttrMergeStatus)
-						require.Equal(t, genai.MergeMerged, st.Str(), "%s: task span %s ends merged", msg, id)
-					}
-				}
+				requireTasksMerged(t, last, msg)
 			}
 			t.Logf("%s: %d corrections over 40 runs (%d releases)", order.name, corrections, released)
 		})

@@ -118,12 +118,7 @@ func TestStreamCapacityKeepsRunsInFlightExact(t *testing.T) {
 		assertExactAtSink(t, sink.AllTraces(), want, msg)
 		last, _ := upserted(sink.AllTraces())
 		require.Len(t, last, spans, msg)
-		for id, sp := range last {
-			if name, _ := sp.Attributes().Get(genai.AttrToolName); name.Str() == genai.TaskToolName {
-				st, _ := sp.Attributes().Get(genai.AttrMergeStatus)
-				require.Equal(t, genai.MergeMerged, st.Str(), "%s: task span %s ends merged", msg, id)
-			}
-		}
+		requireTasksMerged(t, last, msg)
 	}
 	require.Positive(t, released, "capacity must have ended ledgers, or the test says nothing")
 }

@@ -99,12 +99,7 @@ func TestPropertyGatherAfterStreamEveryArrivalOrder(t *testing.T) {
 					gc.ReleaseAfterRoot = settle // out soon after the root, corrected later
 				}
 				first, second, sink := streamThenGather(t, sc, gc)
-				for _, st := range order.steps(r, clone(in), settle) {
-					for _, b := range st.batches {
-						require.NoError(t, first.ConsumeTraces(context.Background(), b))
-					}
-					time.Sleep(st.pause)
-				}
+				replay(t, first, order.steps(r, clone(in), settle))
 				require.NoError(t, first.Shutdown(context.Background()))
 				require.NoError(t, second.Shutdown(context.Background()))
 				msg := fmt.Sprintf("%s seed %d", order.name, seed)
@@ -121,11 +116,8 @@ func TestPropertyGatherAfterStreamEveryArrivalOrder(t *testing.T) {
 					if dispatcher {
 						require.Equal(t, w, got, "%s: dispatching span %s", msg, id)
 					}
-					if name, _ := sp.Attributes().Get(genai.AttrToolName); name.Str() == genai.TaskToolName {
-						st, _ := sp.Attributes().Get(genai.AttrMergeStatus)
-						require.Equal(t, genai.MergeMerged, st.Str(), "%s: task span %s ends merged", msg, id)
-					}
 				}
+				requireTasksMerged(t, runs, msg)
 				require.Equal(t, ownUsageSum(in), own, "%s: own usage unchanged", msg)
 			}
 		})

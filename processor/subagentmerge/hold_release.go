@@ -129,13 +129,17 @@ func (p *subagentMerge) appendHeld(out ptrace.Traces, h held, spans []ptrace.Spa
 	var err error
 	if len(h.chunks) > 0 {
 		var td ptrace.Traces
-		buf := joinBufs.Get().(*[]byte)
-		joined := joinChunks(*buf, h.chunks)
-		td, err = p.unmarshaler.UnmarshalTraces(joined)
-		if len(h.chunks) > 1 && cap(joined) <= joinMaxPooled {
-			*buf = joined[:0]
+		if len(h.chunks) == 1 {
+			td, err = p.unmarshaler.UnmarshalTraces(h.chunks[0])
+		} else {
+			buf := joinBufs.Get().(*[]byte)
+			*buf = joinChunks(*buf, h.chunks)
+			td, err = p.unmarshaler.UnmarshalTraces(*buf)
+			if cap(*buf) > joinMaxPooled {
+				*buf = nil
+			}
+			joinBufs.Put(buf)
 		}
-		joinBufs.Put(buf)
 		if err != nil {
 			// only our own marshalling produced these bytes; this is a bug, not bad input
 			err = fmt.Errorf("subagentmerge: decoding a buffered trace: %w", err)

@@ -11,10 +11,10 @@ import (
 
 // mergedView is the merge run over a ledger's facts.
 type mergedView struct {
-	facts []*merge.Fact   // the ledger's facts, in the run's order
-	out   []merge.Outcome // out[i] for facts[i]; nil: the run wrote nothing
-	idx   map[pcommon.SpanID]int32
-	m     pcommon.Map // what attrs returns, reused
+	facts []*merge.Fact            // the ledger's facts, in the run's order
+	out   []merge.Outcome          // out[i] for facts[i]; nil: the run wrote nothing
+	idx   map[pcommon.SpanID]int32 // a span id's index in facts (the run's)
+	m     pcommon.Map              // what attrs returns, reused
 }
 
 // attrs returns what the merge says of span id: the merge-written attributes it arrived
@@ -68,13 +68,12 @@ func (p *subagentMerge) mergeLedger(l *ledger) (mergedView, error) {
 	for _, part := range l.facts {
 		n += len(part)
 	}
-	v := mergedView{facts: make([]*merge.Fact, 0, n), idx: make(map[pcommon.SpanID]int32, n)}
+	v := mergedView{facts: make([]*merge.Fact, 0, n)}
 	for _, part := range l.facts {
 		for i := range part {
-			v.idx[part[i].ID] = int32(len(v.facts))
 			v.facts = append(v.facts, &part[i])
 		}
 	}
-	v.out, _ = merge.Run(l.facts...)
+	v.out, v.idx, _ = merge.Run(l.facts...)
 	return v, nil
 }

@@ -73,7 +73,7 @@ func Apply(spans []ptrace.Span) Result {
 	for _, sp := range spans {
 		facts = append(facts, FactOf(sp, genai.Classify(sp.Name(), sp.Attributes()).Kind))
 	}
-	out, res := Run(facts)
+	out, _, res := Run(facts)
 	for i := range out {
 		out[i].WriteTo(spans[i].Attributes())
 	}
@@ -104,15 +104,16 @@ func (o *Outcome) WriteTo(m pcommon.Map) {
 // Run is the merge over one trace's facts, given in parts (a growing trace keeps one
 // part per batch, so it never copies the facts it has): what Apply would write on each
 // span (out[i] for the i-th fact, counted across the parts; nil when it writes nothing
-// at all). The facts are not changed.
-func Run(parts ...[]Fact) ([]Outcome, Result) {
+// at all), and where each span id's fact is in that count (the last one of an id). The
+// facts are not changed.
+func Run(parts ...[]Fact) ([]Outcome, map[pcommon.SpanID]int32, Result) {
 	var res Result
 	n := 0
 	for _, p := range parts {
 		n += len(p)
 	}
 	if n == 0 {
-		return nil, res
+		return nil, nil, res
 	}
 	nodes := make([]node, 0, n)
 	byID := make(map[pcommon.SpanID]int32, n)
@@ -134,7 +135,7 @@ func Run(parts ...[]Fact) ([]Outcome, Result) {
 		}
 	}
 	if !haveTool || !haveModel {
-		return nil, res // nothing can be merged: no dispatch, or no usage under one
+		return nil, byID, res // nothing can be merged: no dispatch, or no usage under one
 	}
 	for i := range nodes {
 		if p := nodes[i].f.Parent; !p.IsEmpty() {
@@ -216,7 +217,7 @@ func Run(parts ...[]Fact) ([]Outcome, Result) {
 			slices.SortStableFunc(a.IDs, func(x, y string) int { return pos(x) - pos(y) })
 		}
 	}
-	return out, res
+	return out, byID, res
 }
 
 // indexDispatchers maps every tool call id a model call's response asked for to the
