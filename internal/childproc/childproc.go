@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,12 +31,25 @@ var handedOut = struct {
 
 // FreePort is a loopback TCP port that was free a moment ago, never one it returned
 // before in this process.
+//
+// It is picked below the kernel's ephemeral range where that range is known (Linux), so
+// that nothing the kernel hands out can take it before the child binds it: a port from
+// that range, free when checked, was seen taken a moment later by an HTTP test server or
+// an outgoing connection of another test process, and the child could not start.
 func FreePort() (int, error) {
 	handedOut.Lock()
 	defer handedOut.Unlock()
+	lo, hi := fixedRange()
 	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		port := 0 // the kernel's choice
+		if hi > lo {
+			port = lo + rand.IntN(hi-lo)
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
+			if port != 0 {
+				continue // taken: try another
+			}
 			return 0, fmt.Errorf("free port: %w", err)
 		}
 		p := l.Addr().(*net.TCPAddr).Port
@@ -44,7 +59,29 @@ func FreePort() (int, error) {
 			return p, nil
 		}
 	}
-	return 0, errors.New("free port: the kernel kept returning ports handed out already")
+	return 0, errors.New("free port: no free port found in 100 tries")
+}
+
+// fixedPortsFrom is the lowest port FreePort picks from below the ephemeral range: above
+// the ports services are commonly configured on.
+const fixedPortsFrom = 10000
+
+// fixedRange is [fixedPortsFrom, start of the kernel's ephemeral range), or an empty
+// range when the kernel does not say (FreePort then takes the kernel's choice).
+func fixedRange() (lo, hi int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0
+	}
+	start, err := strconv.Atoi(f[0])
+	if err != nil || start-fixedPortsFrom < 1000 {
+		return 0, 0
+	}
+	return fixedPortsFrom, start
 }
 
 // FreeAddr is 127.0.0.1 with a FreePort.

@@ -30,6 +30,25 @@ func TestFreeAddrAndPortAreLoopbackAndListenable(t *testing.T) {
 	assert.Positive(t, p)
 }
 
+// Where the kernel names its ephemeral range, FreePort stays below it, so no port the
+// kernel hands out (a test server's, an outgoing connection's) can take it first; and it
+// never returns a port twice.
+func TestFreePortBelowTheEphemeralRange(t *testing.T) {
+	lo, hi := fixedRange()
+	if hi == 0 {
+		t.Skip("the kernel does not name its ephemeral range here")
+	}
+	seen := map[int]bool{}
+	for range 200 {
+		p, err := FreePort()
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, p, lo)
+		assert.Less(t, p, hi)
+		assert.False(t, seen[p], "port %d handed out twice", p)
+		seen[p] = true
+	}
+}
+
 func TestWorkDir(t *testing.T) {
 	given := t.TempDir()
 	d, done, err := WorkDir(given, "x-")
