@@ -133,7 +133,7 @@ func shippedRun(b *bench, sk *sink) (collectorRun, error) {
 		"LANGSMITH_TRACING=true", "LANGSMITH_API_KEY=lsv2_pt_bench", "LANGSMITH_ENDPOINT="+sk.url, "LANGSMITH_PROJECT=bench",
 		"LANGFUSE_TRACING=true", "LANGFUSE_PUBLIC_KEY=pk-lf-bench", "LANGFUSE_SECRET_KEY=sk-lf-bench", "LANGFUSE_BASE_URL="+sk.url)
 	return collectorRun{name: "shipped", args: []string{"--config", path}, env: env, otlpAddr: otlp,
-		metrics: "http://127.0.0.1:" + tel + "/metrics", exporters: []string{"langsmith", "langfuse"}}, nil
+		metrics: "http://127.0.0.1:" + tel + "/metrics", exporters: []string{"langsmith+langsmith/gathered", "langfuse"}}, nil
 }
 
 // collectorPairs runs every collector run of runSpecs once per repeat and builds the

@@ -9,12 +9,20 @@ import (
 )
 
 // shippedWithoutMerge is shippedRun with both subagentmerge instances (the merge and
-// LangSmith's gather) taken out of their pipelines and nothing else changed: what the
-// merge costs is the difference.
+// LangSmith's gather) taken out of their pipelines and nothing else changed but what
+// the gather was: the sending queue of the exporter after it, whose spans then go to
+// the queued langsmith exporter. What the merge costs is the difference.
 func shippedWithoutMerge(b *bench, sk *sink) (collectorRun, error) {
 	return shippedWithout(b, sk, "shipped_nomerge",
 		[2]string{"processors: [memory_limiter, genainormalize, genaicost, subagentmerge]", "processors: [memory_limiter, genainormalize, genaicost]"},
-		[2]string{"processors: [subagentmerge/langsmith]", "processors: []"})
+		withoutGather[0], withoutGather[1])
+}
+
+// withoutGather takes LangSmith's gather out of its pipeline, and its spans to the
+// langsmith exporter with its own sending queue (the gather was langsmith/gathered's).
+var withoutGather = [2][2]string{
+	{"processors: [subagentmerge/langsmith]", "processors: []"},
+	{"exporters: [langsmith/gathered]", "exporters: [langsmith]"},
 }
 
 // shippedWithoutGather is shippedRun with only LangSmith's gather taken out: LangSmith
@@ -22,7 +30,7 @@ func shippedWithoutMerge(b *bench, sk *sink) (collectorRun, error) {
 // their traces, not exact), so the difference to shippedRun is what gathering costs,
 // and the difference to shippedWithoutMerge what the stream merge costs.
 func shippedWithoutGather(b *bench, sk *sink) (collectorRun, error) {
-	return shippedWithout(b, sk, "shipped_nogather", [2]string{"processors: [subagentmerge/langsmith]", "processors: []"})
+	return shippedWithout(b, sk, "shipped_nogather", withoutGather[0], withoutGather[1])
 }
 
 // shippedWithout is shippedRun named name, its config with each replacement made.

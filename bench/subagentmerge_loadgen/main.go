@@ -46,7 +46,7 @@ func main() {
 	metrics := flag.String("metrics", "http://127.0.0.1:8888/metrics", "collector internal metrics (Prometheus text)")
 	pid := flag.Int("pid", 0, "collector pid, for peak RSS (VmHWM) and CPU time")
 	timeout := flag.Duration("timeout", 5*time.Minute, "give up waiting for the collector after this long")
-	exporters := flag.String("exporters", "", "comma-separated exporter ids that must each send every span (default: the sum over all exporters)")
+	exporters := flag.String("exporters", "", "comma-separated exporter ids that must each send every span, a+b for exporters that share the spans between them (default: the sum over all exporters)")
 	allowLoss := flag.Bool("allow-loss", false, "report spans never exported (lost=) instead of failing; e2e then ends at the last export")
 	mark := flag.Int64("mark-spans", 0, "with -pid: also report the time, the collector's CPU and its peak RSS when this many spans were acked (mark_s, mark_cpu_s, peak_rss_at_mark_mib)")
 	placed := flag.Bool("placed", false, "put on every span the LangSmith placement the agentmeter runtime gives it (langsmith.span.dotted_order)")
@@ -227,6 +227,8 @@ func (s *sender) newRun() (ptrace.Traces, []ptrace.Span) {
 
 // sentSpans sums otelcol_exporter_sent_spans over every exporter; with exporters named,
 // it is the least of theirs (every one of them must have sent a span for it to count).
+// An entry a+b is the sum of a's and b's: exporters that each send a part of the spans
+// (LangSmith's placed spans and its gathered ones).
 func sentSpans(url string, exporters []string) (int64, error) {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -248,9 +250,11 @@ func sentSpans(url string, exporters []string) (int64, error) {
 			continue
 		}
 		sum += v
-		for i, id := range exporters {
-			if strings.Contains(line, `exporter="`+id+`"`) {
-				per[i] += v
+		for i, group := range exporters {
+			for _, id := range strings.Split(group, "+") {
+				if strings.Contains(line, `exporter="`+id+`"`) {
+					per[i] += v
+				}
 			}
 		}
 	}

@@ -161,10 +161,12 @@ type held struct {
 	seqs   []uint64 // its stored chunks (persist.go)
 	// versions: it holds later versions of some of its spans (gather mode)
 	versions bool
+	spans    int             // how many spans its chunks and hot spans hold
+	id       pcommon.TraceID // its trace (queued delivery's lane)
 }
 
 func (e *entry) take() held {
-	h := held{chunks: e.chunks, hot: e.hot, hasHot: e.hotSince != 0, seqs: e.seqs, versions: e.versions > 0}
+	h := held{chunks: e.chunks, hot: e.hot, hasHot: e.hotSince != 0, seqs: e.seqs, versions: e.versions > 0, id: e.id}
 	e.chunks, e.hot, e.hotSince, e.seqs = nil, ptrace.Traces{}, 0, nil
 	return h
 }

@@ -32,6 +32,19 @@ const (
 	ModeGather = "gather"
 )
 
+// Deliveries: how a gather-mode instance hands on what it releases.
+const (
+	// DeliveryInline passes released traces to the next consumer in the call (the request
+	// or the sweep) that released them; what it refuses waits in the unsent queue.
+	DeliveryInline = "inline"
+	// DeliveryQueued sends them from the processor's own queue, in order, by a goroutine
+	// of its own: a request returns once what it brought is stored, and a released trace
+	// stays in storage, not decoded, until the next consumer took it. It is for an
+	// exporter without a sending queue, which the processor's storage replaces: the
+	// spans are stored once instead of twice (hold_deliver.go).
+	DeliveryQueued = "queued"
+)
+
 // Config is the subagentmerge processor's configuration.
 type Config struct {
 	// Mode is "stream" (the default: spans go on at once, dispatchers are re-emitted
@@ -116,11 +129,22 @@ type Config struct {
 	// restart after a crash buffers it again. Unset: memory only. With it, every
 	// buffered group of spans is encoded on arrival (compact_after does not apply).
 	Storage *component.ID `mapstructure:"storage"`
+	// Delivery (gather mode) is "inline" (the default: released traces go to the next
+	// consumer in the call that released them, which should queue them itself, e.g. an
+	// exporter's persistent sending queue) or "queued": the processor sends them itself,
+	// from its storage, by a goroutine of its own, in order, retrying what is refused
+	// until it is taken; a request is answered once its spans are stored. For an exporter
+	// with its sending queue off (retry_on_failure on), whose queue this replaces: the
+	// spans are then encoded, stored and decoded once instead of twice. What waits to be
+	// sent is bounded (32 MiB of encoded spans); past it new requests are refused,
+	// retryably, until it drains.
+	Delivery string `mapstructure:"delivery"`
 }
 
 func createDefaultConfig() *Config {
 	return &Config{
 		Mode:           ModeStream,
+		Delivery:       DeliveryInline,
 		LedgerLimitMiB: 64,
 		WaitDuration:   5 * time.Minute,
 		SettleTime:     2 * time.Second,
@@ -173,6 +197,15 @@ func (c *Config) Validate() error {
 		if c.LateSpanWindow == 0 {
 			errs = append(errs, errors.New("release_after_root needs late_span_window above 0: spans arriving after the early release would not be merged"))
 		}
+	}
+	switch c.Delivery {
+	case DeliveryInline:
+	case DeliveryQueued:
+		if c.Mode != ModeGather {
+			errs = append(errs, fmt.Errorf("delivery %q applies to mode %q only, got mode %q", DeliveryQueued, ModeGather, c.Mode))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("delivery must be %q or %q, got %q", DeliveryInline, DeliveryQueued, c.Delivery))
 	}
 	if c.CompactAfter < 0 {
 		errs = append(errs, fmt.Errorf("compact_after must not be negative, got %s", c.CompactAfter))

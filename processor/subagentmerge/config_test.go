@@ -15,7 +15,7 @@ import (
 func TestLoadConfig(t *testing.T) {
 	configtest.Loads(t, NewFactory(), []configtest.Section{
 		{ID: component.NewID(Type), Want: createDefaultConfig()},
-		{ID: component.NewIDWithName(Type, "custom"), Want: &Config{Mode: ModeHold, LedgerLimitMiB: 16, WaitDuration: 30 * time.Second, SettleTime: 500 * time.Millisecond, NumTraces: 500, LateSpanWindow: time.Minute, ReleaseAfterRoot: 2 * time.Second, CompactAfter: 0}},
+		{ID: component.NewIDWithName(Type, "custom"), Want: &Config{Mode: ModeHold, Delivery: DeliveryInline, LedgerLimitMiB: 16, WaitDuration: 30 * time.Second, SettleTime: 500 * time.Millisecond, NumTraces: 500, LateSpanWindow: time.Minute, ReleaseAfterRoot: 2 * time.Second, CompactAfter: 0}},
 		{ID: component.NewIDWithName(Type, "durable"), Want: func() *Config {
 			c := createDefaultConfig()
 			id := component.MustNewIDWithName("file_storage", "merge")
@@ -27,7 +27,14 @@ func TestLoadConfig(t *testing.T) {
 			c.Mode, c.ReleaseAfterRoot = ModeGather, time.Second
 			return c
 		}()},
-		{ID: component.NewIDWithName(Type, "no_late_memory"), Want: &Config{Mode: ModeStream, LedgerLimitMiB: 64, WaitDuration: 5 * time.Minute, SettleTime: 2 * time.Second, NumTraces: 10_000, LateSpanWindow: 0, CompactAfter: time.Second}},
+		{ID: component.NewIDWithName(Type, "gather_queued"), Want: func() *Config {
+			c := createDefaultConfig()
+			c.Mode, c.Delivery = ModeGather, DeliveryQueued
+			id := component.MustNewIDWithName("file_storage", "merge")
+			c.Storage = &id
+			return c
+		}()},
+		{ID: component.NewIDWithName(Type, "no_late_memory"), Want: &Config{Mode: ModeStream, Delivery: DeliveryInline, LedgerLimitMiB: 64, WaitDuration: 5 * time.Minute, SettleTime: 2 * time.Second, NumTraces: 10_000, LateSpanWindow: 0, CompactAfter: time.Second}},
 	})
 }
 
@@ -55,6 +62,12 @@ func TestValidate(t *testing.T) {
 			"settle_time must be at most 24h0m0s, got 25h0m0s"),
 		configtest.BadCase("unknown mode", func(c *Config) { c.Mode = "batch" },
 			`mode must be "stream", "hold" or "gather", got "batch"`),
+		configtest.BadCase("unknown delivery", func(c *Config) { c.Mode, c.Delivery = ModeGather, "async" },
+			`delivery must be "inline" or "queued", got "async"`),
+		configtest.BadCase("queued delivery in stream mode", func(c *Config) { c.Delivery = DeliveryQueued },
+			`delivery "queued" applies to mode "gather" only, got mode "stream"`),
+		configtest.BadCase("queued delivery in hold mode", func(c *Config) { c.Mode, c.Delivery = ModeHold, DeliveryQueued },
+			`delivery "queued" applies to mode "gather" only, got mode "hold"`),
 		configtest.BadCase("zero ledger", func(c *Config) { c.LedgerLimitMiB = 0 },
 			"ledger_limit_mib must be between 1 and 65536, got 0"),
 		configtest.BadCase("negative compact", func(c *Config) { c.CompactAfter = -time.Millisecond },

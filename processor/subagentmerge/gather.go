@@ -56,20 +56,28 @@ func (p *subagentMerge) gatherBatch(td ptrace.Traces, sc *scratch, c *counts) (p
 			continue
 		}
 		sc.dels = append(sc.dels, g.prev.seqs...)
-		var err error
-		if sc.spans, err = p.appendHeld(out, g.prev, sc.spans[:0]); err != nil {
-			errs = append(errs, err)
-		}
 		versions = versions || g.prev.versions
+		if p.queued {
+			sc.raw = append(sc.raw, g.prev) // sent from its chunks as they are
+		} else {
+			var err error
+			if sc.spans, err = p.appendHeld(out, g.prev, sc.spans[:0]); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		g.prev = held{}
 	}
 	for _, h := range sc.evicted {
 		sc.dels = append(sc.dels, h.seqs...)
+		versions = versions || h.versions
+		if p.queued {
+			sc.raw = append(sc.raw, h)
+			continue
+		}
 		var err error
 		if sc.spans, err = p.appendHeld(out, h, sc.spans[:0]); err != nil {
 			errs = append(errs, err)
 		}
-		versions = versions || h.versions
 	}
 	w := newRefWriter(td, out)
 	for i := range sc.refs {
@@ -77,7 +85,10 @@ func (p *subagentMerge) gatherBatch(td ptrace.Traces, sc *scratch, c *counts) (p
 			w.copy(&sc.refs[i])
 		}
 	}
-	if versions {
+	switch {
+	case versions && p.queued:
+		sc.versions = true // coalesced by the sender, once it decoded them
+	case versions:
 		coalesce(out)
 	}
 	return out, errors.Join(errs...)

@@ -85,11 +85,18 @@ func langsmithView(tds []ptrace.Traces) (runs map[pcommon.SpanID]ptrace.Span, re
 // and once its patches are applied each dispatching span carries the exact merged
 // usage and each task span ends merged, with own usage unchanged.
 func TestPropertyGatherAfterStreamEveryArrivalOrder(t *testing.T) {
+	propertyGatherAfterStream(t, 30, func(*Config) {})
+}
+
+// propertyGatherAfterStream runs seeds random agent trees × every arrival order through
+// a stream merge and a gather-mode instance (its config changed by gather) and checks
+// what LangSmith would hold at the end.
+func propertyGatherAfterStream(t *testing.T, seeds uint64, gather func(*Config)) {
 	const settle = 15 * time.Millisecond
 	for oi, order := range arrivalOrders {
 		t.Run(order.name, func(t *testing.T) {
 			t.Parallel()
-			for seed := uint64(1); seed <= 30; seed++ {
+			for seed := uint64(1); seed <= seeds; seed++ {
 				r := rand.New(rand.NewPCG(seed, uint64(oi)+40))
 				in, want := randomAgentTraceWithWant(r, seed, seed%3 != 0)
 				sc, gc := streamTestConfig(), gatherTestConfig()
@@ -98,6 +105,7 @@ func TestPropertyGatherAfterStreamEveryArrivalOrder(t *testing.T) {
 				if seed%2 == 0 {
 					gc.ReleaseAfterRoot = settle // out soon after the root, corrected later
 				}
+				gather(gc)
 				first, second, sink := streamThenGather(t, sc, gc)
 				replay(t, first, order.steps(r, clone(in), settle))
 				require.NoError(t, first.Shutdown(context.Background()))

@@ -42,6 +42,17 @@ func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSe
 	}
 	err = errors.Join(err, p.writeChunk(ctx, sc))
 	p.tel.record(ctx, &c)
+	if p.queued && (out.ResourceSpans().Len() > 0 || len(sc.raw) > 0) {
+		restSeq := int64(-1) // out is not on disk yet
+		if sc.restoring {
+			restSeq = int64(sc.restoreAt) // out is of the chunk read back
+		}
+		qerr := p.enqueue(ctx, out, sc.raw, restSeq, sc.versions)
+		if sc.restoring && out.ResourceSpans().Len() == 0 && !sc.adopted {
+			p.forgetOnDisk(ctx, nil, sc.restoreAt) // nothing of it is held or sent any more
+		}
+		return errors.Join(err, qerr)
+	}
 	if out.ResourceSpans().Len() > 0 {
 		// the stored chunks out's released traces came from go with it
 		seqs := sc.dels
@@ -275,6 +286,7 @@ func (p *subagentMerge) releaseNow(s *shard, g *group, e *entry, set spanSet, ra
 	e.spans, e.ranks = set, ranks
 	held := len(set.keys) - added + e.versions
 	g.prev = s.remove(e, now, p.window, p.maxTombstones)
+	g.prev.spans = held
 	p.nTraces.Add(-1)
 	p.nSpans.Add(-int64(held))
 }

@@ -59,15 +59,28 @@ func (p *subagentMerge) releaseAll(ctx context.Context) error {
 
 // removeLocked takes e out of its shard s (whose lock the caller holds) and the counts.
 func (p *subagentMerge) removeLocked(s *shard, e *entry, now int64) held {
+	n := len(e.spans.keys) + e.versions
 	h := s.remove(e, now, p.window, p.maxTombstones)
+	h.spans = n
 	p.nTraces.Add(-1)
-	p.nSpans.Add(-int64(len(e.spans.keys) + e.versions))
+	p.nSpans.Add(-int64(n))
 	return h
 }
 
 // sendReleased merges the released traces and passes them on in one batch.
 func (p *subagentMerge) sendReleased(ctx context.Context, bufs []held, c *counts, what string) error {
 	if len(bufs) == 0 {
+		return nil
+	}
+	if p.queued {
+		versions := false
+		for _, b := range bufs {
+			versions = versions || b.versions
+		}
+		p.tel.record(ctx, c)
+		if err := p.enqueue(ctx, ptrace.NewTraces(), bufs, -1, versions); err != nil {
+			return fmt.Errorf("subagentmerge: queueing %d traces released (%s): %w", len(bufs), what, err)
+		}
 		return nil
 	}
 	out := ptrace.NewTraces()

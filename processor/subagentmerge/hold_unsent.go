@@ -4,6 +4,7 @@ package subagentmerge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,10 @@ import (
 // downstream pushes back on the senders instead of growing the heap.
 const maxUnsentBytes = 32 << 20
 
+// shutdownSendTimeout bounds queued delivery's last sends at shutdown; what is left
+// stays on disk (with storage) for the next start.
+var shutdownSendTimeout = 5 * time.Second // tests shorten it
+
 // Retries of the unsent queue's head back off from minUnsentBackoff to maxUnsentBackoff.
 const (
 	minUnsentBackoff = 100 * time.Millisecond
@@ -32,9 +37,22 @@ const (
 // part a partial refusal said was taken (duplicates, which the vendors upsert or keep
 // the first of).
 type unsentBatch struct {
-	enc   []byte // ptrace.ProtoMarshaler's encoding, decoded for each attempt
-	seqs  []uint64
-	spans int
+	enc []byte // ptrace.ProtoMarshaler's encoding, decoded for each attempt
+	// more encodings that follow enc (queued delivery: a released trace's chunks as
+	// they were stored, not copied into one)
+	parts    [][]byte
+	seqs     []uint64
+	spans    int
+	versions bool // some span may be in it more than once (queued delivery coalesces)
+}
+
+// size is the bytes b holds.
+func (b *unsentBatch) size() int64 {
+	n := len(b.enc)
+	for _, p := range b.parts {
+		n += len(p)
+	}
+	return int64(n)
 }
 
 // unsent is the queue of refused batches, sent again in order by the sweeper and ahead
@@ -68,7 +86,7 @@ func (u *unsent) push(b unsentBatch) {
 	u.mu.Unlock()
 	u.n.Add(1)
 	u.spans.Add(int64(b.spans))
-	u.bytes.Add(int64(len(b.enc)))
+	u.bytes.Add(b.size())
 }
 
 // lowestSeq is the lowest stored chunk a queued batch holds, which the buffer's low
@@ -140,10 +158,26 @@ func (p *subagentMerge) passOn(ctx context.Context, td ptrace.Traces, seqs []uin
 	return err
 }
 
-// drainUnsent sends the queue's batches in order until one is refused, then backs off.
-// One goroutine sends at a time; the others go on at once.
+// drainUnsent drains every unsent queue (drainQueue): the one of inline delivery, or
+// queued delivery's lanes.
 func (p *subagentMerge) drainUnsent(ctx context.Context, now int64) {
-	u := &p.unsent
+	for _, u := range p.queues() {
+		p.drainQueue(ctx, u, now)
+	}
+}
+
+// queues are the unsent queues: inline delivery's one, or queued delivery's lanes.
+func (p *subagentMerge) queues() []*unsent {
+	if p.queued {
+		return p.deliver.queues
+	}
+	return []*unsent{&p.unsent}
+}
+
+// drainQueue sends u's batches in order until one is refused, then backs off. One
+// goroutine sends at a time; the others go on at once. With queued delivery the
+// batches go several at a time (deliverHead).
+func (p *subagentMerge) drainQueue(ctx context.Context, u *unsent, now int64) {
 	if u.n.Load() == 0 || now < u.retryAt.Load() || !u.sending.TryLock() {
 		return
 	}
@@ -155,6 +189,13 @@ func (p *subagentMerge) drainUnsent(ctx context.Context, now int64) {
 			u.backoff = 0
 			u.retryAt.Store(0)
 			return
+		}
+		if p.queued {
+			u.mu.Unlock()
+			if !p.deliverHead(ctx, u) {
+				return
+			}
+			continue
 		}
 		b := u.items[0]
 		u.mu.Unlock()
@@ -185,7 +226,7 @@ func (p *subagentMerge) drainUnsent(ctx context.Context, now int64) {
 		u.mu.Unlock()
 		u.n.Add(-1)
 		u.spans.Add(-int64(b.spans))
-		u.bytes.Add(-int64(len(b.enc)))
+		u.bytes.Add(-b.size())
 		p.forgetOnDisk(ctx, b.seqs)
 	}
 }
@@ -207,12 +248,27 @@ func (p *subagentMerge) shrinkHead(rest ptrace.Traces, b unsentBatch) {
 	u.bytes.Add(int64(len(enc) - len(b.enc)))
 }
 
+// unsentBytes and unsentSpans are what waits in the unsent queues together.
+func (p *subagentMerge) unsentBytes() (n int64) {
+	for _, u := range p.queues() {
+		n += u.bytes.Load()
+	}
+	return n
+}
+
+func (p *subagentMerge) unsentSpans() (n int64) {
+	for _, u := range p.queues() {
+		n += u.spans.Load()
+	}
+	return n
+}
+
 // refuseWhileFull answers a new request at once, retryably, while the unsent queue is
 // over its bound.
 func (p *subagentMerge) refuseWhileFull() error {
-	if b := p.unsent.bytes.Load(); b > p.unsent.max {
-		return fmt.Errorf("subagentmerge: %d spans (%d MiB) the next consumer refused wait to be sent again; refusing new spans until they go (retryable)",
-			p.unsent.spans.Load(), b>>20)
+	if b := p.unsentBytes(); b > p.unsent.max {
+		return fmt.Errorf("subagentmerge: %d spans (%d MiB) wait to be sent; refusing new spans until they go (retryable)",
+			p.unsentSpans(), b>>20)
 	}
 	return nil
 }
@@ -220,9 +276,18 @@ func (p *subagentMerge) refuseWhileFull() error {
 // unsentAtShutdown sends what it can of the queue once more; the rest stays on disk
 // for the next start (with storage) or is lost, said in the log.
 func (p *subagentMerge) unsentAtShutdown(ctx context.Context) error {
-	p.unsent.retryAt.Store(0)
+	for _, u := range p.queues() {
+		u.retryAt.Store(0)
+	}
+	if p.queued {
+		// the next consumer is an exporter that retries until the vendor takes the
+		// spans: with the vendor down, shutdown would wait for ever
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, shutdownSendTimeout)
+		defer cancel()
+	}
 	p.drainUnsent(ctx, p.now())
-	n := p.unsent.spans.Load()
+	n := p.unsentSpans()
 	if n == 0 {
 		return nil
 	}
@@ -230,7 +295,13 @@ func (p *subagentMerge) unsentAtShutdown(ctx context.Context) error {
 		p.logger.Warn("spans the next consumer refused stay on disk; the next start sends them", zap.Int64("spans", n))
 		return nil
 	}
-	p.unsent.errMu.Lock()
-	defer p.unsent.errMu.Unlock()
-	return fmt.Errorf("subagentmerge: %d spans the next consumer refused are lost at shutdown (no storage): %w", n, p.unsent.lastErr)
+	last := errors.New("not sent before shutdown")
+	for _, u := range p.queues() {
+		u.errMu.Lock()
+		if u.lastErr != nil {
+			last = u.lastErr
+		}
+		u.errMu.Unlock()
+	}
+	return fmt.Errorf("subagentmerge: %d spans the next consumer refused are lost at shutdown (no storage): %w", n, last)
 }

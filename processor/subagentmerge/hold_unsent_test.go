@@ -111,24 +111,32 @@ func TestRefusedReleasesAreSentAgain(t *testing.T) {
 
 // Past its bound the unsent queue refuses new requests at once and retryably; once the
 // next consumer takes spans again, what was accepted arrives and new requests go on.
+// So does the queue of queued delivery (gather mode), which every released trace waits in.
 func TestUnsentQueueRefusesWhenFull(t *testing.T) {
-	p, f := startFlaky(t, defaultTestConfig())
-	p.unsent.max = 1 // the first refused batch fills it
-	f.down.Store(true)
-	first := buildOneTask()
-	firstSpans := first.SpanCount()
-	require.NoError(t, p.ConsumeTraces(context.Background(), first))
-	start := time.Now()
-	err := p.ConsumeTraces(context.Background(), buildParallel())
-	require.Error(t, err)
-	assert.False(t, consumererror.IsPermanent(err), "retryable: %v", err)
-	assert.Less(t, time.Since(start), time.Second, "answered at once")
+	for _, tc := range []struct {
+		name string
+		cfg  *Config
+	}{{"hold", defaultTestConfig()}, {"gather queued", queuedTestConfig()}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, f := startFlaky(t, tc.cfg)
+			p.unsent.max = 1 // the first refused (or queued) batch fills it
+			f.down.Store(true)
+			first := buildOneTask()
+			firstSpans := first.SpanCount()
+			require.NoError(t, p.ConsumeTraces(context.Background(), first))
+			start := time.Now()
+			err := p.ConsumeTraces(context.Background(), buildParallel())
+			require.Error(t, err)
+			assert.False(t, consumererror.IsPermanent(err), "retryable: %v", err)
+			assert.Less(t, time.Since(start), time.Second, "answered at once")
 
-	f.down.Store(false)
-	require.Eventually(t, func() bool { return len(f.spans()) == firstSpans }, 10*time.Second, 5*time.Millisecond)
-	require.NoError(t, p.ConsumeTraces(context.Background(), buildParallel()))
-	require.NoError(t, p.Shutdown(context.Background()))
-	assert.Len(t, f.spans(), firstSpans+buildParallel().SpanCount())
+			f.down.Store(false)
+			require.Eventually(t, func() bool { return len(f.spans()) == firstSpans }, 10*time.Second, 5*time.Millisecond)
+			require.NoError(t, p.ConsumeTraces(context.Background(), buildParallel()))
+			require.NoError(t, p.Shutdown(context.Background()))
+			assert.Len(t, f.spans(), firstSpans+buildParallel().SpanCount())
+		})
+	}
 }
 
 // Without storage, what is still refused at shutdown is reported lost, with the refusal.

@@ -235,8 +235,10 @@ func (m *subagentMerge) minLiveSeq() (uint64, bool) {
 		}
 		s.mu.Unlock()
 	}
-	if u, ok := m.unsent.lowestSeq(); ok && (!any || u < lowest) {
-		lowest, any = u, true
+	for _, q := range m.queues() {
+		if u, ok := q.lowestSeq(); ok && (!any || u < lowest) {
+			lowest, any = u, true
+		}
 	}
 	return lowest, any
 }

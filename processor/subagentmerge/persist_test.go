@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/processor/processortest"
@@ -27,12 +28,18 @@ var storageID = component.MustNewID("file_storage")
 
 func startWithStorage(t *testing.T, st *storagetest.Storage, cfg *Config) (*subagentMerge, *consumertest.TracesSink) {
 	t.Helper()
-	cfg.Storage = &storageID
 	sink := new(consumertest.TracesSink)
-	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, sink)
+	return startWithStorageTo(t, st, cfg, sink), sink
+}
+
+// startWithStorageTo starts a processor of cfg on st's storage, passing on to next.
+func startWithStorageTo(t *testing.T, st *storagetest.Storage, cfg *Config, next consumer.Traces) *subagentMerge {
+	t.Helper()
+	cfg.Storage = &storageID
+	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, next)
 	require.NoError(t, err)
 	require.NoError(t, p.Start(context.Background(), st.Host(storageID)))
-	return p, sink
+	return p
 }
 
 // kill stops p the way kill -9 does, as far as the buffer goes: nothing it holds is
@@ -40,6 +47,9 @@ func startWithStorage(t *testing.T, st *storagetest.Storage, cfg *Config) (*suba
 func kill(p *subagentMerge) {
 	close(p.stop)
 	<-p.done
+	if p.queued {
+		p.stopDeliver()
+	}
 	_ = p.tel.shutdown()
 }
 
@@ -89,11 +99,7 @@ func TestStorageFailureRefusesRetryably(t *testing.T) {
 // delivered leaves it for the next start, and the low mark does not pass it.
 func TestStorageKeepsRefusedTraces(t *testing.T) {
 	st := storagetest.New()
-	cfg := defaultTestConfig()
-	cfg.Storage = &storageID
-	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, consumertest.NewErr(errors.New("queue full")))
-	require.NoError(t, err)
-	require.NoError(t, p.Start(context.Background(), st.Host(storageID)))
+	p := startWithStorageTo(t, st, defaultTestConfig(), consumertest.NewErr(errors.New("queue full")))
 	full := buildOneTask()
 	require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(full)))
 	require.NoError(t, p.ConsumeTraces(context.Background(), only(full, isLocalRoot)), "in the processor's keeping")

@@ -89,6 +89,10 @@ type scratch struct {
 	wire  otlpwire.Index
 	wired bool
 	held  []int32
+	// gather mode with delivery: queued: the traces this call released, sent from their
+	// chunks as stored (hold_deliver.go), and whether some span goes in several versions
+	raw      []held
+	versions bool
 }
 
 type subagentMerge struct {
@@ -110,6 +114,8 @@ type subagentMerge struct {
 	maxRecords     int64        // bound on records (ledger_limit_mib; tests lower it)
 	stream         bool
 	gather         bool // ModeGather: hold mode's buffer without its merge (gather.go)
+	queued         bool // delivery: queued (hold_deliver.go)
+	deliver        *deliverer
 	nLedgers       atomic.Int64
 	ledgerBytes    atomic.Int64
 	maxLedgerBytes int64
@@ -149,6 +155,8 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		maxLedgerBytes: int64(cfg.LedgerLimitMiB) << 20,
 		stream:         cfg.Mode == ModeStream,
 		gather:         cfg.Mode == ModeGather,
+		queued:         cfg.Delivery == DeliveryQueued,
+		deliver:        newDeliverer(cfg.Delivery == DeliveryQueued),
 		now:            func() int64 { return time.Now().UnixNano() },
 		unsent:         unsent{max: maxUnsentBytes},
 		stop:           make(chan struct{}),
@@ -161,7 +169,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 	tel, err := newTelemetry(set.ID, set.TelemetrySettings,
 		func() (int64, int64) { return p.nTraces.Load(), p.nSpans.Load() },
 		func() (int64, int64) { return p.nLedgers.Load(), p.ledgerBytes.Load() },
-		p.unsent.spans.Load)
+		p.unsentSpans)
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +200,9 @@ func (p *subagentMerge) Start(ctx context.Context, host component.Host) error {
 			every = min(every, time.Duration(p.afterRoot))
 		}
 		go p.sweepLoop(sweepInterval(every))
+		if p.queued {
+			p.startDeliver()
+		}
 	}
 	return nil
 }
@@ -210,6 +221,9 @@ func (p *subagentMerge) Shutdown(ctx context.Context) error {
 		if p.started.Load() {
 			close(p.stop)
 			<-p.done
+			if p.queued {
+				p.stopDeliver()
+			}
 		}
 		if p.stream {
 			err = p.flushAll(ctx)
@@ -240,7 +254,9 @@ func (p *subagentMerge) sweepLoop(every time.Duration) {
 					p.logger.Error("re-emitting corrected spans or ending idle ledgers failed", zap.Error(err))
 				}
 			} else {
-				p.drainUnsent(context.Background(), now)
+				if !p.queued { // queued delivery has its own goroutine
+					p.drainUnsent(context.Background(), now)
+				}
 				if err := p.releaseDue(context.Background(), now); err != nil {
 					p.logger.Error("releasing idle or settled traces failed", zap.Error(err))
 				}
@@ -337,6 +353,8 @@ func (p *subagentMerge) putScratch(sc *scratch) {
 	sc.facts = sc.facts[:0]
 	sc.enc.reset()
 	sc.wired, sc.held = false, sc.held[:0]
+	clear(sc.raw)
+	sc.raw, sc.versions = sc.raw[:0], false
 	p.pool.Put(sc)
 }
 

@@ -1,0 +1,337 @@
+package subagentmerge
+
+// Gather mode with delivery: queued: the processor is the sending queue of the exporter
+// after it.
+//
+// Inline delivery hands a released trace to the next consumer in the call that released
+// it. In front of an exporter with a persistent sending queue that costs the spans a
+// second round through storage: the gather decodes the chunks it stored, the queue
+// encodes the spans again, stores them, reads them back and decodes them once more. With
+// queued delivery the gather's own storage is the queue: a released trace's chunks stay on
+// disk, as they are, until the next consumer took the trace; its goroutine decodes them
+// once, right before sending. What a request brings that is not held (the rest of the
+// traces it completes, late spans, corrections) is stored as a chunk of its own before
+// the request is answered, as an exporter's queue would. It reuses the unsent queue
+// (hold_unsent.go): its order, its bound, and its chunks kept until delivered, so a
+// restart sends again what was not taken.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+)
+
+// maxDeliverSpans bounds one send of queued delivery: the batches queued behind one
+// another go together up to it (the shipped exporters' largest batch).
+const maxDeliverSpans = 2048
+
+// deliverLanes is how many goroutines send at once. A trace always goes by the same
+// lane (by its id), in order: a run's later versions never overtake its first one. More
+// than one, because a sender is one goroutine among the pipeline's many: on a busy
+// machine one alone fell behind the requests and its queue filled (an exporter's
+// sending queue has 10 consumers for the same reason).
+const deliverLanes = 4
+
+// deliverer is queued delivery's goroutines, one a lane, each woken when a batch is
+// queued on its lane and when a refused one is due again.
+type deliverer struct {
+	queues []*unsent
+	wake   []chan struct{}
+	done   sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newDeliverer(queued bool) *deliverer {
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &deliverer{ctx: ctx, cancel: cancel}
+	if queued {
+		for range deliverLanes {
+			d.queues = append(d.queues, &unsent{max: maxUnsentBytes})
+			d.wake = append(d.wake, make(chan struct{}, 1))
+		}
+	}
+	return d
+}
+
+func (d *deliverer) poke(lane int) {
+	select {
+	case d.wake[lane] <- struct{}{}:
+	default:
+	}
+}
+
+// laneOf is the lane trace id goes by.
+func laneOf(id pcommon.TraceID) int { return int(id[15]) % deliverLanes }
+
+// enqueue queues what a call released for delivery, on each trace's lane: the released
+// traces raw (their stored chunks, not decoded; each batch holds its traces' chunks
+// until delivered), then rest (spans going on now, encoded here). rest is of stored
+// chunk restSeq, or, when restSeq < 0, stored first as a chunk of its own, so it is on
+// disk before the request is answered. versions says some span may be in it more than
+// once (the sender coalesces them).
+func (p *subagentMerge) enqueue(ctx context.Context, rest ptrace.Traces, raw []held, restSeq int64, versions bool) error {
+	var batches [deliverLanes]unsentBatch
+	for _, h := range raw {
+		b := &batches[laneOf(h.id)]
+		b.spans += h.spans
+		b.parts = append(b.parts, h.chunks...)
+		b.seqs = append(b.seqs, h.seqs...)
+		b.versions = b.versions || versions
+		if h.hasHot {
+			// gather mode encodes what it holds on arrival; kept for safety
+			enc, err := p.marshaler.MarshalTraces(h.hot)
+			if err != nil {
+				return fmt.Errorf("subagentmerge: encoding held spans to send: %w", err)
+			}
+			b.parts = append(b.parts, enc)
+		}
+	}
+	var chunk []byte
+	if rest.ResourceSpans().Len() > 0 {
+		byLane := splitByLane(rest)
+		for lane, td := range byLane {
+			if td.ResourceSpans().Len() == 0 {
+				continue
+			}
+			enc, err := p.marshaler.MarshalTraces(td)
+			if err != nil {
+				// only pdata this process built: a bug, not bad input
+				return fmt.Errorf("subagentmerge: encoding spans to send: %w", err)
+			}
+			b := &batches[lane]
+			b.enc, b.spans, b.versions = enc, b.spans+td.SpanCount(), b.versions || versions
+			if restSeq < 0 && p.store != nil {
+				chunk = append(chunk, enc...) // one chunk for all lanes: they decode as one
+			}
+		}
+	}
+	var err error
+	seq := restSeq
+	if len(chunk) > 0 {
+		seq = int64(p.store.next.Add(1) - 1)
+	}
+	if seq >= 0 && p.store != nil {
+		// each lane's batch with spans of rest holds its chunk until delivered
+		for i := range batches {
+			if batches[i].enc != nil {
+				p.store.ref(uint64(seq))
+				batches[i].seqs = append(batches[i].seqs, uint64(seq))
+			}
+		}
+	}
+	if len(chunk) > 0 {
+		// a failed write is retried with the next one (persister.write), so the chunk
+		// is the batches' either way
+		if werr := p.store.write(ctx, uint64(seq), chunk); werr != nil {
+			err = fmt.Errorf("subagentmerge: storing spans to send: %w", werr)
+		}
+	}
+	for lane := range batches {
+		if b := batches[lane]; b.enc != nil || len(b.parts) > 0 {
+			p.deliver.queues[lane].push(b)
+			p.deliver.poke(lane)
+		}
+	}
+	return err
+}
+
+// splitByLane moves rest's spans into one Traces a lane (rest is this processor's own).
+func splitByLane(rest ptrace.Traces) [deliverLanes]ptrace.Traces {
+	var out [deliverLanes]ptrace.Traces
+	for i := range out {
+		out[i] = ptrace.NewTraces()
+	}
+	rss := rest.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			ss := sss.At(j)
+			spans := ss.Spans()
+			for k := 0; k < spans.Len(); k++ {
+				sp := spans.At(k)
+				sp.MoveTo(slotUnder(out[laneOf(sp.TraceID())], rs.Resource(), ss.Scope()))
+			}
+		}
+	}
+	return out
+}
+
+// startDeliver starts queued delivery's goroutines.
+func (p *subagentMerge) startDeliver() {
+	for lane := range p.deliver.queues {
+		p.deliver.done.Add(1)
+		go p.deliverLoop(lane)
+	}
+}
+
+// stopDeliver stops them: a send under way is cancelled (it is sent again at shutdown or
+// after a restart).
+func (p *subagentMerge) stopDeliver() {
+	p.deliver.cancel()
+	p.deliver.done.Wait()
+}
+
+func (p *subagentMerge) deliverLoop(lane int) {
+	defer p.deliver.done.Done()
+	u, ctx := p.deliver.queues[lane], p.deliver.ctx
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		p.drainQueue(ctx, u, p.now())
+		wait := time.Hour
+		if at := u.retryAt.Load(); at > 0 {
+			wait = max(time.Duration(at-p.now()), time.Millisecond)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.stop:
+			return
+		case <-p.deliver.wake[lane]:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// nextDelivery decodes the unsent queue's first batches, up to maxDeliverSpans (at least
+// one), into one: how many it took and what to send. A batch that does not decode (only
+// this process encoded it: a bug) is dropped, said in the log. Only the goroutine holding
+// u.sending calls it.
+func (p *subagentMerge) nextDelivery(ctx context.Context, u *unsent) (int, ptrace.Traces) {
+	td := ptrace.NewTraces()
+	took, spans, versions := 0, 0, false
+	for {
+		u.mu.Lock()
+		if took == len(u.items) || (took > 0 && spans+u.items[took].spans > maxDeliverSpans) {
+			u.mu.Unlock()
+			break
+		}
+		b := u.items[took]
+		u.mu.Unlock()
+		one, err := p.decodeBatch(&b)
+		if err != nil {
+			p.logger.Error("subagentmerge: a queued batch does not decode; dropped", zap.Int("spans", b.spans), zap.Error(err))
+			p.dropHead(ctx, u, took, 1)
+			continue
+		}
+		one.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+		took, spans, versions = took+1, spans+b.spans, versions || b.versions
+	}
+	if versions {
+		coalesce(td)
+	}
+	return took, td
+}
+
+// decodeBatch decodes b: its parts joined (in a pooled buffer: the decode copies what
+// it keeps), then enc.
+func (p *subagentMerge) decodeBatch(b *unsentBatch) (ptrace.Traces, error) {
+	if len(b.parts) == 0 {
+		return p.unmarshaler.UnmarshalTraces(b.enc)
+	}
+	buf := joinBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) > joinMaxPooled {
+			*buf = nil
+		}
+		joinBufs.Put(buf)
+	}()
+	n := int(b.size())
+	j := slices.Grow((*buf)[:0], n) // never a part itself: the parts stay until taken
+	for _, part := range b.parts {
+		j = append(j, part...)
+	}
+	*buf = append(j, b.enc...)
+	return p.unmarshaler.UnmarshalTraces(*buf)
+}
+
+// dropHead takes n batches out of the unsent queue from index at, and their chunks off
+// the disk. Only the goroutine holding u.sending calls it.
+func (p *subagentMerge) dropHead(ctx context.Context, u *unsent, at, n int) {
+	u.mu.Lock()
+	gone := append([]unsentBatch(nil), u.items[at:at+n]...)
+	u.items = append(u.items[:at], u.items[at+n:]...)
+	u.mu.Unlock()
+	for _, b := range gone {
+		u.n.Add(-1)
+		u.spans.Add(-int64(b.spans))
+		u.bytes.Add(-b.size())
+		p.forgetOnDisk(ctx, b.seqs)
+	}
+}
+
+// deliverHead sends the queue's first batches together (queued delivery). It reports
+// whether they were taken, or dropped for good; on a retryable refusal they stay, and
+// what a partial refusal says was taken is taken out of them.
+func (p *subagentMerge) deliverHead(ctx context.Context, u *unsent) bool {
+	n, td := p.nextDelivery(ctx, u)
+	if n == 0 {
+		return true // what there was did not decode
+	}
+	err := p.next.ConsumeTraces(ctx, td)
+	switch {
+	case err == nil:
+		p.dropHead(ctx, u, 0, n)
+		return true
+	case consumererror.IsPermanent(err):
+		p.logger.Error("the next consumer refused queued spans for good; dropped",
+			zap.Int("spans", td.SpanCount()), zap.Error(err))
+		p.dropHead(ctx, u, 0, n)
+		return true
+	}
+	u.refused(err)
+	if rest, partly := notTaken(td, err); partly && rest.SpanCount() < td.SpanCount() {
+		// what is left of the n batches becomes one, holding all their chunks
+		if merr := p.joinHead(u, n, rest); merr != nil {
+			p.logger.Error("subagentmerge: encoding the rest of a partly taken batch failed; it is sent again whole", zap.Error(merr))
+		}
+		u.backoff = minUnsentBackoff // it took some: it has room again soon
+	} else {
+		u.backoff = min(max(2*u.backoff, minUnsentBackoff), maxUnsentBackoff)
+	}
+	u.retryAt.Store(p.now() + int64(u.backoff))
+	if !errors.Is(err, context.Canceled) {
+		p.logger.Warn("the next consumer refused queued spans; they are sent again",
+			zap.Int("spans", td.SpanCount()), zap.Duration("after", u.backoff), zap.Error(err))
+	}
+	return false
+}
+
+// joinHead replaces the queue's first n batches by one holding rest and all their
+// chunks. Only the goroutine holding u.sending calls it.
+func (p *subagentMerge) joinHead(u *unsent, n int, rest ptrace.Traces) error {
+	enc, err := p.marshaler.MarshalTraces(rest)
+	if err != nil {
+		return err
+	}
+	u.mu.Lock()
+	joined := unsentBatch{enc: enc, spans: rest.SpanCount()}
+	oldBytes, oldSpans := 0, 0
+	for _, b := range u.items[:n] {
+		joined.seqs = append(joined.seqs, b.seqs...)
+		oldBytes, oldSpans = oldBytes+int(b.size()), oldSpans+b.spans
+	}
+	u.items = append([]unsentBatch{joined}, u.items[n:]...)
+	u.mu.Unlock()
+	u.n.Add(int64(1 - n))
+	u.spans.Add(int64(joined.spans - oldSpans))
+	u.bytes.Add(int64(len(enc) - oldBytes))
+	return nil
+}
