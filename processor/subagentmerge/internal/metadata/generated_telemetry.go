@@ -217,7 +217,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorSubagentmergeUnsentSpans, err = builder.meter.Int64ObservableGauge(
 		"otelcol_processor_subagentmerge_unsent_spans",
-		metric.WithDescription("Spans the next consumer refused after they left the buffer (hold mode), waiting to be sent again in order; past 32 MiB of them new spans are refused (retryable). [Development]"),
+		metric.WithDescription("Spans the next consumer refused after they left the buffer (hold and gather mode), waiting to be sent again in order, or, with queued delivery (gather mode), every released span until the next consumer took it; past 32 MiB of them new spans are refused (retryable). [Development]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

@@ -176,7 +176,7 @@ func AssertEqualProcessorSubagentmergeTracesReleased(t *testing.T, tt *component
 func AssertEqualProcessorSubagentmergeUnsentSpans(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_subagentmerge_unsent_spans",
-		Description: "Spans the next consumer refused after they left the buffer (hold mode), waiting to be sent again in order; past 32 MiB of them new spans are refused (retryable). [Development]",
+		Description: "Spans the next consumer refused after they left the buffer (hold and gather mode), waiting to be sent again in order, or, with queued delivery (gather mode), every released span until the next consumer took it; past 32 MiB of them new spans are refused (retryable). [Development]",
 		Unit:        "{span}",
 		Data: metricdata.Gauge[int64]{
 			DataPoints: dps,
