@@ -30,7 +30,8 @@ const (
 	maxUnsentBackoff = 5 * time.Second
 )
 
-// unsentBatch is one refused batch: released traces (merged), their late spans and
+// unsentBatch is one refused batch (with queued delivery, every batch a call released,
+// hold_deliver.go): released traces (merged), their late spans and
 // corrections, and the spans passed on with them. seqs are the stored chunks it came
 // from (and the one it was written to, when it held spans not on disk yet); they stay
 // on disk until the batch is delivered, so a restart sends it again: whole, also the
@@ -56,7 +57,8 @@ func (b *unsentBatch) size() int64 {
 }
 
 // unsent is the queue of refused batches, sent again in order by the sweeper and ahead
-// of anything released later. A released trace was acknowledged when it was buffered,
+// of anything released later (queued delivery has one a lane, sent by the lane's
+// goroutine: hold_deliver.go). A released trace was acknowledged when it was buffered,
 // and its spans are no longer in the buffer: handing the refusal back to the sender
 // would lose them (a retry of the same request finds its trace released and drops its
 // spans as duplicates).
