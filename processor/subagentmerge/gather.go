@@ -55,11 +55,11 @@ func (p *subagentMerge) gatherBatch(td ptrace.Traces, sc *scratch, c *counts) (p
 		if !g.released {
 			continue
 		}
-		sc.dels = append(sc.dels, g.prev.seqs...)
 		versions = versions || g.prev.versions
 		if p.queued {
-			sc.raw = append(sc.raw, g.prev) // sent from its chunks as they are
+			sc.raw = append(sc.raw, g.prev) // sent from its chunks, which it holds
 		} else {
+			sc.dels = append(sc.dels, g.prev.seqs...)
 			var err error
 			if sc.spans, err = p.appendHeld(out, g.prev, sc.spans[:0]); err != nil {
 				errs = append(errs, err)
@@ -68,12 +68,12 @@ func (p *subagentMerge) gatherBatch(td ptrace.Traces, sc *scratch, c *counts) (p
 		g.prev = held{}
 	}
 	for _, h := range sc.evicted {
-		sc.dels = append(sc.dels, h.seqs...)
 		versions = versions || h.versions
 		if p.queued {
 			sc.raw = append(sc.raw, h)
 			continue
 		}
+		sc.dels = append(sc.dels, h.seqs...)
 		var err error
 		if sc.spans, err = p.appendHeld(out, h, sc.spans[:0]); err != nil {
 			errs = append(errs, err)

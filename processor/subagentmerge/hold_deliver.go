@@ -17,21 +17,13 @@ package subagentmerge
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.uber.org/zap"
 )
-
-// maxDeliverSpans bounds one send of queued delivery: the batches queued behind one
-// another go together up to it (the shipped exporters' largest batch).
-const maxDeliverSpans = 2048
 
 // deliverLanes is how many goroutines send at once. A trace always goes by the same
 // lane (by its id), in order: a run's later versions never overtake its first one. More
@@ -73,8 +65,9 @@ func (d *deliverer) poke(lane int) {
 func laneOf(id pcommon.TraceID) int { return int(id[15]) % deliverLanes }
 
 // enqueue queues what a call released for delivery, on each trace's lane: the released
-// traces raw (their stored chunks, not decoded; each batch holds its traces' chunks
-// until delivered), then rest (spans going on now, encoded here). rest is of stored
+// traces raw (their stored chunks, not decoded: gather mode encodes what it holds on
+// arrival, so it holds no pdata; each batch holds its traces' chunks until delivered),
+// then rest (spans going on now, encoded here). rest is of stored
 // chunk restSeq, or, when restSeq < 0, stored first as a chunk of its own, so it is on
 // disk before the request is answered. versions says some span may be in it more than
 // once (the sender coalesces them).
@@ -85,15 +78,6 @@ func (p *subagentMerge) enqueue(ctx context.Context, rest ptrace.Traces, raw []h
 		b.spans += h.spans
 		b.parts = append(b.parts, h.chunks...)
 		b.seqs = append(b.seqs, h.seqs...)
-		b.versions = b.versions || versions
-		if h.hasHot {
-			// gather mode encodes what it holds on arrival; kept for safety
-			enc, err := p.marshaler.MarshalTraces(h.hot)
-			if err != nil {
-				return fmt.Errorf("subagentmerge: encoding held spans to send: %w", err)
-			}
-			b.parts = append(b.parts, enc)
-		}
 	}
 	var chunk []byte
 	if rest.ResourceSpans().Len() > 0 {
@@ -108,7 +92,7 @@ func (p *subagentMerge) enqueue(ctx context.Context, rest ptrace.Traces, raw []h
 				return fmt.Errorf("subagentmerge: encoding spans to send: %w", err)
 			}
 			b := &batches[lane]
-			b.enc, b.spans, b.versions = enc, b.spans+td.SpanCount(), b.versions || versions
+			b.enc, b.spans = enc, b.spans+td.SpanCount()
 			if restSeq < 0 && p.store != nil {
 				chunk = append(chunk, enc...) // one chunk for all lanes: they decode as one
 			}
@@ -137,6 +121,7 @@ func (p *subagentMerge) enqueue(ctx context.Context, rest ptrace.Traces, raw []h
 	}
 	for lane := range batches {
 		if b := batches[lane]; b.enc != nil || len(b.parts) > 0 {
+			b.versions = versions
 			p.deliver.queues[lane].push(b)
 			p.deliver.poke(lane)
 		}
@@ -208,130 +193,4 @@ func (p *subagentMerge) deliverLoop(lane int) {
 			}
 		}
 	}
-}
-
-// nextDelivery decodes the unsent queue's first batches, up to maxDeliverSpans (at least
-// one), into one: how many it took and what to send. A batch that does not decode (only
-// this process encoded it: a bug) is dropped, said in the log. Only the goroutine holding
-// u.sending calls it.
-func (p *subagentMerge) nextDelivery(ctx context.Context, u *unsent) (int, ptrace.Traces) {
-	td := ptrace.NewTraces()
-	took, spans, versions := 0, 0, false
-	for {
-		u.mu.Lock()
-		if took == len(u.items) || (took > 0 && spans+u.items[took].spans > maxDeliverSpans) {
-			u.mu.Unlock()
-			break
-		}
-		b := u.items[took]
-		u.mu.Unlock()
-		one, err := p.decodeBatch(&b)
-		if err != nil {
-			p.logger.Error("subagentmerge: a queued batch does not decode; dropped", zap.Int("spans", b.spans), zap.Error(err))
-			p.dropHead(ctx, u, took, 1)
-			continue
-		}
-		one.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
-		took, spans, versions = took+1, spans+b.spans, versions || b.versions
-	}
-	if versions {
-		coalesce(td)
-	}
-	return took, td
-}
-
-// decodeBatch decodes b: its parts joined (in a pooled buffer: the decode copies what
-// it keeps), then enc.
-func (p *subagentMerge) decodeBatch(b *unsentBatch) (ptrace.Traces, error) {
-	if len(b.parts) == 0 {
-		return p.unmarshaler.UnmarshalTraces(b.enc)
-	}
-	buf := joinBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*buf) > joinMaxPooled {
-			*buf = nil
-		}
-		joinBufs.Put(buf)
-	}()
-	n := int(b.size())
-	j := slices.Grow((*buf)[:0], n) // never a part itself: the parts stay until taken
-	for _, part := range b.parts {
-		j = append(j, part...)
-	}
-	*buf = append(j, b.enc...)
-	return p.unmarshaler.UnmarshalTraces(*buf)
-}
-
-// dropHead takes n batches out of the unsent queue from index at, and their chunks off
-// the disk. Only the goroutine holding u.sending calls it.
-func (p *subagentMerge) dropHead(ctx context.Context, u *unsent, at, n int) {
-	u.mu.Lock()
-	gone := append([]unsentBatch(nil), u.items[at:at+n]...)
-	u.items = append(u.items[:at], u.items[at+n:]...)
-	u.mu.Unlock()
-	for _, b := range gone {
-		u.n.Add(-1)
-		u.spans.Add(-int64(b.spans))
-		u.bytes.Add(-b.size())
-		p.forgetOnDisk(ctx, b.seqs)
-	}
-}
-
-// deliverHead sends the queue's first batches together (queued delivery). It reports
-// whether they were taken, or dropped for good; on a retryable refusal they stay, and
-// what a partial refusal says was taken is taken out of them.
-func (p *subagentMerge) deliverHead(ctx context.Context, u *unsent) bool {
-	n, td := p.nextDelivery(ctx, u)
-	if n == 0 {
-		return true // what there was did not decode
-	}
-	err := p.next.ConsumeTraces(ctx, td)
-	switch {
-	case err == nil:
-		p.dropHead(ctx, u, 0, n)
-		return true
-	case consumererror.IsPermanent(err):
-		p.logger.Error("the next consumer refused queued spans for good; dropped",
-			zap.Int("spans", td.SpanCount()), zap.Error(err))
-		p.dropHead(ctx, u, 0, n)
-		return true
-	}
-	u.refused(err)
-	if rest, partly := notTaken(td, err); partly && rest.SpanCount() < td.SpanCount() {
-		// what is left of the n batches becomes one, holding all their chunks
-		if merr := p.joinHead(u, n, rest); merr != nil {
-			p.logger.Error("subagentmerge: encoding the rest of a partly taken batch failed; it is sent again whole", zap.Error(merr))
-		}
-		u.backoff = minUnsentBackoff // it took some: it has room again soon
-	} else {
-		u.backoff = min(max(2*u.backoff, minUnsentBackoff), maxUnsentBackoff)
-	}
-	u.retryAt.Store(p.now() + int64(u.backoff))
-	if !errors.Is(err, context.Canceled) {
-		p.logger.Warn("the next consumer refused queued spans; they are sent again",
-			zap.Int("spans", td.SpanCount()), zap.Duration("after", u.backoff), zap.Error(err))
-	}
-	return false
-}
-
-// joinHead replaces the queue's first n batches by one holding rest and all their
-// chunks. Only the goroutine holding u.sending calls it.
-func (p *subagentMerge) joinHead(u *unsent, n int, rest ptrace.Traces) error {
-	enc, err := p.marshaler.MarshalTraces(rest)
-	if err != nil {
-		return err
-	}
-	u.mu.Lock()
-	joined := unsentBatch{enc: enc, spans: rest.SpanCount()}
-	oldBytes, oldSpans := 0, 0
-	for _, b := range u.items[:n] {
-		joined.seqs = append(joined.seqs, b.seqs...)
-		oldBytes, oldSpans = oldBytes+int(b.size()), oldSpans+b.spans
-	}
-	u.items = append([]unsentBatch{joined}, u.items[n:]...)
-	u.mu.Unlock()
-	u.n.Add(int64(1 - n))
-	u.spans.Add(int64(joined.spans - oldSpans))
-	u.bytes.Add(int64(len(enc) - oldBytes))
-	return nil
 }

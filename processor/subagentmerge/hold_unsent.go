@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,9 +177,8 @@ func (p *subagentMerge) queues() []*unsent {
 	return []*unsent{&p.unsent}
 }
 
-// drainQueue sends u's batches in order until one is refused, then backs off. One
-// goroutine sends at a time; the others go on at once. With queued delivery the
-// batches go several at a time (deliverHead).
+// drainQueue sends u's batches in order, several at a time (deliverHead), until one is
+// refused, then backs off. One goroutine sends at a time; the others go on at once.
 func (p *subagentMerge) drainQueue(ctx context.Context, u *unsent, now int64) {
 	if u.n.Load() == 0 || now < u.retryAt.Load() || !u.sending.TryLock() {
 		return
@@ -192,40 +192,77 @@ func (p *subagentMerge) drainQueue(ctx context.Context, u *unsent, now int64) {
 			u.retryAt.Store(0)
 			return
 		}
-		if p.queued {
-			u.mu.Unlock()
-			if !p.deliverHead(ctx, u) {
-				return
-			}
-			continue
-		}
-		b := u.items[0]
 		u.mu.Unlock()
-		td, err := p.unmarshaler.UnmarshalTraces(b.enc)
-		if err == nil {
-			err = p.next.ConsumeTraces(ctx, td)
-		} else {
-			err = consumererror.NewPermanent(fmt.Errorf("decoding: %w", err))
-		}
-		if err != nil && !consumererror.IsPermanent(err) {
-			u.refused(err)
-			u.backoff = min(max(2*u.backoff, minUnsentBackoff), maxUnsentBackoff)
-			if rest, partly := notTaken(td, err); partly && rest.SpanCount() < b.spans {
-				// it took some: it has room again soon
-				p.shrinkHead(rest, b)
-				u.backoff = minUnsentBackoff
-			}
-			u.retryAt.Store(p.now() + int64(u.backoff))
+		if !p.deliverHead(ctx, u) {
 			return
 		}
-		if err != nil {
-			p.logger.Error("the next consumer refused unsent spans for good; dropped",
-				zap.Int("spans", b.spans), zap.Error(err))
-		}
+	}
+}
+
+// maxDeliverSpans bounds one send from an unsent queue: the batches waiting behind one
+// another go together up to it (the shipped exporters' largest batch).
+const maxDeliverSpans = 2048
+
+// nextDelivery decodes u's first batches, up to maxDeliverSpans (at least
+// one), into one: how many it took and what to send. A batch that does not decode (only
+// this process encoded it: a bug) is dropped, said in the log. Only the goroutine holding
+// u.sending calls it.
+func (p *subagentMerge) nextDelivery(ctx context.Context, u *unsent) (int, ptrace.Traces) {
+	td := ptrace.NewTraces()
+	took, spans, versions := 0, 0, false
+	for {
 		u.mu.Lock()
-		u.items[0] = unsentBatch{}
-		u.items = u.items[1:]
+		if took == len(u.items) || (took > 0 && spans+u.items[took].spans > maxDeliverSpans) {
+			u.mu.Unlock()
+			break
+		}
+		b := u.items[took]
 		u.mu.Unlock()
+		one, err := p.decodeBatch(&b)
+		if err != nil {
+			p.logger.Error("subagentmerge: a queued batch does not decode; dropped", zap.Int("spans", b.spans), zap.Error(err))
+			p.dropHead(ctx, u, took, 1)
+			continue
+		}
+		one.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+		took, spans, versions = took+1, spans+b.spans, versions || b.versions
+	}
+	if versions {
+		coalesce(td)
+	}
+	return took, td
+}
+
+// decodeBatch decodes b: its parts joined (in a pooled buffer: the decode copies what
+// it keeps), then enc.
+func (p *subagentMerge) decodeBatch(b *unsentBatch) (ptrace.Traces, error) {
+	if len(b.parts) == 0 {
+		return p.unmarshaler.UnmarshalTraces(b.enc)
+	}
+	buf := joinBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) > joinMaxPooled {
+			*buf = nil
+		}
+		joinBufs.Put(buf)
+	}()
+	n := int(b.size())
+	j := slices.Grow((*buf)[:0], n) // never a part itself: the parts stay until taken
+	for _, part := range b.parts {
+		j = append(j, part...)
+	}
+	*buf = append(j, b.enc...)
+	return p.unmarshaler.UnmarshalTraces(*buf)
+}
+
+// dropHead takes n batches out of the unsent queue from index at, and their chunks off
+// the disk. Only the goroutine holding u.sending calls it.
+func (p *subagentMerge) dropHead(ctx context.Context, u *unsent, at, n int) {
+	u.mu.Lock()
+	gone := append([]unsentBatch(nil), u.items[at:at+n]...)
+	u.items = append(u.items[:at], u.items[at+n:]...)
+	u.mu.Unlock()
+	for _, b := range gone {
 		u.n.Add(-1)
 		u.spans.Add(-int64(b.spans))
 		u.bytes.Add(-b.size())
@@ -233,21 +270,59 @@ func (p *subagentMerge) drainQueue(ctx context.Context, u *unsent, now int64) {
 	}
 }
 
-// shrinkHead replaces the unsent queue's head, b, by rest, the part of it the next
-// consumer did not take. Only the goroutine holding u.sending calls it.
-func (p *subagentMerge) shrinkHead(rest ptrace.Traces, b unsentBatch) {
+// deliverHead sends u's first batches together (nextDelivery). It reports whether they
+// were taken, or dropped for good; on a retryable refusal they stay, and what a partial
+// refusal says was taken is taken out of them.
+func (p *subagentMerge) deliverHead(ctx context.Context, u *unsent) bool {
+	n, td := p.nextDelivery(ctx, u)
+	if n == 0 {
+		return true // what there was did not decode
+	}
+	err := p.next.ConsumeTraces(ctx, td)
+	switch {
+	case err == nil:
+		p.dropHead(ctx, u, 0, n)
+		return true
+	case consumererror.IsPermanent(err):
+		p.logger.Error("the next consumer refused unsent spans for good; dropped",
+			zap.Int("spans", td.SpanCount()), zap.Error(err))
+		p.dropHead(ctx, u, 0, n)
+		return true
+	}
+	u.refused(err)
+	if rest, partly := notTaken(td, err); partly && rest.SpanCount() < td.SpanCount() {
+		// what is left of the n batches becomes one, holding all their chunks
+		if merr := p.joinHead(u, n, rest); merr != nil {
+			p.logger.Error("subagentmerge: encoding the rest of a partly taken batch failed; it is sent again whole", zap.Error(merr))
+		}
+		u.backoff = minUnsentBackoff // it took some: it has room again soon
+	} else {
+		u.backoff = min(max(2*u.backoff, minUnsentBackoff), maxUnsentBackoff)
+	}
+	u.retryAt.Store(p.now() + int64(u.backoff))
+	return false
+}
+
+// joinHead replaces the queue's first n batches by one holding rest and all their
+// chunks. Only the goroutine holding u.sending calls it.
+func (p *subagentMerge) joinHead(u *unsent, n int, rest ptrace.Traces) error {
 	enc, err := p.marshaler.MarshalTraces(rest)
 	if err != nil {
-		// only pdata this process built: keep the whole batch, sent again whole
-		p.logger.Error("subagentmerge: encoding the rest of a partly taken batch failed; it is sent again whole", zap.Error(err))
-		return
+		return err
 	}
-	u := &p.unsent
 	u.mu.Lock()
-	u.items[0].enc, u.items[0].spans = enc, rest.SpanCount()
+	joined := unsentBatch{enc: enc, spans: rest.SpanCount()}
+	oldBytes, oldSpans := 0, 0
+	for _, b := range u.items[:n] {
+		joined.seqs = append(joined.seqs, b.seqs...)
+		oldBytes, oldSpans = oldBytes+int(b.size()), oldSpans+b.spans
+	}
+	u.items = append([]unsentBatch{joined}, u.items[n:]...)
 	u.mu.Unlock()
-	u.spans.Add(int64(rest.SpanCount() - b.spans))
-	u.bytes.Add(int64(len(enc) - len(b.enc)))
+	u.n.Add(int64(1 - n))
+	u.spans.Add(int64(joined.spans - oldSpans))
+	u.bytes.Add(int64(len(enc) - oldBytes))
+	return nil
 }
 
 // unsentBytes and unsentSpans are what waits in the unsent queues together.
