@@ -6,17 +6,19 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
-	"sync"
+	"slices"
 
 	kgzip "github.com/klauspost/compress/gzip"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper/xexporterhelper"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
 	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/exporter/langfuse/internal/shape"
+	"github.com/agentmeter/agentmeter/internal/otlpwire"
 )
 
 const (
@@ -40,14 +42,6 @@ func credentialHint(status int) string {
 	}
 	return "check public_key/secret_key (" + EnvPublicKey + ", " + EnvSecretKey + ") and that endpoint is the key's region"
 }
-
-// splicer is a shape.Splicer with its output buffer, pooled across requests.
-type splicer struct {
-	shape.Splicer
-	out []byte
-}
-
-var splicers = sync.Pool{New: func() any { return new(splicer) }}
 
 type langfuseExporter struct {
 	cfg         *Config
@@ -113,9 +107,25 @@ func (e *langfuseExporter) shutdown(context.Context) error {
 	return nil
 }
 
-// push plans the Langfuse attributes of every span (shape.Shaper) and sends the batch
-// with them spliced into the encoded request. td itself is not changed, so a retry plans
-// the same attributes again.
+// convert shapes a batch for Langfuse (shape.Shaper: every span's Langfuse
+// attributes) and encodes it with them spliced in, before it is queued: the queue holds
+// what is sent. td itself is not changed.
+func (e *langfuseExporter) convert(_ context.Context, td ptrace.Traces) (xexporterhelper.Request, error) {
+	plan := e.shaper.Plan(td)
+	defer plan.Release()
+	raw, err := e.marshaler.MarshalTraces(td)
+	if err != nil {
+		return nil, consumererror.NewPermanent(fmt.Errorf("langfuse: encoding spans: %w", err))
+	}
+	var sp shape.Splicer
+	body, err := sp.Splice(nil, raw, plan)
+	if err != nil {
+		return nil, consumererror.NewPermanent(fmt.Errorf("langfuse: adding Langfuse attributes: %w", err))
+	}
+	return &spans{body: body, versions: slices.Clone(plan.Versions())}, nil
+}
+
+// push sends a queued batch (spans, shaped when it was queued).
 //
 // A re-emitted span (genai.IsReemission) goes out whole like any other: same span id and
 // start time, so Langfuse replaces the observation's row with it. A version older than
@@ -126,46 +136,66 @@ func (e *langfuseExporter) shutdown(context.Context) error {
 // On 413 the batch is split in halves, recursively, until a single span is left
 // (vendorhttp.Splitter). The result tells exporterhelper what to retry: only the parts
 // that failed with a retryable error, so halves that went through are not sent again.
-// Those parts get their planned attributes applied first: planned again on its own, a
-// half that lacks its trace's root span would lose the trace name and tags; applied,
-// they are there and nothing is added twice (plans are set-if-absent).
-func (e *langfuseExporter) push(ctx context.Context, td ptrace.Traces) error {
-	plan := e.shaper.Plan(td)
-	keep, done := e.revisions.Begin(ctx, plan.Versions(), false)
+func (e *langfuseExporter) push(ctx context.Context, req xexporterhelper.Request) error {
+	r, ok := req.(*spans)
+	if !ok {
+		return consumererror.NewPermanent(fmt.Errorf("langfuse: cannot send a %T", req))
+	}
+	keep, done := e.revisions.Begin(ctx, r.versions, false)
 	defer done()
+	var x *otlpwire.Index // built once a part of the batch is needed
+	var idx []int32       // the spans that go, all of them while nil
+	index := func() error {
+		if x != nil {
+			return nil
+		}
+		x = new(otlpwire.Index)
+		if err := x.Reset(r.body); err != nil {
+			return consumererror.NewPermanent(fmt.Errorf("langfuse: a queued batch is malformed: %w", err))
+		}
+		if idx == nil {
+			idx = make([]int32, len(r.versions))
+			for i := range idx {
+				idx[i] = int32(i)
+			}
+		}
+		return nil
+	}
 	if keep != nil {
-		var refs []vendorhttp.SpanRef
-		for i, ref := range vendorhttp.SpanRefs(td) {
-			if keep[i] {
-				refs = append(refs, ref)
+		for i, ok := range keep {
+			if ok {
+				idx = append(idx, int32(i))
 			}
 		}
 		e.logger.Debug("not sending older versions of re-emitted spans than ones sent before",
-			zap.Int("spans", td.SpanCount()-len(refs)))
-		if len(refs) == 0 {
-			plan.Release()
+			zap.Int("spans", len(r.versions)-len(idx)))
+		if len(idx) == 0 {
 			return nil
 		}
-		td = vendorhttp.Subset(td, refs)
-		all := plan
-		plan = all.Keep(keep)
-		all.Release()
+		if err := index(); err != nil {
+			return err
+		}
 	}
-	defer plan.Release()
-	n := td.SpanCount()
-	var refs []vendorhttp.SpanRef // only built once a split needs them
-	part := func(lo, hi int) ptrace.Traces {
-		if lo == 0 && hi == n {
-			return td
+	n := len(r.versions)
+	if idx != nil {
+		n = len(idx)
+	}
+	part := func(lo, hi int) ([]byte, error) {
+		if idx == nil && lo == 0 && hi == n {
+			return r.body, nil
 		}
-		if refs == nil {
-			refs = vendorhttp.SpanRefs(td)
+		if err := index(); err != nil {
+			return nil, err
 		}
-		return vendorhttp.Subset(td, refs[lo:hi])
+		return x.Append(make([]byte, 0, x.Size(idx[lo:hi])), idx[lo:hi]), nil
 	}
 	split := vendorhttp.Splitter{
 		Send: func(ctx context.Context, lo, hi int) error {
-			return e.post(ctx, part(lo, hi), plan.Slice(lo, hi))
+			body, err := part(lo, hi)
+			if err != nil {
+				return err
+			}
+			return e.post(ctx, body, hi-lo)
 		},
 		OnSplit: func(lo, hi int, _ error) {
 			e.logger.Debug("Langfuse rejected the batch as too large; splitting it", zap.Int("spans", hi-lo))
@@ -175,48 +205,37 @@ func (e *langfuseExporter) push(ctx context.Context, td ptrace.Traces) error {
 		},
 	}
 	parts := split.Run(ctx, 0, n, nil)
-	retryData := func(retry []vendorhttp.Part) ptrace.Traces {
-		out := ptrace.NewTraces()
+	retry := func(err error, retry []vendorhttp.Part) error {
+		rest := &spans{}
 		for _, p := range retry {
-			data := part(p.Lo, p.Hi)
-			if data == td { // never the whole batch here, but never change the input either
-				data = ptrace.NewTraces()
-				td.CopyTo(data)
+			body, perr := part(p.Lo, p.Hi)
+			if perr != nil {
+				return perr
 			}
-			plan.Slice(p.Lo, p.Hi).Apply(data)
-			data.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+			rest.body = append(rest.body, body...)
+			for _, i := range idx[p.Lo:p.Hi] { // a part of a batch: idx is set
+				rest.versions = append(rest.versions, r.versions[i])
+			}
 		}
-		return out
+		return &retryParts{err: err, spans: rest}
 	}
 	dropped := func(p vendorhttp.Part) {
 		if len(parts) > 1 {
 			e.logger.Error("Dropping part of a split batch that Langfuse will not accept", zap.Int("spans", p.Hi-p.Lo), zap.Error(p.Err))
 		}
 	}
-	return vendorhttp.Fold(parts, n, retryData, dropped)
+	return vendorhttp.FoldWith(parts, n, retry, dropped)
 }
 
-// post sends one OTLP/HTTP protobuf request and classifies the answer
+// post sends one OTLP/HTTP protobuf request of the given spans and classifies the answer
 // (docs/contract.md#exporters): 2xx ok; 413 too large (push splits); 408, 425, 429, 5xx
 // and network errors retryable (honouring Retry-After); 400, 401, 403 and every other
 // status permanent.
-func (e *langfuseExporter) post(ctx context.Context, td ptrace.Traces, plan *shape.Plan) error {
-	raw, err := e.marshaler.MarshalTraces(td)
-	if err != nil {
-		return consumererror.NewPermanent(fmt.Errorf("langfuse: encoding spans: %w", err))
-	}
-	sb := splicers.Get().(*splicer)
-	body, err := sb.Splice(sb.out[:0], raw, plan)
-	if err != nil {
-		splicers.Put(sb)
-		return consumererror.NewPermanent(fmt.Errorf("langfuse: adding Langfuse attributes: %w", err))
-	}
-	sb.out = body
-	reqBody := vendorhttp.NewBody(body, func() { splicers.Put(sb) })
+func (e *langfuseExporter) post(ctx context.Context, body []byte, spans int) error {
+	reqBody := vendorhttp.NewBody(body, nil)
 	encoding := ""
 	if e.compressor != nil {
 		buf := e.compressor.Compress(body)
-		splicers.Put(sb)
 		reqBody = vendorhttp.NewBody(buf.Bytes(), func() { e.compressor.Release(buf) })
 		encoding = e.compressor.Encoding()
 	}
@@ -236,13 +255,13 @@ func (e *langfuseExporter) post(ctx context.Context, td ptrace.Traces, plan *sha
 
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return vendor.NetworkError(err, fmt.Sprintf("sending %d spans", td.SpanCount()))
+		return vendor.NetworkError(err, fmt.Sprintf("sending %d spans", spans))
 	}
 	defer vendorhttp.Drain(resp)
 	if resp.StatusCode == http.StatusBadRequest {
 		msg := serverMessage(resp)
-		e.logger.Error("Langfuse rejected a batch; it is not retried", zap.Int("spans", td.SpanCount()), zap.String("server_message", msg))
-		return consumererror.NewPermanent(fmt.Errorf("langfuse rejected %d spans as invalid (HTTP 400): %s", td.SpanCount(), msg))
+		e.logger.Error("Langfuse rejected a batch; it is not retried", zap.Int("spans", spans), zap.String("server_message", msg))
+		return consumererror.NewPermanent(fmt.Errorf("langfuse rejected %d spans as invalid (HTTP 400): %s", spans, msg))
 	}
 	return vendor.Classify(resp, "")
 }

@@ -39,10 +39,12 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 	if err != nil {
 		return nil, err
 	}
-	// push never changes the batch: Langfuse attributes are spliced into the encoded
-	// request (only the halves of a 413 split, which are copies, are changed).
-	return vendorhttp.NewTraces(ctx, set, cfg, vendorhttp.Sender{Push: e.push, Start: e.start, Shutdown: e.shutdown},
-		c.RetryConfig, c.QueueConfig)
+	// The sending queue holds batches already shaped and encoded (convert): the batch
+	// itself is never changed, nor kept.
+	return vendorhttp.NewTracesRequest(ctx, set, vendorhttp.Requests{
+		Convert: e.convert, Push: e.push, Encoding: queueEncoding{e},
+		Start: e.start, Shutdown: e.shutdown,
+	}, c.RetryConfig, c.QueueConfig)
 }
 
 // newDisabled is the exporter of a disabled config (docs/contract.md#exporters).

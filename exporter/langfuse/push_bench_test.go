@@ -1,10 +1,12 @@
 package langfuse
 
 import (
+	"context"
 	"net/http"
 	"testing"
 
 	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/exporter/internal/vendortest"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
@@ -22,5 +24,11 @@ func BenchmarkPush(b *testing.B) {
 		b.Fatal(err)
 	}
 	e.client = &http.Client{Transport: vendortest.Discard(http.StatusOK)}
-	vendortest.BenchPush(b, traceBatch(20), e.push)
+	vendortest.BenchPush(b, traceBatch(20), func(ctx context.Context, td ptrace.Traces) error {
+		req, err := e.convert(ctx, td) // what queueing a batch does
+		if err != nil {
+			return err
+		}
+		return e.push(ctx, req)
+	})
 }

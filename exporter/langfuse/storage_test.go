@@ -2,6 +2,7 @@ package langfuse
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/extension/extensiontest"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/internal/fakevendor/langfusefake"
@@ -113,4 +115,56 @@ func TestPersistentQueueIsBoundedOnDisk(t *testing.T) {
 	t.Logf("%d batches (%d spans) queued; storage files %d bytes", accepted, accepted*9, size)
 	assert.Less(t, size, int64(32<<20), "the file is bounded by the queue's bytes")
 	drain(t, srv, exp, accepted*9)
+}
+
+// After a restart the sending queue on disk is sent, each span as the exporter sends
+// it directly: what this version queued while Langfuse was down (shaped once, stored,
+// read back), and what an earlier version left there on an upgrade (batches in the
+// collector's own encoding, shaped as they are read).
+func TestPersistentQueueIsSentAfterARestart(t *testing.T) {
+	// the earlier version: a queue of pdata batches in front of a Langfuse that is down
+	earlier := func(set exporter.Settings, cfg *Config) (exporter.Traces, error) {
+		down := func(context.Context, ptrace.Traces) error { return errors.New("langfuse is down") }
+		return vendorhttp.NewTraces(context.Background(), set, cfg, vendorhttp.Sender{Push: down}, cfg.RetryConfig, cfg.QueueConfig)
+	}
+	this := func(set exporter.Settings, cfg *Config) (exporter.Traces, error) {
+		return NewFactory().CreateTraces(context.Background(), set, cfg)
+	}
+	for name, first := range map[string]func(exporter.Settings, *Config) (exporter.Traces, error){"this version": this, "an earlier version": earlier} {
+		t.Run(name, func(t *testing.T) {
+			id, ext := fileStorage(t, t.TempDir(), 64<<20)
+			srv := langfusefake.New(t)
+			srv.FailWith(&langfusefake.Response{Status: http.StatusServiceUnavailable, Body: `{"message":"down"}`})
+			cfg := testConfig(srv)
+			q := vendorhttp.DefaultQueueConfig()
+			q.StorageID = &id
+			cfg.QueueConfig = configoptional.Some(q)
+			cfg.RetryConfig.MaxElapsedTime = 0
+			set := exportertest.NewNopSettings(componentType) // one ID: the queue's storage is named by it
+			exp, err := first(set, cfg)
+			require.NoError(t, err)
+			require.NoError(t, exp.Start(context.Background(), extHost{id: ext}))
+			want := ptrace.NewTraces()
+			for range 3 {
+				td, _, _ := langfusefake.AgentTrace(langfusefake.DefaultAgentRun())
+				td.ResourceSpans().At(0).CopyTo(want.ResourceSpans().AppendEmpty())
+				require.NoError(t, exp.ConsumeTraces(context.Background(), td))
+			}
+			require.NoError(t, exp.Shutdown(context.Background()))
+
+			srv.FailWith(nil)
+			second, err := this(set, cfg)
+			require.NoError(t, err)
+			require.NoError(t, second.Start(context.Background(), extHost{id: ext}))
+			got := srv.WaitForObservations(t, 27, 30*time.Second)
+			require.NoError(t, second.Shutdown(context.Background()))
+			assert.Len(t, got, 27, "every span accepted before the restart, once")
+			assert.Empty(t, srv.Problems())
+
+			direct := langfusefake.New(t)
+			exp2, _ := started(t, testConfig(direct))
+			require.NoError(t, exp2.ConsumeTraces(context.Background(), want))
+			assert.Equal(t, langfusefake.ByID(direct.WaitForObservations(t, 27, 10*time.Second)), langfusefake.ByID(got))
+		})
+	}
 }

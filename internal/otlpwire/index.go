@@ -134,6 +134,10 @@ func fields(b []byte, from int, f func(num protowire.Number, typ protowire.Type,
 // Len is the number of spans indexed.
 func (x *Index) Len() int { return len(x.spans) }
 
+// SpanLen is the length of span i's field, tag and length included: what it adds to an
+// Append besides its resource's and scope's headers.
+func (x *Index) SpanLen(i int) int { return x.spans[i].len() }
+
 // Append appends to dst a TracesData holding the spans at idx (indexes in increasing
 // order), each under its resource and scope as in the indexed message: one
 // ResourceSpans per run of spans from the same resource, one ScopeSpans per run from

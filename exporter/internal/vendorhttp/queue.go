@@ -6,8 +6,8 @@ import (
 )
 
 // DefaultQueueBytes bounds the default sending queue: the OTLP-encoded size of the spans
-// queued or being sent. In memory a span takes several times its encoded size (pdata
-// keeps every attribute as its own value), so 8 MiB encoded is some tens of MiB held,
+// queued or being sent. In memory a span held as pdata takes several times its encoded
+// size (every attribute is its own value), so 8 MiB encoded is some tens of MiB held,
 // and the peak stays flat whatever the backlog (bench/exporter_memory.sh: 64 MiB let the
 // peak grow from 835 to 1079 MiB between 200k and 1M runs behind a slow vendor). It is
 // also faster than 1000 requests of any size: the consumers do not fight over memory.

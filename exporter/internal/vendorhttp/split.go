@@ -56,6 +56,15 @@ func (s Splitter) Run(ctx context.Context, lo, hi int, out []Part) []Part {
 //
 // dropped, when set, is told about each permanent part (its data is not retried).
 func Fold(parts []Part, n int, retryData func(retry []Part) ptrace.Traces, dropped func(Part)) error {
+	return FoldWith(parts, n, func(err error, retry []Part) error {
+		return consumererror.NewTraces(err, retryData(retry))
+	}, dropped)
+}
+
+// FoldWith is Fold for an exporter that queues its own requests: partial makes the error
+// that carries what is left to retry (the retryable parts), from the first retryable
+// error.
+func FoldWith(parts []Part, n int, partial func(err error, retry []Part) error, dropped func(Part)) error {
 	var retry []Part
 	var permanent []error
 	covered := 0
@@ -76,7 +85,7 @@ func Fold(parts []Part, n int, retryData func(retry []Part) ptrace.Traces, dropp
 	case len(retry) > 0 && covered == n:
 		return retry[0].Err
 	case len(retry) > 0:
-		return consumererror.NewTraces(retry[0].Err, retryData(retry))
+		return partial(retry[0].Err, retry)
 	case len(permanent) > 0:
 		return consumererror.NewPermanent(errors.Join(permanent...))
 	}

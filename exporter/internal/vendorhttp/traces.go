@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/exporter/exporterhelper/xexporterhelper"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
@@ -42,15 +43,57 @@ func NewTraces(ctx context.Context, set exporter.Settings, cfg component.Config,
 	retry configretry.BackOffConfig, queue configoptional.Optional[exporterhelper.QueueBatchConfig],
 ) (exporter.Traces, error) {
 	exp, err := exporterhelper.NewTraces(ctx, set, cfg, s.Push,
-		exporterhelper.WithStart(s.Start),
-		exporterhelper.WithShutdown(s.Shutdown),
+		append(options(s.Start, s.Shutdown, retry), exporterhelper.WithQueue(queue))...)
+	if err != nil {
+		return nil, err
+	}
+	return wrap(exp, queue), nil
+}
+
+// Requests is what a vendor exporter that queues a request type of its own (a batch
+// already in the form it sends) plugs into NewTracesRequest.
+type Requests struct {
+	// Convert makes the request of a batch, in the caller's goroutine, before it is
+	// queued; it must not change or keep the batch.
+	Convert xexporterhelper.RequestConverterFunc[ptrace.Traces]
+	// Push sends a request (a batch of them, merged by the queue's batcher).
+	Push xexporterhelper.RequestConsumeFunc
+	// Encoding stores a request in a persistent queue and reads it back, including what
+	// an earlier version of the exporter stored there.
+	Encoding exporterhelper.QueueBatchEncoding[xexporterhelper.Request]
+	Start    func(context.Context, component.Host) error
+	Shutdown func(context.Context) error
+}
+
+// NewTracesRequest is NewTraces for an exporter whose sending queue holds its own
+// requests (Requests): the same queue config, retry policy, bounded wait, admission
+// cut and packed store.
+func NewTracesRequest(ctx context.Context, set exporter.Settings, r Requests,
+	retry configretry.BackOffConfig, queue configoptional.Optional[exporterhelper.QueueBatchConfig],
+) (exporter.Traces, error) {
+	exp, err := xexporterhelper.NewTracesRequest(ctx, set, r.Convert, r.Push,
+		append(options(r.Start, r.Shutdown, retry),
+			xexporterhelper.WithQueueBatch(queue, xexporterhelper.QueueBatchSettings{Encoding: r.Encoding}))...)
+	if err != nil {
+		return nil, err
+	}
+	return wrap(exp, queue), nil
+}
+
+func options(start func(context.Context, component.Host) error, shutdown func(context.Context) error, retry configretry.BackOffConfig) []exporterhelper.Option {
+	return []exporterhelper.Option{
+		exporterhelper.WithStart(start),
+		exporterhelper.WithShutdown(shutdown),
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
 		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{Timeout: 0}),
 		exporterhelper.WithRetry(retry),
-		exporterhelper.WithQueue(queue),
-	)
-	if err != nil || !queue.HasValue() {
-		return exp, err
+	}
+}
+
+// wrap puts the packed store and the admission in front of a queued exporter.
+func wrap(exp exporter.Traces, queue configoptional.Optional[exporterhelper.QueueBatchConfig]) exporter.Traces {
+	if !queue.HasValue() {
+		return exp
 	}
 	q := queue.Get()
 	if q.StorageID != nil {
@@ -64,9 +107,9 @@ func NewTraces(ctx context.Context, set exporter.Settings, cfg component.Config,
 		a.max = int(q.QueueSize / 2)
 	}
 	if a.wait == 0 && a.max == 0 {
-		return exp, nil
+		return exp
 	}
-	return a, nil
+	return a
 }
 
 // MaxQueueWait is the longest a caller waits for room in a full blocking sending queue

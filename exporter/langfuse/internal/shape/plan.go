@@ -50,7 +50,7 @@ func (p *Plan) SpanAttrs(i int) []Attr { return p.items[p.ioff[i]:p.ioff[i+1]] }
 
 var planPool = sync.Pool{New: func() any { return new(Plan) }}
 
-// Release hands the plan (and every Slice of it) back for reuse; use none of them after.
+// Release hands the plan back for reuse; do not use it after.
 func (p *Plan) Release() {
 	if cap(p.enc) > 4<<20 { // don't pin the buffers of a rare giant batch
 		return
@@ -62,37 +62,6 @@ func (p *Plan) Release() {
 	clear(p.traceIdx)
 	p.facts, p.versions, p.traces = p.facts[:0], p.versions[:0], p.traces[:0]
 	planPool.Put(p)
-}
-
-// Keep is the plan of the spans keep marks (one mark a span, in span order): the plan
-// of the batch those spans are taken out into, without planning it again. Release the
-// receiver, not it.
-func (p *Plan) Keep(keep []bool) *Plan {
-	spans, items, enc := 0, 0, 0
-	for i, ok := range keep {
-		if ok {
-			spans, items, enc = spans+1, items+int(p.ioff[i+1]-p.ioff[i]), enc+int(p.eoff[i+1]-p.eoff[i])
-		}
-	}
-	k := &Plan{
-		items: make([]Attr, 0, items), enc: make([]byte, 0, enc), versions: make([]vendorhttp.Version, 0, spans),
-		ioff: append(make([]int32, 0, spans+1), 0), eoff: append(make([]int32, 0, spans+1), 0),
-	}
-	for i, ok := range keep {
-		if !ok {
-			continue
-		}
-		k.items = append(k.items, p.SpanAttrs(i)...)
-		k.enc = append(k.enc, p.enc[p.eoff[i]:p.eoff[i+1]]...)
-		k.ioff, k.eoff = append(k.ioff, int32(len(k.items))), append(k.eoff, int32(len(k.enc)))
-		k.versions = append(k.versions, p.versions[i])
-	}
-	return k
-}
-
-// Slice is the plan of spans [from, to), for a batch split in span order.
-func (p *Plan) Slice(from, to int) *Plan {
-	return &Plan{items: p.items, ioff: p.ioff[from : to+1], enc: p.enc, eoff: p.eoff[from : to+1]}
 }
 
 func (p *Plan) str(key, v string) {

@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/internal/fakevendor/langfusefake"
 	"github.com/agentmeter/agentmeter/internal/otlpwire"
 )
@@ -80,35 +79,15 @@ func TestSpliceEqualsApply(t *testing.T) {
 	assert.Equal(t, spliced, again)
 }
 
-// A plan sliced along a span-order split fits each half.
-func TestSlicedPlanFitsHalves(t *testing.T) {
-	td := richBatch()
-	plan := NewPlan(td)
-	n := td.SpanCount()
-	first, second := ptrace.NewTraces(), ptrace.NewTraces()
-	i := 0
-	forEach(td, func(_ string, sp ptrace.Span) {
-		dst := first
-		if i >= n/2 {
-			dst = second
-		}
-		i++
-		sp.CopyTo(dst.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty())
-	})
-	var s Splicer
-	for _, part := range []struct {
-		td   ptrace.Traces
-		plan *Plan
-	}{{first, plan.Slice(0, n/2)}, {second, plan.Slice(n/2, n)}} {
-		spliceMatchesApply(t, &s, part.td, part.plan)
-	}
-}
-
 func TestSpliceRejectsMismatch(t *testing.T) {
 	td := richBatch()
 	plan := NewPlan(td)
 	var s Splicer
-	_, err := s.Splice(nil, marshal(t, td), plan.Slice(0, 2))
+	small := ptrace.NewTraces()
+	for range 2 {
+		td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).CopyTo(small.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty())
+	}
+	_, err := s.Splice(nil, marshal(t, td), NewPlan(small))
 	assert.ErrorContains(t, err, "more spans than the plan covers")
 	_, err = s.Splice(nil, marshal(t, ptrace.NewTraces()), plan)
 	assert.ErrorContains(t, err, "plan for")
@@ -156,31 +135,4 @@ func BenchmarkPlanAndSplice(b *testing.B) {
 			}
 		})
 	}
-}
-
-// Keep is the whole batch's plan for the spans kept, in order, and splices into the
-// batch those spans are taken out into as Apply adds it.
-func TestPlanKeep(t *testing.T) {
-	td := richBatch()
-	plan := NewPlan(td)
-	defer plan.Release()
-	keep := make([]bool, plan.Spans())
-	var refs []vendorhttp.SpanRef
-	for i, ref := range vendorhttp.SpanRefs(td) {
-		if keep[i] = i%3 != 1; keep[i] {
-			refs = append(refs, ref)
-		}
-	}
-	kept := plan.Keep(keep)
-	require.Equal(t, len(refs), kept.Spans())
-	j := 0
-	for i := range keep {
-		if !keep[i] {
-			continue
-		}
-		assert.Equal(t, plan.SpanAttrs(i), kept.SpanAttrs(j), "span %d", i)
-		assert.Equal(t, plan.Versions()[i], kept.Versions()[j], "span %d", i)
-		j++
-	}
-	spliceMatchesApply(t, &Splicer{}, vendorhttp.Subset(td, refs), kept)
 }

@@ -1,0 +1,138 @@
+package langfuse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/exporter/exporterhelper/xexporterhelper"
+
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
+	"github.com/agentmeter/agentmeter/internal/otlpwire"
+)
+
+// spans is what the sending queue holds: a batch as Langfuse gets it, shaped and
+// encoded when it was queued (convert), so a queued span is encoded once, not decoded
+// out of the queue to be shaped and encoded again. Merging two is joining their bodies
+// (two OTLP messages one after the other decode as their union).
+type spans struct {
+	// body is an OTLP TracesData (the same fields as ExportTraceServiceRequest) with
+	// every span's Langfuse attributes in it
+	body []byte
+	// versions are the spans' keys and merge revisions, one per span in body's order
+	versions []vendorhttp.Version
+}
+
+var (
+	_ xexporterhelper.Request = (*spans)(nil)
+	_ interface {
+		OnError(error) xexporterhelper.Request
+	} = (*spans)(nil)
+)
+
+// ItemsCount is the number of spans.
+func (r *spans) ItemsCount() int { return len(r.versions) }
+
+// BytesSize is the encoded size: what the queue's bytes bound counts.
+func (r *spans) BytesSize() int { return len(r.body) }
+
+// MergeSplit appends r2 to r, then cuts what is over maxSize (spans or bytes) off the
+// front into requests of at most maxSize each, r itself last with the rest.
+func (r *spans) MergeSplit(_ context.Context, maxSize int, szt exporterhelper.RequestSizerType, r2 xexporterhelper.Request) ([]xexporterhelper.Request, error) {
+	if szt != exporterhelper.RequestSizerTypeItems && szt != exporterhelper.RequestSizerTypeBytes {
+		return nil, fmt.Errorf("langfuse: unknown sizer type %v", szt)
+	}
+	if r2 != nil {
+		o, ok := r2.(*spans)
+		if !ok {
+			return nil, fmt.Errorf("langfuse: cannot merge a %T into the queue's requests", r2)
+		}
+		r.body = append(r.body, o.body...)
+		r.versions = append(r.versions, o.versions...)
+	}
+	if maxSize <= 0 || r.size(szt) <= maxSize {
+		return []xexporterhelper.Request{r}, nil
+	}
+	var x otlpwire.Index
+	if err := x.Reset(r.body); err != nil {
+		return nil, fmt.Errorf("langfuse: indexing a queued batch: %w", err)
+	}
+	idx := make([]int32, len(r.versions))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	var out []xexporterhelper.Request
+	for len(idx) > 0 && pieceSize(&x, idx, szt) > maxSize {
+		n := fits(&x, idx, maxSize, szt)
+		if n == 0 {
+			return out, fmt.Errorf("langfuse: a span of %d bytes is over the batch's max_size of %d; dropped", x.SpanLen(int(idx[0])), maxSize)
+		}
+		out = append(out, r.piece(&x, idx[:n]))
+		idx = idx[n:]
+	}
+	*r = *r.piece(&x, idx)
+	return append(out, r), nil
+}
+
+// fits is how many of the spans at idx, from the first, go in one request of at most
+// maxSize (a piece's bytes grow with its spans, so a binary search finds it).
+func fits(x *otlpwire.Index, idx []int32, maxSize int, szt exporterhelper.RequestSizerType) int {
+	if szt == exporterhelper.RequestSizerTypeItems {
+		return min(maxSize, len(idx))
+	}
+	lo, hi := 0, len(idx) // pieceSize(idx[:lo]) <= maxSize < pieceSize(idx[:hi+1])
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if x.Size(idx[:mid]) <= maxSize {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
+// pieceSize is the size of the spans at idx together, by the sizer's measure.
+func pieceSize(x *otlpwire.Index, idx []int32, szt exporterhelper.RequestSizerType) int {
+	if szt == exporterhelper.RequestSizerTypeItems {
+		return len(idx)
+	}
+	return x.Size(idx)
+}
+
+func (r *spans) size(szt exporterhelper.RequestSizerType) int {
+	if szt == exporterhelper.RequestSizerTypeItems {
+		return r.ItemsCount()
+	}
+	return r.BytesSize()
+}
+
+// piece is a request of r's spans at idx (indexed by x).
+func (r *spans) piece(x *otlpwire.Index, idx []int32) *spans {
+	p := &spans{body: x.Append(make([]byte, 0, x.Size(idx)), idx), versions: make([]vendorhttp.Version, len(idx))}
+	for i, s := range idx {
+		p.versions[i] = r.versions[s]
+	}
+	return p
+}
+
+// OnError is what is left to send after err: the parts of a push a retryable error
+// refused, when others went through (retryParts), else the whole request.
+func (r *spans) OnError(err error) xexporterhelper.Request {
+	var rest *retryParts
+	if errors.As(err, &rest) {
+		return rest.spans
+	}
+	return r
+}
+
+// retryParts is a retryable error of a push that delivered some of its spans: it
+// carries the others, so a retry never sends again what went through.
+type retryParts struct {
+	err   error
+	spans *spans
+}
+
+func (e *retryParts) Error() string { return e.err.Error() }
+func (e *retryParts) Unwrap() error { return e.err }
