@@ -1,6 +1,7 @@
 package langfuse
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -122,7 +123,7 @@ func (e *langfuseExporter) convert(_ context.Context, td ptrace.Traces) (xexport
 	if err != nil {
 		return nil, consumererror.NewPermanent(fmt.Errorf("langfuse: adding Langfuse attributes: %w", err))
 	}
-	return &spans{body: body, versions: slices.Clone(plan.Versions())}, nil
+	return newSpans(body, slices.Clone(plan.Versions())), nil
 }
 
 // push sends a queued batch (spans, shaped when it was queued).
@@ -150,7 +151,7 @@ func (e *langfuseExporter) push(ctx context.Context, req xexporterhelper.Request
 			return nil
 		}
 		x = new(otlpwire.Index)
-		if err := x.Reset(r.body); err != nil {
+		if err := x.Reset(r.body()); err != nil {
 			return consumererror.NewPermanent(fmt.Errorf("langfuse: a queued batch is malformed: %w", err))
 		}
 		if idx == nil {
@@ -180,14 +181,14 @@ func (e *langfuseExporter) push(ctx context.Context, req xexporterhelper.Request
 	if idx != nil {
 		n = len(idx)
 	}
-	part := func(lo, hi int) ([]byte, error) {
+	part := func(lo, hi int) ([][]byte, error) {
 		if idx == nil && lo == 0 && hi == n {
-			return r.body, nil
+			return r.parts, nil
 		}
 		if err := index(); err != nil {
 			return nil, err
 		}
-		return x.Append(make([]byte, 0, x.Size(idx[lo:hi])), idx[lo:hi]), nil
+		return [][]byte{x.Append(make([]byte, 0, x.Size(idx[lo:hi])), idx[lo:hi])}, nil
 	}
 	split := vendorhttp.Splitter{
 		Send: func(ctx context.Context, lo, hi int) error {
@@ -212,7 +213,8 @@ func (e *langfuseExporter) push(ctx context.Context, req xexporterhelper.Request
 			if perr != nil {
 				return perr
 			}
-			rest.body = append(rest.body, body...)
+			rest.parts = append(rest.parts, body...)
+			rest.bytes += len(body[0])
 			for _, i := range idx[p.Lo:p.Hi] { // a part of a batch: idx is set
 				rest.versions = append(rest.versions, r.versions[i])
 			}
@@ -231,13 +233,15 @@ func (e *langfuseExporter) push(ctx context.Context, req xexporterhelper.Request
 // (docs/contract.md#exporters): 2xx ok; 413 too large (push splits); 408, 425, 429, 5xx
 // and network errors retryable (honouring Retry-After); 400, 401, 403 and every other
 // status permanent.
-func (e *langfuseExporter) post(ctx context.Context, body []byte, spans int) error {
-	reqBody := vendorhttp.NewBody(body, nil)
+func (e *langfuseExporter) post(ctx context.Context, body [][]byte, n int) error {
 	encoding := ""
+	var reqBody *vendorhttp.Body
 	if e.compressor != nil {
-		buf := e.compressor.Compress(body)
+		buf := e.compressor.Compress(body...)
 		reqBody = vendorhttp.NewBody(buf.Bytes(), func() { e.compressor.Release(buf) })
 		encoding = e.compressor.Encoding()
+	} else {
+		reqBody = vendorhttp.NewBody(bytes.Join(body, nil), nil)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.tracesURL, reqBody)
 	if err != nil {
@@ -255,13 +259,13 @@ func (e *langfuseExporter) post(ctx context.Context, body []byte, spans int) err
 
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return vendor.NetworkError(err, fmt.Sprintf("sending %d spans", spans))
+		return vendor.NetworkError(err, fmt.Sprintf("sending %d spans", n))
 	}
 	defer vendorhttp.Drain(resp)
 	if resp.StatusCode == http.StatusBadRequest {
 		msg := serverMessage(resp)
-		e.logger.Error("Langfuse rejected a batch; it is not retried", zap.Int("spans", spans), zap.String("server_message", msg))
-		return consumererror.NewPermanent(fmt.Errorf("langfuse rejected %d spans as invalid (HTTP 400): %s", spans, msg))
+		e.logger.Error("Langfuse rejected a batch; it is not retried", zap.Int("spans", n), zap.String("server_message", msg))
+		return consumererror.NewPermanent(fmt.Errorf("langfuse rejected %d spans as invalid (HTTP 400): %s", n, msg))
 	}
 	return vendor.Classify(resp, "")
 }

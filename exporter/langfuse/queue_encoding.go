@@ -38,7 +38,7 @@ func (q queueEncoding) Marshal(ctx context.Context, req xexporterhelper.Request)
 	if err != nil {
 		return nil, fmt.Errorf("langfuse: encoding a queued request's context: %w", err)
 	}
-	out := make([]byte, 0, len(queueMagic)+2*binary.MaxVarintLen64+len(rc)+len(r.versions)*(versionLen+2)+len(r.body))
+	out := make([]byte, 0, len(queueMagic)+2*binary.MaxVarintLen64+len(rc)+len(r.versions)*(versionLen+2)+r.bytes)
 	out = append(out, queueMagic[:]...)
 	out = binary.AppendUvarint(out, uint64(len(rc)))
 	out = append(out, rc...)
@@ -48,7 +48,10 @@ func (q queueEncoding) Marshal(ctx context.Context, req xexporterhelper.Request)
 		out = append(out, v.Key.Span[:]...)
 		out = binary.AppendVarint(out, v.Rev)
 	}
-	return append(out, r.body...), nil
+	for _, p := range r.parts {
+		out = append(out, p...)
+	}
+	return out, nil
 }
 
 func (q queueEncoding) Unmarshal(b []byte) (context.Context, xexporterhelper.Request, error) {
@@ -70,12 +73,12 @@ func (q queueEncoding) Unmarshal(b []byte) (context.Context, xexporterhelper.Req
 		return ctx, nil, errors.New("langfuse: a queued request's span count is malformed")
 	}
 	rest = rest[m:]
-	r := &spans{versions: make([]vendorhttp.Version, count)}
-	for i := range r.versions {
+	versions := make([]vendorhttp.Version, count)
+	for i := range versions {
 		if len(rest) < versionLen+1 {
 			return ctx, nil, errors.New("langfuse: a queued request's span versions are cut short")
 		}
-		v := &r.versions[i]
+		v := &versions[i]
 		copy(v.Key.Trace[:], rest[:16])
 		copy(v.Key.Span[:], rest[16:versionLen])
 		rev, k := binary.Varint(rest[versionLen:])
@@ -86,8 +89,7 @@ func (q queueEncoding) Unmarshal(b []byte) (context.Context, xexporterhelper.Req
 		rest = rest[versionLen+k:]
 	}
 	// the body is kept as it is read: the queue does not reuse what it hands out
-	r.body = rest
-	return ctx, r, nil
+	return ctx, newSpans(rest, versions), nil
 }
 
 // chunk reads a uvarint length and that many bytes: how much it read, and the bytes.

@@ -14,14 +14,33 @@ import (
 
 // spans is what the sending queue holds: a batch as Langfuse gets it, shaped and
 // encoded when it was queued (convert), so a queued span is encoded once, not decoded
-// out of the queue to be shaped and encoded again. Merging two is joining their bodies
-// (two OTLP messages one after the other decode as their union).
+// out of the queue to be shaped and encoded again. Its body is OTLP messages one after
+// the other, which decode as their union: merging two requests is listing their parts,
+// nothing is copied until the batch is sent (compressed part by part).
 type spans struct {
-	// body is an OTLP TracesData (the same fields as ExportTraceServiceRequest) with
-	// every span's Langfuse attributes in it
-	body []byte
-	// versions are the spans' keys and merge revisions, one per span in body's order
+	// parts are OTLP TracesData messages (the same fields as ExportTraceServiceRequest)
+	// with every span's Langfuse attributes in them
+	parts [][]byte
+	bytes int // their bytes together
+	// versions are the spans' keys and merge revisions, one per span in the parts' order
 	versions []vendorhttp.Version
+}
+
+// newSpans is a request of one encoded message.
+func newSpans(body []byte, versions []vendorhttp.Version) *spans {
+	return &spans{parts: [][]byte{body}, bytes: len(body), versions: versions}
+}
+
+// body is the parts as one message: the only part, or a copy of them all.
+func (r *spans) body() []byte {
+	if len(r.parts) == 1 {
+		return r.parts[0]
+	}
+	b := make([]byte, 0, r.bytes)
+	for _, p := range r.parts {
+		b = append(b, p...)
+	}
+	return b
 }
 
 var (
@@ -35,7 +54,7 @@ var (
 func (r *spans) ItemsCount() int { return len(r.versions) }
 
 // BytesSize is the encoded size: what the queue's bytes bound counts.
-func (r *spans) BytesSize() int { return len(r.body) }
+func (r *spans) BytesSize() int { return r.bytes }
 
 // MergeSplit appends r2 to r, then cuts what is over maxSize (spans or bytes) off the
 // front into requests of at most maxSize each, r itself last with the rest.
@@ -48,14 +67,15 @@ func (r *spans) MergeSplit(_ context.Context, maxSize int, szt exporterhelper.Re
 		if !ok {
 			return nil, fmt.Errorf("langfuse: cannot merge a %T into the queue's requests", r2)
 		}
-		r.body = append(r.body, o.body...)
+		r.parts = append(r.parts, o.parts...)
+		r.bytes += o.bytes
 		r.versions = append(r.versions, o.versions...)
 	}
-	if maxSize <= 0 || r.size(szt) <= maxSize {
+	if maxSize <= 0 || r.sizeBy(szt) <= maxSize {
 		return []xexporterhelper.Request{r}, nil
 	}
 	var x otlpwire.Index
-	if err := x.Reset(r.body); err != nil {
+	if err := x.Reset(r.body()); err != nil {
 		return nil, fmt.Errorf("langfuse: indexing a queued batch: %w", err)
 	}
 	idx := make([]int32, len(r.versions))
@@ -101,7 +121,7 @@ func pieceSize(x *otlpwire.Index, idx []int32, szt exporterhelper.RequestSizerTy
 	return x.Size(idx)
 }
 
-func (r *spans) size(szt exporterhelper.RequestSizerType) int {
+func (r *spans) sizeBy(szt exporterhelper.RequestSizerType) int {
 	if szt == exporterhelper.RequestSizerTypeItems {
 		return r.ItemsCount()
 	}
@@ -110,11 +130,11 @@ func (r *spans) size(szt exporterhelper.RequestSizerType) int {
 
 // piece is a request of r's spans at idx (indexed by x).
 func (r *spans) piece(x *otlpwire.Index, idx []int32) *spans {
-	p := &spans{body: x.Append(make([]byte, 0, x.Size(idx)), idx), versions: make([]vendorhttp.Version, len(idx))}
+	versions := make([]vendorhttp.Version, len(idx))
 	for i, s := range idx {
-		p.versions[i] = r.versions[s]
+		versions[i] = r.versions[s]
 	}
-	return p
+	return newSpans(x.Append(make([]byte, 0, x.Size(idx)), idx), versions)
 }
 
 // OnError is what is left to send after err: the parts of a push a retryable error

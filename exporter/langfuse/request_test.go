@@ -77,10 +77,10 @@ func TestConvertShapesAndKeepsTheBatch(t *testing.T) {
 	r := queued(t, e, td)
 	assert.Equal(t, before, td, "the batch is not changed")
 	assert.Equal(t, td.SpanCount(), r.ItemsCount())
-	assert.Equal(t, versionIDs(r.versions), spanIDs(t, r.body), "one version per span, in the body's order")
+	assert.Equal(t, versionIDs(r.versions), spanIDs(t, r.body()), "one version per span, in the body's order")
 	assert.Equal(t, int64(2), r.versions[0].Rev)
 
-	got, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(r.body)
+	got, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(r.body())
 	require.NoError(t, err)
 	sp := got.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
 	_, shaped := sp.Attributes().Get(shape.AttrTraceTags)
@@ -99,7 +99,7 @@ func TestQueueEncodingRoundTrip(t *testing.T) {
 	assert.Equal(t, r, got)
 	assert.Equal(t, []string{"a"}, client.FromContext(gotCtx).Metadata.Get("tenant"), "the request's context is kept")
 
-	for _, cut := range []int{1, 3, 10, len(b) - len(r.body) - 1} {
+	for _, cut := range []int{1, 3, 10, len(b) - len(r.body()) - 1} {
 		_, _, err := enc.Unmarshal(b[:cut])
 		assert.Error(t, err, "cut at %d", cut)
 	}
@@ -140,7 +140,7 @@ func TestMergeSplit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := queued(t, e, reemitted(2)), queued(t, e, traceBatch(3))
-			wantIDs := append(spanIDs(t, a.body), spanIDs(t, b.body)...)
+			wantIDs := append(spanIDs(t, a.body()), spanIDs(t, b.body())...)
 			wantVersions := append(append([]vendorhttp.Version(nil), a.versions...), b.versions...)
 			maxSize := tc.max(a, b)
 			out, err := a.MergeSplit(context.Background(), maxSize, tc.szt, b)
@@ -149,7 +149,7 @@ func TestMergeSplit(t *testing.T) {
 			var versions []vendorhttp.Version
 			for i, r := range out {
 				p := r.(*spans)
-				got := spanIDs(t, p.body)
+				got := spanIDs(t, p.body())
 				assert.Equal(t, versionIDs(p.versions), got, "piece %d: versions follow its body", i)
 				if maxSize > 0 {
 					size := p.ItemsCount()

@@ -68,12 +68,24 @@ func NewCompressor(t configcompression.Type, level configcompression.Level, def 
 // Encoding is the Content-Encoding of compressed bodies.
 func (c *Compressor) Encoding() string { return c.encoding }
 
-// Compress returns a pooled buffer holding body compressed; hand it back with Release
-// once the request is done with it (Body does that when the transport closes it).
-func (c *Compressor) Compress(body []byte) *bytes.Buffer {
+// Compress returns a pooled buffer holding body compressed: the parts given, one after
+// the other. Hand it back with Release once the request is done with it (Body does that
+// when the transport closes it).
+func (c *Compressor) Compress(body ...[]byte) *bytes.Buffer {
 	buf := c.Buffer()
 	if c.zstd != nil {
-		buf.Write(c.zstd.EncodeAll(body, buf.AvailableBuffer()[:0]))
+		var src []byte
+		if len(body) == 1 {
+			src = body[0]
+		} else {
+			joined := c.Buffer()
+			defer c.Release(joined)
+			for _, p := range body {
+				joined.Write(p)
+			}
+			src = joined.Bytes()
+		}
+		buf.Write(c.zstd.EncodeAll(src, buf.AvailableBuffer()[:0]))
 		return buf
 	}
 	w, _ := c.gzips.Get().(*kgzip.Writer)
@@ -84,7 +96,9 @@ func (c *Compressor) Compress(body []byte) *bytes.Buffer {
 		w.Reset(buf)
 	}
 	// writes to a bytes.Buffer cannot fail
-	_, _ = w.Write(body)
+	for _, p := range body {
+		_, _ = w.Write(p)
+	}
 	_ = w.Close()
 	c.gzips.Put(w)
 	return buf

@@ -194,6 +194,30 @@ func TestCompressorHonoursTheLevel(t *testing.T) {
 	assert.LessOrEqual(t, buf.Len(), fast.Compress(body).Len())
 }
 
+// A body given in parts is compressed as the parts one after the other.
+func TestCompressorTakesParts(t *testing.T) {
+	parts := [][]byte{[]byte(`{"a":1}`), bytes.Repeat([]byte("b"), 5000), []byte(`{"c":3}`)}
+	want := bytes.Join(parts, nil)
+	g, err := NewCompressor(configcompression.TypeGzip, 0, Levels{Gzip: 5})
+	require.NoError(t, err)
+	buf := g.Compress(parts...)
+	zr, err := gzip.NewReader(bytes.NewReader(buf.Bytes()))
+	require.NoError(t, err)
+	out, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	assert.Equal(t, want, out)
+
+	z, err := NewCompressor(configcompression.TypeZstd, 0, Levels{Zstd: zstd.SpeedFastest})
+	require.NoError(t, err)
+	defer z.Close()
+	dec, err := zstd.NewReader(nil)
+	require.NoError(t, err)
+	defer dec.Close()
+	out, err = dec.DecodeAll(z.Compress(parts...).Bytes(), nil)
+	require.NoError(t, err)
+	assert.Equal(t, want, out)
+}
+
 func TestBodyReleasesOnce(t *testing.T) {
 	n := 0
 	b := NewBody([]byte("abc"), func() { n++ })
