@@ -3,9 +3,12 @@ package langfuse
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +24,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/exporter/internal/vendortest"
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/envconfig"
@@ -396,4 +400,45 @@ func TestConcurrentPushes(t *testing.T) {
 	for tid, total := range langfusefake.TraceUsage(obs) {
 		assert.Equal(t, langfusefake.DefaultAgentRun().OwnTotal(), total, tid)
 	}
+}
+
+// The sending queue's consumers send at once; over HTTP/1.1 each keeps its connection
+// (max_idle_conns_per_host), so the exporter does not dial a new one for most requests.
+func TestQueueConsumersKeepTheirConnections(t *testing.T) {
+	var conns, spans atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(2 * time.Millisecond) // requests overlap
+		spans.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	cfg := newConfig(envconfig.FromMap(nil))
+	cfg.Enabled, cfg.Endpoint, cfg.PublicKey, cfg.SecretKey = true, srv.URL, "pk-lf-test", "sk-lf-test"
+	q := vendorhttp.DefaultQueueConfig()
+	q.Batch = configoptional.None[exporterhelper.BatchConfig]() // one request per batch
+	cfg.QueueConfig = configoptional.Some(q)
+	exp, _, err := start(t, cfg)
+	require.NoError(t, err)
+
+	const requests = 300
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			for range requests / 6 {
+				assert.NoError(t, exp.ConsumeTraces(context.Background(), traceBatch(1)))
+			}
+		})
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool { return spans.Load() == requests }, 10*time.Second, 10*time.Millisecond)
+	// about one a consumer: a request may dial before another consumer's connection is
+	// back in the pool; without the idle connections kept, most requests dial (about 140)
+	assert.LessOrEqual(t, conns.Load(), int64(2*q.NumConsumers), "a connection per consumer, kept (%d requests)", requests)
 }
