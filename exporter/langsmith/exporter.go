@@ -128,7 +128,7 @@ const maxInflightChunks = 4
 // and a push carrying a patch waits for the pushes of its trace in flight
 // (vendorhttp.Revisions).
 func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
-	runs, skipped := e.mapper.Map(td)
+	runs, skipped, release := e.mapper.MapReusing(td)
 	if skipped > 0 {
 		e.logger.Warn("dropped spans without a valid trace or span id", zap.Int("spans", skipped))
 	}
@@ -139,6 +139,7 @@ func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 		*bufp = make([]byte, 0, want)
 	}
 	encoded, buf := ingest.EncodeAll(runs, *bufp)
+	release() // the runs are encoded: what is sent is buf
 	if len(runs) > 0 {
 		e.runBytes.Store(int64(len(buf) / len(runs)))
 	}

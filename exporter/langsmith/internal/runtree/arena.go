@@ -2,6 +2,8 @@ package runtree
 
 import (
 	"encoding/hex"
+	"slices"
+	"sync"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
@@ -28,7 +30,17 @@ const (
 	paramEntries   = 2
 )
 
-func newBatchArena(infos []spanInfo) *batchArena {
+// arenas are batch arenas handed back by a Map's release, for the next batch: a batch's
+// metadata entries are most of what mapping it allocates.
+var arenas = sync.Pool{New: func() any { return new(batchArena) }}
+
+// maxPooledKVs bounds the metadata entries an arena keeps for reuse (a batch of some
+// 2,000 runs): a rare huge batch's are let go.
+const maxPooledKVs = 1 << 15
+
+// newBatchArena cuts the arena of a batch's runs; pooled takes its slices from arenas
+// (hand it back with release once the runs are dead).
+func newBatchArena(infos []spanInfo, pooled bool) *batchArena {
 	const perRun = 2*len(pcommon.TraceID{}) + 4*len(pcommon.SpanID{}) + 2*dottedorder.TimeLen
 	buf := make([]byte, 0, len(infos)*perRun)
 	kvs := 0
@@ -44,7 +56,13 @@ func newBatchArena(infos []spanInfo) *batchArena {
 		kvs += derivedEntries + paramEntries
 	}
 	all := string(buf)
-	a := &batchArena{strings: make([]runStrings, len(infos)), kvs: make([]KV, 0, kvs), tags: make([]string, 0, len(infos))}
+	a := &batchArena{}
+	if pooled {
+		a = arenas.Get().(*batchArena)
+	}
+	a.strings = slices.Grow(a.strings[:0], len(infos))[:len(infos)]
+	a.kvs = slices.Grow(a.kvs[:0], kvs)
+	a.tags = slices.Grow(a.tags[:0], len(infos))
 	off := 0
 	cut := func(n int) string {
 		s := all[off : off+n]
@@ -60,6 +78,17 @@ func newBatchArena(infos []spanInfo) *batchArena {
 		rs.start, rs.end = cut(dottedorder.TimeLen), cut(dottedorder.TimeLen)
 	}
 	return a
+}
+
+// release hands a pooled arena back; nothing cut from it may be used after.
+func (a *batchArena) release() {
+	if cap(a.kvs) > maxPooledKVs {
+		return
+	}
+	clear(a.strings)
+	clear(a.kvs[:cap(a.kvs)]) // the entries' strings and values can go
+	clear(a.tags[:cap(a.tags)])
+	arenas.Put(a)
 }
 
 // metadata is an empty Metadata with room for n entries, cut from the arena.

@@ -96,6 +96,18 @@ type spanInfo struct {
 // Map turns every span into a run. Spans without a valid trace or span id cannot be
 // addressed in LangSmith and are skipped; their number is returned.
 func (m *Mapper) Map(td ptrace.Traces) (runs []Run, skipped int) {
+	runs, skipped, _ = m.mapBatch(td, false)
+	return runs, skipped
+}
+
+// MapReusing is Map for a caller that is done with the runs soon (once they are
+// encoded): release hands the memory their metadata and tags were cut from back for the
+// next batch; no run, nor anything read from one, may be used after it.
+func (m *Mapper) MapReusing(td ptrace.Traces) (runs []Run, skipped int, release func()) {
+	return m.mapBatch(td, true)
+}
+
+func (m *Mapper) mapBatch(td ptrace.Traces, pooled bool) (runs []Run, skipped int, release func()) {
 	infos := make([]spanInfo, 0, td.SpanCount())
 	byTrace := map[pcommon.TraceID][]int{}
 	rss := td.ResourceSpans()
@@ -129,11 +141,14 @@ func (m *Mapper) Map(td ptrace.Traces) (runs []Run, skipped int) {
 	m.mu.Unlock()
 
 	runs = make([]Run, len(infos))
-	a := newBatchArena(infos)
+	a := newBatchArena(infos, pooled)
 	for i := range infos {
 		runs[i] = m.buildRun(&infos[i], a.strings[i], a)
 	}
-	return runs, skipped
+	if !pooled {
+		return runs, skipped, nil
+	}
+	return runs, skipped, a.release
 }
 
 func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanInfo) {

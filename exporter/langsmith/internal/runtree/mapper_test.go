@@ -306,3 +306,20 @@ func meta(t *testing.T, r Run) map[string]any {
 	require.NoError(t, json.Unmarshal(b, &m), string(b))
 	return m
 }
+
+// MapReusing maps as Map does, and a batch mapped after an earlier one's release is
+// right: the memory the release handed back is cleared and cut again, not shared.
+func TestMapReusingMatchesMap(t *testing.T) {
+	plain, reusing := NewMapper("proj", 1000), NewMapper("proj", 1000)
+	for i := range 4 {
+		td, _ := fakevendor.AgentTrace(byte(i+1), base.Add(time.Duration(i)*time.Minute))
+		want, _ := plain.Map(td)
+		got, skipped, release := reusing.MapReusing(td)
+		require.Zero(t, skipped)
+		require.Len(t, got, len(want))
+		for j := range want {
+			assert.Equal(t, encodeRun(t, want[j]), encodeRun(t, got[j]), "batch %d run %d", i, j)
+		}
+		release()
+	}
+}
