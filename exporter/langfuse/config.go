@@ -86,7 +86,7 @@ func newConfig(env envconfig.Lookup) *Config {
 	client.Timeout = defaultTimeout
 	client.Compression = configcompression.TypeGzip
 	client.WriteBufferSize = 512 * 1024
-	client.MaxIdleConnsPerHost = vendorhttp.DefaultMaxIdleConnsPerHost
+	vendorhttp.KeepIdleConnections(&client)
 
 	sw, on := vendorconfig.NewSwitch(env, []string{EnvTracing}, []string{"public_key", "secret_key"})
 	return &Config{

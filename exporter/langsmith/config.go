@@ -91,7 +91,7 @@ func newDefaultConfig(env envconfig.Lookup) *Config {
 	client.Endpoint = env.FirstOr(DefaultEndpoint, envEndpoint...)
 	client.Timeout = DefaultTimeout
 	client.Compression = configcompression.TypeZstd
-	client.MaxIdleConnsPerHost = vendorhttp.DefaultMaxIdleConnsPerHost
+	vendorhttp.KeepIdleConnections(&client)
 	sw, on := vendorconfig.NewSwitch(env, envEnabled, []string{"api_key"})
 	return &Config{
 		ClientConfig:   client,

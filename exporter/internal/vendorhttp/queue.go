@@ -1,6 +1,7 @@
 package vendorhttp
 
 import (
+	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 )
@@ -35,6 +36,16 @@ const (
 // a tenth of a second of dialling per 100k spans, and as many connections in TIME_WAIT.
 // HTTP/2 multiplexes the requests over one connection and does not use it.
 const DefaultMaxIdleConnsPerHost = 16
+
+// KeepIdleConnections gives c the default max_idle_conns_per_host
+// (DefaultMaxIdleConnsPerHost).
+func KeepIdleConnections(c *confighttp.ClientConfig) {
+	// The flat field, as confighttp.NewDefaultClientConfig carries its own defaults while
+	// the keepalive section is new: Unmarshal folds a `keepalive:` section into these
+	// fields, and ToClient reads only them.
+	//lint:ignore SA1019 confighttp's defaults live in the flat fields until they are removed
+	c.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+}
 
 // DefaultQueueConfig is both exporters' default sending queue: exporterhelper's default
 // (in memory, 10 consumers) sized in bytes instead of 1000 requests of any size, so memory
