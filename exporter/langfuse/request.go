@@ -1,6 +1,7 @@
 package langfuse
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -36,11 +37,7 @@ func (r *spans) body() []byte {
 	if len(r.parts) == 1 {
 		return r.parts[0]
 	}
-	b := make([]byte, 0, r.bytes)
-	for _, p := range r.parts {
-		b = append(b, p...)
-	}
-	return b
+	return bytes.Join(r.parts, nil)
 }
 
 var (

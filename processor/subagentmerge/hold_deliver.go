@@ -47,7 +47,7 @@ func newDeliverer(queued bool) *deliverer {
 	d := &deliverer{ctx: ctx, cancel: cancel}
 	if queued {
 		for range deliverLanes {
-			d.queues = append(d.queues, &unsent{max: maxUnsentBytes})
+			d.queues = append(d.queues, &unsent{})
 			d.wake = append(d.wake, make(chan struct{}, 1))
 		}
 	}
@@ -186,11 +186,6 @@ func (p *subagentMerge) deliverLoop(lane int) {
 		case <-p.deliver.wake[lane]:
 		case <-timer.C:
 		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
+		// no draining: since Go 1.23 Reset discards a value the timer sent before it
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
@@ -91,12 +90,10 @@ func TestQueuedDeliveryRetriesRefusals(t *testing.T) {
 
 	type version struct{ rank, content int64 }
 	var got []version // the dispatcher's versions as they arrived
-	for _, td := range f.sink.AllTraces() {
-		for sp := range spaniter.All(td) {
-			if sp.SpanID() == dispatcher.SpanID() {
-				v, _ := sp.Attributes().Get(testVersionKey)
-				got = append(got, version{genai.ReemissionOf(sp.Attributes()).Rank(), v.Int()})
-			}
+	for sp := range spaniter.In(f.sink.AllTraces()) {
+		if sp.SpanID() == dispatcher.SpanID() {
+			v, _ := sp.Attributes().Get(testVersionKey)
+			got = append(got, version{genai.ReemissionOf(sp.Attributes()).Rank(), v.Int()})
 		}
 	}
 	require.Len(t, got, 2)
@@ -126,12 +123,7 @@ func TestQueuedDeliveryRestartSendsWhatWaited(t *testing.T) {
 	p2, sink2 := startWithStorage(t, st, cfg2)
 	require.Eventually(t, func() bool { return sink2.SpanCount() >= held.SpanCount()+whole.SpanCount() }, 10*time.Second, 5*time.Millisecond)
 	require.NoError(t, p2.Shutdown(context.Background()))
-	got := map[pcommon.SpanID]int{}
-	for _, td := range sink2.AllTraces() {
-		for sp := range spaniter.All(td) {
-			got[sp.SpanID()]++
-		}
-	}
+	got := spanCounts(sink2.AllTraces())
 	for id := range spanIDSet(held) {
 		assert.Equal(t, 1, got[id], "held span %s once", id)
 	}

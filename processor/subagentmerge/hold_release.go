@@ -128,13 +128,41 @@ func (p *subagentMerge) compact(cutoff int64) {
 	}
 }
 
-// joinBufs hold a released trace's chunks joined while they are decoded. The decode
-// copies every string and byte out of them, so a buffer serves the next release, which
-// would otherwise allocate the whole trace's bytes once more only to drop them.
+// joinBufs hold stored encodings joined while they are decoded (decodeChunks).
 var joinBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // joinMaxPooled is the largest joined buffer kept: a rare giant trace is not pinned.
 const joinMaxPooled = 4 << 20
+
+// decodeChunks decodes stored encodings, chunks then tail, which decode as their union
+// one after the other: one alone as it is, several joined in a pooled buffer. The decode
+// copies every string and byte it keeps, so the buffer serves the next call, which would
+// otherwise allocate all those bytes once more only to drop them.
+func (p *subagentMerge) decodeChunks(chunks [][]byte, tail []byte) (ptrace.Traces, error) {
+	switch {
+	case len(chunks) == 0:
+		return p.unmarshaler.UnmarshalTraces(tail)
+	case len(chunks) == 1 && len(tail) == 0:
+		return p.unmarshaler.UnmarshalTraces(chunks[0])
+	}
+	buf := joinBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) > joinMaxPooled {
+			*buf = nil
+		}
+		joinBufs.Put(buf)
+	}()
+	n := len(tail)
+	for _, c := range chunks {
+		n += len(c)
+	}
+	j := slices.Grow((*buf)[:0], n) // never a chunk itself: the chunks stay
+	for _, c := range chunks {
+		j = append(j, c...)
+	}
+	*buf = append(j, tail...)
+	return p.unmarshaler.UnmarshalTraces(*buf)
+}
 
 // appendHeld moves one buffered trace's spans into out (decoding its chunks) and
 // appends them to spans.
@@ -142,17 +170,7 @@ func (p *subagentMerge) appendHeld(out ptrace.Traces, h held, spans []ptrace.Spa
 	var err error
 	if len(h.chunks) > 0 {
 		var td ptrace.Traces
-		if len(h.chunks) == 1 {
-			td, err = p.unmarshaler.UnmarshalTraces(h.chunks[0])
-		} else {
-			buf := joinBufs.Get().(*[]byte)
-			*buf = joinChunks(*buf, h.chunks)
-			td, err = p.unmarshaler.UnmarshalTraces(*buf)
-			if cap(*buf) > joinMaxPooled {
-				*buf = nil
-			}
-			joinBufs.Put(buf)
-		}
+		td, err = p.decodeChunks(h.chunks, nil)
 		if err != nil {
 			// only our own marshalling produced these bytes; this is a bug, not bad input
 			err = fmt.Errorf("subagentmerge: decoding a buffered trace: %w", err)

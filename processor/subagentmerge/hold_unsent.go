@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,7 +71,6 @@ type unsent struct {
 	bytes   atomic.Int64
 	retryAt atomic.Int64 // unix nanos before which the head is not sent again
 	backoff time.Duration
-	max     int64 // maxUnsentBytes; tests lower it
 	errMu   sync.Mutex
 	lastErr error // the last refusal, for the shutdown report
 }
@@ -218,7 +216,7 @@ func (p *subagentMerge) nextDelivery(ctx context.Context, u *unsent) (int, ptrac
 		}
 		b := u.items[took]
 		u.mu.Unlock()
-		one, err := p.decodeBatch(&b)
+		one, err := p.decodeChunks(b.parts, b.enc)
 		if err != nil {
 			p.logger.Error("subagentmerge: a queued batch does not decode; dropped", zap.Int("spans", b.spans), zap.Error(err))
 			p.dropHead(ctx, u, took, 1)
@@ -231,28 +229,6 @@ func (p *subagentMerge) nextDelivery(ctx context.Context, u *unsent) (int, ptrac
 		coalesce(td)
 	}
 	return took, td
-}
-
-// decodeBatch decodes b: its parts joined (in a pooled buffer: the decode copies what
-// it keeps), then enc.
-func (p *subagentMerge) decodeBatch(b *unsentBatch) (ptrace.Traces, error) {
-	if len(b.parts) == 0 {
-		return p.unmarshaler.UnmarshalTraces(b.enc)
-	}
-	buf := joinBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*buf) > joinMaxPooled {
-			*buf = nil
-		}
-		joinBufs.Put(buf)
-	}()
-	n := int(b.size())
-	j := slices.Grow((*buf)[:0], n) // never a part itself: the parts stay until taken
-	for _, part := range b.parts {
-		j = append(j, part...)
-	}
-	*buf = append(j, b.enc...)
-	return p.unmarshaler.UnmarshalTraces(*buf)
 }
 
 // dropHead takes n batches out of the unsent queue from index at, and their chunks off
@@ -343,7 +319,7 @@ func (p *subagentMerge) unsentSpans() (n int64) {
 // refuseWhileFull answers a new request at once, retryably, while the unsent queue is
 // over its bound.
 func (p *subagentMerge) refuseWhileFull() error {
-	if b := p.unsentBytes(); b > p.unsent.max {
+	if b := p.unsentBytes(); b > p.unsentMax {
 		return fmt.Errorf("subagentmerge: %d spans (%d MiB) wait to be sent; refusing new spans until they go (retryable)",
 			p.unsentSpans(), b>>20)
 	}

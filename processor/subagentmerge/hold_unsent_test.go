@@ -54,8 +54,13 @@ func (c *takenSink) take(ctx context.Context, td ptrace.Traces) error {
 func (c *takenSink) spans() map[pcommon.SpanID]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return spanCounts(c.sink.AllTraces())
+}
+
+// spanCounts counts the times each span id is in tds.
+func spanCounts(tds []ptrace.Traces) map[pcommon.SpanID]int {
 	got := map[pcommon.SpanID]int{}
-	for sp := range spaniter.In(c.sink.AllTraces()) {
+	for sp := range spaniter.In(tds) {
 		got[sp.SpanID()]++
 	}
 	return got
@@ -119,7 +124,7 @@ func TestUnsentQueueRefusesWhenFull(t *testing.T) {
 	}{{"hold", defaultTestConfig()}, {"gather queued", queuedTestConfig()}} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, f := startFlaky(t, tc.cfg)
-			p.unsent.max = 1 // the first refused (or queued) batch fills it
+			p.unsentMax = 1 // the first refused (or queued) batch fills it
 			f.down.Store(true)
 			first := buildOneTask()
 			firstSpans := first.SpanCount()

@@ -105,6 +105,7 @@ type subagentMerge struct {
 	settle         int64  // nanoseconds
 	afterRoot      int64  // nanoseconds; release_after_root, 0 off
 	unsent         unsent // hold mode: what the next consumer refused (hold_unsent.go)
+	unsentMax      int64  // bound on the unsent queues' bytes together (maxUnsentBytes; tests lower it)
 	compactAfter   int64  // nanoseconds
 	maxTombstones  int    // per shard
 	shards         [numShards]shard
@@ -158,7 +159,7 @@ func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*s
 		queued:         cfg.Delivery == DeliveryQueued,
 		deliver:        newDeliverer(cfg.Delivery == DeliveryQueued),
 		now:            func() int64 { return time.Now().UnixNano() },
-		unsent:         unsent{max: maxUnsentBytes},
+		unsentMax:      maxUnsentBytes,
 		stop:           make(chan struct{}),
 		done:           make(chan struct{}),
 	}
