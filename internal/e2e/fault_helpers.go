@@ -61,7 +61,7 @@ type FaultRig struct {
 // FaultRigOptions tune the rig's collector.
 type FaultRigOptions struct {
 	ClientTimeout string // exporters' HTTP timeout (default 2s)
-	LimitMiB      int
+	LimitMiB      int    // memory_limiter's limit_mib; GOMEMLIMIT follows it as in deploy/
 	SpikeMiB      int
 	Persistent    bool   // file_storage queues
 	SubagentMerge string // subagentmerge YAML body, "" for none
@@ -112,6 +112,12 @@ func NewFaultRig(t *testing.T, o FaultRigOptions) *FaultRig {
 	t.Helper()
 	LangfuseEnv(t)
 	clearLangSmithEnv(t)
+	if o.LimitMiB > 0 {
+		// deploy/sidecar-pod.yaml pairs memory_limiter's 512 MiB with GOMEMLIMIT=600MiB, so
+		// the Go runtime collects harder before the container limit; the rig keeps that
+		// ratio (restarts inherit it too).
+		t.Setenv("GOMEMLIMIT", fmt.Sprintf("%dMiB", o.LimitMiB*600/512))
+	}
 	r := newFaultFakes(t)
 
 	r.OTLP = fmt.Sprintf("127.0.0.1:%d", FreePort(t))

@@ -97,7 +97,9 @@ func TestReliabilityKill9PersistentQueue(t *testing.T) {
 // queues, and two senders push 32 KiB attributes as fast as they are let. The receiver
 // refuses with a retryable status once the limiter trips, the process stays under its
 // memory limit (limit_mib × 1.5, the ratio deploy/sidecar-pod.yaml uses: 512 MiB under a
-// 768 MiB container), and after the vendors return every accepted span arrives.
+// 768 MiB container, with GOMEMLIMIT at 600/512 of limit_mib as there), and after the
+// vendors return every accepted span arrives. RSS counts the binary's resident pages too
+// (about 49 MiB of it here).
 func TestReliabilityOverloadMemoryLimiter(t *testing.T) {
 	d := FaultDuration(t)
 	const limitMiB = 128
