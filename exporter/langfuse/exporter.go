@@ -59,6 +59,8 @@ type langfuseExporter struct {
 	// revisions keeps an older version of a re-emitted span from replacing a newer one:
 	// Langfuse keeps the version it received last
 	revisions *vendorhttp.Revisions
+	// persistent: the sending queue is on storage (convert builds the stored form)
+	persistent bool
 }
 
 // defaultLevels: compression_params.level 0 is gzip's default level.
@@ -81,6 +83,7 @@ func newExporter(cfg *Config, set exporter.Settings) (*langfuseExporter, error) 
 		compressor: comp,
 		shaper:     shape.NewShaper(shape.DefaultMaxTraces),
 		revisions:  vendorhttp.NewRevisions(vendorhttp.DefaultMaxRevisions),
+		persistent: cfg.QueueConfig.HasValue() && cfg.QueueConfig.Get().StorageID != nil,
 	}, nil
 }
 
@@ -111,19 +114,34 @@ func (e *langfuseExporter) shutdown(context.Context) error {
 // convert shapes a batch for Langfuse (shape.Shaper: every span's Langfuse
 // attributes) and encodes it with them spliced in, before it is queued: the queue holds
 // what is sent. td itself is not changed.
-func (e *langfuseExporter) convert(_ context.Context, td ptrace.Traces) (xexporterhelper.Request, error) {
+//
+// In front of a persistent queue the body is spliced straight behind the head of its
+// stored form (queue_encoding.go), so storing it copies nothing more.
+func (e *langfuseExporter) convert(ctx context.Context, td ptrace.Traces) (xexporterhelper.Request, error) {
 	plan := e.shaper.Plan(td)
 	defer plan.Release()
 	raw, err := e.marshaler.MarshalTraces(td)
 	if err != nil {
 		return nil, consumererror.NewPermanent(fmt.Errorf("langfuse: encoding spans: %w", err))
 	}
+	versions := slices.Clone(plan.Versions())
+	var head, rc []byte
+	if e.persistent {
+		if rc, err = recordContext(ctx); err != nil {
+			return nil, consumererror.NewPermanent(err)
+		}
+		head = appendRecordHead(make([]byte, 0, recordHeadLen(rc, versions)), rc, versions)
+	}
 	var sp shape.Splicer
-	body, err := sp.Splice(nil, raw, plan)
+	rec, err := sp.Splice(head, raw, plan)
 	if err != nil {
 		return nil, consumererror.NewPermanent(fmt.Errorf("langfuse: adding Langfuse attributes: %w", err))
 	}
-	return newSpans(body, slices.Clone(plan.Versions())), nil
+	r := newSpans(rec[len(head):], versions)
+	if e.persistent {
+		r.record, r.recordCtx = rec, rc
+	}
+	return r, nil
 }
 
 // push sends a queued batch (spans, shaped when it was queued).

@@ -34,24 +34,47 @@ func (q queueEncoding) Marshal(ctx context.Context, req xexporterhelper.Request)
 	if !ok {
 		return nil, fmt.Errorf("langfuse: cannot store a %T in the sending queue", req)
 	}
-	rc, err := pdatareq.MarshalTraces(ctx, ptrace.NewTraces())
+	rc, err := recordContext(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("langfuse: encoding a queued request's context: %w", err)
+		return nil, err
 	}
-	out := make([]byte, 0, len(queueMagic)+2*binary.MaxVarintLen64+len(rc)+len(r.versions)*(versionLen+2)+r.bytes)
-	out = append(out, queueMagic[:]...)
-	out = binary.AppendUvarint(out, uint64(len(rc)))
-	out = append(out, rc...)
-	out = binary.AppendUvarint(out, uint64(len(r.versions)))
-	for _, v := range r.versions {
-		out = append(out, v.Key.Trace[:]...)
-		out = append(out, v.Key.Span[:]...)
-		out = binary.AppendVarint(out, v.Rev)
+	if rec, ok := r.stored(rc); ok {
+		return rec, nil
 	}
+	out := appendRecordHead(make([]byte, 0, recordHeadLen(rc, r.versions)+r.bytes), rc, r.versions)
 	for _, p := range r.parts {
 		out = append(out, p...)
 	}
 	return out, nil
+}
+
+// recordContext is ctx as a stored request carries it.
+func recordContext(ctx context.Context) ([]byte, error) {
+	rc, err := pdatareq.MarshalTraces(ctx, ptrace.NewTraces())
+	if err != nil {
+		return nil, fmt.Errorf("langfuse: encoding a queued request's context: %w", err)
+	}
+	return rc, nil
+}
+
+// recordHeadLen is at least the length of the head appendRecordHead appends.
+func recordHeadLen(rc []byte, versions []vendorhttp.Version) int {
+	return len(queueMagic) + 2*binary.MaxVarintLen64 + len(rc) + len(versions)*(versionLen+binary.MaxVarintLen64)
+}
+
+// appendRecordHead appends a stored request's head, what comes before its body: the
+// magic, its context (rc, recordContext) and its spans' versions.
+func appendRecordHead(dst, rc []byte, versions []vendorhttp.Version) []byte {
+	dst = append(dst, queueMagic[:]...)
+	dst = binary.AppendUvarint(dst, uint64(len(rc)))
+	dst = append(dst, rc...)
+	dst = binary.AppendUvarint(dst, uint64(len(versions)))
+	for _, v := range versions {
+		dst = append(dst, v.Key.Trace[:]...)
+		dst = append(dst, v.Key.Span[:]...)
+		dst = binary.AppendVarint(dst, v.Rev)
+	}
+	return dst
 }
 
 func (q queueEncoding) Unmarshal(b []byte) (context.Context, xexporterhelper.Request, error) {

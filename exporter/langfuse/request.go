@@ -25,6 +25,25 @@ type spans struct {
 	bytes int // their bytes together
 	// versions are the spans' keys and merge revisions, one per span in the parts' order
 	versions []vendorhttp.Version
+	// record is the request's stored form (queue_encoding.go) when convert spliced the
+	// body straight behind its head, recorded under the context encoded as recordCtx: a
+	// persistent queue then stores it without copying the body again. It stands only
+	// while the body is still its one part (stored).
+	record    []byte
+	recordCtx []byte
+}
+
+// stored is the request's record, when it still holds the request as it is and was
+// made under the context encoded as rc.
+func (r *spans) stored(rc []byte) ([]byte, bool) {
+	if r.record == nil || len(r.parts) != 1 || !bytes.Equal(rc, r.recordCtx) {
+		return nil, false
+	}
+	body, head := r.parts[0], len(r.record)-len(r.parts[0])
+	if head < 0 || len(body) == 0 || &body[0] != &r.record[head] {
+		return nil, false
+	}
+	return r.record, true
 }
 
 // newSpans is a request of one encoded message.

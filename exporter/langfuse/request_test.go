@@ -105,6 +105,52 @@ func TestQueueEncodingRoundTrip(t *testing.T) {
 	}
 }
 
+// In front of a persistent queue, convert splices the body behind its stored head, so
+// storing the request hands over that record as it is; a request changed since (merged
+// with another), or stored under another context, is encoded anew. Either way the
+// record is the one the copying encoding makes, and reads back as the request.
+func TestQueueEncodingStoresTheRecordConvertMade(t *testing.T) {
+	ctx := client.NewContext(context.Background(), client.Info{Metadata: client.NewMetadata(map[string][]string{"tenant": {"a"}})})
+	plain, e := newTestExporter(t), newTestExporter(t)
+	e.persistent = true
+	enc := queueEncoding{e}
+	convert := func(e *langfuseExporter, ctx context.Context, td ptrace.Traces) *spans {
+		req, err := e.convert(ctx, td)
+		require.NoError(t, err)
+		return req.(*spans)
+	}
+	td := reemitted(3)
+	r := convert(e, ctx, td)
+	b, err := enc.Marshal(ctx, r)
+	require.NoError(t, err)
+	assert.Same(t, &r.record[0], &b[0], "the record convert made is stored, not a copy")
+	want, err := enc.Marshal(ctx, convert(plain, ctx, td))
+	require.NoError(t, err)
+	assert.Equal(t, want, b, "the same record as the copying encoding")
+	gotCtx, got, err := enc.Unmarshal(b)
+	require.NoError(t, err)
+	assert.Equal(t, r.body(), got.(*spans).body())
+	assert.Equal(t, r.versions, got.(*spans).versions)
+	assert.Equal(t, []string{"a"}, client.FromContext(gotCtx).Metadata.Get("tenant"))
+
+	other, err := enc.Marshal(context.Background(), convert(e, ctx, td))
+	require.NoError(t, err)
+	wantOther, err := enc.Marshal(context.Background(), convert(plain, ctx, td))
+	require.NoError(t, err)
+	assert.Equal(t, wantOther, other, "stored under another context: encoded for that one")
+
+	merged := convert(e, ctx, td)
+	_, err = merged.MergeSplit(context.Background(), 0, exporterhelper.RequestSizerTypeItems, convert(e, ctx, reemitted(1)))
+	require.NoError(t, err)
+	b, err = enc.Marshal(ctx, merged)
+	require.NoError(t, err)
+	assert.NotSame(t, &merged.record[0], &b[0], "a merged request is encoded anew")
+	_, got, err = enc.Unmarshal(b)
+	require.NoError(t, err)
+	assert.Equal(t, merged.ItemsCount(), got.ItemsCount())
+	assert.Equal(t, merged.body(), got.(*spans).body())
+}
+
 // A queue on disk filled by an earlier version holds the collector's encoding of each
 // batch, or, older still, bare OTLP: both are read and shaped as if queued now.
 func TestQueueReadsWhatAnEarlierVersionStored(t *testing.T) {
