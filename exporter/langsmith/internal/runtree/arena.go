@@ -15,6 +15,8 @@ import (
 // between batches (OpenTelemetry ids in hex, start and end times) from one string, the
 // metadata entries from one slice, the caller tags from another.
 type batchArena struct {
+	infos   []spanInfo
+	runs    []Run
 	strings []runStrings
 	kvs     []KV
 	tags    []string
@@ -31,16 +33,19 @@ const (
 )
 
 // arenas are batch arenas handed back by a Map's release, for the next batch: a batch's
-// metadata entries are most of what mapping it allocates.
+// runs, the spans they are read from and their metadata entries are most of what
+// mapping it allocates.
 var arenas = sync.Pool{New: func() any { return new(batchArena) }}
 
 // maxPooledKVs bounds the metadata entries an arena keeps for reuse (a batch of some
 // 2,000 runs): a rare huge batch's are let go.
 const maxPooledKVs = 1 << 15
 
-// newBatchArena cuts the arena of a batch's runs; pooled takes its slices from arenas
-// (hand it back with release once the runs are dead).
-func newBatchArena(infos []spanInfo, pooled bool) *batchArena {
+// cut cuts the arena of the runs of a.infos, a batch's spans. An arena from arenas
+// (the Map of a caller that hands it back with release once the runs are dead) reuses
+// the slices of a batch before; the runs' strings are new.
+func (a *batchArena) cut() {
+	infos := a.infos
 	const perRun = 2*len(pcommon.TraceID{}) + 4*len(pcommon.SpanID{}) + 2*dottedorder.TimeLen
 	buf := make([]byte, 0, len(infos)*perRun)
 	kvs := 0
@@ -56,10 +61,6 @@ func newBatchArena(infos []spanInfo, pooled bool) *batchArena {
 		kvs += derivedEntries + paramEntries
 	}
 	all := string(buf)
-	a := &batchArena{}
-	if pooled {
-		a = arenas.Get().(*batchArena)
-	}
 	a.strings = slices.Grow(a.strings[:0], len(infos))[:len(infos)]
 	a.kvs = slices.Grow(a.kvs[:0], kvs)
 	a.tags = slices.Grow(a.tags[:0], len(infos))
@@ -77,7 +78,6 @@ func newBatchArena(infos []spanInfo, pooled bool) *batchArena {
 		}
 		rs.start, rs.end = cut(dottedorder.TimeLen), cut(dottedorder.TimeLen)
 	}
-	return a
 }
 
 // release hands a pooled arena back; nothing cut from it may be used after.
@@ -85,6 +85,8 @@ func (a *batchArena) release() {
 	if cap(a.kvs) > maxPooledKVs {
 		return
 	}
+	clear(a.infos) // the batch's spans can go
+	clear(a.runs)
 	clear(a.strings)
 	clear(a.kvs[:cap(a.kvs)]) // the entries' strings and values can go
 	clear(a.tags[:cap(a.tags)])

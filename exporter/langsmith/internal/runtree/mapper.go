@@ -101,14 +101,19 @@ func (m *Mapper) Map(td ptrace.Traces) (runs []Run, skipped int) {
 }
 
 // MapReusing is Map for a caller that is done with the runs soon (once they are
-// encoded): release hands the memory their metadata and tags were cut from back for the
-// next batch; no run, nor anything read from one, may be used after it.
+// encoded): release hands the runs back for the next batch, with the memory their
+// metadata and tags were cut from; no run, nor anything read from one, may be used
+// after it.
 func (m *Mapper) MapReusing(td ptrace.Traces) (runs []Run, skipped int, release func()) {
 	return m.mapBatch(td, true)
 }
 
 func (m *Mapper) mapBatch(td ptrace.Traces, pooled bool) (runs []Run, skipped int, release func()) {
-	infos := make([]spanInfo, 0, td.SpanCount())
+	a := &batchArena{}
+	if pooled {
+		a = arenas.Get().(*batchArena)
+	}
+	infos := slices.Grow(a.infos[:0], td.SpanCount())
 	byTrace := map[pcommon.TraceID][]int{}
 	rss := td.ResourceSpans()
 	for ri := 0; ri < rss.Len(); ri++ {
@@ -140,8 +145,10 @@ func (m *Mapper) mapBatch(td ptrace.Traces, pooled bool) (runs []Run, skipped in
 	m.cache.evict()
 	m.mu.Unlock()
 
-	runs = make([]Run, len(infos))
-	a := newBatchArena(infos, pooled)
+	a.infos = infos
+	a.cut()
+	runs = slices.Grow(a.runs[:0], len(infos))[:len(infos)]
+	a.runs = runs
 	for i := range infos {
 		runs[i] = m.buildRun(&infos[i], a.strings[i], a)
 	}
