@@ -2,6 +2,7 @@ package runtree
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -296,7 +297,15 @@ var derivedKeys = map[string]bool{
 }
 
 // copiedAttr reports whether a span attribute is written into metadata as it is.
-func copiedAttr(k string) bool { return !movedAttrs[k] && !derivedKeys[k] }
+func copiedAttr(k string) bool { return !uncopiedAttrs[k] }
+
+// uncopiedAttrs are movedAttrs and derivedKeys in one set: every attribute of every run
+// is looked up in it.
+var uncopiedAttrs = func() map[string]bool {
+	m := maps.Clone(movedAttrs)
+	maps.Copy(m, derivedKeys)
+	return m
+}()
 
 // metadataKey maps a langsmith.metadata.<key> attribute (LangSmith's OTel convention for
 // a run's metadata, which its SDKs in OTel mode write) onto metadata key <key>, as
