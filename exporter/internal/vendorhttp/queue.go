@@ -3,6 +3,7 @@ package vendorhttp
 import (
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 )
 
@@ -39,12 +40,24 @@ const DefaultMaxIdleConnsPerHost = 16
 
 // KeepIdleConnections gives c the default max_idle_conns_per_host
 // (DefaultMaxIdleConnsPerHost).
+//
+// It sets the keepalive section, the form every collector release has (the flat fields
+// are deprecated, then removed). A release that still has the flat fields gives
+// ClientConfig an Unmarshal that folds the section into them and leaves the section
+// unset; that is done here at once, so a default config already has the form an
+// unmarshaled one has, and a user's keys (flat or `keepalive:`) override it as they would
+// any default.
 func KeepIdleConnections(c *confighttp.ClientConfig) {
-	// The flat field, as confighttp.NewDefaultClientConfig carries its own defaults while
-	// the keepalive section is new: Unmarshal folds a `keepalive:` section into these
-	// fields, and ToClient reads only them.
-	//lint:ignore SA1019 confighttp's defaults live in the flat fields until they are removed
-	c.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+	ka := confighttp.NewDefaultKeepaliveClientConfig()
+	if cur := c.Keepalive.Get(); cur != nil {
+		ka = *cur
+	}
+	ka.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+	c.Keepalive = configoptional.Some(ka)
+	if u, ok := any(c).(confmap.Unmarshaler); ok {
+		// folding into the struct's own fields cannot fail on an empty configuration
+		_ = u.Unmarshal(confmap.New())
+	}
 }
 
 // DefaultQueueConfig is both exporters' default sending queue: exporterhelper's default

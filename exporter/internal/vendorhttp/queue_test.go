@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 )
@@ -36,6 +37,36 @@ func TestBatchDefaultsAreSpanCounts(t *testing.T) {
 			assert.Equal(t, tc.max, b.MaxSize)
 			assert.Equal(t, tc.flush, b.FlushTimeout)
 			assert.Equal(t, exporterhelper.RequestSizerTypeBytes, q.Sizer, "the queue stays sized in bytes")
+		})
+	}
+}
+
+// The exporters' default keeps DefaultMaxIdleConnsPerHost idle connections a host, as if
+// a user had written it in `keepalive:`, and what a user writes wins, with the meaning it
+// has for any confighttp client: the same config as that YAML on a stock default. Only
+// the keepalive section is used, so this holds whether confighttp still has the flat
+// fields or not.
+func TestKeepIdleConnections(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		user, want map[string]any
+	}{
+		{"default", nil, map[string]any{"keepalive": map[string]any{"max_idle_conns_per_host": DefaultMaxIdleConnsPerHost}}},
+		{"user value", map[string]any{"keepalive": map[string]any{"max_idle_conns_per_host": 4}}, nil},
+		{"other keepalive keys keep the default", map[string]any{"keepalive": map[string]any{"max_idle_conns": 50}},
+			map[string]any{"keepalive": map[string]any{"max_idle_conns": 50, "max_idle_conns_per_host": DefaultMaxIdleConnsPerHost}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := tc.want
+			if want == nil {
+				want = tc.user
+			}
+			got := confighttp.NewDefaultClientConfig()
+			KeepIdleConnections(&got)
+			require.NoError(t, confmap.NewFromStringMap(tc.user).Unmarshal(&got))
+			stock := confighttp.NewDefaultClientConfig()
+			require.NoError(t, confmap.NewFromStringMap(want).Unmarshal(&stock))
+			assert.Equal(t, stock, got)
 		})
 	}
 }
