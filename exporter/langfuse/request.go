@@ -27,20 +27,14 @@ type spans struct {
 	versions []vendorhttp.Version
 	// record is the request's stored form (queue_encoding.go) when convert spliced the
 	// body straight behind its head, recorded under the context encoded as recordCtx: a
-	// persistent queue then stores it without copying the body again. It stands only
-	// while the body is still its one part (stored).
+	// persistent queue then stores it without copying the body again. A merge drops it.
 	record    []byte
 	recordCtx []byte
 }
 
-// stored is the request's record, when it still holds the request as it is and was
-// made under the context encoded as rc.
+// stored is the request's record, when it was made under the context encoded as rc.
 func (r *spans) stored(rc []byte) ([]byte, bool) {
-	if r.record == nil || len(r.parts) != 1 || !bytes.Equal(rc, r.recordCtx) {
-		return nil, false
-	}
-	body, head := r.parts[0], len(r.record)-len(r.parts[0])
-	if head < 0 || len(body) == 0 || &body[0] != &r.record[head] {
+	if r.record == nil || !bytes.Equal(rc, r.recordCtx) {
 		return nil, false
 	}
 	return r.record, true
@@ -86,6 +80,7 @@ func (r *spans) MergeSplit(_ context.Context, maxSize int, szt exporterhelper.Re
 		r.parts = append(r.parts, o.parts...)
 		r.bytes += o.bytes
 		r.versions = append(r.versions, o.versions...)
+		r.record, r.recordCtx = nil, nil
 	}
 	if maxSize <= 0 || r.sizeBy(szt) <= maxSize {
 		return []xexporterhelper.Request{r}, nil

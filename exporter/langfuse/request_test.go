@@ -139,12 +139,19 @@ func TestQueueEncodingStoresTheRecordConvertMade(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, wantOther, other, "stored under another context: encoded for that one")
 
-	merged := convert(e, ctx, td)
-	_, err = merged.MergeSplit(context.Background(), 0, exporterhelper.RequestSizerTypeItems, convert(e, ctx, reemitted(1)))
-	require.NoError(t, err)
+	more := reemitted(1)
+	merge := func(e *langfuseExporter) *spans {
+		r := convert(e, ctx, td)
+		_, err := r.MergeSplit(context.Background(), 0, exporterhelper.RequestSizerTypeItems, convert(e, ctx, more))
+		require.NoError(t, err)
+		return r
+	}
+	merged := merge(e)
 	b, err = enc.Marshal(ctx, merged)
 	require.NoError(t, err)
-	assert.NotSame(t, &merged.record[0], &b[0], "a merged request is encoded anew")
+	want, err = enc.Marshal(ctx, merge(plain))
+	require.NoError(t, err)
+	assert.Equal(t, want, b, "a merged request is encoded anew, both bodies in it")
 	_, got, err = enc.Unmarshal(b)
 	require.NoError(t, err)
 	assert.Equal(t, merged.ItemsCount(), got.ItemsCount())
