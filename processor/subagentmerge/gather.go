@@ -17,7 +17,8 @@ package subagentmerge
 //
 // It never changes the batches it is given: they are shared with the stream merge's
 // other consumers. What it holds is cut out of their encoding (encodeHeld); what it
-// passes on is a copy.
+// passes on is a copy, or, with queued delivery, cut out of the same encoding
+// (restEncodings).
 
 import (
 	"errors"
@@ -79,10 +80,21 @@ func (p *subagentMerge) gatherBatch(td ptrace.Traces, sc *scratch, c *counts) (p
 			errs = append(errs, err)
 		}
 	}
-	w := newRefWriter(td, out)
-	for i := range sc.refs {
-		if f := sc.refs[i].fate; f == fateKeep || f == fateLate {
-			w.copy(&sc.refs[i])
+	if p.queued {
+		// sent encoded: cut out of the batch's encoding (restEncodings), as what is held
+		// is, instead of copied only to be encoded
+		for i := range sc.refs {
+			if f := sc.refs[i].fate; f == fateKeep || f == fateLate {
+				lane := laneOf(sc.refs[i].span.TraceID())
+				sc.rest[lane] = append(sc.rest[lane], int32(i))
+			}
+		}
+	} else {
+		w := newRefWriter(td, out)
+		for i := range sc.refs {
+			if f := sc.refs[i].fate; f == fateKeep || f == fateLate {
+				w.copy(&sc.refs[i])
+			}
 		}
 	}
 	switch {
@@ -223,17 +235,54 @@ func (p *subagentMerge) encodeHeld(td ptrace.Traces, sc *scratch, g *group) ([]b
 		}
 		return b, nil
 	}
-	if !sc.wired {
-		buf, err := p.marshaler.MarshalTraces(td)
-		if err != nil {
-			return nil, fmt.Errorf("subagentmerge: encoding spans to buffer: %w", err)
-		}
-		if err := sc.wire.Reset(buf); err != nil {
-			return nil, fmt.Errorf("subagentmerge: indexing the encoded batch: %w", err)
-		}
-		sc.wired = true
+	if err := p.wireBatch(td, sc); err != nil {
+		return nil, err
 	}
 	return sc.wire.Append(make([]byte, 0, sc.wire.Size(sc.held)), sc.held), nil
+}
+
+// wireBatch encodes and indexes td once a call (sc.wire), for the spans cut out of it.
+func (p *subagentMerge) wireBatch(td ptrace.Traces, sc *scratch) error {
+	if sc.wired {
+		return nil
+	}
+	buf, err := p.marshaler.MarshalTraces(td)
+	if err != nil {
+		return fmt.Errorf("subagentmerge: encoding spans to buffer: %w", err)
+	}
+	if err := sc.wire.Reset(buf); err != nil {
+		return fmt.Errorf("subagentmerge: indexing the encoded batch: %w", err)
+	}
+	sc.wired = true
+	return nil
+}
+
+// hasRest reports whether spans of the call's batch go on now (queued delivery).
+func (sc *scratch) hasRest() bool {
+	for _, idx := range sc.rest {
+		if len(idx) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// restEncodings cuts the spans of td that go on now out of its encoding, a message a
+// lane (queued delivery).
+func (p *subagentMerge) restEncodings(td ptrace.Traces, sc *scratch) ([deliverLanes]encodedRest, error) {
+	var out [deliverLanes]encodedRest
+	if !sc.hasRest() {
+		return out, nil
+	}
+	if err := p.wireBatch(td, sc); err != nil {
+		return out, err
+	}
+	for lane, idx := range sc.rest {
+		if len(idx) > 0 {
+			out[lane] = encodedRest{enc: sc.wire.Append(make([]byte, 0, sc.wire.Size(idx)), idx), spans: len(idx)}
+		}
+	}
+	return out, nil
 }
 
 // rankOf is sp's version: 0 for a first emission, the re-emission's rank after it.

@@ -64,14 +64,20 @@ func (d *deliverer) poke(lane int) {
 // laneOf is the lane trace id goes by.
 func laneOf(id pcommon.TraceID) int { return int(id[15]) % deliverLanes }
 
+// encodedRest is one lane's spans of a call that go on now, encoded.
+type encodedRest struct {
+	enc   []byte
+	spans int
+}
+
 // enqueue queues what a call released for delivery, on each trace's lane: the released
 // traces raw (their stored chunks, not decoded: gather mode encodes what it holds on
 // arrival, so it holds no pdata; each batch holds its traces' chunks until delivered),
-// then rest (spans going on now, encoded here). rest is of stored
+// then rest (the call's spans going on now, encoded by lane). rest is of stored
 // chunk restSeq, or, when restSeq < 0, stored first as a chunk of its own, so it is on
 // disk before the request is answered. versions says some span may be in it more than
 // once (the sender coalesces them).
-func (p *subagentMerge) enqueue(ctx context.Context, rest ptrace.Traces, raw []held, restSeq int64, versions bool) error {
+func (p *subagentMerge) enqueue(ctx context.Context, rest [deliverLanes]encodedRest, raw []held, restSeq int64, versions bool) error {
 	var batches [deliverLanes]unsentBatch
 	for _, h := range raw {
 		b := &batches[laneOf(h.id)]
@@ -80,22 +86,14 @@ func (p *subagentMerge) enqueue(ctx context.Context, rest ptrace.Traces, raw []h
 		b.seqs = append(b.seqs, h.seqs...)
 	}
 	var chunk []byte
-	if rest.ResourceSpans().Len() > 0 {
-		byLane := splitByLane(rest)
-		for lane, td := range byLane {
-			if td.ResourceSpans().Len() == 0 {
-				continue
-			}
-			enc, err := p.marshaler.MarshalTraces(td)
-			if err != nil {
-				// only pdata this process built: a bug, not bad input
-				return fmt.Errorf("subagentmerge: encoding spans to send: %w", err)
-			}
-			b := &batches[lane]
-			b.enc, b.spans = enc, b.spans+td.SpanCount()
-			if restSeq < 0 && p.store != nil {
-				chunk = append(chunk, enc...) // one chunk for all lanes: they decode as one
-			}
+	for lane, r := range rest {
+		if r.spans == 0 {
+			continue
+		}
+		b := &batches[lane]
+		b.enc, b.spans = r.enc, b.spans+r.spans
+		if restSeq < 0 && p.store != nil {
+			chunk = append(chunk, r.enc...) // one chunk for all lanes: they decode as one
 		}
 	}
 	var err error

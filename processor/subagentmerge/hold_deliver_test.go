@@ -3,6 +3,7 @@ package subagentmerge
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,4 +165,61 @@ func TestQueuedDeliveryShutdownDoesNotWaitForTheVendor(t *testing.T) {
 	require.Eventually(t, func() bool { return sink2.SpanCount() == full.SpanCount() }, 10*time.Second, 5*time.Millisecond)
 	require.NoError(t, p2.Shutdown(context.Background()))
 	assert.Zero(t, st.Count("chunk/"))
+}
+
+// A trace that came a span a request is stored a request at a time, and each stored
+// request repeats its resource and scope; the delivery decodes each of them once: the
+// consumer gets every span under one resource and one scope, none lost or repeated.
+func TestQueuedDeliveryDecodesEachResourceOnce(t *testing.T) {
+	var mu sync.Mutex
+	var got []ptrace.Traces
+	next, err := consumer.NewTraces(func(_ context.Context, td ptrace.Traces) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, td)
+		return nil
+	})
+	require.NoError(t, err)
+	p, err := newProcessor(processortest.NewNopSettings(Type), queuedTestConfig(), next)
+	require.NoError(t, err)
+	require.NoError(t, p.Start(context.Background(), nil))
+
+	full := buildParallel()
+	rest := withoutRoot(full)
+	ids := map[string]int{}
+	for sp := range spaniter.All(rest) {
+		one := ptrace.NewTraces()
+		rs := one.ResourceSpans().AppendEmpty()
+		full.ResourceSpans().At(0).Resource().CopyTo(rs.Resource())
+		ss := rs.ScopeSpans().AppendEmpty()
+		full.ResourceSpans().At(0).ScopeSpans().At(0).Scope().CopyTo(ss.Scope())
+		sp.CopyTo(ss.Spans().AppendEmpty())
+		require.NoError(t, p.ConsumeTraces(context.Background(), one))
+	}
+	require.NoError(t, p.ConsumeTraces(context.Background(), only(full, isLocalRoot)))
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, td := range got {
+			n += td.SpanCount()
+		}
+		return n == full.SpanCount()
+	}, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, p.Shutdown(context.Background()))
+	mu.Lock()
+	defer mu.Unlock()
+	for _, td := range got {
+		// the root's request brings its own resource message (the same content),
+		// regrouped with the rest: one resource, one scope
+		assert.Equal(t, 1, td.ResourceSpans().Len())
+		assert.Equal(t, 1, td.ResourceSpans().At(0).ScopeSpans().Len())
+		for sp := range spaniter.All(td) {
+			ids[sp.SpanID().String()]++
+		}
+	}
+	assert.Len(t, ids, full.SpanCount())
+	for id, n := range ids {
+		assert.Equal(t, 1, n, "span %s once", id)
+	}
 }

@@ -42,13 +42,14 @@ func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSe
 	}
 	err = errors.Join(err, p.writeChunk(ctx, sc))
 	p.tel.record(ctx, &c)
-	if p.queued && (out.ResourceSpans().Len() > 0 || len(sc.raw) > 0) {
-		restSeq := int64(-1) // out is not on disk yet
+	if p.queued && (sc.hasRest() || len(sc.raw) > 0) {
+		restSeq := int64(-1) // the rest is not on disk yet
 		if sc.restoring {
-			restSeq = int64(sc.restoreAt) // out is of the chunk read back
+			restSeq = int64(sc.restoreAt) // the rest is of the chunk read back
 		}
-		qerr := p.enqueue(ctx, out, sc.raw, restSeq, sc.versions)
-		if sc.restoring && out.ResourceSpans().Len() == 0 && !sc.adopted {
+		rest, rerr := p.restEncodings(td, sc)
+		qerr := errors.Join(rerr, p.enqueue(ctx, rest, sc.raw, restSeq, sc.versions))
+		if sc.restoring && !sc.hasRest() && !sc.adopted {
 			p.forgetOnDisk(ctx, nil, sc.restoreAt) // nothing of it is held or sent any more
 		}
 		return errors.Join(err, qerr)

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
+	"github.com/agentmeter/agentmeter/internal/otlpwire"
 	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
 )
 
@@ -78,7 +79,7 @@ func (p *subagentMerge) sendReleased(ctx context.Context, bufs []held, c *counts
 			versions = versions || b.versions
 		}
 		p.tel.record(ctx, c)
-		if err := p.enqueue(ctx, ptrace.NewTraces(), bufs, -1, versions); err != nil {
+		if err := p.enqueue(ctx, [deliverLanes]encodedRest{}, bufs, -1, versions); err != nil {
 			return fmt.Errorf("subagentmerge: queueing %d traces released (%s): %w", len(bufs), what, err)
 		}
 		return nil
@@ -219,4 +220,46 @@ func (p *subagentMerge) forgetOnDisk(ctx context.Context, seqs []uint64, drop ..
 		// they are sent again after a restart: duplicates, which the vendors upsert
 		p.logger.Warn("storage: deleting the chunks of passed-on traces failed", zap.Error(err))
 	}
+}
+
+// A delivery's batches are released traces, each stored a request at a time, so their
+// joined encodings repeat the resource and scope once per request that brought spans of
+// the trace: regrouped first, each is decoded once.
+type deliveryDecoder struct {
+	parts      [][]byte
+	joined, gr []byte
+	x          otlpwire.Index
+	g          otlpwire.Grouping
+}
+
+var deliveryDecoders = sync.Pool{New: func() any { return new(deliveryDecoder) }}
+
+// decode decodes d.parts, joined, as one TracesData with each distinct resource and
+// scope once.
+func (d *deliveryDecoder) decode(u *ptrace.ProtoUnmarshaler) (ptrace.Traces, error) {
+	src := d.parts[0] // one part is indexed where it is stored, never appended to
+	if len(d.parts) > 1 {
+		d.joined = d.joined[:0]
+		for _, p := range d.parts {
+			d.joined = append(d.joined, p...)
+		}
+		src = d.joined
+	}
+	if err := d.x.Reset(src); err != nil {
+		return ptrace.Traces{}, err
+	}
+	d.gr = d.x.AppendGrouped(d.gr[:0], &d.g)
+	return u.UnmarshalTraces(d.gr)
+}
+
+// put returns d to its pool, without the stored parts it pointed to, and without
+// buffers a rare giant delivery grew.
+func (d *deliveryDecoder) put() {
+	clear(d.parts)
+	d.parts = d.parts[:0]
+	if cap(d.joined) > joinMaxPooled || cap(d.gr) > joinMaxPooled {
+		*d = deliveryDecoder{}
+	}
+	_ = d.x.Reset(nil)
+	deliveryDecoders.Put(d)
 }

@@ -202,10 +202,37 @@ func (p *subagentMerge) drainQueue(ctx context.Context, u *unsent, now int64) {
 const maxDeliverSpans = 2048
 
 // nextDelivery decodes u's first batches, up to maxDeliverSpans (at least
-// one), into one: how many it took and what to send. A batch that does not decode (only
-// this process encoded it: a bug) is dropped, said in the log. Only the goroutine holding
-// u.sending calls it.
+// one), into one: how many it took and what to send. They are joined and decoded at
+// once, each resource and scope once (deliveryDecoder); should that fail, each batch is
+// decoded alone, and one that does not decode (only this process encoded it: a bug) is
+// dropped, said in the log. Only the goroutine holding u.sending calls it.
 func (p *subagentMerge) nextDelivery(ctx context.Context, u *unsent) (int, ptrace.Traces) {
+	d := deliveryDecoders.Get().(*deliveryDecoder)
+	defer d.put()
+	took, spans, versions := 0, 0, false
+	u.mu.Lock()
+	for took < len(u.items) && (took == 0 || spans+u.items[took].spans <= maxDeliverSpans) {
+		b := &u.items[took]
+		d.parts = append(d.parts, b.parts...)
+		if len(b.enc) > 0 {
+			d.parts = append(d.parts, b.enc)
+		}
+		took, spans, versions = took+1, spans+b.spans, versions || b.versions
+	}
+	u.mu.Unlock()
+	td, err := d.decode(&p.unmarshaler)
+	if err != nil {
+		return p.nextDeliveryEach(ctx, u)
+	}
+	if versions {
+		coalesce(td)
+	}
+	return took, td
+}
+
+// nextDeliveryEach is nextDelivery decoding each batch alone, so that one that does not
+// decode is found and dropped.
+func (p *subagentMerge) nextDeliveryEach(ctx context.Context, u *unsent) (int, ptrace.Traces) {
 	td := ptrace.NewTraces()
 	took, spans, versions := 0, 0, false
 	for {

@@ -89,6 +89,8 @@ type scratch struct {
 	wire  otlpwire.Index
 	wired bool
 	held  []int32
+	// queued delivery: this batch's spans that go on now, by lane (ref indexes)
+	rest [deliverLanes][]int32
 	// gather mode with delivery: queued: the traces this call released, sent from their
 	// chunks as stored (hold_deliver.go), and whether some span goes in several versions
 	raw      []held
@@ -354,6 +356,9 @@ func (p *subagentMerge) putScratch(sc *scratch) {
 	sc.facts = sc.facts[:0]
 	sc.enc.reset()
 	sc.wired, sc.held = false, sc.held[:0]
+	for i := range sc.rest {
+		sc.rest[i] = sc.rest[i][:0]
+	}
 	clear(sc.raw)
 	sc.raw, sc.versions = sc.raw[:0], false
 	p.pool.Put(sc)
