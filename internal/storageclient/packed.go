@@ -17,7 +17,7 @@ import (
 // several times over, and the file's pages count in the process's memory; agent spans
 // repeat their attribute keys and values, so they take a fraction of their bytes.
 // subagentmerge's chunks and the vendor exporters' persistent sending queues are stored
-// so.
+// so, and a value still large once compressed goes in pieces (segment.go).
 //
 // A compressed value is packMagic and the block. What an older version stored is read
 // as it was: the values stored so are protobuf (or start with a length prefix ahead of
@@ -73,10 +73,13 @@ func unpack(v []byte) []byte {
 	return out
 }
 
-// Packed returns a client that stores c's large values compressed. The compressed bytes
-// are built in buffers reused once Set or Batch returned, so c must not keep a value it
-// was handed past the call: file_storage copies it into its pages before it returns.
-func Packed(c storage.Client) storage.Client { return packingClient{c} }
+// Packed returns a client that stores c's large values compressed, and in pieces
+// (segment.go). The compressed bytes are built in buffers reused once Set or Batch
+// returned, so c must not keep a value it was handed past the call: file_storage copies
+// it into its pages before it returns.
+func Packed(c storage.Client) storage.Client {
+	return &packingClient{Client: c, pieces: map[string]int{}}
+}
 
 // PackingHost is host with the storage extension id handing out packed clients: what a
 // component starts a persistent sending queue of exporterhelper with.
@@ -112,56 +115,29 @@ func (e packingExtension) GetClient(ctx context.Context, kind component.Kind, id
 	return Packed(c), nil
 }
 
-// packingClient compresses the values it stores and decompresses the values it reads.
-type packingClient struct{ storage.Client }
+// packingClient compresses the values it stores and decompresses the values it reads;
+// a large value goes in pieces (segment.go).
+type packingClient struct {
+	storage.Client
+	mu sync.Mutex
+	// pieces is, for the keys this client wrote, read or deleted-to-be since it opened,
+	// how many pieces their value is stored in besides the key itself (0: whole under
+	// the key). A key it has not seen may hold pieces a previous process wrote.
+	pieces map[string]int
+}
 
-func (c packingClient) Get(ctx context.Context, key string) ([]byte, error) {
-	v, err := c.Client.Get(ctx, key)
-	if err != nil {
+func (c *packingClient) Get(ctx context.Context, key string) ([]byte, error) {
+	op := storage.GetOperation(key)
+	if err := c.Batch(ctx, op); err != nil {
 		return nil, err
 	}
-	return unpack(v), nil
+	return op.Value, nil
 }
 
-func (c packingClient) Set(ctx context.Context, key string, value []byte) error {
-	if len(value) < packMin {
-		return c.Client.Set(ctx, key, value)
-	}
-	buf := getPackBuf()
-	defer putPackBuf(buf)
-	*buf = packInto(*buf, value)
-	return c.Client.Set(ctx, key, *buf)
+func (c *packingClient) Set(ctx context.Context, key string, value []byte) error {
+	return c.Batch(ctx, storage.SetOperation(key, value))
 }
 
-// Batch stores packed copies of the Set operations (the caller's are left as they
-// were) and unpacks what the Get operations read, in place, as the interface says.
-func (c packingClient) Batch(ctx context.Context, ops ...*storage.Operation) error {
-	sent, copied := ops, false
-	var bufs []*[]byte
-	defer func() {
-		for _, b := range bufs {
-			putPackBuf(b)
-		}
-	}()
-	for i, op := range ops {
-		if op.Type != storage.Set || len(op.Value) < packMin {
-			continue
-		}
-		if !copied {
-			sent, copied = append([]*storage.Operation(nil), ops...), true
-		}
-		buf := getPackBuf()
-		*buf = packInto(*buf, op.Value)
-		bufs = append(bufs, buf)
-		sent[i] = storage.SetOperation(op.Key, *buf)
-	}
-	if err := c.Client.Batch(ctx, sent...); err != nil {
-		return err
-	}
-	for _, op := range ops {
-		if op.Type == storage.Get {
-			op.Value = unpack(op.Value)
-		}
-	}
-	return nil
+func (c *packingClient) Delete(ctx context.Context, key string) error {
+	return c.Batch(ctx, storage.DeleteOperation(key))
 }

@@ -80,17 +80,7 @@ func TestPackingHost(t *testing.T) {
 func TestPackedBuffersAreReusedOnlyOnceStored(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	open := func() (storage.Client, extension.Extension) {
-		f := filestorage.NewFactory()
-		cfg := f.CreateDefaultConfig().(*filestorage.Config)
-		cfg.Directory, cfg.Compaction.Directory = dir, dir
-		ext, err := f.Create(ctx, extensiontest.NewNopSettings(f.Type()), cfg)
-		require.NoError(t, err)
-		require.NoError(t, ext.Start(ctx, componenttest.NewNopHost()))
-		c, err := ext.(storage.Extension).GetClient(ctx, component.KindExporter, component.MustNewID("vendor"), "traces")
-		require.NoError(t, err)
-		return Packed(c), ext
-	}
+	open := func() (storage.Client, extension.Extension) { return openFileStorage(t, dir) }
 	value := func(i int) []byte { return []byte(strings.Repeat(fmt.Sprintf("value %d;", i), 100+i)) }
 	c, ext := open()
 	for i := 0; i < 50; i += 2 {
@@ -111,6 +101,20 @@ func TestPackedBuffersAreReusedOnlyOnceStored(t *testing.T) {
 	check(c)
 	require.NoError(t, c.Close(ctx))
 	require.NoError(t, ext.Shutdown(ctx))
+}
+
+// openFileStorage starts a file_storage in dir and returns a packed client of it.
+func openFileStorage(t *testing.T, dir string) (storage.Client, extension.Extension) {
+	ctx := context.Background()
+	f := filestorage.NewFactory()
+	cfg := f.CreateDefaultConfig().(*filestorage.Config)
+	cfg.Directory, cfg.Compaction.Directory = dir, dir
+	ext, err := f.Create(ctx, extensiontest.NewNopSettings(f.Type()), cfg)
+	require.NoError(t, err)
+	require.NoError(t, ext.Start(ctx, componenttest.NewNopHost()))
+	c, err := ext.(storage.Extension).GetClient(ctx, component.KindExporter, component.MustNewID("vendor"), "traces")
+	require.NoError(t, err)
+	return Packed(c), ext
 }
 
 func BenchmarkPackedBatch(b *testing.B) {

@@ -23,9 +23,9 @@ import (
 //   - the spans one request leaves buffered are one chunk (OTLP protobuf: the
 //     concatenation of the bytes the buffer keeps in memory for each trace), stored
 //     under "chunk/<seq>" with a sequence number from one counter: one write per
-//     request, however many traces it extends; stored compressed
-//     (storageclient.Packed: bbolt rewrites a value's neighbours on every write, and
-//     agent spans compress several times);
+//     request, however many traces it extends; stored compressed, a large one in
+//     pieces (storageclient.Packed: bbolt rewrites a value's neighbours on every
+//     write, and agent spans compress several times);
 //   - "high" is one past the highest sequence number written, "low" at most the lowest
 //     still live; both only grow;
 //   - a chunk counts the buffered traces it holds spans of; it is deleted once the

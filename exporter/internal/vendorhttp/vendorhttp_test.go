@@ -187,6 +187,10 @@ func TestCompressorHonoursTheLevel(t *testing.T) {
 	out, err := dec.DecodeAll(buf.Bytes(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, body, out)
+	// the frame carries no content checksum (Frame_Header_Descriptor bit 2, after the
+	// 4-byte magic number), as LangSmith's SDK writes it
+	require.Greater(t, buf.Len(), 4)
+	assert.Zero(t, buf.Bytes()[4]&0x04, "content checksum flag")
 	// a higher level must not be ignored: it compresses at least as well as the fastest
 	fast, err := NewCompressor(configcompression.TypeZstd, 1, Levels{})
 	require.NoError(t, err)

@@ -1,0 +1,216 @@
+package storageclient
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// bbolt (file_storage) keeps a value in the leaf node of its key, and splits no node of
+// four keys or fewer: every put or delete writes the key's whole node again, its
+// neighbours' values with it, into a buffer allocated for that write whenever the node
+// spans more than one page. A queue's batch or a merge's chunk is tens to hundreds of
+// KiB, so each write and each delete copied a few such values: in the shipped sidecar
+// under load, a sixth of all the bytes the process allocated. A packed client stores a
+// value over segMax bytes (as stored: compressed) in pieces of segMax under keys of
+// their own (the key, a zero byte, the piece's number), and under the key only how many
+// pieces there are: a write fills new nodes with its own pieces and a delete empties
+// them, so no write copies more than a few pages of anyone else's bytes. A value's
+// pieces are written, and deleted, in the same transaction as its key.
+
+// segMax is the most bytes of a value under one key: a piece with its key and element
+// header fits one 4 KiB page.
+const segMax = 3968
+
+// maxPieces bounds what a head may say: a value of 4 GiB.
+const maxPieces = 1 << 20
+
+// segMagic starts the value under a key whose value is in pieces, followed by the
+// number of pieces (a varint). Like packMagic it begins with a zero byte.
+var segMagic = []byte("\x00asg\x01")
+
+func pieceKey(key string, i int) string { return key + "\x00" + strconv.Itoa(i) }
+
+func segHead(n int) []byte {
+	return protowire.AppendVarint(append(make([]byte, 0, len(segMagic)+4), segMagic...), uint64(n))
+}
+
+// segCount is how many pieces head v says its value is in, or 0 when v is a value.
+func segCount(v []byte) int {
+	if !bytes.HasPrefix(v, segMagic) {
+		return 0
+	}
+	n, w := protowire.ConsumeVarint(v[len(segMagic):])
+	if w < 0 || len(segMagic)+w != len(v) || n == 0 || n > maxPieces {
+		return 0
+	}
+	return int(n)
+}
+
+func piecesOf(n int) int { return (n + segMax - 1) / segMax }
+
+// Batch stores packed copies of the Set operations (the caller's are left as they
+// were), large ones in pieces, deletes a value's pieces with it, and hands the Get
+// operations what was stored, joined and unpacked, in place, as the interface says.
+func (c *packingClient) Batch(ctx context.Context, ops ...*storage.Operation) error {
+	if err := c.learn(ctx, ops); err != nil {
+		return err
+	}
+	var bufs []*[]byte
+	defer func() {
+		for _, b := range bufs {
+			putPackBuf(b)
+		}
+	}()
+	type setDone struct {
+		key   string
+		n     int
+		probe *storage.Operation // what the key held, when this client did not know
+	}
+	var sets []setDone
+	sent := make([]*storage.Operation, 0, len(ops))
+	c.mu.Lock()
+	for _, op := range ops {
+		switch op.Type {
+		case storage.Get:
+			sent = append(sent, op)
+		case storage.Delete:
+			sent = append(sent, op)
+			for i := 1; i <= c.pieces[op.Key]; i++ {
+				sent = append(sent, storage.DeleteOperation(pieceKey(op.Key, i)))
+			}
+		case storage.Set:
+			v := op.Value
+			if len(v) >= packMin {
+				buf := getPackBuf()
+				*buf = packInto(*buf, v)
+				bufs = append(bufs, buf)
+				v = *buf
+			}
+			d := setDone{key: op.Key}
+			old, known := c.pieces[op.Key]
+			if !known {
+				d.probe = storage.GetOperation(op.Key)
+				sent = append(sent, d.probe)
+			}
+			if len(v) <= segMax {
+				sent = append(sent, storage.SetOperation(op.Key, v))
+			} else {
+				d.n = piecesOf(len(v))
+				sent = append(sent, storage.SetOperation(op.Key, segHead(d.n)))
+				for i := 1; i <= d.n; i++ {
+					sent = append(sent, storage.SetOperation(pieceKey(op.Key, i), v[(i-1)*segMax:min(i*segMax, len(v))]))
+				}
+			}
+			for i := d.n + 1; i <= old; i++ {
+				sent = append(sent, storage.DeleteOperation(pieceKey(op.Key, i)))
+			}
+			sets = append(sets, d)
+		}
+	}
+	c.mu.Unlock()
+	if err := c.Client.Batch(ctx, sent...); err != nil {
+		return err
+	}
+	// pieces an earlier process left under a key now written shorter
+	var stale []*storage.Operation
+	c.mu.Lock()
+	for _, op := range ops {
+		if op.Type == storage.Delete {
+			delete(c.pieces, op.Key)
+		}
+	}
+	for _, d := range sets {
+		if d.probe != nil {
+			for i := d.n + 1; i <= segCount(d.probe.Value); i++ {
+				stale = append(stale, storage.DeleteOperation(pieceKey(d.key, i)))
+			}
+		}
+		c.pieces[d.key] = d.n
+	}
+	c.mu.Unlock()
+	if len(stale) > 0 {
+		if err := c.Client.Batch(ctx, stale...); err != nil {
+			return fmt.Errorf("deleting the pieces of a value written again shorter: %w", err)
+		}
+	}
+	return c.readPieces(ctx, ops)
+}
+
+// learn reads how many pieces the keys the operations delete are in, for the keys
+// this client has not seen yet (a previous process wrote them).
+func (c *packingClient) learn(ctx context.Context, ops []*storage.Operation) error {
+	var heads []*storage.Operation
+	c.mu.Lock()
+	for _, op := range ops {
+		if _, known := c.pieces[op.Key]; op.Type == storage.Delete && !known {
+			heads = append(heads, storage.GetOperation(op.Key))
+		}
+	}
+	c.mu.Unlock()
+	if len(heads) == 0 {
+		return nil
+	}
+	if err := c.Client.Batch(ctx, heads...); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	for _, h := range heads {
+		c.pieces[h.Key] = segCount(h.Value)
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// readPieces completes the Get operations: a value stored in pieces is read and joined
+// (a missing piece leaves it short, and its reader's own check rejects it), then every
+// value is unpacked.
+func (c *packingClient) readPieces(ctx context.Context, ops []*storage.Operation) error {
+	var pieces []*storage.Operation
+	for _, op := range ops {
+		if op.Type != storage.Get {
+			continue
+		}
+		n := segCount(op.Value)
+		if op.Value != nil {
+			c.mu.Lock()
+			c.pieces[op.Key] = n
+			c.mu.Unlock()
+		}
+		for i := 1; i <= n; i++ {
+			pieces = append(pieces, storage.GetOperation(pieceKey(op.Key, i)))
+		}
+	}
+	if len(pieces) > 0 {
+		if err := c.Client.Batch(ctx, pieces...); err != nil {
+			return err
+		}
+	}
+	at := 0
+	for _, op := range ops {
+		if op.Type != storage.Get {
+			continue
+		}
+		n := segCount(op.Value)
+		if n == 0 {
+			op.Value = unpack(op.Value)
+			continue
+		}
+		buf := getPackBuf()
+		for _, p := range pieces[at : at+n] {
+			*buf = append(*buf, p.Value...)
+		}
+		at += n
+		v := unpack(*buf)
+		if len(v) > 0 && &v[0] == &(*buf)[0] {
+			v = bytes.Clone(v) // handed back as stored (torn): not the pooled buffer
+		}
+		putPackBuf(buf)
+		op.Value = v
+	}
+	return nil
+}
