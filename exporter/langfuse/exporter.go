@@ -120,7 +120,7 @@ func (e *langfuseExporter) shutdown(context.Context) error {
 func (e *langfuseExporter) convert(ctx context.Context, td ptrace.Traces) (xexporterhelper.Request, error) {
 	plan := e.shaper.Plan(td)
 	defer plan.Release()
-	raw, err := e.marshaler.MarshalTraces(td)
+	raw, err := otlpwire.Encode(ctx, &e.marshaler, td) // read-only: the gather's too
 	if err != nil {
 		return nil, consumererror.NewPermanent(fmt.Errorf("langfuse: encoding spans: %w", err))
 	}

@@ -21,6 +21,7 @@ package subagentmerge
 // (restEncodings).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -28,6 +29,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/otlpwire"
 	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
@@ -36,13 +38,13 @@ import (
 // what was held of the traces this batch completes or pushes out, then this batch's
 // spans that are not held (the rest of those traces, late spans, re-emissions of
 // released spans, spans without a trace id), one version of each span (coalesce).
-func (p *subagentMerge) gatherBatch(td ptrace.Traces, sc *scratch, c *counts) (ptrace.Traces, error) {
+func (p *subagentMerge) gatherBatch(ctx context.Context, td ptrace.Traces, sc *scratch, c *counts) (ptrace.Traces, error) {
 	p.indexBatch(td, sc, false)
 	now := p.now()
 	var errs []error
 	versions := false
 	for gi := range sc.groups {
-		v, err := p.gatherPlace(td, sc, gi, now, c)
+		v, err := p.gatherPlace(ctx, td, sc, gi, now, c)
 		versions = versions || v
 		if err != nil {
 			errs = append(errs, err)
@@ -109,7 +111,7 @@ func (p *subagentMerge) gatherBatch(td ptrace.Traces, sc *scratch, c *counts) (p
 // gatherPlace decides the fate of one trace's spans in this batch (gather mode): held,
 // passed on now, or dropped as an exact repeat. It reports whether this batch brought a
 // later version of a span the trace already has.
-func (p *subagentMerge) gatherPlace(td ptrace.Traces, sc *scratch, gi int, now int64, c *counts) (versions bool, _ error) {
+func (p *subagentMerge) gatherPlace(ctx context.Context, td ptrace.Traces, sc *scratch, gi int, now int64, c *counts) (versions bool, _ error) {
 	g := &sc.groups[gi]
 	s := &p.shards[shardIndex(g.id)]
 	s.mu.Lock()
@@ -202,7 +204,7 @@ func (p *subagentMerge) gatherPlace(td ptrace.Traces, sc *scratch, gi int, now i
 	e.versions += later
 	p.nSpans.Add(int64(added + later))
 
-	b, err := p.encodeHeld(td, sc, g)
+	b, err := p.encodeHeld(ctx, td, sc, g)
 	if err != nil {
 		return false, err
 	}
@@ -213,7 +215,7 @@ func (p *subagentMerge) gatherPlace(td ptrace.Traces, sc *scratch, gi int, now i
 // td: the batch is not this processor's to change. They are cut out of td's encoding,
 // made once per batch, instead of copied to be encoded; only a span that goes as a first
 // emission (its re-emission marks taken off) is copied.
-func (p *subagentMerge) encodeHeld(td ptrace.Traces, sc *scratch, g *group) ([]byte, error) {
+func (p *subagentMerge) encodeHeld(ctx context.Context, td ptrace.Traces, sc *scratch, g *group) ([]byte, error) {
 	sc.held = sc.held[:0]
 	asFirst := false
 	for r := g.first; r >= 0; r = sc.refs[r].next {
@@ -235,18 +237,20 @@ func (p *subagentMerge) encodeHeld(td ptrace.Traces, sc *scratch, g *group) ([]b
 		}
 		return b, nil
 	}
-	if err := p.wireBatch(td, sc); err != nil {
+	if err := p.wireBatch(ctx, td, sc); err != nil {
 		return nil, err
 	}
 	return sc.wire.Append(make([]byte, 0, sc.wire.Size(sc.held)), sc.held), nil
 }
 
 // wireBatch encodes and indexes td once a call (sc.wire), for the spans cut out of it.
-func (p *subagentMerge) wireBatch(td ptrace.Traces, sc *scratch) error {
+// The batch is read-only behind a stream merge, and its encoding the one the other
+// consumers of the merge's call use (otlpwire.Encode).
+func (p *subagentMerge) wireBatch(ctx context.Context, td ptrace.Traces, sc *scratch) error {
 	if sc.wired {
 		return nil
 	}
-	buf, err := p.marshaler.MarshalTraces(td)
+	buf, err := otlpwire.Encode(ctx, &p.marshaler, td)
 	if err != nil {
 		return fmt.Errorf("subagentmerge: encoding spans to buffer: %w", err)
 	}
@@ -269,12 +273,12 @@ func (sc *scratch) hasRest() bool {
 
 // restEncodings cuts the spans of td that go on now out of its encoding, a message a
 // lane (queued delivery).
-func (p *subagentMerge) restEncodings(td ptrace.Traces, sc *scratch) ([deliverLanes]encodedRest, error) {
+func (p *subagentMerge) restEncodings(ctx context.Context, td ptrace.Traces, sc *scratch) ([deliverLanes]encodedRest, error) {
 	var out [deliverLanes]encodedRest
 	if !sc.hasRest() {
 		return out, nil
 	}
-	if err := p.wireBatch(td, sc); err != nil {
+	if err := p.wireBatch(ctx, td, sc); err != nil {
 		return out, err
 	}
 	for lane, idx := range sc.rest {

@@ -36,7 +36,7 @@ func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSe
 	var err error
 	out := td
 	if p.gather {
-		out, err = p.gatherBatch(td, sc, &c)
+		out, err = p.gatherBatch(ctx, td, sc, &c)
 	} else {
 		err = p.process(td, sc, &c)
 	}
@@ -47,7 +47,7 @@ func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSe
 		if sc.restoring {
 			restSeq = int64(sc.restoreAt) // the rest is of the chunk read back
 		}
-		rest, rerr := p.restEncodings(td, sc)
+		rest, rerr := p.restEncodings(ctx, td, sc)
 		qerr := errors.Join(rerr, p.enqueue(ctx, rest, sc.raw, restSeq, sc.versions))
 		if sc.restoring && !sc.hasRest() && !sc.adopted {
 			p.forgetOnDisk(ctx, nil, sc.restoreAt) // nothing of it is held or sent any more

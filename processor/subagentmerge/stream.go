@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/otlpwire"
 	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
 )
 
@@ -52,7 +53,11 @@ func (p *subagentMerge) consumeStream(ctx context.Context, td ptrace.Traces) err
 	out.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
 	p.tel.record(ctx, &c)
 	if td.ResourceSpans().Len() > 0 {
-		if err := p.next.ConsumeTraces(ctx, td); err != nil {
+		// the consumers behind share one encoding of td (otlpwire.Encode)
+		sctx, done := otlpwire.WithShared(ctx)
+		err := p.next.ConsumeTraces(sctx, td)
+		done()
+		if err != nil {
 			p.rollback(sc)
 			p.forgetLedgers(ctx, ended)
 			return errors.Join(append(errs, err)...)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/metrictest"
+	"github.com/agentmeter/agentmeter/internal/otlpwire"
 	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/internal/storagetest"
 	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
@@ -526,4 +527,32 @@ func TestStreamReemissionsStartFromTheFirstVersion(t *testing.T) {
 		assertExactAtSink(t, sink.AllTraces(), want, fmt.Sprintf("seed %d", seed))
 	}
 	assert.Greater(t, multi, 20, "spans that went out three times or more")
+}
+
+// The consumers behind a stream merge that encode the batch they are handed together
+// (read-only, as the collector's fanout hands it to several) share one encoding of it.
+func TestStreamSharesTheBatchEncoding(t *testing.T) {
+	var shared, calls int
+	next, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
+		calls++
+		td.MarkReadOnly() // what the fanout does for several read-only consumers
+		a, err := otlpwire.Encode(ctx, &ptrace.ProtoMarshaler{}, td)
+		require.NoError(t, err)
+		b, err := otlpwire.Encode(ctx, &ptrace.ProtoMarshaler{}, td)
+		require.NoError(t, err)
+		if len(a) > 0 && &a[0] == &b[0] {
+			shared++
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	p, err := newProcessor(processortest.NewNopSettings(Type), streamTestConfig(), next)
+	require.NoError(t, err)
+	require.NoError(t, p.Start(context.Background(), nil))
+	defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+	for _, td := range realTime(buildParallel()) {
+		require.NoError(t, p.ConsumeTraces(context.Background(), td))
+	}
+	assert.Positive(t, calls)
+	assert.Equal(t, calls, shared)
 }
