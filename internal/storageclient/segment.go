@@ -73,6 +73,21 @@ func (c *packingClient) Batch(ctx context.Context, ops ...*storage.Operation) er
 	}
 	var sets []setDone
 	sent := make([]*storage.Operation, 0, len(ops))
+	// what the batch's earlier operations leave under a key (a key set twice in one batch)
+	var now map[string]int
+	piecesNow := func(key string) (int, bool) {
+		if n, ok := now[key]; ok {
+			return max(n, 0), true // -1: deleted
+		}
+		n, ok := c.pieces[key]
+		return n, ok
+	}
+	setNow := func(key string, n int) {
+		if now == nil {
+			now = map[string]int{}
+		}
+		now[key] = n
+	}
 	c.mu.Lock()
 	for _, op := range ops {
 		switch op.Type {
@@ -80,9 +95,11 @@ func (c *packingClient) Batch(ctx context.Context, ops ...*storage.Operation) er
 			sent = append(sent, op)
 		case storage.Delete:
 			sent = append(sent, op)
-			for i := 1; i <= c.pieces[op.Key]; i++ {
+			n, _ := piecesNow(op.Key)
+			for i := 1; i <= n; i++ {
 				sent = append(sent, storage.DeleteOperation(pieceKey(op.Key, i)))
 			}
+			setNow(op.Key, -1)
 		case storage.Set:
 			v := op.Value
 			if len(v) >= packMin {
@@ -92,7 +109,7 @@ func (c *packingClient) Batch(ctx context.Context, ops ...*storage.Operation) er
 				v = *buf
 			}
 			d := setDone{key: op.Key}
-			old, known := c.pieces[op.Key]
+			old, known := piecesNow(op.Key)
 			if !known {
 				d.probe = storage.GetOperation(op.Key)
 				sent = append(sent, d.probe)
@@ -109,6 +126,7 @@ func (c *packingClient) Batch(ctx context.Context, ops ...*storage.Operation) er
 			for i := d.n + 1; i <= old; i++ {
 				sent = append(sent, storage.DeleteOperation(pieceKey(op.Key, i)))
 			}
+			setNow(op.Key, d.n)
 			sets = append(sets, d)
 		}
 	}
@@ -119,20 +137,22 @@ func (c *packingClient) Batch(ctx context.Context, ops ...*storage.Operation) er
 	// pieces an earlier process left under a key now written shorter
 	var stale []*storage.Operation
 	c.mu.Lock()
-	for _, op := range ops {
-		if op.Type == storage.Delete {
-			delete(c.pieces, op.Key)
+	for key, n := range now {
+		if n < 0 {
+			delete(c.pieces, key)
+		} else {
+			c.pieces[key] = n
 		}
 	}
+	c.mu.Unlock()
 	for _, d := range sets {
 		if d.probe != nil {
-			for i := d.n + 1; i <= segCount(d.probe.Value); i++ {
+			// past what the batch left under the key (it may be set again after d)
+			for i := max(now[d.key], 0) + 1; i <= segCount(d.probe.Value); i++ {
 				stale = append(stale, storage.DeleteOperation(pieceKey(d.key, i)))
 			}
 		}
-		c.pieces[d.key] = d.n
 	}
-	c.mu.Unlock()
 	if len(stale) > 0 {
 		if err := c.Client.Batch(ctx, stale...); err != nil {
 			return fmt.Errorf("deleting the pieces of a value written again shorter: %w", err)

@@ -75,6 +75,34 @@ func TestPackedPieces(t *testing.T) {
 	assert.NotEqual(t, a, got)
 }
 
+// A key written twice in one batch, or written and deleted, ends as the last operation
+// left it, with no piece left over, for a client that knew it and one that did not.
+func TestPackedPiecesSameKeyTwiceInABatch(t *testing.T) {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(7, 8))
+	st := storagetest.New()
+	require.NoError(t, Packed(st).Set(ctx, "k", incompressible(r, 6*segMax-100)))
+	for _, c := range []storage.Client{Packed(st), Packed(st)} {
+		long, short := incompressible(r, 4*segMax-100), incompressible(r, 2*segMax-100)
+		require.NoError(t, c.Batch(ctx, storage.SetOperation("k", short), storage.SetOperation("k", long)))
+		got, err := Packed(st).Get(ctx, "k")
+		require.NoError(t, err)
+		assert.Equal(t, long, got)
+		assert.Equal(t, 5, st.Count(""), "k and its 4 pieces")
+		require.NoError(t, c.Batch(ctx, storage.SetOperation("k", long), storage.SetOperation("k", short)))
+		got, err = c.Get(ctx, "k")
+		require.NoError(t, err)
+		assert.Equal(t, short, got)
+		assert.Equal(t, 3, st.Count(""), "k and its 2 pieces")
+	}
+	c := Packed(st)
+	require.NoError(t, c.Batch(ctx, storage.SetOperation("k", incompressible(r, 3*segMax)), storage.DeleteOperation("k")))
+	assert.Zero(t, st.Count(""))
+	require.NoError(t, c.Set(ctx, "k", []byte("x")))
+	require.NoError(t, c.Delete(ctx, "k"))
+	assert.Zero(t, st.Count(""))
+}
+
 // A failed write changes nothing the client knows: the next one is the same write.
 func TestPackedPiecesFailedWrite(t *testing.T) {
 	ctx := context.Background()
