@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
 // deliverLanes is how many goroutines send at once. A trace always goes by the same
@@ -125,28 +124,6 @@ func (p *subagentMerge) enqueue(ctx context.Context, rest [deliverLanes]encodedR
 		}
 	}
 	return err
-}
-
-// splitByLane moves rest's spans into one Traces a lane (rest is this processor's own).
-func splitByLane(rest ptrace.Traces) [deliverLanes]ptrace.Traces {
-	var out [deliverLanes]ptrace.Traces
-	for i := range out {
-		out[i] = ptrace.NewTraces()
-	}
-	rss := rest.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		rs := rss.At(i)
-		sss := rs.ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			ss := sss.At(j)
-			spans := ss.Spans()
-			for k := 0; k < spans.Len(); k++ {
-				sp := spans.At(k)
-				sp.MoveTo(slotUnder(out[laneOf(sp.TraceID())], rs.Resource(), ss.Scope()))
-			}
-		}
-	}
-	return out
 }
 
 // startDeliver starts queued delivery's goroutines.
