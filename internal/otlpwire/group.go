@@ -19,11 +19,11 @@ type Grouping struct {
 	resHash          []uint64 // per resource: the hash of its fields besides its scopes
 	scopeHash        []uint64
 	reps             []int32 // distinct resources (or scopes), in the order they first come
-	scopeID          []int32 // per distinct scope: its place in the output order; -1 elsewhere
+	scopeID          []int32 // per scope: its place in the output order if it is the first of its kind, else -1
 	order            []int32 // distinct scopes in output order: by resource, then as they come
 	start            []int32 // per output scope: where its spans start in spans
 	fill             []int32 // counting sorts' positions
-	rank             []int32 // per distinct resource: its place in the output order
+	rank             []int32 // per resource first of its kind: its place in the output order
 	spans            []int32 // span indexes, grouped by output scope
 }
 
