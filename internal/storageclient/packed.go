@@ -120,9 +120,10 @@ func (e packingExtension) GetClient(ctx context.Context, kind component.Kind, id
 type packingClient struct {
 	storage.Client
 	mu sync.Mutex
-	// pieces is, for the keys this client wrote, read or deleted-to-be since it opened,
-	// how many pieces their value is stored in besides the key itself (0: whole under
-	// the key). A key it has not seen may hold pieces a previous process wrote.
+	// pieces is, for the keys this client has read, written or looked up since it
+	// opened, how many pieces their value is stored in besides the key itself (0: whole
+	// under the key, or none). A key it has not seen may hold pieces a previous process
+	// wrote: a write or delete looks it up first (learn).
 	pieces map[string]int
 }
 

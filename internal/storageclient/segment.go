@@ -3,7 +3,6 @@ package storageclient
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"strconv"
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
@@ -66,21 +65,14 @@ func (c *packingClient) Batch(ctx context.Context, ops ...*storage.Operation) er
 			putPackBuf(b)
 		}
 	}()
-	type setDone struct {
-		key   string
-		n     int
-		probe *storage.Operation // what the key held, when this client did not know
-	}
-	var sets []setDone
 	sent := make([]*storage.Operation, 0, len(ops))
 	// what the batch's earlier operations leave under a key (a key set twice in one batch)
 	var now map[string]int
-	piecesNow := func(key string) (int, bool) {
+	piecesNow := func(key string) int {
 		if n, ok := now[key]; ok {
-			return max(n, 0), true // -1: deleted
+			return max(n, 0) // -1: deleted
 		}
-		n, ok := c.pieces[key]
-		return n, ok
+		return c.pieces[key] // learnt above
 	}
 	setNow := func(key string, n int) {
 		if now == nil {
@@ -95,8 +87,7 @@ func (c *packingClient) Batch(ctx context.Context, ops ...*storage.Operation) er
 			sent = append(sent, op)
 		case storage.Delete:
 			sent = append(sent, op)
-			n, _ := piecesNow(op.Key)
-			for i := 1; i <= n; i++ {
+			for i := 1; i <= piecesNow(op.Key); i++ {
 				sent = append(sent, storage.DeleteOperation(pieceKey(op.Key, i)))
 			}
 			setNow(op.Key, -1)
@@ -108,34 +99,26 @@ func (c *packingClient) Batch(ctx context.Context, ops ...*storage.Operation) er
 				bufs = append(bufs, buf)
 				v = *buf
 			}
-			d := setDone{key: op.Key}
-			old, known := piecesNow(op.Key)
-			if !known {
-				d.probe = storage.GetOperation(op.Key)
-				sent = append(sent, d.probe)
-			}
+			n, old := 0, piecesNow(op.Key)
 			if len(v) <= segMax {
 				sent = append(sent, storage.SetOperation(op.Key, v))
 			} else {
-				d.n = piecesOf(len(v))
-				sent = append(sent, storage.SetOperation(op.Key, segHead(d.n)))
-				for i := 1; i <= d.n; i++ {
+				n = piecesOf(len(v))
+				sent = append(sent, storage.SetOperation(op.Key, segHead(n)))
+				for i := 1; i <= n; i++ {
 					sent = append(sent, storage.SetOperation(pieceKey(op.Key, i), v[(i-1)*segMax:min(i*segMax, len(v))]))
 				}
 			}
-			for i := d.n + 1; i <= old; i++ {
+			for i := n + 1; i <= old; i++ { // a shorter value's: the rest of the longer one's
 				sent = append(sent, storage.DeleteOperation(pieceKey(op.Key, i)))
 			}
-			setNow(op.Key, d.n)
-			sets = append(sets, d)
+			setNow(op.Key, n)
 		}
 	}
 	c.mu.Unlock()
 	if err := c.Client.Batch(ctx, sent...); err != nil {
 		return err
 	}
-	// pieces an earlier process left under a key now written shorter
-	var stale []*storage.Operation
 	c.mu.Lock()
 	for key, n := range now {
 		if n < 0 {
@@ -145,29 +128,17 @@ func (c *packingClient) Batch(ctx context.Context, ops ...*storage.Operation) er
 		}
 	}
 	c.mu.Unlock()
-	for _, d := range sets {
-		if d.probe != nil {
-			// past what the batch left under the key (it may be set again after d)
-			for i := max(now[d.key], 0) + 1; i <= segCount(d.probe.Value); i++ {
-				stale = append(stale, storage.DeleteOperation(pieceKey(d.key, i)))
-			}
-		}
-	}
-	if len(stale) > 0 {
-		if err := c.Client.Batch(ctx, stale...); err != nil {
-			return fmt.Errorf("deleting the pieces of a value written again shorter: %w", err)
-		}
-	}
 	return c.readPieces(ctx, ops)
 }
 
-// learn reads how many pieces the keys the operations delete are in, for the keys
-// this client has not seen yet (a previous process wrote them).
+// learn reads how many pieces the keys the operations write or delete are in, for the
+// keys this client has not seen (new ones, or a previous process's), so that the write
+// deletes every piece the key's value leaves behind in its own transaction.
 func (c *packingClient) learn(ctx context.Context, ops []*storage.Operation) error {
 	var heads []*storage.Operation
 	c.mu.Lock()
 	for _, op := range ops {
-		if _, known := c.pieces[op.Key]; op.Type == storage.Delete && !known {
+		if _, known := c.pieces[op.Key]; op.Type != storage.Get && !known {
 			heads = append(heads, storage.GetOperation(op.Key))
 		}
 	}

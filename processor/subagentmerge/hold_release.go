@@ -129,16 +129,15 @@ func (p *subagentMerge) compact(cutoff int64) {
 	}
 }
 
-// joinBufs hold stored encodings joined while they are decoded (decodeChunks).
-var joinBufs = sync.Pool{New: func() any { return new([]byte) }}
-
 // joinMaxPooled is the largest joined buffer kept: a rare giant trace is not pinned.
 const joinMaxPooled = 4 << 20
 
 // decodeChunks decodes stored encodings, chunks then tail, which decode as their union
-// one after the other: one alone as it is, several joined in a pooled buffer. The decode
-// copies every string and byte it keeps, so the buffer serves the next call, which would
-// otherwise allocate all those bytes once more only to drop them.
+// one after the other: one alone as it is, several joined and regrouped first. They
+// are a trace's (or a delivery's traces') spans stored a request at a time, so the
+// joined bytes repeat the resource and scope once per request that brought spans of
+// a trace; regrouped (otlpwire.AppendGrouped), each is decoded once. The decode copies
+// every string and byte it keeps, so the buffers serve the next call.
 func (p *subagentMerge) decodeChunks(chunks [][]byte, tail []byte) (ptrace.Traces, error) {
 	switch {
 	case len(chunks) == 0:
@@ -146,23 +145,37 @@ func (p *subagentMerge) decodeChunks(chunks [][]byte, tail []byte) (ptrace.Trace
 	case len(chunks) == 1 && len(tail) == 0:
 		return p.unmarshaler.UnmarshalTraces(chunks[0])
 	}
-	buf := joinBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*buf) > joinMaxPooled {
-			*buf = nil
-		}
-		joinBufs.Put(buf)
-	}()
-	n := len(tail)
+	d := chunkDecoders.Get().(*chunkDecoder)
+	defer d.put()
+	d.joined = d.joined[:0] // never a chunk itself: the chunks stay
 	for _, c := range chunks {
-		n += len(c)
+		d.joined = append(d.joined, c...)
 	}
-	j := slices.Grow((*buf)[:0], n) // never a chunk itself: the chunks stay
-	for _, c := range chunks {
-		j = append(j, c...)
+	d.joined = append(d.joined, tail...)
+	if err := d.x.Reset(d.joined); err != nil {
+		return ptrace.Traces{}, err
 	}
-	*buf = append(j, tail...)
-	return p.unmarshaler.UnmarshalTraces(*buf)
+	d.grouped = d.x.AppendGrouped(d.grouped[:0], &d.g)
+	return p.unmarshaler.UnmarshalTraces(d.grouped)
+}
+
+// chunkDecoder is decodeChunks' reusable state.
+type chunkDecoder struct {
+	joined, grouped []byte
+	x               otlpwire.Index
+	g               otlpwire.Grouping
+}
+
+var chunkDecoders = sync.Pool{New: func() any { return new(chunkDecoder) }}
+
+// put returns d to its pool, without the bytes it indexed and without buffers a rare
+// giant trace grew.
+func (d *chunkDecoder) put() {
+	_ = d.x.Reset(nil)
+	if cap(d.joined) > joinMaxPooled || cap(d.grouped) > joinMaxPooled {
+		*d = chunkDecoder{}
+	}
+	chunkDecoders.Put(d)
 }
 
 // appendHeld moves one buffered trace's spans into out (decoding its chunks) and
@@ -220,46 +233,4 @@ func (p *subagentMerge) forgetOnDisk(ctx context.Context, seqs []uint64, drop ..
 		// they are sent again after a restart: duplicates, which the vendors upsert
 		p.logger.Warn("storage: deleting the chunks of passed-on traces failed", zap.Error(err))
 	}
-}
-
-// A delivery's batches are released traces, each stored a request at a time, so their
-// joined encodings repeat the resource and scope once per request that brought spans of
-// the trace: regrouped first, each is decoded once.
-type deliveryDecoder struct {
-	parts      [][]byte
-	joined, gr []byte
-	x          otlpwire.Index
-	g          otlpwire.Grouping
-}
-
-var deliveryDecoders = sync.Pool{New: func() any { return new(deliveryDecoder) }}
-
-// decode decodes d.parts, joined, as one TracesData with each distinct resource and
-// scope once.
-func (d *deliveryDecoder) decode(u *ptrace.ProtoUnmarshaler) (ptrace.Traces, error) {
-	src := d.parts[0] // one part is indexed where it is stored, never appended to
-	if len(d.parts) > 1 {
-		d.joined = d.joined[:0]
-		for _, p := range d.parts {
-			d.joined = append(d.joined, p...)
-		}
-		src = d.joined
-	}
-	if err := d.x.Reset(src); err != nil {
-		return ptrace.Traces{}, err
-	}
-	d.gr = d.x.AppendGrouped(d.gr[:0], &d.g)
-	return u.UnmarshalTraces(d.gr)
-}
-
-// put returns d to its pool, without the stored parts it pointed to, and without
-// buffers a rare giant delivery grew.
-func (d *deliveryDecoder) put() {
-	clear(d.parts)
-	d.parts = d.parts[:0]
-	if cap(d.joined) > joinMaxPooled || cap(d.gr) > joinMaxPooled {
-		*d = deliveryDecoder{}
-	}
-	_ = d.x.Reset(nil)
-	deliveryDecoders.Put(d)
 }

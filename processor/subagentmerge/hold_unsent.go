@@ -202,25 +202,24 @@ func (p *subagentMerge) drainQueue(ctx context.Context, u *unsent, now int64) {
 const maxDeliverSpans = 2048
 
 // nextDelivery decodes u's first batches, up to maxDeliverSpans (at least
-// one), into one: how many it took and what to send. They are joined and decoded at
-// once, each resource and scope once (deliveryDecoder); should that fail, each batch is
-// decoded alone, and one that does not decode (only this process encoded it: a bug) is
-// dropped, said in the log. Only the goroutine holding u.sending calls it.
+// one), into one: how many it took and what to send. They are decoded together
+// (decodeChunks: each resource and scope once); should that fail, each batch is decoded
+// alone, and one that does not decode (only this process encoded it: a bug) is dropped,
+// said in the log. Only the goroutine holding u.sending calls it.
 func (p *subagentMerge) nextDelivery(ctx context.Context, u *unsent) (int, ptrace.Traces) {
-	d := deliveryDecoders.Get().(*deliveryDecoder)
-	defer d.put()
+	var parts [][]byte
 	took, spans, versions := 0, 0, false
 	u.mu.Lock()
 	for took < len(u.items) && (took == 0 || spans+u.items[took].spans <= maxDeliverSpans) {
 		b := &u.items[took]
-		d.parts = append(d.parts, b.parts...)
+		parts = append(parts, b.parts...)
 		if len(b.enc) > 0 {
-			d.parts = append(d.parts, b.enc)
+			parts = append(parts, b.enc)
 		}
 		took, spans, versions = took+1, spans+b.spans, versions || b.versions
 	}
 	u.mu.Unlock()
-	td, err := d.decode(&p.unmarshaler)
+	td, err := p.decodeChunks(parts, nil)
 	if err != nil {
 		return p.nextDeliveryEach(ctx, u)
 	}
