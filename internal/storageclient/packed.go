@@ -24,11 +24,20 @@ import (
 // protobuf), which never begins with the magic, and values under packMin bytes (a
 // queue's indices, a store's bounds) are never compressed. A value that starts with
 // the magic but does not decompress is handed back as stored: the reader's own check
-// of a torn value rejects it (no protobuf message starts with a zero byte).
+// of a torn value rejects it (no protobuf message starts with a zero byte). A small
+// value that itself begins like a stored form (storedMagic) goes behind rawMagic, so
+// that every value reads back as written, whatever its bytes.
 
 // packMagic starts a compressed value: a zero byte, which no protobuf message begins
 // with, then a name and a format version.
 var packMagic = []byte("\x00as2\x01")
+
+// rawMagic starts a small value stored as it is that would otherwise read as a stored
+// form: one that begins with storedMagic, as packMagic, segMagic and rawMagic do.
+var rawMagic = []byte("\x00asr\x01")
+
+// storedMagic is what every magic of a stored form begins with.
+var storedMagic = []byte("\x00as")
 
 // packMin is the smallest value compressed: below it the block's overhead is not worth it.
 const packMin = 512
@@ -42,6 +51,32 @@ func packInto(dst, v []byte) []byte {
 	dst = dst[:n]
 	copy(dst, packMagic)
 	return dst[:len(packMagic)+len(s2.Encode(dst[len(packMagic):], v))]
+}
+
+// storedForm is v as it is stored (before going in pieces): compressed when it is large,
+// behind rawMagic when it is small and begins like a stored form, else v itself. buf,
+// when not nil, holds the stored form: put it back (putPackBuf) once it is stored.
+func storedForm(v []byte) (_ []byte, buf *[]byte) {
+	switch {
+	case len(v) >= packMin:
+		buf = getPackBuf()
+		*buf = packInto(*buf, v)
+	case bytes.HasPrefix(v, storedMagic):
+		buf = getPackBuf()
+		*buf = append(append((*buf)[:0], rawMagic...), v...)
+	default:
+		return v, nil
+	}
+	return *buf, buf
+}
+
+// plain is the value stored as v (whole, not a head): unpacked, or out from behind
+// rawMagic.
+func plain(v []byte) []byte {
+	if bytes.HasPrefix(v, rawMagic) {
+		return v[len(rawMagic):]
+	}
+	return unpack(v)
 }
 
 // packBufs hold compressed values while a write is under way. A store has the value in
@@ -119,6 +154,8 @@ func (e packingExtension) GetClient(ctx context.Context, kind component.Kind, id
 // a large value goes in pieces (segment.go).
 type packingClient struct {
 	storage.Client
+	// mu is held through a whole Batch (segment.go), from learning keys to recording
+	// what the batch left
 	mu sync.Mutex
 	// pieces is, for the keys this client has read, written or looked up since it
 	// opened, how many pieces their value is stored in besides the key itself (0: whole

@@ -3,7 +3,9 @@ package storageclient
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strconv"
+	"strings"
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -52,20 +54,50 @@ func segCount(v []byte) int {
 
 func piecesOf(n int) int { return (n + segMax - 1) / segMax }
 
-// Batch stores packed copies of the Set operations (the caller's are left as they
-// were), large ones in pieces, deletes a value's pieces with it, and hands the Get
-// operations what was stored, joined and unpacked, in place, as the interface says.
+// Batch runs ops as one transaction of the wrapped client, in their order, as
+// storage.Client says: a Get sees what the batch's earlier operations left under its key,
+// the Set operations store packed copies of their values (the caller's are left as they
+// were), large ones in pieces, a Delete deletes a value's pieces with it, and each Get
+// reads the pieces its key has at that point in the same transaction. One batch runs at a
+// time, from looking up the keys it does not know to recording what it left: a store
+// applies one write transaction at a time anyway, and what the client knows of a key's
+// pieces is only right if no other batch runs between (compressing is done before, by
+// callers at once).
 func (c *packingClient) Batch(ctx context.Context, ops ...*storage.Operation) error {
-	if err := c.learn(ctx, ops); err != nil {
-		return err
+	for _, op := range ops {
+		if strings.IndexByte(op.Key, 0) >= 0 {
+			return fmt.Errorf("storage key %q: a zero byte is reserved for the pieces of stored values", op.Key)
+		}
 	}
+	stored := make([][]byte, len(ops))
 	var bufs []*[]byte
 	defer func() {
 		for _, b := range bufs {
 			putPackBuf(b)
 		}
 	}()
+	for i, op := range ops {
+		if op.Type == storage.Set {
+			var buf *[]byte
+			stored[i], buf = storedForm(op.Value)
+			if buf != nil {
+				bufs = append(bufs, buf)
+			}
+		}
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.learn(ctx, ops); err != nil {
+		return err
+	}
 	sent := make([]*storage.Operation, 0, len(ops))
+	// a Get's operations in sent: its key's, then its pieces'
+	type read struct {
+		op     *storage.Operation
+		at, to int
+	}
+	var reads []read
 	// what the batch's earlier operations leave under a key (a key set twice in one batch)
 	var now map[string]int
 	piecesNow := func(key string) int {
@@ -80,46 +112,43 @@ func (c *packingClient) Batch(ctx context.Context, ops ...*storage.Operation) er
 		}
 		now[key] = n
 	}
-	c.mu.Lock()
-	for _, op := range ops {
+	for i, op := range ops {
 		switch op.Type {
 		case storage.Get:
-			sent = append(sent, op)
+			r := read{op: op, at: len(sent)}
+			sent = append(sent, storage.GetOperation(op.Key))
+			for j := 1; j <= piecesNow(op.Key); j++ {
+				sent = append(sent, storage.GetOperation(pieceKey(op.Key, j)))
+			}
+			r.to = len(sent)
+			reads = append(reads, r)
 		case storage.Delete:
-			sent = append(sent, op)
-			for i := 1; i <= piecesNow(op.Key); i++ {
-				sent = append(sent, storage.DeleteOperation(pieceKey(op.Key, i)))
+			sent = append(sent, storage.DeleteOperation(op.Key))
+			for j := 1; j <= piecesNow(op.Key); j++ {
+				sent = append(sent, storage.DeleteOperation(pieceKey(op.Key, j)))
 			}
 			setNow(op.Key, -1)
 		case storage.Set:
-			v := op.Value
-			if len(v) >= packMin {
-				buf := getPackBuf()
-				*buf = packInto(*buf, v)
-				bufs = append(bufs, buf)
-				v = *buf
-			}
+			v := stored[i]
 			n, old := 0, piecesNow(op.Key)
 			if len(v) <= segMax {
 				sent = append(sent, storage.SetOperation(op.Key, v))
 			} else {
 				n = piecesOf(len(v))
 				sent = append(sent, storage.SetOperation(op.Key, segHead(n)))
-				for i := 1; i <= n; i++ {
-					sent = append(sent, storage.SetOperation(pieceKey(op.Key, i), v[(i-1)*segMax:min(i*segMax, len(v))]))
+				for j := 1; j <= n; j++ {
+					sent = append(sent, storage.SetOperation(pieceKey(op.Key, j), v[(j-1)*segMax:min(j*segMax, len(v))]))
 				}
 			}
-			for i := n + 1; i <= old; i++ { // a shorter value's: the rest of the longer one's
-				sent = append(sent, storage.DeleteOperation(pieceKey(op.Key, i)))
+			for j := n + 1; j <= old; j++ { // a shorter value's: the rest of the longer one's
+				sent = append(sent, storage.DeleteOperation(pieceKey(op.Key, j)))
 			}
 			setNow(op.Key, n)
 		}
 	}
-	c.mu.Unlock()
 	if err := c.Client.Batch(ctx, sent...); err != nil {
 		return err
 	}
-	c.mu.Lock()
 	for key, n := range now {
 		if n < 0 {
 			delete(c.pieces, key)
@@ -127,81 +156,76 @@ func (c *packingClient) Batch(ctx context.Context, ops ...*storage.Operation) er
 			c.pieces[key] = n
 		}
 	}
-	c.mu.Unlock()
-	return c.readPieces(ctx, ops)
+	for _, r := range reads {
+		r.op.Value = joinPieces(sent[r.at].Value, sent[r.at+1:r.to])
+	}
+	return nil
 }
 
-// learn reads how many pieces the keys the operations write or delete are in, for the
-// keys this client has not seen (new ones, or a previous process's), so that the write
-// deletes every piece the key's value leaves behind in its own transaction.
+// learn reads how many pieces the keys of ops are in, for the keys this client has not
+// seen (new ones, or a previous process's), so that a write deletes every piece the
+// key's value leaves behind in its own transaction and a read reads them in its own.
+// The caller holds c.mu.
 func (c *packingClient) learn(ctx context.Context, ops []*storage.Operation) error {
 	var heads []*storage.Operation
-	c.mu.Lock()
+	var asked map[string]bool // a key twice in ops is looked up once
 	for _, op := range ops {
-		if _, known := c.pieces[op.Key]; op.Type != storage.Get && !known {
-			heads = append(heads, storage.GetOperation(op.Key))
+		if _, known := c.pieces[op.Key]; known || asked[op.Key] {
+			continue
 		}
+		if asked == nil {
+			asked = map[string]bool{}
+		}
+		asked[op.Key] = true
+		heads = append(heads, storage.GetOperation(op.Key))
 	}
-	c.mu.Unlock()
 	if len(heads) == 0 {
 		return nil
 	}
 	if err := c.Client.Batch(ctx, heads...); err != nil {
 		return err
 	}
-	c.mu.Lock()
 	for _, h := range heads {
 		c.pieces[h.Key] = segCount(h.Value)
 	}
-	c.mu.Unlock()
 	return nil
 }
 
-// readPieces completes the Get operations: a value stored in pieces is read and joined
-// (a missing piece leaves it short, and its reader's own check rejects it), then every
-// value is unpacked.
-func (c *packingClient) readPieces(ctx context.Context, ops []*storage.Operation) error {
-	var pieces []*storage.Operation
-	for _, op := range ops {
-		if op.Type != storage.Get {
-			continue
-		}
-		n := segCount(op.Value)
-		if op.Value != nil {
-			c.mu.Lock()
-			c.pieces[op.Key] = n
-			c.mu.Unlock()
-		}
-		for i := 1; i <= n; i++ {
-			pieces = append(pieces, storage.GetOperation(pieceKey(op.Key, i)))
+// joinPieces is the value stored as head and, when the head says the value is in
+// pieces, the pieces read with it: joined and unpacked. A head that names other pieces
+// than were read, or one missing, is a torn value (a bug or a damaged file, never a
+// write cut short: a value and its pieces are written in one transaction): the head is
+// handed back as it is, and, like a torn compressed value, its reader's own check
+// rejects it (no value stored begins with a zero byte, and a head does).
+func joinPieces(head []byte, pieces []*storage.Operation) []byte {
+	n := segCount(head)
+	if n != len(pieces) {
+		return torn(head)
+	}
+	if n == 0 {
+		return plain(head)
+	}
+	for _, p := range pieces {
+		if p.Value == nil {
+			return torn(head)
 		}
 	}
-	if len(pieces) > 0 {
-		if err := c.Client.Batch(ctx, pieces...); err != nil {
-			return err
-		}
+	buf := getPackBuf()
+	defer putPackBuf(buf)
+	for _, p := range pieces {
+		*buf = append(*buf, p.Value...)
 	}
-	at := 0
-	for _, op := range ops {
-		if op.Type != storage.Get {
-			continue
-		}
-		n := segCount(op.Value)
-		if n == 0 {
-			op.Value = unpack(op.Value)
-			continue
-		}
-		buf := getPackBuf()
-		for _, p := range pieces[at : at+n] {
-			*buf = append(*buf, p.Value...)
-		}
-		at += n
-		v := unpack(*buf)
-		if len(v) > 0 && &v[0] == &(*buf)[0] {
-			v = bytes.Clone(v) // handed back as stored (torn): not the pooled buffer
-		}
-		putPackBuf(buf)
-		op.Value = v
+	v := unpack(*buf) // a value in pieces is always compressed
+	if len(v) > 0 && &v[0] == &(*buf)[0] {
+		v = bytes.Clone(v) // handed back as stored (torn): not the pooled buffer
 	}
-	return nil
+	return v
+}
+
+// torn is a head that does not read as a value, handed back as it is.
+func torn(head []byte) []byte {
+	if head == nil {
+		return nil
+	}
+	return bytes.Clone(head)
 }
