@@ -163,15 +163,18 @@ func (e *langfuseExporter) push(ctx context.Context, req xexporterhelper.Request
 	keep, done := e.revisions.Begin(ctx, r.versions, false)
 	defer done()
 	var x *otlpwire.Index // built once a part of the batch is needed
+	var xerr error        // why it could not be
 	var idx []int32       // the spans that go, all of them while nil
 	index := func() error {
-		if x != nil {
-			return nil
+		if x != nil || xerr != nil {
+			return xerr
 		}
-		x = new(otlpwire.Index)
-		if err := x.Reset(r.body()); err != nil {
-			return consumererror.NewPermanent(fmt.Errorf("langfuse: a queued batch is malformed: %w", err))
+		nx := new(otlpwire.Index)
+		if err := r.index(nx); err != nil {
+			xerr = consumererror.NewPermanent(err)
+			return xerr
 		}
+		x = nx
 		if idx == nil {
 			idx = make([]int32, len(r.versions))
 			for i := range idx {

@@ -5,12 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"go.opentelemetry.io/collector/exporter/exporterhelper/xexporterhelper"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	pdatareq "go.opentelemetry.io/collector/pdata/xpdata/request"
 
 	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
+	"github.com/agentmeter/agentmeter/internal/otlpwire"
 )
 
 // queueEncoding stores a queued request (spans) in a persistent sending queue:
@@ -112,8 +114,19 @@ func (q queueEncoding) Unmarshal(b []byte) (context.Context, xexporterhelper.Req
 		rest = rest[versionLen+k:]
 	}
 	// the body is kept as it is read: the queue does not reuse what it hands out
-	return ctx, newSpans(rest, versions), nil
+	r := newSpans(rest, versions)
+	x := bodyIndexes.Get().(*otlpwire.Index)
+	err = r.index(x) // a damaged body is refused here, not sent short later
+	_ = x.Reset(nil)
+	bodyIndexes.Put(x)
+	if err != nil {
+		return ctx, nil, err
+	}
+	return ctx, r, nil
 }
+
+// bodyIndexes index the bodies of queued requests as they are read.
+var bodyIndexes = sync.Pool{New: func() any { return new(otlpwire.Index) }}
 
 // chunk reads a uvarint length and that many bytes: how much it read, and the bytes.
 func chunk(b []byte) (int, []byte, error) {

@@ -53,6 +53,19 @@ func (r *spans) body() []byte {
 	return bytes.Join(r.parts, nil)
 }
 
+// index indexes r's body into x. The body holds one span for each of r's versions; one
+// that does not (a queued batch damaged on disk) is an error, so that no part of it is
+// cut by the wrong spans or sent short.
+func (r *spans) index(x *otlpwire.Index) error {
+	if err := x.Reset(r.body()); err != nil {
+		return fmt.Errorf("langfuse: a queued batch is malformed: %w", err)
+	}
+	if x.Len() != len(r.versions) {
+		return fmt.Errorf("langfuse: a queued batch holds %d spans, its head names %d", x.Len(), len(r.versions))
+	}
+	return nil
+}
+
 var (
 	_ xexporterhelper.Request = (*spans)(nil)
 	_ interface {
@@ -86,8 +99,8 @@ func (r *spans) MergeSplit(_ context.Context, maxSize int, szt exporterhelper.Re
 		return []xexporterhelper.Request{r}, nil
 	}
 	var x otlpwire.Index
-	if err := x.Reset(r.body()); err != nil {
-		return nil, fmt.Errorf("langfuse: indexing a queued batch: %w", err)
+	if err := r.index(&x); err != nil {
+		return nil, err
 	}
 	idx := make([]int32, len(r.versions))
 	for i := range idx {
