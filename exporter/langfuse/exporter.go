@@ -160,8 +160,11 @@ func (e *langfuseExporter) push(ctx context.Context, req xexporterhelper.Request
 	if !ok {
 		return consumererror.NewPermanent(fmt.Errorf("langfuse: cannot send a %T", req))
 	}
-	keep, done := e.revisions.Begin(ctx, r.versions, false)
+	keep, done, err := e.revisions.Begin(ctx, r.versions, false)
 	defer done()
+	if err != nil {
+		return err // retried whole, after the push it waited for
+	}
 	var x *otlpwire.Index // built once a part of the batch is needed
 	var xerr error        // why it could not be
 	var idx []int32       // the spans that go, all of them while nil

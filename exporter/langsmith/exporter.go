@@ -132,8 +132,12 @@ func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 	if skipped > 0 {
 		e.logger.Warn("dropped spans without a valid trace or span id", zap.Int("spans", skipped))
 	}
-	runs, done := e.newest(ctx, runs)
+	runs, done, err := e.newest(ctx, runs)
 	defer done()
+	if err != nil {
+		release()
+		return err // retried whole, after the push it waited for
+	}
 	bufp := e.bufs.Get().(*[]byte)
 	if want := int(e.runBytes.Load()) * len(runs) * 9 / 8; cap(*bufp) < want {
 		*bufp = make([]byte, 0, want)
@@ -184,7 +188,7 @@ func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 
 // newest keeps the runs that go out (every first emission, and of each re-emitted span
 // its newest version not older than one sent before), posts first, in batch order.
-func (e *lsExporter) newest(ctx context.Context, runs []runtree.Run) ([]runtree.Run, func()) {
+func (e *lsExporter) newest(ctx context.Context, runs []runtree.Run) ([]runtree.Run, func(), error) {
 	versions := make([]vendorhttp.Version, len(runs))
 	patches := 0
 	for i := range runs {
@@ -193,12 +197,15 @@ func (e *lsExporter) newest(ctx context.Context, runs []runtree.Run) ([]runtree.
 			patches++
 		}
 	}
-	keep, done := e.revisions.Begin(ctx, versions, true)
+	keep, done, err := e.revisions.Begin(ctx, versions, true)
+	if err != nil {
+		return nil, done, err
+	}
 	// a batch holding one first emission twice (a sender's retry of an accepted request)
 	// posts it once: LangSmith refuses a request that posts a run id twice
 	dup := duplicatePosts(runs)
 	if keep == nil && patches == 0 && dup == nil {
-		return runs, done
+		return runs, done, nil
 	}
 	out := make([]runtree.Run, 0, len(runs))
 	for _, patch := range [2]bool{false, true} {
@@ -211,7 +218,7 @@ func (e *lsExporter) newest(ctx context.Context, runs []runtree.Run) ([]runtree.
 	if n := len(runs) - len(out); n > 0 {
 		e.logger.Debug("not sending duplicates, or older versions of re-emitted spans than ones sent before", zap.Int("runs", n))
 	}
-	return out, done
+	return out, done, nil
 }
 
 // duplicatePosts marks every first emission of a run id that an earlier first emission

@@ -2,6 +2,8 @@ package vendorhttp
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -48,98 +50,114 @@ const DefaultMaxRevisions = 100_000
 // both vendors).
 //
 // Deciding what goes out is not enough when several queue consumers send at once: a
-// first emission let out before a re-emission could still land after it. So a push that
-// carries a re-emission (Begin) waits until no other push of the re-emitted span's trace is
-// in flight, at most MaxReemissionWait, and every push holds its traces until it is
-// answered (done); pushes of first emissions only never wait.
+// version let out by a push still in flight could land after a newer one. So a push
+// that carries a re-emission (Begin) records its versions at once, then waits until
+// every push of the re-emitted span's trace that was in flight when it came was answered
+// (those decided what they send before its versions were recorded, so an older version
+// may be among them); pushes that begin after it see its versions and drop older ones,
+// so they are not waited for, and a trace whose spans keep coming does not hold it. A
+// wait cut short (MaxReemissionWait, the push's context) sends nothing: the push fails,
+// retryably, and its retry goes after. Pushes of first emissions only never wait.
 //
 // It holds at most max spans (a few dozen bytes each); past that the span remembered
 // first is forgotten first, and an older version of it arriving after that would be sent.
 // It is in memory only: after a restart the order of versions still queued on disk is
 // what the queue hands out. Safe for concurrent use.
 type Revisions struct {
-	mu       sync.Mutex
-	revs     *Bounded[SpanKey, int64]
-	inflight map[pcommon.TraceID]int // pushes in flight per trace
-	idle     chan struct{}           // closed (and replaced) whenever a push is answered
+	mu     sync.Mutex
+	revs   *Bounded[SpanKey, int64]
+	pushes map[uint64][]pcommon.TraceID // the pushes in flight and their traces
+	next   uint64                       // the next push's id
+	idle   chan struct{}                // closed (and replaced) whenever a push is answered
 }
 
-// MaxReemissionWait bounds how long a push carrying a re-emission waits for the other
-// pushes of its trace: past it, it goes out anyway (a consumer is not held for longer
-// by a trace whose spans keep coming).
+// MaxReemissionWait bounds how long a push carrying a re-emission waits for the pushes
+// of its trace that were in flight when it came: past it, it fails retryably
+// (ErrOlderInFlight) instead of going out, so a consumer is not held long.
 const MaxReemissionWait = 5 * time.Second
+
+// ErrOlderInFlight is why a push carrying a re-emission did not go out: a push of its
+// trace that may hold an older version was still in flight. It is retryable.
+var ErrOlderInFlight = errors.New("a push of the same trace that may hold an older version of a re-emitted span is still in flight; sent later, so as not to land before it")
 
 // NewRevisions remembers at most max spans (max ≤ 0: DefaultMaxRevisions).
 func NewRevisions(max int) *Revisions {
 	if max <= 0 {
 		max = DefaultMaxRevisions
 	}
-	return &Revisions{revs: NewBounded[SpanKey, int64](max), inflight: map[pcommon.TraceID]int{}, idle: make(chan struct{})}
+	return &Revisions{revs: NewBounded[SpanKey, int64](max), pushes: map[uint64][]pcommon.TraceID{}, idle: make(chan struct{})}
 }
 
-// Begin is Keep for a push that is about to be sent: a push carrying a re-emission first
-// waits (at most MaxReemissionWait, or until ctx ends) until no other push of its traces
-// is in flight. Every push then holds its traces as in flight until done is called, once
-// it was answered.
-func (r *Revisions) Begin(ctx context.Context, vs []Version, keepFirst bool) (keep []bool, done func()) {
-	traces := tracesOf(vs, false)
-	// only the traces of the re-emitted spans are waited for: a first emission of one of
-	// those spans can be in flight only in a push of its trace
-	reemitted := tracesOf(vs, true)
+// Begin is Keep for a push that is about to be sent. A push carrying a re-emission then
+// waits, at most MaxReemissionWait or until ctx ends, until the pushes of its
+// re-emitted spans' traces that were in flight when it came were answered; a wait cut
+// short is err (ErrOlderInFlight, or ctx's error), and then nothing of the push may be
+// sent. Every push holds its traces as in flight until done is called, once it was
+// answered (or err said it must not be sent): call done in every case.
+func (r *Revisions) Begin(ctx context.Context, vs []Version, keepFirst bool) (keep []bool, done func(), err error) {
+	traces := tracesOf(vs, nil)
 	r.mu.Lock()
+	keep = r.keep(vs, keepFirst)
+	// only the traces of the re-emissions that go out are waited for: a first emission of
+	// one of those spans can be in flight only in a push of its trace
+	reemitted := tracesOf(vs, func(i int) bool { return vs[i].Rev > 0 && (keep == nil || keep[i]) })
+	var before []uint64
 	if len(reemitted) > 0 {
-		deadline := time.NewTimer(MaxReemissionWait)
-		defer deadline.Stop()
-	wait:
-		for r.busy(reemitted) {
-			idle := r.idle
-			r.mu.Unlock()
-			select {
-			case <-idle:
-				r.mu.Lock()
-			case <-deadline.C:
-				r.mu.Lock()
-				break wait
-			case <-ctx.Done():
-				r.mu.Lock()
-				break wait
+		for id, ts := range r.pushes {
+			if slices.ContainsFunc(ts, func(t pcommon.TraceID) bool { return slices.Contains(reemitted, t) }) {
+				before = append(before, id)
 			}
 		}
 	}
-	keep = r.keep(vs, keepFirst)
-	for _, t := range traces {
-		r.inflight[t]++
-	}
+	id := r.next
+	r.next++
+	r.pushes[id] = traces
 	r.mu.Unlock()
-	return keep, func() {
+	done = func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		for _, t := range traces {
-			if r.inflight[t]--; r.inflight[t] <= 0 {
-				delete(r.inflight, t)
-			}
-		}
+		delete(r.pushes, id)
 		close(r.idle)
 		r.idle = make(chan struct{})
 	}
+	if len(before) == 0 {
+		return keep, done, nil
+	}
+	deadline := time.NewTimer(MaxReemissionWait)
+	defer deadline.Stop()
+	r.mu.Lock()
+	for r.anyInFlight(before) {
+		idle := r.idle
+		r.mu.Unlock()
+		select {
+		case <-idle:
+		case <-deadline.C:
+			return keep, done, ErrOlderInFlight
+		case <-ctx.Done():
+			return keep, done, fmt.Errorf("%w (%w)", ErrOlderInFlight, ctx.Err())
+		}
+		r.mu.Lock()
+	}
+	r.mu.Unlock()
+	return keep, done, nil
 }
 
-// busy reports whether a push of one of traces is in flight. r.mu is held.
-func (r *Revisions) busy(traces []pcommon.TraceID) bool {
-	for _, t := range traces {
-		if r.inflight[t] > 0 {
+// anyInFlight reports whether one of the pushes ids is in flight. r.mu is held.
+func (r *Revisions) anyInFlight(ids []uint64) bool {
+	for _, id := range ids {
+		if _, ok := r.pushes[id]; ok {
 			return true
 		}
 	}
 	return false
 }
 
-// tracesOf lists the distinct traces of vs, or of its re-emissions only (spans of one
-// trace usually sit together).
-func tracesOf(vs []Version, reemissions bool) []pcommon.TraceID {
+// tracesOf lists the distinct traces of the versions in vs that pick picks (nil: all of
+// them); spans of one trace usually sit together.
+func tracesOf(vs []Version, pick func(i int) bool) []pcommon.TraceID {
 	var out []pcommon.TraceID
 	for i := range vs {
-		if reemissions && vs[i].Rev == 0 {
+		if pick != nil && !pick(i) {
 			continue
 		}
 		t := vs[i].Key.Trace

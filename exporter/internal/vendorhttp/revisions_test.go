@@ -77,28 +77,29 @@ func TestRevisionsConcurrent(t *testing.T) {
 	}
 }
 
-// A push carrying a re-emission waits until the pushes of its trace in flight were
-// answered, so an earlier version cannot land after it; pushes of other traces, and
-// pushes of first emissions only, never wait.
+// A push carrying a re-emission waits until the pushes of its trace in flight when it
+// came were answered, so an earlier version cannot land after it; pushes of other
+// traces, and pushes of first emissions only, never wait.
 func TestBeginOrdersAReemissionAfterItsTrace(t *testing.T) {
 	r := NewRevisions(10)
 	ctx := context.Background()
 	other := SpanKey{Trace: pcommon.TraceID{2}, Span: pcommon.SpanID{1}}
-	keep, firstDone := r.Begin(ctx, []Version{{key(1), 0}, {key(2), 0}}, false)
+	keep, firstDone, err := r.Begin(ctx, []Version{{key(1), 0}, {key(2), 0}}, false)
+	assert.NoError(t, err)
 	assert.Nil(t, keep)
-	_, otherDone := r.Begin(ctx, []Version{{other, 0}}, false) // never waits
-	_, again := r.Begin(ctx, []Version{{key(3), 0}}, false)    // first emissions never wait
+	_, otherDone, err := r.Begin(ctx, []Version{{other, 0}}, false) // never waits
+	assert.NoError(t, err)
+	_, again, err := r.Begin(ctx, []Version{{key(3), 0}}, false) // first emissions never wait
+	assert.NoError(t, err)
 	again()
 
-	started := make(chan struct{})
 	admitted := make(chan []bool)
 	go func() {
-		close(started)
-		keep, done := r.Begin(ctx, []Version{{key(1), 2}}, false)
+		keep, done, err := r.Begin(ctx, []Version{{key(1), 2}}, false)
+		assert.NoError(t, err)
 		done()
 		admitted <- keep
 	}()
-	<-started
 	select {
 	case <-admitted:
 		t.Fatal("the re-emission went out while its trace's first emission was in flight")
@@ -114,16 +115,17 @@ func TestBeginOrdersAReemissionAfterItsTrace(t *testing.T) {
 	select {
 	case keep := <-admitted:
 		assert.Nil(t, keep, "revision 2 goes out")
-	case <-time.After(5 * time.Second):
+	case <-time.After(MaxReemissionWait):
 		t.Fatal("the re-emission was never admitted")
 	}
 
 	// a push waits only for the traces of its re-emitted spans, not for the other traces
 	// it carries
-	_, busyOther := r.Begin(ctx, []Version{{other, 0}}, false)
+	_, busyOther, _ := r.Begin(ctx, []Version{{other, 0}}, false)
 	quick := make(chan struct{})
 	go func() {
-		_, done := r.Begin(ctx, []Version{{key(1), 4}, {other, 0}}, false)
+		_, done, err := r.Begin(ctx, []Version{{key(1), 4}, {other, 0}}, false)
+		assert.NoError(t, err)
 		done()
 		close(quick)
 	}()
@@ -133,14 +135,61 @@ func TestBeginOrdersAReemissionAfterItsTrace(t *testing.T) {
 		t.Fatal("waited for a trace it does not re-emit")
 	}
 	busyOther()
+	assert.Empty(t, r.pushes, "every push released its traces")
+}
 
-	// a caller whose context ends stops waiting and goes out (the wait is bounded)
-	_, busy := r.Begin(ctx, []Version{{key(1), 0}}, true)
-	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	keep, done := r.Begin(wctx, []Version{{key(1), 5}}, true)
-	cancel()
+// A push that begins while a re-emission waits sees its version: an older one is not
+// sent, and the re-emission does not wait for it (a trace whose pushes keep coming does
+// not hold it).
+func TestBeginWaitsOnlyForPushesBeforeIt(t *testing.T) {
+	r := NewRevisions(10)
+	ctx := context.Background()
+	_, firstDone, err := r.Begin(ctx, []Version{{key(1), 0}}, true)
+	assert.NoError(t, err)
+	admitted := make(chan struct{})
+	go func() {
+		_, done, err := r.Begin(ctx, []Version{{key(1), 3}}, true)
+		assert.NoError(t, err)
+		done()
+		close(admitted)
+	}()
+	assert.Eventually(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.pushes) == 2
+	}, time.Second, time.Millisecond, "the re-emission is waiting")
+
+	keep, laterDone, err := r.Begin(ctx, []Version{{key(1), 2}, {key(2), 0}}, true)
+	assert.NoError(t, err)
+	assert.Equal(t, []bool{false, true}, keep, "revision 2 after revision 3 came is not sent")
+	firstDone()
+	select {
+	case <-admitted:
+	case <-time.After(MaxReemissionWait / 2):
+		t.Fatal("the re-emission waited for a push that began after it")
+	}
+	laterDone()
+	assert.Empty(t, r.pushes)
+}
+
+// A wait cut short sends nothing: Begin says why (retryable), and done still releases
+// the push; its retry, once the push it waited for was answered, goes out.
+func TestBeginCutShortSendsNothing(t *testing.T) {
+	r := NewRevisions(10)
+	_, busy, err := r.Begin(context.Background(), []Version{{key(1), 0}}, true)
+	assert.NoError(t, err)
+	wctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	keep, done, err := r.Begin(wctx, []Version{{key(1), 5}}, true)
+	assert.ErrorIs(t, err, ErrOlderInFlight)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Nil(t, keep)
 	done()
 	busy()
+	assert.Empty(t, r.pushes, "every push released its traces")
+
+	keep, done, err = r.Begin(context.Background(), []Version{{key(1), 5}}, true)
+	assert.NoError(t, err, "the retry")
 	assert.Nil(t, keep)
-	assert.Zero(t, len(r.inflight), "every push released its traces")
+	done()
 }

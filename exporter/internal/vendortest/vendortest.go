@@ -9,7 +9,11 @@ import (
 	"encoding/binary"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,4 +138,24 @@ func SameBytes(t *testing.T, want, got ptrace.Traces) {
 	g, err := m.MarshalTraces(got)
 	require.NoError(t, err)
 	require.Equal(t, w, g, "the batches differ")
+}
+
+// SlowFirstPost is a server in front of the vendor fake at target that holds the first
+// POST it gets for delay before passing it on (a slow vendor answering one push late),
+// and passes everything else at once. It returns the server's URL.
+func SlowFirstPost(t testing.TB, target string, delay time.Duration) string {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	var posts atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && posts.Add(1) == 1 {
+			time.Sleep(delay)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	return front.URL
 }
