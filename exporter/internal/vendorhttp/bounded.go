@@ -1,41 +1,77 @@
 package vendorhttp
 
-// Bounded is a map that holds at most max keys; past that, the key added first leaves
-// first. It is what both exporters remember per span or per trace between batches. Not
-// safe for concurrent use: its owner locks.
+// Bounded is a map that holds at most max keys; past that, the key put least recently
+// leaves first (a put of a key held refreshes it). It is what both exporters remember per
+// span or per trace between batches: a trace still being written to, or a span
+// re-emitted again, stays. Not safe for concurrent use: its owner locks.
 type Bounded[K comparable, V any] struct {
-	max  int
-	m    map[K]V
-	ring []K // keys in the order added, for eviction
-	next int
+	max int
+	m   map[K]*boundedEntry[K, V]
+	// the entries from the one put least recently (oldest) to the newest
+	oldest, newest *boundedEntry[K, V]
+}
+
+type boundedEntry[K comparable, V any] struct {
+	k          K
+	v          V
+	prev, next *boundedEntry[K, V] // prev is older, next newer
 }
 
 // NewBounded holds at most max keys (max ≥ 1).
 func NewBounded[K comparable, V any](max int) *Bounded[K, V] {
-	return &Bounded[K, V]{max: max, m: map[K]V{}}
+	return &Bounded[K, V]{max: max, m: map[K]*boundedEntry[K, V]{}}
 }
 
 // Get returns the value of k.
 func (b *Bounded[K, V]) Get(k K) (V, bool) {
-	v, ok := b.m[k]
-	return v, ok
+	if e, ok := b.m[k]; ok {
+		return e.v, true
+	}
+	var zero V
+	return zero, false
 }
 
-// Put sets the value of k; a new key may evict the oldest.
+// Put sets the value of k and makes it the newest; a new key may evict the oldest.
 func (b *Bounded[K, V]) Put(k K, v V) {
-	if _, ok := b.m[k]; ok {
-		b.m[k] = v
+	if e, ok := b.m[k]; ok {
+		e.v = v
+		b.unlink(e)
+		b.append(e)
 		return
 	}
-	b.m[k] = v
-	if len(b.ring) < b.max {
-		b.ring = append(b.ring, k)
-		return
+	if len(b.m) >= b.max {
+		old := b.oldest
+		b.unlink(old)
+		delete(b.m, old.k)
 	}
-	delete(b.m, b.ring[b.next])
-	b.ring[b.next] = k
-	b.next = (b.next + 1) % b.max
+	e := &boundedEntry[K, V]{k: k, v: v}
+	b.m[k] = e
+	b.append(e)
 }
 
 // Len is the number of keys held.
 func (b *Bounded[K, V]) Len() int { return len(b.m) }
+
+func (b *Bounded[K, V]) unlink(e *boundedEntry[K, V]) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		b.oldest = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		b.newest = e.prev
+	}
+	e.prev, e.next = nil, nil
+}
+
+func (b *Bounded[K, V]) append(e *boundedEntry[K, V]) {
+	e.prev = b.newest
+	if b.newest != nil {
+		b.newest.next = e
+	} else {
+		b.oldest = e
+	}
+	b.newest = e
+}

@@ -59,8 +59,9 @@ const DefaultMaxRevisions = 100_000
 // wait cut short (MaxReemissionWait, the push's context) sends nothing: the push fails,
 // retryably, and its retry goes after. Pushes of first emissions only never wait.
 //
-// It holds at most max spans (a few dozen bytes each); past that the span remembered
-// first is forgotten first, and an older version of it arriving after that would be sent.
+// It holds at most max spans (a few dozen bytes each); past that the span re-emitted
+// least recently is forgotten first, and an older version of it arriving after that
+// would be sent.
 // It is in memory only: after a restart the order of versions still queued on disk is
 // what the queue hands out. Safe for concurrent use.
 type Revisions struct {

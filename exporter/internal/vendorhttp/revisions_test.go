@@ -193,3 +193,35 @@ func TestBeginCutShortSendsNothing(t *testing.T) {
 	assert.Nil(t, keep)
 	done()
 }
+
+// Past its bound a Bounded forgets the key put least recently: a key put again (a trace
+// still being written, a span re-emitted again) stays.
+func TestBoundedForgetsTheLeastRecentlyPut(t *testing.T) {
+	b := NewBounded[int, string](3)
+	for i := 1; i <= 3; i++ {
+		b.Put(i, "v")
+	}
+	b.Put(1, "again") // 1 is now the newest
+	b.Put(4, "v")     // 2 leaves
+	_, ok := b.Get(2)
+	assert.False(t, ok)
+	v, ok := b.Get(1)
+	assert.True(t, ok)
+	assert.Equal(t, "again", v)
+	b.Put(5, "v") // 3 leaves
+	b.Put(6, "v") // 1 leaves
+	for k, want := range map[int]bool{1: false, 3: false, 4: true, 5: true, 6: true} {
+		_, ok := b.Get(k)
+		assert.Equal(t, want, ok, "key %d", k)
+	}
+	assert.Equal(t, 3, b.Len())
+
+	one := NewBounded[int, int](1)
+	one.Put(1, 1)
+	one.Put(1, 2)
+	one.Put(2, 3)
+	_, ok = one.Get(1)
+	assert.False(t, ok)
+	v2, _ := one.Get(2)
+	assert.Equal(t, 3, v2)
+}

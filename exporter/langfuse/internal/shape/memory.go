@@ -34,7 +34,7 @@ func (s *Shaper) Traces() int {
 }
 
 // TraceMemory holds the trace-level values seen per trace, before defaults; the trace
-// remembered first is forgotten first once it holds max.
+// written to least recently is forgotten first once it holds max.
 type TraceMemory struct {
 	mu     sync.Mutex
 	traces *vendorhttp.Bounded[pcommon.TraceID, traceInfo]
