@@ -3,13 +3,13 @@ package langsmith
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/agentmeter/agentmeter/exporter/langsmith/internal/runtree"
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/dottedorder"
 	"github.com/agentmeter/agentmeter/internal/fakevendor"
@@ -71,10 +71,11 @@ func TestReemissionsPatchTheRunNewestWins(t *testing.T) {
 }
 
 // A re-emission that reaches the exporter before the first emission (another queue
-// consumer took the first) goes out as a patch; the service holds it until the post and
-// the patch wins. The first emission is still posted: it creates the run, at the place
-// the patch gave it (a run keeps the place it was first given, so post and patch never
-// disagree): here its parent was not seen yet, so it is a re-rooted orphan.
+// consumer took the first), its trace unknown here, goes out as an update LangSmith
+// places itself (PATCH /runs/{id}, no trace_id or dotted_order: the exporter cannot tell
+// it from a correction of a run posted before a restart); the service holds it until the
+// post and the update wins. The first emission is still posted: it creates the run, at
+// its place in its trace (nothing is learnt from the update's made-up place).
 func TestReemissionBeforeTheFirstEmission(t *testing.T) {
 	fake := newFake(t)
 	h := mustStart(t, fake, nil)
@@ -86,7 +87,10 @@ func TestReemissionBeforeTheFirstEmission(t *testing.T) {
 	assert.Zero(t, fake.PendingPatches())
 	run := fake.Runs()[dottedorder.SpanUUID(ids.LeadChat)]
 	assert.EqualValues(t, 800, subagentInput(t, run))
-	assert.Equal(t, runtree.OrphanRerooted, run["extra"].(map[string]any)["metadata"].(map[string]any)["orphan"])
+	assert.NotEqual(t, dottedorder.SpanUUID(ids.LeadChat), run["trace_id"], "posted in its trace, not re-rooted")
+	assert.NotEmpty(t, run["parent_run_id"])
+	assert.NotContains(t, run["extra"].(map[string]any)["metadata"], "orphan")
+	assert.Equal(t, []string{"/runs/" + dottedorder.SpanUUID(ids.LeadChat)}, updatePaths(fake))
 	assert.Equal(t, 8, fake.RunCount())
 	assert.Empty(t, fake.Violations())
 	noConflicts(t, fake)
@@ -156,4 +160,15 @@ func TestDuplicateFirstEmissionsPostedOnce(t *testing.T) {
 	require.Len(t, reqs, 1)
 	assert.Len(t, reqs[0].RunIDs, 8)
 	assert.Empty(t, fake.Violations())
+}
+
+// updatePaths are the paths of the fake's PATCH /runs/{id} requests, in order.
+func updatePaths(fake *fakevendor.LangSmith) []string {
+	var out []string
+	for _, r := range fake.Requests() {
+		if strings.HasPrefix(r.Path, "/runs/") && r.Path != "/runs/multipart" && r.Path != "/runs/batch" {
+			out = append(out, r.Path)
+		}
+	}
+	return out
 }

@@ -82,9 +82,9 @@ type LangSmithRequest struct {
 	Status   int
 }
 
-// LangSmith is a fake LangSmith API: /info, /sessions, /runs/multipart, /runs/batch. It
-// parses every body, checks every run against the vendor rules and the derived OpenAPI
-// schema, and records the runs. Violations are collected, not answered, so a test sees
+// LangSmith is a fake LangSmith API: /info, /sessions, /runs/multipart, /runs/batch and
+// PATCH /runs/{id}. It parses every body, checks every run against the vendor rules and
+// the derived OpenAPI schema, and records the runs. Violations are collected, not answered, so a test sees
 // all of them at once.
 //
 // Posts and patches behave as the service's: a post of a run id it holds already changes
@@ -262,6 +262,8 @@ func (f *LangSmith) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `[]`)
 	case r.Method == http.MethodPost && (r.URL.Path == "/runs/multipart" || r.URL.Path == "/runs/batch"):
 		f.ingest(w, r)
+	case r.Method == http.MethodPatch && strings.HasPrefix(r.URL.Path, "/runs/"):
+		f.updateRun(w, r)
 	default:
 		http.NotFound(w, r)
 	}
@@ -287,13 +289,7 @@ func (f *LangSmith) ingest(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	var scripted *LangSmithResponse
-	if f.down != 0 {
-		scripted = &LangSmithResponse{Status: f.down, Body: "down for the test"}
-	} else if len(f.script) > 0 {
-		scripted = &f.script[0]
-		f.script = f.script[1:]
-	}
+	scripted := f.nextScripted()
 	f.mu.Unlock()
 
 	body, err := decodeBody(r)
@@ -323,14 +319,7 @@ func (f *LangSmith) ingest(w http.ResponseWriter, r *http.Request) {
 		id, _ := run["id"].(string)
 		req.PatchIDs = append(req.PatchIDs, id)
 	}
-	if scripted != nil && scripted.Status/100 != 2 {
-		req.Status = scripted.Status
-		f.requests = append(f.requests, req)
-		if scripted.RetryAfter != "" {
-			w.Header().Set("Retry-After", scripted.RetryAfter)
-		}
-		w.WriteHeader(scripted.Status)
-		_, _ = io.WriteString(w, scripted.Body)
+	if f.answerScripted(w, req, scripted) {
 		return
 	}
 	var conflicts []string
@@ -399,4 +388,34 @@ func (f *LangSmith) applyPatch(run, patch map[string]any) {
 // runOps are the operations of one ingest request.
 type runOps struct {
 	posts, patches []map[string]any
+}
+
+// nextScripted is the answer SetDown or Script set for the next request, if any; f.mu is
+// held.
+func (f *LangSmith) nextScripted() *LangSmithResponse {
+	switch {
+	case f.down != 0:
+		return &LangSmithResponse{Status: f.down, Body: "down for the test"}
+	case len(f.script) > 0:
+		r := &f.script[0]
+		f.script = f.script[1:]
+		return r
+	}
+	return nil
+}
+
+// answerScripted answers a request with a scripted failure, recording it, and reports
+// whether it did; f.mu is held.
+func (f *LangSmith) answerScripted(w http.ResponseWriter, req LangSmithRequest, scripted *LangSmithResponse) bool {
+	if scripted == nil || scripted.Status/100 == 2 {
+		return false
+	}
+	req.Status = scripted.Status
+	f.requests = append(f.requests, req)
+	if scripted.RetryAfter != "" {
+		w.Header().Set("Retry-After", scripted.RetryAfter)
+	}
+	w.WriteHeader(scripted.Status)
+	_, _ = io.WriteString(w, scripted.Body)
+	return true
 }

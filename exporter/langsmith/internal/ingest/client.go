@@ -27,6 +27,8 @@ const (
 	PathSessions  = "/sessions"
 	PathMultipart = "/runs/multipart"
 	PathBatch     = "/runs/batch"
+	// PathRuns is the prefix of one run's path (PATCH /runs/{id})
+	PathRuns = "/runs/"
 )
 
 // Compression values for ingest bodies.
@@ -180,10 +182,62 @@ func (c *Client) CheckCredentials(ctx context.Context) error {
 	}
 }
 
-// Send posts one chunk of runs: multipart, or /runs/batch after a 404 from multipart.
-// nil means delivered (2xx, or 409: the runs already exist). Errors are permanent
-// (consumererror) for final statuses and throttled (Retry-After) for retryable ones.
+// Send posts one chunk of runs: multipart, or /runs/batch after a 404 from multipart;
+// then each update the exporter could not place (Encoded.Unplaced) by itself to PATCH
+// /runs/{id}. nil means delivered (2xx, or 409: the runs already exist). Errors are
+// permanent (consumererror) for final statuses and throttled (Retry-After) for
+// retryable ones.
 func (c *Client) Send(ctx context.Context, runs []Encoded) error {
+	placed := runs
+	var unplaced []Encoded
+	for i := range runs {
+		if runs[i].Unplaced {
+			placed, unplaced = nil, nil
+			for _, r := range runs {
+				if r.Unplaced {
+					unplaced = append(unplaced, r)
+				} else {
+					placed = append(placed, r)
+				}
+			}
+			break
+		}
+	}
+	if len(placed) > 0 || len(unplaced) == 0 {
+		if err := c.send(ctx, placed); err != nil {
+			return err
+		}
+	}
+	for i := range unplaced {
+		if err := c.patchRun(ctx, &unplaced[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// patchRun sends one update that LangSmith places itself, to PATCH /runs/{id}: JSON,
+// uncompressed, as the SDKs send a single run.
+func (c *Client) patchRun(ctx context.Context, r *Encoded) error {
+	buf := c.bufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	writeRun(buf, r)
+	path := PathRuns + r.ID
+	resp, err := c.do(ctx, http.MethodPatch, path, vendorhttp.NewBody(buf.Bytes(), func() { c.bufs.Put(buf) }), "application/json")
+	if err != nil {
+		return err
+	}
+	defer vendorhttp.Drain(resp)
+	if resp.StatusCode == http.StatusNotFound {
+		// LangSmith ingests runs asynchronously: the run's post may not be in yet
+		return fmt.Errorf("LangSmith: PATCH %s{id}: HTTP 404: the run is not there (yet); retried", PathRuns)
+	}
+	return vendor.Classify(resp, "PATCH "+PathRuns+"{id}")
+}
+
+// send sends runs in one request: multipart, or the batch body where the deployment
+// has no multipart endpoint.
+func (c *Client) send(ctx context.Context, runs []Encoded) error {
 	if !c.useBatch.Load() {
 		resp, err := c.postMultipart(ctx, runs)
 		if err != nil {

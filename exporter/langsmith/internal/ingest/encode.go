@@ -26,6 +26,9 @@ type Encoded struct {
 	// Patch sends the run as an update of the run posted before ("patch.<id>" parts, the
 	// batch body's patch array) instead of as a new run.
 	Patch bool
+	// Unplaced is a patch without its place in its trace (runtree.Head.Unplaced): it goes
+	// by itself to PATCH /runs/{id}.
+	Unplaced bool
 }
 
 // Size is the uncompressed payload size of the run, what /info's size_limit_bytes bounds.
@@ -62,6 +65,7 @@ func EncodeAll(runs []runtree.Run, buf []byte) ([]Encoded, []byte) {
 		o := offs[i]
 		e := &out[i]
 		e.ID, e.Source, e.Patch = runs[i].Head.ID, runs[i].Source, runs[i].Version.Rev > 0
+		e.Unplaced = e.Patch && runs[i].Head.Unplaced
 		e.Head = buf[o.start:o.head:o.head]
 		e.Inputs = buf[o.head:o.in:o.in]
 		e.Outputs = buf[o.in:o.out:o.out]
@@ -221,21 +225,26 @@ func writeBatchOp(buf *bytes.Buffer, runs []Encoded, op string, patch, comma boo
 			buf.WriteByte(',')
 		}
 		n++
-		buf.Write(r.Head[:len(r.Head)-1]) // the head is a JSON object: drop its '}'
-		buf.WriteString(`,"inputs":`)
-		buf.Write(r.Inputs)
-		buf.WriteString(`,"outputs":`)
-		buf.Write(r.Outputs)
-		buf.WriteString(`,"extra":`)
-		buf.Write(r.Extra)
-		if r.Error != nil {
-			buf.WriteString(`,"error":`)
-			buf.Write(r.Error)
-		}
-		buf.WriteByte('}')
+		writeRun(buf, r)
 	}
 	if n > 0 {
 		buf.WriteByte(']')
 	}
 	return n > 0
+}
+
+// writeRun writes r as one JSON object: the head with the split-out fields spliced back in.
+func writeRun(buf *bytes.Buffer, r *Encoded) {
+	buf.Write(r.Head[:len(r.Head)-1]) // the head is a JSON object: drop its '}'
+	buf.WriteString(`,"inputs":`)
+	buf.Write(r.Inputs)
+	buf.WriteString(`,"outputs":`)
+	buf.Write(r.Outputs)
+	buf.WriteString(`,"extra":`)
+	buf.Write(r.Extra)
+	if r.Error != nil {
+		buf.WriteString(`,"error":`)
+		buf.Write(r.Error)
+	}
+	buf.WriteByte('}')
 }

@@ -23,12 +23,15 @@ func (h *Head) AppendJSON(dst []byte) []byte {
 	// digits and fixed words: they need no escaping
 	dst = append(dst, `{"id":"`...)
 	dst = append(dst, h.ID...)
-	dst = append(dst, `","trace_id":"`...)
-	dst = append(dst, h.TraceID...)
-	dst = append(dst, `","dotted_order":"`...)
-	dst = append(dst, h.DottedOrder...)
 	dst = append(dst, '"')
-	if h.ParentRunID != "" {
+	if !h.Unplaced {
+		dst = append(dst, `,"trace_id":"`...)
+		dst = append(dst, h.TraceID...)
+		dst = append(dst, `","dotted_order":"`...)
+		dst = append(dst, h.DottedOrder...)
+		dst = append(dst, '"')
+	}
+	if h.ParentRunID != "" && !h.Unplaced {
 		dst = append(dst, `,"parent_run_id":"`...)
 		dst = append(dst, h.ParentRunID...)
 		dst = append(dst, '"')

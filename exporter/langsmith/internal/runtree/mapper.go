@@ -92,6 +92,11 @@ type spanInfo struct {
 	entry          chainEntry
 	parentRunID    string
 	orphan         string
+	// invented: its place comes from an orphan's path here (its ancestors are not
+	// known), not from its trace as LangSmith holds it
+	invented  bool
+	version   vendorhttp.Version
+	reemitted bool // a re-emission (version.Rev > 0): an update of a run posted before
 }
 
 // Map turns every span into a run. Spans without a valid trace or span id cannot be
@@ -129,10 +134,12 @@ func (m *Mapper) mapBatch(td ptrace.Traces, pooled bool) (runs []Run, skipped in
 					continue
 				}
 				start := int64(sp.StartTimestamp()) / 1000
+				v := vendorhttp.VersionOf(vendorhttp.SpanKey{Trace: sp.TraceID(), Span: sp.SpanID()}, sp.Attributes())
 				infos = append(infos, spanInfo{
 					ref: SpanRef{Resource: ri, Scope: si, Span: ki}, span: sp, res: rs.Resource(),
 					traceID: sp.TraceID(), spanID: sp.SpanID(), parent: sp.ParentSpanID(),
 					start: start, end: max(int64(sp.EndTimestamp())/1000, start),
+					version: v, reemitted: v.Rev > 0,
 				})
 				byTrace[sp.TraceID()] = append(byTrace[sp.TraceID()], len(infos)-1)
 			}
@@ -229,16 +236,21 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 			if pi, ok := local[s.parent]; ok && !infos[pi].visiting {
 				resolve(pi)
 				parent, up, found = infos[pi].entry, s.parent, true
+				s.invented = infos[pi].invented
 			} else if e, buf, ok := tc.lookup(s.parent, m.scratch); ok {
 				m.scratch = buf
 				parent, up, found = e, s.parent, true
 			}
 		}
 		if !found {
+			s.invented = true
 			if !tc.rootSet {
 				s.orphan = OrphanRerooted
 				s.entry = chainEntry{runID: runID, traceRunID: runID, segMicros: s.start,
 					dotted: string(dottedorder.AppendSegment(nil, s.start, runID)), orphan: OrphanRerooted}
+				if s.reemitted {
+					return // an update LangSmith places: nothing is learnt from it
+				}
 				tc.root, tc.rootSpan, tc.rootSet = s.entry, s.spanID, true
 				m.cache.put(tc, s.spanID, cachedRun{seg: s.start, orphan: orphanCode(OrphanRerooted)})
 				return
@@ -253,7 +265,9 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 		s.entry = chainEntry{runID: runID, traceRunID: parent.traceRunID, dotted: string(buf), segMicros: seg,
 			parentRunID: parent.runID, orphan: s.orphan}
 		s.parentRunID = parent.runID
-		m.cache.put(tc, s.spanID, cachedRun{up: up, seg: seg, orphan: orphanCode(s.orphan)})
+		if !s.invented || !s.reemitted {
+			m.cache.put(tc, s.spanID, cachedRun{up: up, seg: seg, orphan: orphanCode(s.orphan)})
+		}
 	}
 	for _, i := range idxs {
 		resolve(i)
@@ -371,12 +385,14 @@ func (m *Mapper) buildRun(s *spanInfo, rs runStrings, a *batchArena) Run {
 	if name == "" {
 		name = unnamed // LangSmith requires a name
 	}
-	r := Run{Source: s.ref, Version: vendorhttp.VersionOf(vendorhttp.SpanKey{Trace: s.traceID, Span: s.spanID}, attrs)}
+	r := Run{Source: s.ref, Version: s.version}
 	r.Head = Head{
 		ID: s.entry.runID, TraceID: s.entry.traceRunID, DottedOrder: s.entry.dotted,
 		ParentRunID: s.parentRunID, Name: name, RunType: runType,
 		StartTime: rs.start, EndTime: rs.end,
 		SessionName: m.project, Status: StatusSuccess,
+		// a patch whose place was made up here leaves the run where LangSmith has it
+		Unplaced: s.invented && r.Version.Rev > 0,
 	}
 	if p := genai.StringAttr(attrs, genai.AttrLSSessionName); p != "" {
 		r.Head.SessionName = p // the run's own project, as LangSmith's OTel ingestion routes it
@@ -386,7 +402,7 @@ func (m *Mapper) buildRun(s *spanInfo, rs runStrings, a *batchArena) Run {
 	if !s.parent.IsEmpty() {
 		md = append(md, StrKV(keyOTelParentSpanID, rs.parentHex))
 	}
-	if s.orphan != "" {
+	if s.orphan != "" && !r.Head.Unplaced { // an update LangSmith places keeps the run's mark
 		md = append(md, StrKV(keyOrphan, s.orphan))
 	}
 	if v := genai.StringAttr(s.res.Attributes(), genai.AttrServiceName); v != "" {

@@ -57,6 +57,11 @@ type Head struct {
 	SessionName string   `json:"session_name"`
 	Status      string   `json:"status"`
 	Tags        []string `json:"tags,omitempty"`
+	// Unplaced is an update whose place in its trace the exporter does not know (a
+	// correction of a run posted before a restart, or whose trace the chain cache
+	// forgot): it is written without trace_id, dotted_order and parent_run_id and sent
+	// by itself to PATCH /runs/{id}, where LangSmith keeps the run where it is.
+	Unplaced bool `json:"-"`
 }
 
 // Inputs carries opt-in content only (docs/contract.md#attributes: off by default).

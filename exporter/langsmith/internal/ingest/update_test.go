@@ -1,0 +1,68 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.uber.org/zap"
+)
+
+// recorder answers every request with status and records its method, path and body.
+type recorder struct {
+	mu     sync.Mutex
+	status int
+	seen   []string
+	bodies [][]byte
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	b, _ := io.ReadAll(req.Body)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen = append(r.seen, req.Method+" "+req.URL.Path)
+	r.bodies = append(r.bodies, b)
+	return &http.Response{StatusCode: r.status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("{}"))}, nil
+}
+
+// An update the exporter could not place goes after the chunk's other runs, by itself, to
+// PATCH /runs/{id}, as one JSON run without trace_id, dotted_order or parent_run_id; a
+// 404 there (the run not ingested yet) is retried, not dropped.
+func TestUnplacedUpdateGoesToTheRunsPath(t *testing.T) {
+	runs := encodedAgentTrace(t, 7)
+	require.GreaterOrEqual(t, len(runs), 3)
+	u := runs[1]
+	u.Patch, u.Unplaced = true, true
+	u.Head = []byte(`{"id":"` + u.ID + `","name":"chat","run_type":"llm","start_time":"2026-01-01T00:00:00Z","session_name":"p","status":"success"}`)
+	chunk := []Encoded{runs[0], u, runs[2]}
+
+	rec := &recorder{status: http.StatusAccepted}
+	c, err := NewClient(&http.Client{Transport: rec}, "http://langsmith.invalid", "k", "", CompressionNone, zap.NewNop())
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Send(context.Background(), chunk))
+	assert.Equal(t, []string{"POST " + PathMultipart, "PATCH " + PathRuns + u.ID}, rec.seen)
+	var run map[string]any
+	require.NoError(t, json.Unmarshal(rec.bodies[1], &run))
+	assert.Equal(t, u.ID, run["id"])
+	for _, k := range []string{"trace_id", "dotted_order", "parent_run_id"} {
+		assert.NotContains(t, run, k)
+	}
+	for _, k := range []string{"inputs", "outputs", "extra"} {
+		assert.Contains(t, run, k)
+	}
+	assert.NotContains(t, string(rec.bodies[0]), u.ID, "not in the multipart body")
+
+	rec.status, rec.seen = http.StatusNotFound, nil
+	err = c.Send(context.Background(), []Encoded{u})
+	require.Error(t, err)
+	assert.False(t, consumererror.IsPermanent(err), "%v", err)
+	assert.Equal(t, []string{"PATCH " + PathRuns + u.ID}, rec.seen, "nothing else sent for a chunk of one update")
+}
