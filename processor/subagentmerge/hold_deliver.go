@@ -98,7 +98,7 @@ func (p *subagentMerge) enqueue(ctx context.Context, rest [deliverLanes]encodedR
 	var err error
 	seq := restSeq
 	if len(chunk) > 0 {
-		seq = int64(p.store.next.Add(1) - 1)
+		seq = int64(p.store.draw())
 	}
 	if seq >= 0 && p.store != nil {
 		// each lane's batch with spans of rest holds its chunk until delivered

@@ -357,7 +357,7 @@ func (p *subagentMerge) addEncoded(sc *scratch, e *entry, b []byte) error {
 		return nil
 	}
 	if len(sc.chunk) == 0 {
-		sc.chunkSeq = p.store.next.Add(1) - 1
+		sc.chunkSeq = p.store.draw()
 	}
 	// concatenated TracesData messages decode as one
 	sc.chunk = append(sc.chunk, b...)

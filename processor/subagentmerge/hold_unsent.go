@@ -90,22 +90,6 @@ func (u *unsent) push(b unsentBatch) {
 	u.bytes.Add(b.size())
 }
 
-// lowestSeq is the lowest stored chunk a queued batch holds, which the buffer's low
-// mark must not pass.
-func (u *unsent) lowestSeq() (uint64, bool) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	lowest, any := uint64(0), false
-	for _, b := range u.items {
-		for _, s := range b.seqs {
-			if !any || s < lowest {
-				lowest, any = s, true
-			}
-		}
-	}
-	return lowest, any
-}
-
 // passOn hands td to the next consumer. When the consumer refuses it, or batches it
 // refused earlier still wait, td joins the unsent queue (with storage, on disk first
 // when it holds spans not stored yet: unstored) and passOn reports success: the spans
@@ -145,7 +129,7 @@ func (p *subagentMerge) passOn(ctx context.Context, td ptrace.Traces, seqs []uin
 	if unstored && p.store != nil {
 		// a failed write is retried with the next one (persister.write), so the chunk
 		// is the batch's either way
-		seq := p.store.next.Add(1) - 1
+		seq := p.store.draw()
 		p.store.ref(seq)
 		b.seqs = append(b.seqs, seq)
 		if werr := p.store.write(ctx, seq, enc); werr != nil {
@@ -262,7 +246,9 @@ func (p *subagentMerge) nextDeliveryEach(ctx context.Context, u *unsent) (int, p
 func (p *subagentMerge) dropHead(ctx context.Context, u *unsent, at, n int) {
 	u.mu.Lock()
 	gone := append([]unsentBatch(nil), u.items[at:at+n]...)
+	was := len(u.items)
 	u.items = append(u.items[:at], u.items[at+n:]...)
+	clear(u.items[len(u.items):was]) // the slots past the end let go of the batches' bytes
 	u.mu.Unlock()
 	for _, b := range gone {
 		u.n.Add(-1)
@@ -285,6 +271,10 @@ func (p *subagentMerge) deliverHead(ctx context.Context, u *unsent) bool {
 	case err == nil:
 		p.dropHead(ctx, u, 0, n)
 		return true
+	case consumererror.IsPermanent(err) && n > 1:
+		// one batch's spans may be what it refuses: each goes alone, so that the
+		// others' are not dropped with them
+		return p.deliverAlone(ctx, u, n)
 	case consumererror.IsPermanent(err):
 		p.logger.Error("the next consumer refused unsent spans for good; dropped",
 			zap.Int("spans", td.SpanCount()), zap.Error(err))
@@ -303,6 +293,40 @@ func (p *subagentMerge) deliverHead(ctx context.Context, u *unsent) bool {
 	}
 	u.retryAt.Store(p.now() + int64(u.backoff))
 	return false
+}
+
+// deliverAlone sends u's first n batches one at a time, each decoded alone: what the
+// next consumer refuses for good is dropped batch by batch, not with the batches
+// joined to it. It reports, like deliverHead, whether they were all taken or dropped.
+func (p *subagentMerge) deliverAlone(ctx context.Context, u *unsent, n int) bool {
+	for range n {
+		u.mu.Lock()
+		b := u.items[0]
+		u.mu.Unlock()
+		td, err := p.decodeChunks(b.parts, b.enc)
+		if err != nil {
+			// only this process encoded it: a bug
+			err = consumererror.NewPermanent(fmt.Errorf("subagentmerge: a queued batch does not decode: %w", err))
+		} else {
+			if b.versions {
+				coalesce(td)
+			}
+			err = p.next.ConsumeTraces(ctx, td)
+		}
+		switch {
+		case err == nil:
+		case consumererror.IsPermanent(err):
+			p.logger.Error("the next consumer refused unsent spans for good; dropped",
+				zap.Int("spans", b.spans), zap.Error(err))
+		default:
+			u.refused(err)
+			u.backoff = min(max(2*u.backoff, minUnsentBackoff), maxUnsentBackoff)
+			u.retryAt.Store(p.now() + int64(u.backoff))
+			return false
+		}
+		p.dropHead(ctx, u, 0, 1)
+	}
+	return true
 }
 
 // joinHead replaces the queue's first n batches by one holding rest and all their

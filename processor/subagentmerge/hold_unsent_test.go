@@ -246,3 +246,70 @@ func TestNotTaken(t *testing.T) {
 	assert.False(t, partly)
 	assert.Equal(t, td.SpanCount(), got.SpanCount())
 }
+
+// A lane drained after an outage keeps no delivered batch's bytes in its queue's spare
+// capacity.
+func TestDrainedLaneLetsGoOfDeliveredBatches(t *testing.T) {
+	p, f := startFlaky(t, queuedTestConfig())
+	f.down.Store(true)
+	var lane int
+	for i := range 8 {
+		td := oneTaskN(uint64(1 + 4*i))
+		lane = laneOf(traceIDOf(td))
+		require.NoError(t, p.ConsumeTraces(context.Background(), td))
+	}
+	f.down.Store(false)
+	require.Eventually(t, func() bool { return p.unsentSpans() == 0 }, 10*time.Second, time.Millisecond)
+	u := p.deliver.queues[lane]
+	u.mu.Lock()
+	retained := 0
+	for _, b := range u.items[:cap(u.items)] {
+		retained += int(b.size())
+	}
+	u.mu.Unlock()
+	assert.Zero(t, retained)
+	require.NoError(t, p.Shutdown(context.Background()))
+}
+
+// A delivery of several queued batches that the next consumer refuses for good (one
+// invalid run) is sent again batch by batch: only the refused batch is dropped.
+func TestPermanentRefusalDropsOnlyTheRefusedBatch(t *testing.T) {
+	b, x, y := oneTaskN(1), oneTaskN(5), oneTaskN(9) // one lane: id[15] % 4 == 1
+	require.Equal(t, laneOf(traceIDOf(x)), laneOf(traceIDOf(y)))
+	require.Equal(t, laneOf(traceIDOf(b)), laneOf(traceIDOf(y)))
+	bad := traceIDOf(x)
+	gate := make(chan struct{})
+	var mu sync.Mutex
+	var taken []ptrace.Traces
+	next, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
+		<-gate
+		for sp := range spaniter.All(td) {
+			if sp.TraceID() == bad {
+				return consumererror.NewPermanent(errors.New("HTTP 400: a run is invalid"))
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		taken = append(taken, td)
+		return nil
+	})
+	require.NoError(t, err)
+	p, err := newProcessor(processortest.NewNopSettings(Type), queuedTestConfig(), next)
+	require.NoError(t, err)
+	require.NoError(t, p.Start(context.Background(), nil))
+	require.NoError(t, p.ConsumeTraces(context.Background(), b))
+	time.Sleep(20 * time.Millisecond) // the lane is sending b, waiting at the gate
+	require.NoError(t, p.ConsumeTraces(context.Background(), x))
+	require.NoError(t, p.ConsumeTraces(context.Background(), y))
+	close(gate)
+	require.Eventually(t, func() bool { return p.unsentSpans() == 0 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, p.Shutdown(context.Background()))
+	mu.Lock()
+	defer mu.Unlock()
+	got := spanCounts(taken)
+	n := 0
+	for id := range spanIDSet(y) {
+		n += got[id]
+	}
+	assert.Equal(t, y.SpanCount(), n, "y, joined to x in one delivery, is not dropped with it")
+}

@@ -33,7 +33,7 @@ func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch) error {
 	if p.store == nil || len(sc.chunkSkel)+len(sc.chunkSent) == 0 {
 		return nil
 	}
-	seq := p.store.next.Add(1) - 1
+	seq := p.store.draw()
 	refs := 0
 	for i := range sc.touched {
 		t := &sc.touched[i]
@@ -50,6 +50,7 @@ func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch) error {
 		s.mu.Unlock()
 	}
 	if refs == 0 {
+		p.store.undraw(seq)
 		return nil
 	}
 	sc.chunk = protowire.AppendVarint(sc.chunk[:0], uint64(len(sc.chunkSkel)))
@@ -208,22 +209,4 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 		s.mu.Unlock()
 	}
 	return added, nil
-}
-
-// minLiveLedgerSeq reports the lowest sequence number a ledger still holds.
-func (p *subagentMerge) minLiveLedgerSeq() (uint64, bool) {
-	lowest, any := uint64(0), false
-	for i := range p.shards {
-		s := &p.shards[i]
-		s.mu.Lock()
-		for _, ch := range s.led.ageChains() {
-			for l := ch.head; l != nil; l = ch.next(l) {
-				if len(l.seqs) > 0 && (!any || l.seqs[0] < lowest) {
-					lowest, any = l.seqs[0], true
-				}
-			}
-		}
-		s.mu.Unlock()
-	}
-	return lowest, any
 }

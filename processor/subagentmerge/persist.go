@@ -96,6 +96,45 @@ func (p *persister) getUint(ctx context.Context, key string) (uint64, error) {
 
 func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
+// draw returns the next sequence number, live from this moment: the low mark does not
+// pass it until its holders, counted on it by ref, let it go (forget), or it is given
+// back unheld (undraw). A number drawn and only then counted could be passed by a low
+// mark that a later number, written meanwhile, moved up.
+func (p *persister) draw() uint64 {
+	p.refMu.Lock()
+	defer p.refMu.Unlock()
+	seq := p.next.Add(1) - 1
+	if _, ok := p.refs[seq]; !ok {
+		p.refs[seq] = 0
+	}
+	return seq
+}
+
+// undraw gives back a drawn number nothing came to hold.
+func (p *persister) undraw(seq uint64) {
+	p.refMu.Lock()
+	if p.refs[seq] <= 0 {
+		delete(p.refs, seq)
+	}
+	p.refMu.Unlock()
+}
+
+// minLive is the lowest sequence number still live (drawn, or held by a buffered trace,
+// a ledger or an unsent batch), and whether there is one. A holder's numbers are in no
+// particular order (requests draw them in one order and reach a trace's shard in
+// another), so this asks the counts, not the holders.
+func (p *persister) minLive() (uint64, bool) {
+	p.refMu.Lock()
+	defer p.refMu.Unlock()
+	lowest, any := uint64(0), false
+	for seq := range p.refs {
+		if !any || seq < lowest {
+			lowest, any = seq, true
+		}
+	}
+	return lowest, any
+}
+
 // ref counts one more buffered trace holding spans of chunk seq.
 func (p *persister) ref(seq uint64) {
 	p.refMu.Lock()
@@ -219,28 +258,6 @@ func (m *subagentMerge) restore(ctx context.Context) error {
 		m.logger.Error("restoring buffered spans", zap.Error(errors.Join(errs...)))
 	}
 	return nil
-}
-
-// minLiveSeq reports the lowest sequence number still held by a buffered trace.
-func (m *subagentMerge) minLiveSeq() (uint64, bool) {
-	lowest, any := uint64(0), false
-	for i := range m.shards {
-		s := &m.shards[i]
-		s.mu.Lock()
-		for e := s.lru.head; e != nil; e = s.lru.next(e) {
-			// an entry's chunks are numbered in the order written
-			if len(e.seqs) > 0 && (!any || e.seqs[0] < lowest) {
-				lowest, any = e.seqs[0], true
-			}
-		}
-		s.mu.Unlock()
-	}
-	for _, q := range m.queues() {
-		if u, ok := q.lowestSeq(); ok && (!any || u < lowest) {
-			lowest, any = u, true
-		}
-	}
-	return lowest, any
 }
 
 // startStorage opens the storage extension and restores what a previous process left:

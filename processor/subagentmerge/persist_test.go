@@ -105,7 +105,7 @@ func TestStorageKeepsRefusedTraces(t *testing.T) {
 	require.NoError(t, p.ConsumeTraces(context.Background(), only(full, isLocalRoot)), "in the processor's keeping")
 	assert.Equal(t, int64(full.SpanCount()), p.unsent.spans.Load())
 	assert.Positive(t, st.Count("chunk/"), "on disk until delivered")
-	lowest, any := p.minLiveSeq()
+	lowest, any := p.store.minLive()
 	assert.True(t, any, "the unsent queue holds the low mark back")
 	assert.Zero(t, lowest)
 	kill(p)
