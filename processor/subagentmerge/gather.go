@@ -88,7 +88,11 @@ func (p *subagentMerge) gatherBatch(ctx context.Context, td ptrace.Traces, sc *s
 		for i := range sc.refs {
 			if f := sc.refs[i].fate; f == fateKeep || f == fateLate {
 				lane := laneOf(sc.refs[i].span.TraceID())
-				sc.rest[lane] = append(sc.rest[lane], int32(i))
+				if sc.refs[i].asFirst {
+					sc.restFirst[lane] = append(sc.restFirst[lane], int32(i))
+				} else {
+					sc.rest[lane] = append(sc.rest[lane], int32(i))
+				}
 			}
 		}
 	} else {
@@ -263,8 +267,8 @@ func (p *subagentMerge) wireBatch(ctx context.Context, td ptrace.Traces, sc *scr
 
 // hasRest reports whether spans of the call's batch go on now (queued delivery).
 func (sc *scratch) hasRest() bool {
-	for _, idx := range sc.rest {
-		if len(idx) > 0 {
+	for lane := range sc.rest {
+		if len(sc.rest[lane]) > 0 || len(sc.restFirst[lane]) > 0 {
 			return true
 		}
 	}
@@ -285,6 +289,24 @@ func (p *subagentMerge) restEncodings(ctx context.Context, td ptrace.Traces, sc 
 		if len(idx) > 0 {
 			out[lane] = encodedRest{enc: sc.wire.Append(make([]byte, 0, sc.wire.Size(idx)), idx), spans: len(idx)}
 		}
+	}
+	// spans that go as first emissions: copied without their revision marks, encoded
+	// after the lane's others (concatenated messages decode as one)
+	for lane, idx := range sc.restFirst {
+		if len(idx) == 0 {
+			continue
+		}
+		first := ptrace.NewTraces()
+		w := newRefWriter(td, first)
+		for _, i := range idx {
+			w.copy(&sc.refs[i])
+		}
+		enc, err := p.marshaler.MarshalTraces(first)
+		if err != nil {
+			return out, fmt.Errorf("subagentmerge: encoding spans that go as first emissions: %w", err)
+		}
+		out[lane].enc = append(out[lane].enc, enc...)
+		out[lane].spans += len(idx)
 	}
 	return out, nil
 }

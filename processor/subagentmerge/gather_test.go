@@ -303,3 +303,59 @@ func TestCapabilitiesByMode(t *testing.T) {
 		require.NoError(t, p.Shutdown(context.Background()))
 	}
 }
+
+// A span that comes after its trace was released, its only version a re-emission, goes
+// as a first emission (the sink never had it), delivered inline or queued: queued
+// delivery cuts the spans that go on out of the batch's encoding, which carries the
+// revision marks, so such a span is copied without them instead.
+func TestLateReemissionGoesAsFirstEmissionEitherDelivery(t *testing.T) {
+	for _, queued := range []bool{false, true} {
+		cfg := gatherTestConfig()
+		if queued {
+			cfg.Delivery = DeliveryQueued
+		}
+		p, sink, _ := newTestProcessor(t, cfg)
+		full := buildOneTask()
+		dispatcher := findChatWithCalls(t, full)
+		require.NoError(t, p.ConsumeTraces(context.Background(), full)) // complete: released
+		lateChat := ptrace.NewSpan()
+		dispatcher.CopyTo(lateChat)
+		lateChat.SetSpanID(pcommon.SpanID{0xfe, 1})
+		require.NoError(t, p.ConsumeTraces(context.Background(), versionOf(lateChat, 5)))
+		require.Eventually(t, func() bool { return sink.SpanCount() == full.SpanCount()+1 }, 5*time.Second, 5*time.Millisecond)
+		require.NoError(t, p.Shutdown(context.Background()))
+		for sp := range spaniter.In(sink.AllTraces()) {
+			if sp.SpanID() == lateChat.SpanID() {
+				assert.False(t, genai.IsReemission(sp.Attributes()), "queued=%v: a span the sink never had goes as a first emission", queued)
+			}
+		}
+	}
+}
+
+// A span of the request that completes a trace whose only version is a re-emission (its
+// first emission was refused upstream) goes as a first emission, delivered inline or
+// queued.
+func TestCompletingReemissionGoesAsFirstEmissionEitherDelivery(t *testing.T) {
+	for _, queued := range []bool{false, true} {
+		cfg := gatherTestConfig()
+		if queued {
+			cfg.Delivery = DeliveryQueued
+		}
+		p, sink, _ := newTestProcessor(t, cfg)
+		full := buildOneTask()
+		dispatcher := findChatWithCalls(t, full)
+		require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(only(full, func(sp ptrace.Span) bool { return sp.SpanID() != dispatcher.SpanID() }))))
+		// the root and the dispatcher's re-emission complete it
+		last := rootOf(full)
+		v := versionOf(dispatcher, 3)
+		v.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).CopyTo(last.ResourceSpans().At(0).ScopeSpans().At(0).Spans().AppendEmpty())
+		require.NoError(t, p.ConsumeTraces(context.Background(), last))
+		require.Eventually(t, func() bool { return sink.SpanCount() == full.SpanCount() }, 5*time.Second, 5*time.Millisecond)
+		require.NoError(t, p.Shutdown(context.Background()))
+		for sp := range spaniter.In(sink.AllTraces()) {
+			if sp.SpanID() == dispatcher.SpanID() {
+				assert.False(t, genai.IsReemission(sp.Attributes()), "queued=%v: dispatcher goes as a first emission", queued)
+			}
+		}
+	}
+}

@@ -91,6 +91,9 @@ type scratch struct {
 	held  []int32
 	// queued delivery: this batch's spans that go on now, by lane (ref indexes)
 	rest [deliverLanes][]int32
+	// restFirst are the refs of rest that go as first emissions (ref.asFirst): copied and
+	// encoded, not cut out of the batch's encoding, which carries their revision marks
+	restFirst [deliverLanes][]int32
 	// gather mode with delivery: queued: the traces this call released, sent from their
 	// chunks as stored (hold_deliver.go), and whether some span goes in several versions
 	raw      []held
@@ -354,7 +357,7 @@ func (p *subagentMerge) putScratch(sc *scratch) {
 	sc.enc.reset()
 	sc.wired, sc.held = false, sc.held[:0]
 	for i := range sc.rest {
-		sc.rest[i] = sc.rest[i][:0]
+		sc.rest[i], sc.restFirst[i] = sc.rest[i][:0], sc.restFirst[i][:0]
 	}
 	clear(sc.raw)
 	sc.raw, sc.versions = sc.raw[:0], false
