@@ -50,11 +50,11 @@ func (p *subagentMerge) rollback(sc *scratch) {
 		if t.re[1] > t.re[0] {
 			l.lastEmit = t.prevLastEmit
 		}
-		p.reopen(s, l, sc.ids[t.re[0]:t.re[1]], p.now())
 		if s.led.byID[l.id] != l {
 			s.mu.Unlock()
-			continue // ended meanwhile: its bytes are counted off already
+			continue // ended meanwhile: its bytes are counted off already, and nothing of it goes out again
 		}
+		p.reopen(s, l, sc.ids[t.re[0]:t.re[1]], p.now())
 		if t.created && len(l.spans.keys) == 0 {
 			s.led.remove(l)
 			p.nLedgers.Add(-1)
