@@ -192,8 +192,16 @@ func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts,
 // endLedger takes l out of its shard (whose lock the caller holds), re-emitting first
 // what changed since it last went out, and returns its stored chunks.
 func (p *subagentMerge) endLedger(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64) []uint64 {
+	seqs, _ := p.endLedgerIDs(s, l, out, c, now)
+	return seqs
+}
+
+// endLedgerIDs is endLedger that also returns the ids of the spans it re-emitted.
+func (p *subagentMerge) endLedgerIDs(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64) ([]uint64, []pcommon.SpanID) {
+	var ids []pcommon.SpanID
 	if l.scheduled() || l.pending > 0 {
-		if _, err := p.flush(s, l, out, c, now, nil, true); err != nil {
+		var err error
+		if ids, err = p.flush(s, l, out, c, now, nil, true); err != nil {
 			p.logger.Error("re-emitting the last corrections of an ending ledger failed", zap.Error(err))
 		}
 	}
@@ -202,15 +210,23 @@ func (p *subagentMerge) endLedger(s *shard, l *ledger, out ptrace.Traces, c *cou
 	p.ledgerBytes.Add(-l.size)
 	seqs := l.seqs
 	l.seqs = nil
-	return seqs
+	return seqs, ids
+}
+
+// ended is a ledger a call ended for capacity: what it held on disk, and the spans its
+// last re-emissions in the call were.
+type ended struct {
+	l    *ledger
+	seqs []uint64
+	ids  []pcommon.SpanID
 }
 
 // endOverCapacity ends ledgers of all shards until they fit ledger_limit_mib and
 // num_traces, those of complete traces first, each kind least recently extended first;
-// their last re-emissions go into out. It returns
-// the stored chunks of the ended ledgers.
-func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces) []uint64 {
-	var seqs []uint64
+// their last re-emissions go into out. It returns the ended ledgers: the call forgets
+// their chunks once the next consumer took out, or, refused, takes them back (reinstate).
+func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces) []ended {
+	var gone []ended
 	for p.ledgerBytes.Load() > p.maxLedgerBytes || p.nLedgers.Load() > int64(p.cfg.NumTraces) {
 		// the least recently extended ledger of a complete trace first; a run in flight's
 		// only when no complete trace has one
@@ -234,12 +250,52 @@ func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces)
 		// seen, and the shard's next may be a run in flight while other shards still
 		// hold complete traces. Then the choice is made again.
 		if l := s.led.ageChains()[kind].head; l != nil {
-			seqs = append(seqs, p.endLedger(s, l, out, c, now)...)
+			seqs, ids := p.endLedgerIDs(s, l, out, c, now)
+			gone = append(gone, ended{l: l, seqs: seqs, ids: ids})
 			c.released[relCapacity]++
 		}
 		s.mu.Unlock()
 	}
-	return seqs
+	return gone
+}
+
+// reinstate takes back the ledgers a refused call ended for capacity (after rollback
+// took the call's spans out of them): their last re-emissions were refused with it, so
+// they hold their chunks and go out again (a later call ends them again, when it needs
+// the room). One whose trace got a new ledger meanwhile stays ended; its last
+// re-emissions are lost, said in the log.
+func (p *subagentMerge) reinstate(ctx context.Context, sc *scratch, gone []ended, now int64) {
+	var lost []uint64
+	for _, e := range gone {
+		l := e.l
+		s := &p.shards[shardIndex(l.id)]
+		s.mu.Lock()
+		switch {
+		case s.led.byID[l.id] != nil:
+			lost = append(lost, e.seqs...)
+			p.logger.Warn("a ledger ended for room, whose last re-emissions were refused, has a new one: they are lost",
+				zap.Stringer("trace_id", l.id))
+		case len(l.spans.keys) == 0:
+			lost = append(lost, e.seqs...) // it held only the refused call's spans
+		default:
+			l.seqs = e.seqs
+			s.led.add(l)
+			p.nLedgers.Add(1)
+			l.size = l.cost()
+			p.ledgerBytes.Add(l.size)
+			ids := e.ids
+			for i := range sc.touched {
+				if t := &sc.touched[i]; t.l == l && t.re[1] > t.re[0] {
+					ids = append(ids, sc.ids[t.re[0]:t.re[1]]...) // the call's own re-emissions of it
+					l.lastEmit = t.prevLastEmit
+				}
+			}
+			p.reopen(s, l, ids, now)
+			s.led.setComplete(l, p.stateWith(&l.spans) == stComplete)
+		}
+		s.mu.Unlock()
+	}
+	p.forgetLedgers(ctx, lost)
 }
 
 // sweepStream re-emits what is due and ends the ledgers idle for wait_duration. When

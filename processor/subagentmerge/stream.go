@@ -46,7 +46,7 @@ func (p *subagentMerge) consumeStream(ctx context.Context, td ptrace.Traces) err
 			errs = append(errs, err)
 		}
 	}
-	ended := p.endOverCapacity(now, &c, out)
+	gone := p.endOverCapacity(now, &c, out)
 	if removed {
 		removeNotKept(td, sc.refs)
 	}
@@ -59,7 +59,7 @@ func (p *subagentMerge) consumeStream(ctx context.Context, td ptrace.Traces) err
 		done()
 		if err != nil {
 			p.rollback(sc)
-			p.forgetLedgers(ctx, ended)
+			p.reinstate(ctx, sc, gone, now)
 			return errors.Join(append(errs, err)...)
 		}
 	}
@@ -69,7 +69,9 @@ func (p *subagentMerge) consumeStream(ctx context.Context, td ptrace.Traces) err
 		errs = append(errs, fmt.Errorf("subagentmerge: storing the ledgers: %w", err))
 	}
 	p.acknowledged(sc)
-	p.forgetLedgers(ctx, ended)
+	for _, e := range gone {
+		p.forgetLedgers(ctx, e.seqs)
+	}
 	return errors.Join(errs...)
 }
 
