@@ -141,3 +141,19 @@ func TestWarmLeavesAnEndedLedgerOut(t *testing.T) {
 	ledgerBytesAddUp(t, p)
 	require.NoError(t, p.Shutdown(context.Background()))
 }
+
+// A call that brings only spans a frozen ledger has already thaws it, and the budget
+// (ledger_limit_mib) counts what it holds then.
+func TestDuplicatesThawAFrozenLedgerAndAreCounted(t *testing.T) {
+	p, _, full, l, s := parallelLedger(t)
+	s.mu.Lock()
+	if l.scheduled() {
+		s.led.unschedule(l)
+	}
+	p.freezeIdle(s, p.now()+1)
+	require.NotNil(t, l.cold, "frozen")
+	s.mu.Unlock()
+	require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(full)), "a sender's retry: all duplicates")
+	ledgerBytesAddUp(t, p)
+	require.NoError(t, p.Shutdown(context.Background()))
+}

@@ -190,8 +190,11 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 	t.ids[1] = int32(len(sc.ids))
 	t.re = [2]int32{t.ids[1], t.ids[1]}
 	if t.ids[0] == t.ids[1] {
+		// only duplicates; warm may have thawed it, which the budget counts
+		p.ledgerBytes.Add(l.cost() - l.size)
+		l.size = l.cost()
 		sc.touched = append(sc.touched, t)
-		return removed, nil // only duplicates
+		return removed, warmErr
 	}
 	delta := sc.sw.messageOf(sc.parts)
 	l.addSkel(delta, sc.facts)
