@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/agentmeter/agentmeter/genai"
 )
 
 // In stream mode, with `storage`, the ledgers are kept on disk (persist.go does the
@@ -19,7 +21,10 @@ import (
 //	uvarint(len(skel)) skel sent
 //
 // skel is the skeletons of the request's new spans (concatenated TracesData messages,
-// every trace's), sent the first version of each span that may be re-emitted. A chunk
+// every trace's), sent the first version of each span that may be re-emitted and the
+// versions that settled a pending caller (read over the first ones at start, so the
+// call is not settled, and counted, again); the sweeper and shutdown write such settled
+// versions as chunks without skeletons (commitSettled). A chunk
 // counts the ledgers holding data of it and is deleted when the last of them ends.
 // Corrections are not written: at start the ledgers are rebuilt from their chunks, the
 // merge runs over each again, and whatever reads differently from its first version
@@ -169,10 +174,21 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 	added := 0
 	var asks []uint32
 	var enc spanEncoder
+	// a chunk of settled versions only (commitSettled) has no skeletons: its traces'
+	// ledgers come from earlier chunks
+	for id := range sentBy {
+		if _, ok := byTrace[id]; !ok {
+			byTrace[id] = nil
+		}
+	}
 	for id, spans := range byTrace {
 		s := &p.shards[shardIndex(id)]
 		s.mu.Lock()
 		l := s.led.byID[id]
+		if l == nil && len(spans) == 0 {
+			s.mu.Unlock()
+			continue
+		}
 		if l == nil {
 			l = &ledger{id: id, lastSeen: now, kept: map[pcommon.SpanID]*keptSpan{}}
 			s.led.add(l)
@@ -195,7 +211,9 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 		}
 		l.addSkel(sw.message(), nil)
 		for _, k := range sentBy[id] {
-			if _, dup := l.kept[k.sp.SpanID()]; dup {
+			// a span is kept as it first went out, unless a later chunk has the version
+			// that settled its pending caller: that one is counted already
+			if old, dup := l.kept[k.sp.SpanID()]; dup && !(old.pending && isSettledVersion(k.sp)) {
 				continue
 			}
 			if _, err := p.keep(l, &enc, k.sp, k.res, k.scope); err != nil {
@@ -209,4 +227,11 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 		s.mu.Unlock()
 	}
 	return added, nil
+}
+
+// isSettledVersion reports whether sp is the version of a call that settled its pending
+// caller (genai.AttrCallerSettled).
+func isSettledVersion(sp ptrace.Span) bool {
+	v, ok := sp.Attributes().Get(genai.AttrCallerSettled)
+	return ok && v.Type() == pcommon.ValueTypeBool && v.Bool()
 }

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/agentmeter/agentmeter/genai"
@@ -136,4 +137,34 @@ func TestStorageChunkOutlivesItsLastTrace(t *testing.T) {
 	assert.Equal(t, a.SpanCount()+b.SpanCount(), sink.SpanCount())
 	assert.Zero(t, st.Count("chunk/"))
 	require.NoError(t, p2.Shutdown(context.Background()))
+}
+
+// A call whose pending caller was settled (its settled version counted) before a crash
+// is not settled, nor counted, again after the restart: the settled version is stored
+// with the ledger's chunk, and read over the first version.
+func TestRestartDoesNotSettleACallTwice(t *testing.T) {
+	in := buildParallel()
+	st := storagetest.New()
+	p1, sink1 := startWithStorage(t, st, streamTestConfig())
+	for _, b := range realTime(in) {
+		require.NoError(t, p1.ConsumeTraces(context.Background(), b))
+	}
+	_, counted1 := upserted(sink1.AllTraces())
+	require.Len(t, counted1, in.SpanCount(), "before the crash: every span counted once")
+	kill(p1)
+
+	p2, sink2 := startWithStorage(t, st, streamTestConfig())
+	require.NoError(t, p2.Shutdown(context.Background()))
+	all := append(sink1.AllTraces(), sink2.AllTraces()...)
+	_, counted := upserted(all)
+	var twice []string
+	seen := map[pcommon.SpanID]int{}
+	for _, sp := range counted {
+		seen[sp.SpanID()]++
+		if seen[sp.SpanID()] == 2 {
+			twice = append(twice, sp.SpanID().String())
+		}
+	}
+	assert.Empty(t, twice, "counted twice")
+	assert.Len(t, counted, in.SpanCount(), "every span counted once across the restart")
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
@@ -107,7 +108,10 @@ func hashValue(h uint64, v pcommon.Value) uint64 {
 // A pending call (genai.AttrCallerPending) whose caller is now settled, or every pending
 // call with final (its ledger ends), goes out even when its merge results did not
 // change, marked genai.AttrCallerSettled: the one version the token metrics count.
-func (p *subagentMerge) reemit(l *ledger, view *mergedView, out ptrace.Traces, c *counts, now int64, ids []pcommon.SpanID, final bool) ([]pcommon.SpanID, error) {
+//
+// With settled (storage), the versions that settle a pending caller are appended to it
+// encoded, for the ledger's next chunk: a restart then knows the call is counted.
+func (p *subagentMerge) reemit(l *ledger, view *mergedView, out ptrace.Traces, c *counts, now int64, ids []pcommon.SpanID, final bool, settled *[]byte) ([]pcommon.SpanID, error) {
 	l.lastEmit = now
 	var errs []error
 	for id, k := range l.kept {
@@ -154,10 +158,21 @@ func (p *subagentMerge) reemit(l *ledger, view *mergedView, out ptrace.Traces, c
 			l.pending--
 			l.settledAt = append(l.settledAt, id)
 		}
+		if !settle {
+			// counted by its settled version: a restored one may be this span's base
+			attrs.Remove(genai.AttrCallerSettled)
+		}
 		if r, ok := attrs.Get(genai.AttrMergeRevision); ok {
 			k.rev = r.Int()
 		}
 		k.fp = fp
+		if settle && settled != nil {
+			enc, err := p.marshaler.MarshalTraces(d)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("encoding a settled call: %w", err))
+			}
+			*settled = append(*settled, enc...)
+		}
 		sp.MoveTo(slotUnder(out, rs.Resource(), ss.Scope()))
 		ids = append(ids, id)
 	}
@@ -167,13 +182,13 @@ func (p *subagentMerge) reemit(l *ledger, view *mergedView, out ptrace.Traces, c
 // flushInto is flush within a call, recording the re-emitted ids in sc.
 func (p *subagentMerge) flushInto(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64, sc *scratch) error {
 	var err error
-	sc.ids, err = p.flush(s, l, out, c, now, sc.ids, false)
+	sc.ids, err = p.flush(s, l, out, c, now, sc.ids, false, p.settledSink(sc))
 	return err
 }
 
 // flush re-emits what changed in l (called under its shard's lock); with final, every
 // pending caller is settled as it stands (its ledger ends).
-func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64, ids []pcommon.SpanID, final bool) ([]pcommon.SpanID, error) {
+func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64, ids []pcommon.SpanID, final bool, settled *[]byte) ([]pcommon.SpanID, error) {
 	s.led.unschedule(l)
 	if err := p.warm(s, l, now); err != nil {
 		return ids, err
@@ -182,7 +197,7 @@ func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts,
 	if err != nil {
 		return ids, err
 	}
-	ids, err = p.reemit(l, &view, out, c, now, ids, final)
+	ids, err = p.reemit(l, &view, out, c, now, ids, final, settled)
 	p.prune(l)
 	p.ledgerBytes.Add(l.cost() - l.size)
 	l.size = l.cost()
@@ -201,7 +216,7 @@ func (p *subagentMerge) endLedgerIDs(s *shard, l *ledger, out ptrace.Traces, c *
 	var ids []pcommon.SpanID
 	if l.scheduled() || l.pending > 0 {
 		var err error
-		if ids, err = p.flush(s, l, out, c, now, nil, true); err != nil {
+		if ids, err = p.flush(s, l, out, c, now, nil, true, nil); err != nil {
 			p.logger.Error("re-emitting the last corrections of an ending ledger failed", zap.Error(err))
 		}
 	}
@@ -308,8 +323,9 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 	var seqs []uint64
 	var errs []error
 	type flushed struct {
-		l   *ledger
-		ids []pcommon.SpanID
+		l       *ledger
+		ids     []pcommon.SpanID
+		settled []byte // its settled versions, encoded (storage)
 	}
 	var sent []flushed
 	cutoff := now - p.wait
@@ -324,11 +340,17 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 		}
 		for l := s.led.due.head; l != nil && l.dueAt <= now; l = s.led.due.head {
 			l.settledAt = l.settledAt[:0] // what this flush settles, given back if refused
-			ids, err := p.flush(s, l, out, &c, now, nil, false)
+			f := flushed{l: l}
+			var sink *[]byte
+			if p.store != nil {
+				sink = &f.settled
+			}
+			ids, err := p.flush(s, l, out, &c, now, nil, false, sink)
 			if err != nil {
 				errs = append(errs, err)
 			}
-			sent = append(sent, flushed{l, ids})
+			f.ids = ids
+			sent = append(sent, f)
 		}
 		p.freezeIdle(s, now-p.compactAfter)
 		s.mu.Unlock()
@@ -357,9 +379,64 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 	}
 	if nerr != nil {
 		errs = append(errs, fmt.Errorf("subagentmerge: passing on %d re-emitted spans (live traces' go out again): %w", out.SpanCount(), nerr))
+	} else {
+		var items []settledOf
+		for _, f := range sent {
+			if len(f.settled) > 0 {
+				items = append(items, settledOf{f.l, f.settled})
+			}
+		}
+		if err := p.commitSettled(ctx, items); err != nil {
+			errs = append(errs, fmt.Errorf("subagentmerge: storing settled calls: %w", err))
+		}
 	}
 	p.forgetLedgers(ctx, seqs)
 	return errors.Join(errs...)
+}
+
+// settledSink is where a call's re-emissions put the versions that settle waiting calls:
+// the call's chunk, with storage.
+func (p *subagentMerge) settledSink(sc *scratch) *[]byte {
+	if p.store == nil {
+		return nil
+	}
+	return &sc.chunkSent
+}
+
+// settledOf is what a flush outside a call settled in one ledger, encoded.
+type settledOf struct {
+	l   *ledger
+	enc []byte
+}
+
+// commitSettled stores, once the next consumer took them, the versions that settled
+// waiting calls outside a call (the sweeper, shutdown), as a chunk of their ledgers
+// without skeletons: a restart reads them over the first versions, so those calls are
+// not settled, and counted, again. A crash between the send and this write still
+// counts them twice.
+func (p *subagentMerge) commitSettled(ctx context.Context, items []settledOf) error {
+	if p.store == nil || len(items) == 0 {
+		return nil
+	}
+	seq := p.store.draw()
+	chunk := protowire.AppendVarint(nil, 0) // no skeletons
+	refs := 0
+	for _, it := range items {
+		s := &p.shards[shardIndex(it.l.id)]
+		s.mu.Lock()
+		if s.led.byID[it.l.id] == it.l {
+			it.l.seqs = append(it.l.seqs, seq)
+			p.store.ref(seq)
+			refs++
+			chunk = append(chunk, it.enc...)
+		}
+		s.mu.Unlock()
+	}
+	if refs == 0 {
+		p.store.undraw(seq)
+		return nil
+	}
+	return p.store.write(ctx, seq, chunk)
 }
 
 // flushAll re-emits every dirty ledger's changes (shutdown). With storage the ledgers
@@ -369,20 +446,29 @@ func (p *subagentMerge) flushAll(ctx context.Context) error {
 	out := ptrace.NewTraces()
 	var c counts
 	var errs []error
+	var items []settledOf
 	now := p.now()
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
 		for l := s.led.due.head; l != nil; l = s.led.due.head {
-			if _, err := p.flush(s, l, out, &c, now, nil, p.store == nil); err != nil {
+			var settled []byte
+			var sink *[]byte
+			if p.store != nil {
+				sink = &settled
+			}
+			if _, err := p.flush(s, l, out, &c, now, nil, p.store == nil, sink); err != nil {
 				errs = append(errs, err)
+			}
+			if len(settled) > 0 {
+				items = append(items, settledOf{l, settled})
 			}
 		}
 		if p.store == nil {
 			for _, ch := range s.led.ageChains() {
 				for l := ch.head; l != nil; l = ch.next(l) {
 					if l.pending > 0 {
-						if _, err := p.flush(s, l, out, &c, now, nil, true); err != nil {
+						if _, err := p.flush(s, l, out, &c, now, nil, true, nil); err != nil {
 							errs = append(errs, err)
 						}
 					}
@@ -395,6 +481,8 @@ func (p *subagentMerge) flushAll(ctx context.Context) error {
 	if out.ResourceSpans().Len() > 0 {
 		if err := p.next.ConsumeTraces(ctx, out); err != nil {
 			errs = append(errs, fmt.Errorf("subagentmerge: passing on %d re-emitted spans at shutdown: %w", out.SpanCount(), err))
+		} else if err := p.commitSettled(ctx, items); err != nil {
+			errs = append(errs, fmt.Errorf("subagentmerge: storing settled calls: %w", err))
 		}
 	}
 	return errors.Join(errs...)

@@ -266,7 +266,7 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 	switch {
 	case dirty && (l.complete || now-l.lastEmit >= p.settle) && eff == effectInline:
 		s.led.unschedule(l)
-		if sc.ids, err = p.reemit(l, &view, out, c, now, sc.ids, false); err != nil {
+		if sc.ids, err = p.reemit(l, &view, out, c, now, sc.ids, false, p.settledSink(sc)); err != nil {
 			err = fmt.Errorf("subagentmerge: re-emitting corrected spans: %w", err)
 		}
 	case (dirty && l.complete) || (l.complete && l.scheduled()):
