@@ -305,10 +305,7 @@ func (f *LangSmith) ingest(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err != nil {
-		f.violate("%s: %v", r.URL.Path, err)
-		req.Status = http.StatusUnprocessableEntity
-		f.requests = append(f.requests, req)
-		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+		f.refuseBody(w, req, err)
 		return
 	}
 	for _, run := range ops.posts {
@@ -418,4 +415,13 @@ func (f *LangSmith) answerScripted(w http.ResponseWriter, req LangSmithRequest, 
 	w.WriteHeader(scripted.Status)
 	_, _ = io.WriteString(w, scripted.Body)
 	return true
+}
+
+// refuseBody answers a body the service cannot read with 422, recording it and the
+// violation; f.mu is held.
+func (f *LangSmith) refuseBody(w http.ResponseWriter, req LangSmithRequest, err error) {
+	f.violate("%s: %v", req.Path, err)
+	req.Status = http.StatusUnprocessableEntity
+	f.requests = append(f.requests, req)
+	http.Error(w, err.Error(), http.StatusUnprocessableEntity)
 }

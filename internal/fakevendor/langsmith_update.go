@@ -30,10 +30,7 @@ func (f *LangSmith) updateRun(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err != nil {
-		f.violate("%s: %v", r.URL.Path, err)
-		req.Status = http.StatusUnprocessableEntity
-		f.requests = append(f.requests, req)
-		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+		f.refuseBody(w, req, err)
 		return
 	}
 	if f.answerScripted(w, req, scripted) {

@@ -368,8 +368,10 @@ func assertNoSubagentUsage(t *testing.T, td ptrace.Traces) {
 
 // --- the cases ---
 
-func buildOneTask() ptrace.Traces {
-	b := newTraceBuilder(1)
+func buildOneTask() ptrace.Traces { return oneTaskOn(newTraceBuilder(1)) }
+
+// oneTaskOn builds on b a lead agent that calls one task, whose subagent makes one call.
+func oneTaskOn(b *traceBuilder) ptrace.Traces {
 	lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
 	b.chat(lead, usage(100, 20), "call_task_1")
 	_, sub := b.task(lead, "call_task_1", "general-purpose", genai.SubagentCompleted)

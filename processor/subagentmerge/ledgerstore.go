@@ -45,14 +45,9 @@ func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch) error {
 		if t.ids[0] == t.ids[1] {
 			continue
 		}
-		s := &p.shards[shardIndex(t.l.id)]
-		s.mu.Lock()
-		if s.led.byID[t.l.id] == t.l {
-			t.l.seqs = append(t.l.seqs, seq)
-			p.store.ref(seq)
+		if p.holdChunk(t.l, seq) {
 			refs++
 		}
-		s.mu.Unlock()
 	}
 	if refs == 0 {
 		p.store.undraw(seq)
@@ -72,6 +67,20 @@ func (p *subagentMerge) forgetLedgers(ctx context.Context, seqs []uint64) {
 	if err := p.store.forget(ctx, seqs); err != nil {
 		p.logger.Warn("storage: deleting the chunks of ended ledgers failed", zap.Error(err))
 	}
+}
+
+// holdChunk counts chunk seq on l, which then holds it until it ends, and reports
+// whether it did: a ledger that ended meanwhile holds nothing more.
+func (p *subagentMerge) holdChunk(l *ledger, seq uint64) bool {
+	s := &p.shards[shardIndex(l.id)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.led.byID[l.id] != l {
+		return false
+	}
+	l.seqs = append(l.seqs, seq)
+	p.store.ref(seq)
+	return true
 }
 
 // splitChunk reads a ledger chunk's two parts.

@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/internal/storagetest"
 )
@@ -126,15 +125,11 @@ func TestLowMarkDoesNotPassAChunkDrawnFirstAndHeldLast(t *testing.T) {
 	}
 }
 
+// oneTaskN is buildOneTask as trace n, its trace ids spread over shards and lanes.
 func oneTaskN(n uint64) ptrace.Traces {
 	b := newTraceBuilder(n)
 	b.tid[0] = byte(n * 37)
-	lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
-	b.chat(lead, usage(100, 20), "call_task_1")
-	_, sub := b.task(lead, "call_task_1", "general-purpose", genai.SubagentCompleted)
-	b.chat(sub, usage(10, 5))
-	b.chat(lead, usage(50, 10))
-	return b.td
+	return oneTaskOn(b)
 }
 
 func traceIDOf(td ptrace.Traces) pcommon.TraceID {

@@ -422,15 +422,10 @@ func (p *subagentMerge) commitSettled(ctx context.Context, items []settledOf) er
 	chunk := protowire.AppendVarint(nil, 0) // no skeletons
 	refs := 0
 	for _, it := range items {
-		s := &p.shards[shardIndex(it.l.id)]
-		s.mu.Lock()
-		if s.led.byID[it.l.id] == it.l {
-			it.l.seqs = append(it.l.seqs, seq)
-			p.store.ref(seq)
+		if p.holdChunk(it.l, seq) {
 			refs++
 			chunk = append(chunk, it.enc...)
 		}
-		s.mu.Unlock()
 	}
 	if refs == 0 {
 		p.store.undraw(seq)

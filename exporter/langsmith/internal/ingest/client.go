@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -188,19 +189,15 @@ func (c *Client) CheckCredentials(ctx context.Context) error {
 // permanent (consumererror) for final statuses and throttled (Retry-After) for
 // retryable ones.
 func (c *Client) Send(ctx context.Context, runs []Encoded) error {
-	placed := runs
-	var unplaced []Encoded
-	for i := range runs {
-		if runs[i].Unplaced {
-			placed, unplaced = nil, nil
-			for _, r := range runs {
-				if r.Unplaced {
-					unplaced = append(unplaced, r)
-				} else {
-					placed = append(placed, r)
-				}
+	placed, unplaced := runs, []Encoded(nil)
+	if slices.ContainsFunc(runs, func(r Encoded) bool { return r.Unplaced }) {
+		placed = nil
+		for _, r := range runs {
+			if r.Unplaced {
+				unplaced = append(unplaced, r)
+			} else {
+				placed = append(placed, r)
 			}
-			break
 		}
 	}
 	if len(placed) > 0 || len(unplaced) == 0 {

@@ -65,7 +65,7 @@ func EncodeAll(runs []runtree.Run, buf []byte) ([]Encoded, []byte) {
 		o := offs[i]
 		e := &out[i]
 		e.ID, e.Source, e.Patch = runs[i].Head.ID, runs[i].Source, runs[i].Version.Rev > 0
-		e.Unplaced = e.Patch && runs[i].Head.Unplaced
+		e.Unplaced = runs[i].Head.Unplaced
 		e.Head = buf[o.start:o.head:o.head]
 		e.Inputs = buf[o.head:o.in:o.in]
 		e.Outputs = buf[o.in:o.out:o.out]

@@ -94,9 +94,8 @@ type spanInfo struct {
 	orphan         string
 	// invented: its place comes from an orphan's path here (its ancestors are not
 	// known), not from its trace as LangSmith holds it
-	invented  bool
-	version   vendorhttp.Version
-	reemitted bool // a re-emission (version.Rev > 0): an update of a run posted before
+	invented bool
+	version  vendorhttp.Version // Rev > 0: a re-emission, an update of a run posted before
 }
 
 // Map turns every span into a run. Spans without a valid trace or span id cannot be
@@ -139,7 +138,7 @@ func (m *Mapper) mapBatch(td ptrace.Traces, pooled bool) (runs []Run, skipped in
 					ref: SpanRef{Resource: ri, Scope: si, Span: ki}, span: sp, res: rs.Resource(),
 					traceID: sp.TraceID(), spanID: sp.SpanID(), parent: sp.ParentSpanID(),
 					start: start, end: max(int64(sp.EndTimestamp())/1000, start),
-					version: v, reemitted: v.Rev > 0,
+					version: v,
 				})
 				byTrace[sp.TraceID()] = append(byTrace[sp.TraceID()], len(infos)-1)
 			}
@@ -248,7 +247,7 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 				s.orphan = OrphanRerooted
 				s.entry = chainEntry{runID: runID, traceRunID: runID, segMicros: s.start,
 					dotted: string(dottedorder.AppendSegment(nil, s.start, runID)), orphan: OrphanRerooted}
-				if s.reemitted {
+				if s.version.Rev > 0 {
 					return // an update LangSmith places: nothing is learnt from it
 				}
 				tc.root, tc.rootSpan, tc.rootSet = s.entry, s.spanID, true
@@ -265,7 +264,7 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 		s.entry = chainEntry{runID: runID, traceRunID: parent.traceRunID, dotted: string(buf), segMicros: seg,
 			parentRunID: parent.runID, orphan: s.orphan}
 		s.parentRunID = parent.runID
-		if !s.invented || !s.reemitted {
+		if !s.invented || s.version.Rev == 0 {
 			m.cache.put(tc, s.spanID, cachedRun{up: up, seg: seg, orphan: orphanCode(s.orphan)})
 		}
 	}
