@@ -46,7 +46,7 @@ func sortedStrings(s []string) []string {
 func TestAgentUsageLangSmithSDKLeadWithTwoSubagentsIsMerged(t *testing.T) {
 	addr, out := startAgentusage(t)
 	RunNode(t, "langsmith-deerflow-run.mjs", "LANGSMITH_ENDPOINT=http://"+addr, "LANGSMITH_API_KEY=test-key")
-	tr := NewSpanTree(WaitForSpans(t, out, 9, 30*time.Second))
+	tr := NewSpanTree(WaitForSettledSpans(t, out, 9, 30*time.Second))
 	require.Len(t, tr.ByID, 9, "one span per run, POST+PATCH pairs merged")
 
 	roots := tr.Named("invoke_agent lead_agent")
@@ -109,7 +109,7 @@ func TestAgentUsageLangSmithSDKLeadWithTwoSubagentsIsMerged(t *testing.T) {
 func TestAgentUsageLangfuseV3SDK(t *testing.T) {
 	addr, out := startAgentusage(t)
 	RunNode(t, "langfuse-v3-ingestion.mjs", "LANGFUSE_BASE_URL=http://"+addr)
-	tr := NewSpanTree(WaitForSpans(t, out, 5, 30*time.Second))
+	tr := NewSpanTree(WaitForSettledSpans(t, out, 5, 30*time.Second))
 	require.Len(t, tr.ByID, 5)
 
 	var dispatch, sub ptrace.Span
@@ -151,7 +151,7 @@ func TestAgentUsageLangfuseV3SDK(t *testing.T) {
 func TestAgentUsageLangfuseOTelSDK(t *testing.T) {
 	addr, out := startAgentusage(t)
 	RunNode(t, "langfuse-otel.mjs", "LANGFUSE_BASE_URL=http://"+addr)
-	tr := NewSpanTree(WaitForSpans(t, out, 5, 30*time.Second))
+	tr := NewSpanTree(WaitForSettledSpans(t, out, 5, 30*time.Second))
 	require.Len(t, tr.ByID, 5)
 
 	dispatches := tr.Named("chat gpt-4o")
@@ -196,7 +196,7 @@ func TestAgentUsageNativeRecordsAreMerged(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 
-	tr := NewSpanTree(WaitForSpans(t, out, 8, 30*time.Second))
+	tr := NewSpanTree(WaitForSettledSpans(t, out, 8, 30*time.Second))
 	require.Len(t, tr.ByID, 8, "root, lead chat, 2×(task, subagent, chat)")
 	lead := tr.Named("chat gpt-4o")
 	require.Len(t, lead, 1)

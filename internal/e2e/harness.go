@@ -28,6 +28,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
+	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/childproc"
 	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
@@ -323,6 +324,66 @@ func WaitForSpans(t testing.TB, path string, n int, timeout time.Duration) []ptr
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// WaitForSettledSpans waits until path holds at least n distinct spans, every span
+// whose first emission left its caller pending (a model call whose task had not ended
+// yet) has the re-emission that settles it, and nothing more has landed for half a
+// second (a streamed merge re-emits a dispatching call when its subagent's spans
+// arrive, a little after the first emissions). It returns every version, in the order
+// written: what a test of a run's final tree reads.
+func WaitForSettledSpans(t testing.TB, path string, n int, timeout time.Duration) []ptrace.Span {
+	t.Helper()
+	const quiet = 500 * time.Millisecond
+	deadline := time.Now().Add(timeout)
+	last, lastChange := -1, time.Now()
+	for {
+		var spans []ptrace.Span
+		tds, err := ReadTraces(path)
+		if err == nil {
+			spans = Spans(tds)
+		}
+		if len(spans) != last {
+			last, lastChange = len(spans), time.Now()
+		}
+		distinct, unsettled := countDistinct(spans), pendingCallers(spans)
+		if distinct >= n && unsettled == 0 && time.Since(lastChange) >= quiet {
+			return spans
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s in %s for %d spans (have %d) with no caller pending (%d are; last error: %v)",
+				timeout, path, n, distinct, unsettled, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// pendingCallers counts the spans emitted with a pending caller and not yet settled.
+func pendingCallers(spans []ptrace.Span) int {
+	type id struct {
+		t pcommon.TraceID
+		s pcommon.SpanID
+	}
+	pending := map[id]bool{}
+	for _, sp := range spans {
+		k := id{sp.TraceID(), sp.SpanID()}
+		v := genai.VersionOf(sp.Attributes())
+		switch {
+		case v.Settled:
+			pending[k] = false
+		case v.Pending:
+			if _, seen := pending[k]; !seen {
+				pending[k] = true
+			}
+		}
+	}
+	n := 0
+	for _, p := range pending {
+		if p {
+			n++
+		}
+	}
+	return n
 }
 
 func countDistinct(spans []ptrace.Span) int {

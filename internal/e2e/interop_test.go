@@ -56,7 +56,7 @@ func runInterop(t *testing.T, c interopCase) (*FakeModel, []ptrace.Span, []ptrac
 		WriteFixture(t, filepath.Join(InteropDir(), "testdata", c.fixture+".otlp.json"), tds)
 	}
 	require.Len(t, model.Calls(), 3, "the two-agent app makes three model calls (lead dispatch, subagent, lead answer)")
-	exported := WaitForSpans(t, col.Out, len(raw), 30*time.Second)
+	exported := WaitForSettledSpans(t, col.Out, len(raw), 30*time.Second)
 	return model, raw, exported, prom
 }
 
