@@ -25,7 +25,8 @@ import (
 // versions that settled a pending caller (read over the first ones at start, so the
 // call is not settled, and counted, again); the sweeper and shutdown write such settled
 // versions as chunks without skeletons (commitSettled). A chunk
-// counts the ledgers holding data of it and is deleted when the last of them ends.
+// counts the ledgers holding data of it and is deleted when the last of them ends; an
+// ended ledger's part of a chunk that lives on is marked ended (persist_ends.go).
 // Corrections are not written: at start the ledgers are rebuilt from their chunks, the
 // merge runs over each again, and whatever reads differently from its first version
 // is re-emitted, so a restart converges to the same numbers. The spans themselves are
@@ -40,6 +41,7 @@ func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch) error {
 	}
 	seq := p.store.draw()
 	refs := 0
+	var unheld []pcommon.TraceID
 	for i := range sc.touched {
 		t := &sc.touched[i]
 		if t.ids[0] == t.ids[1] {
@@ -47,6 +49,8 @@ func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch) error {
 		}
 		if p.holdChunk(t.l, seq) {
 			refs++
+		} else {
+			unheld = append(unheld, t.l.id)
 		}
 	}
 	if refs == 0 {
@@ -56,15 +60,16 @@ func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch) error {
 	sc.chunk = protowire.AppendVarint(sc.chunk[:0], uint64(len(sc.chunkSkel)))
 	sc.chunk = append(sc.chunk, sc.chunkSkel...)
 	sc.chunk = append(sc.chunk, sc.chunkSent...)
-	return p.store.write(ctx, seq, sc.chunk)
+	return p.store.write(ctx, seq, sc.chunk, unheld...)
 }
 
-// forgetLedgers deletes the chunks of ended ledgers once no ledger holds them.
-func (p *subagentMerge) forgetLedgers(ctx context.Context, seqs []uint64) {
-	if p.store == nil || len(seqs) == 0 {
+// forgetLedgers deletes the chunks of ended ledgers once no ledger holds them, and
+// marks the ledgers ended in those that live on (persist_ends.go).
+func (p *subagentMerge) forgetLedgers(ctx context.Context, ends ...endedLedger) {
+	if p.store == nil || len(ends) == 0 {
 		return
 	}
-	if err := p.store.forget(ctx, seqs); err != nil {
+	if err := p.store.end(ctx, ends); err != nil {
 		p.logger.Warn("storage: deleting the chunks of ended ledgers failed", zap.Error(err))
 	}
 }
@@ -102,6 +107,15 @@ func (p *subagentMerge) restoreStream(ctx context.Context) error {
 	chunks, spans := 0, 0
 	restored := map[*ledger]struct{}{}
 	var sw skeletonWriter
+	// the markers first: they name chunks before them (persist_ends.go)
+	skip, markers, err := st.readEnds(ctx)
+	if skip == nil {
+		return err
+	}
+	if err != nil {
+		errs = append(errs, err)
+	}
+	var read []uint64
 	for seq := st.low; seq < st.high; seq++ {
 		b, err := st.client.Get(ctx, st.chunkKey(seq))
 		if err != nil {
@@ -110,14 +124,18 @@ func (p *subagentMerge) restoreStream(ctx context.Context) error {
 		if b == nil {
 			continue
 		}
-		n, err := p.restoreChunk(b, seq, now, &sw, restored)
+		n, err := p.restoreChunk(b, seq, now, &sw, restored, skip)
 		if err != nil {
 			// bytes only this processor wrote: a torn or foreign value; skip it, loudly
 			errs = append(errs, fmt.Errorf("storage: ledger chunk %d skipped: %w", seq, err))
 			continue
 		}
+		read = append(read, seq)
 		chunks++
 		spans += n
+	}
+	if err := st.settleAtStart(ctx, markers, read); err != nil {
+		errs = append(errs, fmt.Errorf("storage: deleting what no restored ledger holds: %w", err))
 	}
 	for l := range restored {
 		s := &p.shards[shardIndex(l.id)]
@@ -143,8 +161,9 @@ func (p *subagentMerge) restoreStream(ctx context.Context) error {
 	return nil
 }
 
-// restoreChunk adds one chunk's spans to their ledgers and reports how many it added.
-func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skeletonWriter, restored map[*ledger]struct{}) (int, error) {
+// restoreChunk adds one chunk's spans to their ledgers, but for the traces whose ledgers
+// had ended (skip), and reports how many it added.
+func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skeletonWriter, restored map[*ledger]struct{}, skip map[endedChunk]struct{}) (int, error) {
 	skelB, sentB, err := splitChunk(b)
 	if err != nil {
 		return 0, err
@@ -191,6 +210,9 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 		}
 	}
 	for id, spans := range byTrace {
+		if _, ended := skip[endedChunk{id, seq}]; ended {
+			continue
+		}
 		s := &p.shards[shardIndex(id)]
 		s.mu.Lock()
 		l := s.led.byID[id]

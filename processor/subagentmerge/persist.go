@@ -6,11 +6,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.uber.org/zap"
 
 	"github.com/agentmeter/agentmeter/internal/storageclient"
@@ -67,11 +69,20 @@ type persister struct {
 	refs  map[uint64]int
 	// unwritten are chunks a write failed to store, retried with the next write
 	unwritten map[uint64][]byte
+	// retry are the deletions and end markers a failed batch did not apply, and the
+	// "high" it was to write: the next batch applies them first
+	retry     []*storage.Operation
+	retryHigh uint64
+	// stream mode's end markers (persist_ends.go): how many chunks each names that are
+	// still on disk, and the markers naming each chunk
+	endLeft map[uint64]int
+	endsOn  map[uint64][]uint64
 }
 
 // newPersister reads the bounds of the chunks stored under prefix.
 func newPersister(ctx context.Context, client storage.Client, prefix string) (*persister, error) {
-	p := &persister{client: client, prefix: prefix, refs: map[uint64]int{}, unwritten: map[uint64][]byte{}}
+	p := &persister{client: client, prefix: prefix, refs: map[uint64]int{}, unwritten: map[uint64][]byte{},
+		endLeft: map[uint64]int{}, endsOn: map[uint64][]uint64{}}
 	var err error
 	if p.low, err = p.getUint(ctx, p.prefix+keyLow); err == nil {
 		p.high, err = p.getUint(ctx, p.prefix+keyHigh)
@@ -145,8 +156,10 @@ func (p *persister) ref(seq uint64) {
 // write stores one request's chunk (none: only retry earlier failed ones) and the new
 // "high" in one transaction, together with every chunk an earlier write failed to store
 // whose traces are still buffered: once the disk works again, what was acknowledged in
-// the meantime (the senders' retries were duplicates) is on disk too.
-func (p *persister) write(ctx context.Context, seq uint64, data []byte) error {
+// the meantime (the senders' retries were duplicates) is on disk too. unheld are the
+// traces with spans in the chunk whose ledgers ended before they could hold it: an end
+// marker goes with the chunk for them (persist_ends.go).
+func (p *persister) write(ctx context.Context, seq uint64, data []byte, unheld ...pcommon.TraceID) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var ops []*storage.Operation
@@ -159,19 +172,26 @@ func (p *persister) write(ctx context.Context, seq uint64, data []byte) error {
 		ops = append(ops, storage.SetOperation(p.chunkKey(s), d))
 		top = max(top, s+1)
 	}
-	if len(ops) == 0 {
-		return nil
+	var marker *storage.Operation
+	if data != nil && len(unheld) > 0 {
+		var b []byte
+		for _, id := range unheld {
+			b = appendEnd(b, id, seq)
+		}
+		m := p.next.Add(1) - 1
+		marker = storage.SetOperation(p.endKey(m), b)
+		ops = append(ops, marker)
+		p.nameChunks(m, slices.Repeat([]uint64{seq}, len(unheld)))
+		top = max(top, m+1)
 	}
-	if top > p.high {
-		ops = append(ops, storage.SetOperation(p.prefix+keyHigh, u64(top)))
-	}
-	if err := p.client.Batch(ctx, ops...); err != nil {
+	// the chunks wait in unwritten when the batch fails, the marker in p.retry
+	err := p.apply(ctx, ops, top, func(op *storage.Operation) bool { return op == marker })
+	if err != nil {
 		if data != nil {
 			p.unwritten[seq] = bytes.Clone(data) // the caller reuses data
 		}
 		return err
 	}
-	p.high = top
 	clear(p.unwritten)
 	return nil
 }
@@ -190,19 +210,14 @@ func (p *persister) forget(ctx context.Context, seqs []uint64, drop ...uint64) e
 	p.refMu.Lock()
 	for _, s := range seqs {
 		if p.refs[s]--; p.refs[s] <= 0 {
-			delete(p.refs, s)
-			delete(p.unwritten, s)
-			ops = append(ops, storage.DeleteOperation(p.chunkKey(s)))
+			ops = p.deleteChunk(ops, s)
 		}
 	}
 	p.refMu.Unlock()
 	for _, s := range drop {
 		ops = append(ops, storage.DeleteOperation(p.chunkKey(s)))
 	}
-	if len(ops) == 0 {
-		return nil
-	}
-	return p.client.Batch(ctx, ops...)
+	return p.apply(ctx, ops, p.high, nil)
 }
 
 // advanceLow writes "low" = the lowest live sequence number (minLive: of the buffered

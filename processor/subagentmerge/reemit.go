@@ -206,9 +206,9 @@ func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts,
 
 // endLedger takes l out of its shard (whose lock the caller holds), re-emitting first
 // what changed since it last went out, and returns its stored chunks.
-func (p *subagentMerge) endLedger(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64) []uint64 {
+func (p *subagentMerge) endLedger(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64) endedLedger {
 	seqs, _ := p.endLedgerIDs(s, l, out, c, now)
-	return seqs
+	return endedLedger{l.id, seqs}
 }
 
 // endLedgerIDs is endLedger that also returns the ids of the spans it re-emitted.
@@ -280,18 +280,18 @@ func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces)
 // the room). One whose trace got a new ledger meanwhile stays ended; its last
 // re-emissions are lost, said in the log.
 func (p *subagentMerge) reinstate(ctx context.Context, sc *scratch, gone []ended, now int64) {
-	var lost []uint64
+	var lost []endedLedger
 	for _, e := range gone {
 		l := e.l
 		s := &p.shards[shardIndex(l.id)]
 		s.mu.Lock()
 		switch {
 		case s.led.byID[l.id] != nil:
-			lost = append(lost, e.seqs...)
+			lost = append(lost, endedLedger{l.id, e.seqs})
 			p.logger.Warn("a ledger ended for room, whose last re-emissions were refused, has a new one: they are lost",
 				zap.Stringer("trace_id", l.id))
 		case len(l.spans.keys) == 0:
-			lost = append(lost, e.seqs...) // it held only the refused call's spans
+			lost = append(lost, endedLedger{l.id, e.seqs}) // it held only the refused call's spans
 		default:
 			l.seqs = e.seqs
 			s.led.add(l)
@@ -310,7 +310,7 @@ func (p *subagentMerge) reinstate(ctx context.Context, sc *scratch, gone []ended
 		}
 		s.mu.Unlock()
 	}
-	p.forgetLedgers(ctx, lost)
+	p.forgetLedgers(ctx, lost...)
 }
 
 // sweepStream re-emits what is due and ends the ledgers idle for wait_duration. When
@@ -320,7 +320,7 @@ func (p *subagentMerge) reinstate(ctx context.Context, sc *scratch, gone []ended
 func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 	out := ptrace.NewTraces()
 	var c counts
-	var seqs []uint64
+	var gone []endedLedger
 	var errs []error
 	type flushed struct {
 		l       *ledger
@@ -334,7 +334,7 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 		s.mu.Lock()
 		for _, ch := range s.led.ageChains() {
 			for l := ch.head; l != nil && l.lastSeen <= cutoff; l = ch.head {
-				seqs = append(seqs, p.endLedger(s, l, out, &c, now)...)
+				gone = append(gone, p.endLedger(s, l, out, &c, now))
 				c.released[relIdle]++
 			}
 		}
@@ -390,7 +390,7 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 			errs = append(errs, fmt.Errorf("subagentmerge: storing settled calls: %w", err))
 		}
 	}
-	p.forgetLedgers(ctx, seqs)
+	p.forgetLedgers(ctx, gone...)
 	return errors.Join(errs...)
 }
 

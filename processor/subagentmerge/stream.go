@@ -70,7 +70,7 @@ func (p *subagentMerge) consumeStream(ctx context.Context, td ptrace.Traces) err
 	}
 	p.acknowledged(sc)
 	for _, e := range gone {
-		p.forgetLedgers(ctx, e.seqs)
+		p.forgetLedgers(ctx, endedLedger{e.l.id, e.seqs})
 	}
 	return errors.Join(errs...)
 }

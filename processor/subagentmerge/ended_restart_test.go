@@ -1,0 +1,147 @@
+package subagentmerge
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/agentmeter/agentmeter/internal/spaniter"
+	"github.com/agentmeter/agentmeter/internal/storagetest"
+)
+
+// joined is one request of a's and b's spans.
+func joined(a, b ptrace.Traces) ptrace.Traces {
+	out := ptrace.NewTraces()
+	a.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+	b.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+	return out
+}
+
+// A request's chunk holds every trace it extended, and outlives a ledger that ends
+// while another trace still holds it. A restart must not rebuild the ended ledger from
+// what is left of it: its merge would read differently from what went out (here the
+// dispatcher came with its subagent already merged, from a chunk that is gone) and
+// re-emit the dispatcher with partial numbers as its newest version.
+func TestStreamRestartLeavesEndedLedgersEnded(t *testing.T) {
+	st := storagetest.New()
+	cfg := streamTestConfig()
+	p1, sink1 := startWithStorage(t, st, cfg)
+	clock := time.Now().UnixNano()
+	p1.now = func() int64 { return clock }
+	a, b := buildOneTask(), buildNested()
+	aID := a.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID()
+	root := func(sp ptrace.Span) bool { return sp.ParentSpanID().IsEmpty() }
+	var rootID pcommon.SpanID
+	for sp := range spaniter.All(a) {
+		if root(sp) {
+			rootID = sp.SpanID()
+		}
+	}
+	underLead := func(sp ptrace.Span) bool { return root(sp) || sp.ParentSpanID() == rootID }
+	// the subagent's spans first, alone; then the lead's, the dispatcher among them,
+	// with some of b's
+	require.NoError(t, p1.ConsumeTraces(context.Background(), only(a, func(sp ptrace.Span) bool { return !underLead(sp) })))
+	require.NoError(t, p1.ConsumeTraces(context.Background(), joined(only(a, underLead), withoutRoot(b))))
+	require.Equal(t, int64(2), p1.nLedgers.Load())
+
+	// b goes on; a's ledger ends idle, and its chunk of its own leaves the disk
+	clock += int64(cfg.WaitDuration) / 2
+	require.NoError(t, p1.ConsumeTraces(context.Background(), only(b, root)))
+	clock += int64(cfg.WaitDuration)/2 + 1
+	require.NoError(t, p1.sweepStream(context.Background(), clock))
+	require.Equal(t, int64(1), p1.nLedgers.Load(), "a's ledger ended, b's did not")
+	require.Equal(t, 1, st.Count(prefixStream+"end/"), "the chunk a and b share says a ended")
+	before := len(sink1.AllTraces())
+	kill(p1)
+
+	assert.Positive(t, before)
+	restartLeavesEnded(t, st, cfg, aID)
+}
+
+// restartLeavesEnded starts a processor on st where the ledger of trace ended had ended
+// and one other is live: only the live one comes back, nothing of ended goes out, and
+// once the live one ends too nothing is left on disk.
+func restartLeavesEnded(t *testing.T, st *storagetest.Storage, cfg *Config, ended pcommon.TraceID) {
+	t.Helper()
+	p, sink := startWithStorage(t, st, cfg)
+	assert.Equal(t, int64(1), p.nLedgers.Load(), "only the live ledger is back")
+	require.NoError(t, p.sweepStream(context.Background(), p.now()+int64(time.Hour)))
+	require.NoError(t, p.Shutdown(context.Background()))
+	for _, td := range sink.AllTraces() {
+		for sp := range spaniter.All(td) {
+			assert.NotEqual(t, ended, sp.TraceID(), "a span of the ended trace went out again after the restart: %s %v", sp.Name(), sp.Attributes().AsRaw())
+		}
+	}
+	assert.Zero(t, st.Count(prefixStream+"chunk/"), "every ledger ended: no chunk is left on disk")
+	assert.Zero(t, st.Count(prefixStream+"end/"), "every ledger ended: no end marker is left on disk")
+}
+
+// A ledger can end (for room, or idle) while a request that extended it is on its way
+// to the next consumer; the request's chunk, held by the request's other traces, then
+// carries spans of a ledger that does not hold it, and says so, so a restart does not
+// bring that ledger back from it.
+func TestStreamChunkOfAnEndedLedgerSaysItEnded(t *testing.T) {
+	st := storagetest.New()
+	cfg := streamTestConfig()
+	a, b := buildOneTask(), buildNested()
+	aID := a.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID()
+	var p1 *subagentMerge
+	ended := false
+	sink1 := new(consumertest.TracesSink)
+	next, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
+		if !ended {
+			// the sweeper ends a's ledger while the request is here
+			ended = true
+			s := &p1.shards[shardIndex(aID)]
+			s.mu.Lock()
+			e := p1.endLedger(s, s.led.byID[aID], ptrace.NewTraces(), &counts{}, p1.now())
+			s.mu.Unlock()
+			p1.forgetLedgers(ctx, e)
+		}
+		return sink1.ConsumeTraces(ctx, td)
+	})
+	require.NoError(t, err)
+	p1 = startWithStorageTo(t, st, cfg, next)
+	require.NoError(t, p1.ConsumeTraces(context.Background(), joined(withoutRoot(a), withoutRoot(b))))
+	require.True(t, ended)
+	require.Equal(t, int64(1), p1.nLedgers.Load(), "a's ledger ended, b's did not")
+	require.Equal(t, 1, st.Count(prefixStream+"chunk/"))
+	require.Equal(t, 1, st.Count(prefixStream+"end/"), "the chunk says a's ledger does not hold it")
+	kill(p1)
+	restartLeavesEnded(t, st, cfg, aID)
+}
+
+// Deleting an ended ledger's chunks can fail (a failing disk); the deletions then go
+// with the next batch that succeeds, so a restart does not bring the ledger back.
+func TestStreamDeletionsAFailedBatchLeftGoWithTheNext(t *testing.T) {
+	st := storagetest.New()
+	cfg := streamTestConfig()
+	p1, _ := startWithStorage(t, st, cfg)
+	clock := time.Now().UnixNano()
+	p1.now = func() int64 { return clock }
+	require.NoError(t, p1.ConsumeTraces(context.Background(), withoutRoot(buildOneTask())))
+	require.Equal(t, 1, st.Count(prefixStream+"chunk/"))
+
+	st.Fail(errors.New("input/output error"))
+	clock += int64(cfg.WaitDuration) + 1
+	require.NoError(t, p1.sweepStream(context.Background(), clock))
+	require.Zero(t, p1.nLedgers.Load(), "the ledger ended")
+	require.Equal(t, 1, st.Count(prefixStream+"chunk/"), "its chunk is still on disk")
+
+	st.Fail(nil)
+	require.NoError(t, p1.ConsumeTraces(context.Background(), withoutRoot(buildParallel())))
+	assert.Equal(t, 1, st.Count(prefixStream+"chunk/"), "the next write deleted it")
+	kill(p1)
+
+	p2, _ := startWithStorage(t, st, cfg)
+	assert.Equal(t, int64(1), p2.nLedgers.Load(), "only the live ledger is back")
+	require.NoError(t, p2.Shutdown(context.Background()))
+}
