@@ -165,6 +165,14 @@ type held struct {
 	id       pcommon.TraceID // its trace (queued delivery's lane)
 }
 
+// holdsOf appends h's holds on its stored chunks.
+func holdsOf(dst []chunkHold, h held) []chunkHold {
+	for _, s := range h.seqs {
+		dst = append(dst, chunkHold{h.id, s})
+	}
+	return dst
+}
+
 func (e *entry) take() held {
 	h := held{chunks: e.chunks, hot: e.hot, hasHot: e.hotSince != 0, seqs: e.seqs, versions: e.versions > 0, id: e.id}
 	e.chunks, e.hot, e.hotSince, e.seqs = nil, ptrace.Traces{}, 0, nil

@@ -62,7 +62,7 @@ func (p *subagentMerge) gatherBatch(ctx context.Context, td ptrace.Traces, sc *s
 		if p.queued {
 			sc.raw = append(sc.raw, g.prev) // sent from its chunks, which it holds
 		} else {
-			sc.dels = append(sc.dels, g.prev.seqs...)
+			sc.dels = holdsOf(sc.dels, g.prev)
 			var err error
 			if sc.spans, err = p.appendHeld(out, g.prev, sc.spans[:0]); err != nil {
 				errs = append(errs, err)
@@ -76,7 +76,7 @@ func (p *subagentMerge) gatherBatch(ctx context.Context, td ptrace.Traces, sc *s
 			sc.raw = append(sc.raw, h)
 			continue
 		}
-		sc.dels = append(sc.dels, h.seqs...)
+		sc.dels = holdsOf(sc.dels, h)
 		var err error
 		if sc.spans, err = p.appendHeld(out, h, sc.spans[:0]); err != nil {
 			errs = append(errs, err)

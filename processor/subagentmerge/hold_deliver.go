@@ -82,7 +82,7 @@ func (p *subagentMerge) enqueue(ctx context.Context, rest [deliverLanes]encodedR
 		b := &batches[laneOf(h.id)]
 		b.spans += h.spans
 		b.parts = append(b.parts, h.chunks...)
-		b.seqs = append(b.seqs, h.seqs...)
+		b.seqs = holdsOf(b.seqs, h)
 	}
 	var chunk []byte
 	for lane, r := range rest {
@@ -105,7 +105,7 @@ func (p *subagentMerge) enqueue(ctx context.Context, rest [deliverLanes]encodedR
 		for i := range batches {
 			if batches[i].enc != nil {
 				p.store.ref(uint64(seq))
-				batches[i].seqs = append(batches[i].seqs, uint64(seq))
+				batches[i].seqs = append(batches[i].seqs, chunkHold{seq: uint64(seq)})
 			}
 		}
 	}

@@ -59,7 +59,7 @@ func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSe
 		seqs := sc.dels
 		if sc.restoring {
 			p.store.ref(sc.restoreAt) // held by out until it is delivered
-			seqs = append(seqs, sc.restoreAt)
+			seqs = append(seqs, chunkHold{seq: sc.restoreAt})
 		}
 		return errors.Join(err, p.passOn(ctx, out, seqs, !sc.restoring))
 	}
@@ -139,7 +139,7 @@ func (p *subagentMerge) process(td ptrace.Traces, sc *scratch, c *counts) error 
 			}
 		}
 		from := td.ResourceSpans().Len()
-		sc.dels = append(sc.dels, g.prev.seqs...)
+		sc.dels = holdsOf(sc.dels, g.prev)
 		var err error
 		if spans, err = p.appendHeld(td, g.prev, spans); err != nil {
 			errs = append(errs, err)
@@ -161,7 +161,7 @@ func (p *subagentMerge) process(td ptrace.Traces, sc *scratch, c *counts) error 
 		sc.spans = spans
 	}
 	for _, h := range sc.evicted {
-		sc.dels = append(sc.dels, h.seqs...)
+		sc.dels = holdsOf(sc.dels, h)
 		var err error
 		if sc.spans, err = p.appendReleased(td, h, sc.spans[:0], c, true); err != nil {
 			errs = append(errs, err)

@@ -98,9 +98,9 @@ func (p *subagentMerge) sendReleased(ctx context.Context, bufs []held, c *counts
 		coalesce(out)
 	}
 	p.tel.record(ctx, c)
-	var seqs []uint64
+	var seqs []chunkHold
 	for _, b := range bufs {
-		seqs = append(seqs, b.seqs...)
+		seqs = holdsOf(seqs, b)
 	}
 	if err := p.passOn(ctx, out, seqs, false); err != nil {
 		errs = append(errs, fmt.Errorf("subagentmerge: passing on %d traces released (%s): %w", len(bufs), what, err))
@@ -224,13 +224,14 @@ func (p *subagentMerge) appendReleased(out ptrace.Traces, h held, spans []ptrace
 	return spans, err
 }
 
-// forgetOnDisk deletes the stored chunks of traces the next consumer accepted.
-func (p *subagentMerge) forgetOnDisk(ctx context.Context, seqs []uint64, drop ...uint64) {
-	if p.store == nil || len(seqs)+len(drop) == 0 {
+// forgetOnDisk lets go of the stored chunks of traces the next consumer accepted
+// (persister.forget: deleted, or marked where other traces still hold them).
+func (p *subagentMerge) forgetOnDisk(ctx context.Context, holds []chunkHold, drop ...uint64) {
+	if p.store == nil || len(holds)+len(drop) == 0 {
 		return
 	}
-	if err := p.store.forget(ctx, seqs, drop...); err != nil {
-		// they are sent again after a restart: duplicates, which the vendors upsert
+	if err := p.store.forget(ctx, holds, drop...); err != nil {
+		// they go with the next batch that succeeds; a crash before it sends them again
 		p.logger.Warn("storage: deleting the chunks of passed-on traces failed", zap.Error(err))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,7 +43,7 @@ type unsentBatch struct {
 	// more encodings that follow enc (queued delivery: a released trace's chunks as
 	// they were stored, not copied into one)
 	parts    [][]byte
-	seqs     []uint64
+	seqs     []chunkHold
 	spans    int
 	versions bool // some span may be in it more than once (queued delivery coalesces)
 }
@@ -101,7 +102,7 @@ func (u *unsent) push(b unsentBatch) {
 // request: a request waits at most once for room downstream (its own batch, bounded by
 // the sending queue's wait), never for batches queued before it too, so its answer
 // stays fast while the vendors are down.
-func (p *subagentMerge) passOn(ctx context.Context, td ptrace.Traces, seqs []uint64, unstored bool) error {
+func (p *subagentMerge) passOn(ctx context.Context, td ptrace.Traces, seqs []chunkHold, unstored bool) error {
 	if p.unsent.n.Load() == 0 {
 		err := p.next.ConsumeTraces(ctx, td)
 		if err == nil {
@@ -125,13 +126,13 @@ func (p *subagentMerge) passOn(ctx context.Context, td ptrace.Traces, seqs []uin
 		return fmt.Errorf("subagentmerge: encoding refused spans: %w", err)
 	}
 	// seqs may be the caller's scratch, reused after this returns
-	b := unsentBatch{enc: enc, seqs: append([]uint64(nil), seqs...), spans: td.SpanCount()}
+	b := unsentBatch{enc: enc, seqs: slices.Clone(seqs), spans: td.SpanCount()}
 	if unstored && p.store != nil {
 		// a failed write is retried with the next one (persister.write), so the chunk
 		// is the batch's either way
 		seq := p.store.draw()
 		p.store.ref(seq)
-		b.seqs = append(b.seqs, seq)
+		b.seqs = append(b.seqs, chunkHold{seq: seq})
 		if werr := p.store.write(ctx, seq, enc); werr != nil {
 			err = fmt.Errorf("subagentmerge: storing refused spans: %w", werr)
 		}

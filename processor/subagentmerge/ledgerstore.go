@@ -65,11 +65,17 @@ func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch) error {
 
 // forgetLedgers deletes the chunks of ended ledgers once no ledger holds them, and
 // marks the ledgers ended in those that live on (persist_ends.go).
-func (p *subagentMerge) forgetLedgers(ctx context.Context, ends ...endedLedger) {
+func (p *subagentMerge) forgetLedgers(ctx context.Context, ends ...ended) {
 	if p.store == nil || len(ends) == 0 {
 		return
 	}
-	if err := p.store.end(ctx, ends); err != nil {
+	var holds []chunkHold
+	for _, e := range ends {
+		for _, s := range e.seqs {
+			holds = append(holds, chunkHold{e.l.id, s})
+		}
+	}
+	if err := p.store.forget(ctx, holds); err != nil {
 		p.logger.Warn("storage: deleting the chunks of ended ledgers failed", zap.Error(err))
 	}
 }

@@ -32,7 +32,8 @@ import (
 //     still live; both only grow;
 //   - a chunk counts the buffered traces it holds spans of; it is deleted once the
 //     consumer after this processor accepted the last of them (with persistent sending
-//     queues: once they are in their queue on disk);
+//     queues: once they are in their queue on disk); a trace accepted while others
+//     still hold its chunks is marked as gone from them (persist_ends.go);
 //   - at start, every chunk in [low, high) is read back and buffered again, in order.
 //
 // A write that fails (a full or failing disk) is an error back to the sender: the OTLP
@@ -196,30 +197,6 @@ func (p *persister) write(ctx context.Context, seq uint64, data []byte, unheld .
 	return nil
 }
 
-// forget counts released traces off their chunks (one seq per trace and chunk) and
-// deletes the chunks no buffered trace holds any more; drop deletes chunks outright.
-func (p *persister) forget(ctx context.Context, seqs []uint64, drop ...uint64) error {
-	if len(seqs)+len(drop) == 0 {
-		return nil
-	}
-	// p.mu first: a chunk counted off here is deleted before any later write of it
-	// (a trace of the same request buffered meanwhile) can store it again
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var ops []*storage.Operation
-	p.refMu.Lock()
-	for _, s := range seqs {
-		if p.refs[s]--; p.refs[s] <= 0 {
-			ops = p.deleteChunk(ops, s)
-		}
-	}
-	p.refMu.Unlock()
-	for _, s := range drop {
-		ops = append(ops, storage.DeleteOperation(p.chunkKey(s)))
-	}
-	return p.apply(ctx, ops, p.high, nil)
-}
-
 // advanceLow writes "low" = the lowest live sequence number (minLive: of the buffered
 // traces and the unsent queue; "high" when nothing is live).
 func (p *persister) advanceLow(ctx context.Context, minLive uint64, anyLive bool) error {
@@ -246,6 +223,14 @@ func (m *subagentMerge) restore(ctx context.Context) error {
 	st := m.store
 	var errs []error
 	restored, chunks := 0, 0
+	// the markers first: they name chunks before them (persist_ends.go)
+	skip, markers, err := st.readEnds(ctx)
+	if skip == nil {
+		return err
+	}
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for seq := st.low; seq < st.high; seq++ {
 		b, err := st.client.Get(ctx, st.chunkKey(seq))
 		if err != nil {
@@ -261,10 +246,17 @@ func (m *subagentMerge) restore(ctx context.Context) error {
 			continue
 		}
 		chunks++
+		if removeEnded(td, seq, skip) && td.SpanCount() == 0 {
+			m.forgetOnDisk(ctx, nil, seq) // only spans of traces passed on before
+			continue
+		}
 		restored += td.SpanCount()
 		if err := m.consume(ctx, td, int64(seq)); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := st.settleAtStart(ctx, markers, nil); err != nil {
+		errs = append(errs, fmt.Errorf("storage: deleting end markers: %w", err))
 	}
 	if chunks > 0 {
 		m.logger.Info("restored buffered spans from storage", zap.Int("spans", restored), zap.Int("chunks", chunks))
@@ -303,6 +295,7 @@ func (m *subagentMerge) startStorage(ctx context.Context, host component.Host) e
 	if err != nil {
 		return err
 	}
+	skip, markers, _ := held.readEnds(ctx) // nil: every span of every chunk goes on
 	var drop []uint64
 	for seq := held.low; seq < held.high; seq++ {
 		b, err := held.client.Get(ctx, held.chunkKey(seq))
@@ -310,6 +303,7 @@ func (m *subagentMerge) startStorage(ctx context.Context, host component.Host) e
 			continue
 		}
 		if td, err := m.unmarshaler.UnmarshalTraces(b); err == nil {
+			removeEnded(td, seq, skip)
 			if err := m.consumeStream(ctx, td); err != nil {
 				m.logger.Error("passing on spans a hold-mode process left buffered", zap.Error(err))
 				continue
@@ -319,7 +313,6 @@ func (m *subagentMerge) startStorage(ctx context.Context, host component.Host) e
 	}
 	if len(drop) > 0 {
 		m.logger.Info("passed on the spans a hold-mode process left buffered", zap.Int("chunks", len(drop)))
-		return held.forget(ctx, nil, drop...)
 	}
-	return nil
+	return held.dropAll(ctx, drop, markers)
 }

@@ -8,28 +8,32 @@ import (
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// In stream mode a chunk holds the skeletons of every trace its request extended, and
-// lives while one of their ledgers holds it. When a ledger ends while other ledgers
-// still hold some of its chunks, an end marker says so: "ledger/end/<seq>" names the
-// ended trace and those chunks, and a restart skips that trace's part of them. Without
-// it the ledger would come back in part, and its merge over what is left would read
-// differently from what went out (a dispatcher whose subagent came in a chunk that is
-// gone) and re-emit its dispatchers with partial numbers as their newest version. A
-// request whose chunk carries spans of a ledger that ended while the request was on its
-// way writes a marker for them with the chunk, for the same reason.
+// A chunk holds every trace its request extended (stream mode: their skeletons; hold
+// mode: their buffered spans), and lives while one of them holds it. When a trace lets
+// go of chunks that others still hold (its ledger ended; its buffer was passed on), an
+// end marker says so: "end/<seq>" (under the mode's prefix) names the trace and those
+// chunks, and a restart skips that trace's part of them. Without it, a restart would
+// bring the trace back in part: in stream mode a ledger whose merge over what is left
+// reads differently from what went out (a dispatcher whose subagent came in a chunk
+// that is gone), re-emitting its dispatchers with partial numbers as their newest
+// version; in hold mode spans already passed on, sent again. A request whose chunk
+// carries spans of a ledger that ended while the request was on its way writes a marker
+// for them with the chunk, for the same reason.
 //
 // A marker lives as long as the last chunk it names: it is deleted in the batch that
 // deletes that chunk. Its sequence number is drawn after theirs, so the low mark stays
 // below it while it matters, and a restart, which reads the markers of [low, high)
 // before the chunks, sees it.
 
-// endedLedger is a ledger that ended: its trace and the chunks it held.
-type endedLedger struct {
-	id   pcommon.TraceID
-	seqs []uint64
+// chunkHold is a trace's hold on a stored chunk (a zero id: a batch's, of no one
+// trace). Forgetting holds whose chunks live on writes a marker for their traces.
+type chunkHold struct {
+	id  pcommon.TraceID
+	seq uint64
 }
 
 func (p *persister) endKey(seq uint64) string { return fmt.Sprintf("%send/%016x", p.prefix, seq) }
@@ -70,30 +74,37 @@ func parseEnd(b []byte, fn func(id pcommon.TraceID, seq uint64)) error {
 	return nil
 }
 
-// end counts ended ledgers off their chunks, deletes the chunks no ledger holds any
-// more, and writes one marker for the chunks that live on.
-func (p *persister) end(ctx context.Context, ends []endedLedger) error {
-	if len(ends) == 0 {
+// forget counts holds off their chunks, deletes the chunks nothing holds any more, and
+// writes one marker for the traces whose chunks live on (held by other traces); drop
+// deletes chunks outright.
+func (p *persister) forget(ctx context.Context, holds []chunkHold, drop ...uint64) error {
+	if len(holds)+len(drop) == 0 {
 		return nil
 	}
+	// p.mu first: a chunk counted off here is deleted before any later write of it
+	// (a trace of the same request buffered meanwhile) can store it again
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var ops []*storage.Operation
 	var marker []byte
 	var named []uint64
 	p.refMu.Lock()
-	for _, e := range ends {
-		left := len(named)
-		for _, s := range e.seqs {
+	for i := 0; i < len(holds); {
+		id, from := holds[i].id, len(named)
+		for ; i < len(holds) && holds[i].id == id; i++ {
+			s := holds[i].seq
 			if p.refs[s]--; p.refs[s] <= 0 {
 				ops = p.deleteChunk(ops, s)
-			} else {
+			} else if !id.IsEmpty() {
 				named = append(named, s)
 			}
 		}
-		if len(named) > left {
-			marker = appendEnd(marker, e.id, named[left:]...)
+		if len(named) > from {
+			marker = appendEnd(marker, id, named[from:]...)
 		}
+	}
+	for _, s := range drop {
+		ops = p.deleteChunk(ops, s)
 	}
 	p.refMu.Unlock()
 	top := p.high
@@ -217,4 +228,47 @@ func (p *persister) settleAtStart(ctx context.Context, markers map[uint64][]uint
 	}
 	p.refMu.Unlock()
 	return p.apply(ctx, ops, p.high, nil)
+}
+
+// dropAll deletes chunks, and the markers that name none but those.
+func (p *persister) dropAll(ctx context.Context, chunks []uint64, markers map[uint64][]uint64) error {
+	gone := map[uint64]bool{}
+	for _, s := range chunks {
+		gone[s] = true
+	}
+	var ops []*storage.Operation
+	for m, named := range markers {
+		if !slices.ContainsFunc(named, func(s uint64) bool { return !gone[s] }) {
+			ops = append(ops, storage.DeleteOperation(p.endKey(m)))
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refMu.Lock()
+	for _, s := range chunks {
+		ops = p.deleteChunk(ops, s)
+	}
+	p.refMu.Unlock()
+	return p.apply(ctx, ops, p.high, nil)
+}
+
+// removeEnded takes out of chunk seq's spans those of traces a marker says let go of
+// it, and reports whether it took any.
+func removeEnded(td ptrace.Traces, seq uint64, skip map[endedChunk]struct{}) bool {
+	if len(skip) == 0 {
+		return false
+	}
+	removed := false
+	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
+		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
+			ss.Spans().RemoveIf(func(sp ptrace.Span) bool {
+				_, ended := skip[endedChunk{sp.TraceID(), seq}]
+				removed = removed || ended
+				return ended
+			})
+			return ss.Spans().Len() == 0
+		})
+		return rs.ScopeSpans().Len() == 0
+	})
+	return removed
 }

@@ -70,7 +70,7 @@ type scratch struct {
 	// being read back (restoring) and whether a buffered trace adopted it
 	chunk     []byte // what this request leaves buffered, encoded (one chunk)
 	chunkSeq  uint64
-	dels      []uint64
+	dels      []chunkHold
 	restoring bool
 	restoreAt uint64
 	adopted   bool

@@ -206,9 +206,9 @@ func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts,
 
 // endLedger takes l out of its shard (whose lock the caller holds), re-emitting first
 // what changed since it last went out, and returns its stored chunks.
-func (p *subagentMerge) endLedger(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64) endedLedger {
+func (p *subagentMerge) endLedger(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64) ended {
 	seqs, _ := p.endLedgerIDs(s, l, out, c, now)
-	return endedLedger{l.id, seqs}
+	return ended{l: l, seqs: seqs}
 }
 
 // endLedgerIDs is endLedger that also returns the ids of the spans it re-emitted.
@@ -280,18 +280,18 @@ func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces)
 // the room). One whose trace got a new ledger meanwhile stays ended; its last
 // re-emissions are lost, said in the log.
 func (p *subagentMerge) reinstate(ctx context.Context, sc *scratch, gone []ended, now int64) {
-	var lost []endedLedger
+	var lost []ended
 	for _, e := range gone {
 		l := e.l
 		s := &p.shards[shardIndex(l.id)]
 		s.mu.Lock()
 		switch {
 		case s.led.byID[l.id] != nil:
-			lost = append(lost, endedLedger{l.id, e.seqs})
+			lost = append(lost, e)
 			p.logger.Warn("a ledger ended for room, whose last re-emissions were refused, has a new one: they are lost",
 				zap.Stringer("trace_id", l.id))
 		case len(l.spans.keys) == 0:
-			lost = append(lost, endedLedger{l.id, e.seqs}) // it held only the refused call's spans
+			lost = append(lost, e) // it held only the refused call's spans
 		default:
 			l.seqs = e.seqs
 			s.led.add(l)
@@ -320,7 +320,7 @@ func (p *subagentMerge) reinstate(ctx context.Context, sc *scratch, gone []ended
 func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 	out := ptrace.NewTraces()
 	var c counts
-	var gone []endedLedger
+	var gone []ended
 	var errs []error
 	type flushed struct {
 		l       *ledger

@@ -69,9 +69,7 @@ func (p *subagentMerge) consumeStream(ctx context.Context, td ptrace.Traces) err
 		errs = append(errs, fmt.Errorf("subagentmerge: storing the ledgers: %w", err))
 	}
 	p.acknowledged(sc)
-	for _, e := range gone {
-		p.forgetLedgers(ctx, endedLedger{e.l.id, e.seqs})
-	}
+	p.forgetLedgers(ctx, gone...)
 	return errors.Join(errs...)
 }
 
