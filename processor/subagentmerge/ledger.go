@@ -53,8 +53,9 @@ type ledger struct {
 	kept      map[pcommon.SpanID]*keptSpan
 	keptLen   int64 // bytes of the kept spans' encodings
 	pending   int   // kept model calls whose caller is not settled yet (genai.AttrCallerPending)
-	// settledAt are the calls the last re-emission settled, until the next consumer
-	// took it (a refused call gives them back their pending caller)
+	// settledAt are the calls re-emissions settled whose send the next consumer has not
+	// answered yet, each call's and sweep's in a run (settledSince); the answer takes
+	// them out (unsettle), a refusal giving them back their pending caller (reopen)
 	settledAt []pcommon.SpanID
 	lastSeen  int64 // unix nanos of the last new span
 	lastEmit  int64 // unix nanos of the last re-emission
@@ -204,4 +205,18 @@ func (l *ledger) addFacts(part []merge.Fact) {
 // merge run reads them from the skeleton again.
 func (l *ledger) dropFacts() {
 	l.facts, l.factParts, l.factsLen = nil, 0, 0
+}
+
+// settledSince returns the calls settled since settledAt had n of them (under the
+// shard's lock: what one call or sweep settled of l).
+func (l *ledger) settledSince(n int) []pcommon.SpanID { return l.settledAt[n:] }
+
+// unsettle takes ids out of settledAt (one each): the send that settled them was
+// answered.
+func (l *ledger) unsettle(ids []pcommon.SpanID) {
+	for _, id := range ids {
+		if i := slices.Index(l.settledAt, id); i >= 0 {
+			l.settledAt = slices.Delete(l.settledAt, i, i+1)
+		}
+	}
 }

@@ -205,35 +205,33 @@ func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts,
 }
 
 // endLedger takes l out of its shard (whose lock the caller holds), re-emitting first
-// what changed since it last went out, and returns its stored chunks.
+// what changed since it last went out, and returns what it held on disk and what it
+// re-emitted.
 func (p *subagentMerge) endLedger(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64) ended {
-	seqs, _ := p.endLedgerIDs(s, l, out, c, now)
-	return ended{l: l, seqs: seqs}
-}
-
-// endLedgerIDs is endLedger that also returns the ids of the spans it re-emitted.
-func (p *subagentMerge) endLedgerIDs(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64) ([]uint64, []pcommon.SpanID) {
-	var ids []pcommon.SpanID
+	e := ended{l: l}
 	if l.scheduled() || l.pending > 0 {
+		from := len(l.settledAt)
 		var err error
-		if ids, err = p.flush(s, l, out, c, now, nil, true, nil); err != nil {
+		if e.ids, err = p.flush(s, l, out, c, now, nil, true, nil); err != nil {
 			p.logger.Error("re-emitting the last corrections of an ending ledger failed", zap.Error(err))
 		}
+		e.settled = slices.Clone(l.settledSince(from))
 	}
 	s.led.remove(l)
 	p.nLedgers.Add(-1)
 	p.ledgerBytes.Add(-l.size)
-	seqs := l.seqs
-	l.seqs = nil
-	return seqs, ids
+	e.seqs, l.seqs = l.seqs, nil
+	return e
 }
 
-// ended is a ledger a call ended for capacity: what it held on disk, and the spans its
-// last re-emissions in the call were.
+// ended is a ledger that ended: what it held on disk, and the spans its last
+// re-emissions were and the calls they settled (given back if a refused call ended it
+// for capacity: reinstate).
 type ended struct {
-	l    *ledger
-	seqs []uint64
-	ids  []pcommon.SpanID
+	l       *ledger
+	seqs    []uint64
+	ids     []pcommon.SpanID
+	settled []pcommon.SpanID
 }
 
 // endOverCapacity ends ledgers of all shards until they fit ledger_limit_mib and
@@ -265,8 +263,7 @@ func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces)
 		// seen, and the shard's next may be a run in flight while other shards still
 		// hold complete traces. Then the choice is made again.
 		if l := s.led.ageChains()[kind].head; l != nil {
-			seqs, ids := p.endLedgerIDs(s, l, out, c, now)
-			gone = append(gone, ended{l: l, seqs: seqs, ids: ids})
+			gone = append(gone, p.endLedger(s, l, out, c, now))
 			c.released[relCapacity]++
 		}
 		s.mu.Unlock()
@@ -298,14 +295,15 @@ func (p *subagentMerge) reinstate(ctx context.Context, sc *scratch, gone []ended
 			p.nLedgers.Add(1)
 			l.size = l.cost()
 			p.ledgerBytes.Add(l.size)
-			ids := e.ids
+			ids, settled := e.ids, e.settled
 			for i := range sc.touched {
 				if t := &sc.touched[i]; t.l == l && t.re[1] > t.re[0] {
 					ids = append(ids, sc.ids[t.re[0]:t.re[1]]...) // the call's own re-emissions of it
+					settled = append(settled, t.settled(sc)...)
 					l.lastEmit = t.prevLastEmit
 				}
 			}
-			p.reopen(s, l, ids, now)
+			p.reopen(s, l, ids, settled, now)
 			s.led.setComplete(l, p.stateWith(&l.spans) == stComplete)
 		}
 		s.mu.Unlock()
@@ -325,7 +323,8 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 	type flushed struct {
 		l       *ledger
 		ids     []pcommon.SpanID
-		settled []byte // its settled versions, encoded (storage)
+		calls   []pcommon.SpanID // the pending calls it settled
+		settled []byte           // their settled versions, encoded (storage)
 	}
 	var sent []flushed
 	cutoff := now - p.wait
@@ -339,8 +338,8 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 			}
 		}
 		for l := s.led.due.head; l != nil && l.dueAt <= now; l = s.led.due.head {
-			l.settledAt = l.settledAt[:0] // what this flush settles, given back if refused
 			f := flushed{l: l}
+			from := len(l.settledAt)
 			var sink *[]byte
 			if p.store != nil {
 				sink = &f.settled
@@ -350,6 +349,7 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 				errs = append(errs, err)
 			}
 			f.ids = ids
+			f.calls = slices.Clone(l.settledSince(from)) // given back if refused
 			sent = append(sent, f)
 		}
 		p.freezeIdle(s, now-p.compactAfter)
@@ -370,9 +370,9 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 		s.mu.Lock()
 		if s.led.byID[f.l.id] == f.l {
 			if nerr != nil && (left == nil || left[f.l.id]) {
-				p.reopen(s, f.l, f.ids, p.now()+max(p.settle, int64(minUnsentBackoff)))
+				p.reopen(s, f.l, f.ids, f.calls, p.now()+max(p.settle, int64(minUnsentBackoff)))
 			} else {
-				f.l.settledAt = f.l.settledAt[:0]
+				f.l.unsettle(f.calls)
 			}
 		}
 		s.mu.Unlock()

@@ -54,7 +54,7 @@ func (p *subagentMerge) rollback(sc *scratch) {
 			s.mu.Unlock()
 			continue // ended meanwhile: its bytes are counted off already, and nothing of it goes out again
 		}
-		p.reopen(s, l, sc.ids[t.re[0]:t.re[1]], p.now())
+		p.reopen(s, l, sc.ids[t.re[0]:t.re[1]], t.settled(sc), p.now())
 		if t.created && len(l.spans.keys) == 0 {
 			s.led.remove(l)
 			p.nLedgers.Add(-1)
@@ -76,19 +76,19 @@ func (p *subagentMerge) rollback(sc *scratch) {
 
 // reopen marks the re-emissions of l that the next consumer refused (ids, and the
 // calls they settled) as not sent, so l goes out again at at (called under s's lock).
-func (p *subagentMerge) reopen(s *shard, l *ledger, ids []pcommon.SpanID, at int64) {
+func (p *subagentMerge) reopen(s *shard, l *ledger, ids, settled []pcommon.SpanID, at int64) {
 	for _, id := range ids {
 		if k := l.kept[id]; k != nil {
 			k.fp = 0 // differs from any merge result: goes out again
 		}
 	}
-	for _, id := range l.settledAt {
+	for _, id := range settled {
 		if k := l.kept[id]; k != nil && !k.pending {
 			k.pending = true // its settled version was refused: not counted yet
 			l.pending++
 		}
 	}
-	l.settledAt = l.settledAt[:0]
+	l.unsettle(settled)
 	if len(ids) > 0 {
 		s.led.schedule(l, at)
 	}

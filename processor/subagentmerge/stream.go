@@ -21,10 +21,13 @@ type touched struct {
 	l            *ledger
 	ids          [2]int32 // the call's new spans: scratch.ids[ids[0]:ids[1]]
 	re           [2]int32 // the spans it re-emitted: scratch.ids[re[0]:re[1]]
+	st           [2]int32 // the pending calls those settled: scratch.ids[st[0]:st[1]]
 	created      bool
 	prevLastEmit int64
-	settled      bool // its re-emissions settled pending callers
 }
+
+// settled returns the pending calls the call's re-emissions of t.l settled.
+func (t *touched) settled(sc *scratch) []pcommon.SpanID { return sc.ids[t.st[0]:t.st[1]] }
 
 // consumeStream is ConsumeTraces in stream mode: every span goes on in this call, with
 // what the merge says of it given its trace's ledger; dispatching spans whose merged
@@ -77,14 +80,15 @@ func (p *subagentMerge) consumeStream(ctx context.Context, td ptrace.Traces) err
 // settled is final, and the ledgers can forget what no longer changes.
 func (p *subagentMerge) acknowledged(sc *scratch) {
 	for i := range sc.touched {
-		l := sc.touched[i].l
-		if !sc.touched[i].settled {
+		t := &sc.touched[i]
+		l := t.l
+		if t.st[1] == t.st[0] {
 			continue
 		}
 		s := &p.shards[shardIndex(l.id)]
 		s.mu.Lock()
-		if len(l.settledAt) > 0 && s.led.byID[l.id] == l {
-			l.settledAt = l.settledAt[:0]
+		if s.led.byID[l.id] == l {
+			l.unsettle(t.settled(sc))
 			if !l.scheduled() {
 				_ = p.warm(s, l, p.now()) // a ledger that does not thaw is not pruned
 				p.prune(l)
@@ -259,7 +263,7 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 
 	s.led.setComplete(l, p.stateWith(&l.spans) == stComplete)
 	t.re[0] = int32(len(sc.ids))
-	l.settledAt = l.settledAt[:0]
+	settledFrom := len(l.settledAt)
 	dirty := eff == effectLater || (eff == effectInline && p.dirty(l, &view)) || (eff == effectNone && p.pendingRooted(l))
 	switch {
 	case dirty && (l.complete || now-l.lastEmit >= p.settle) && eff == effectInline:
@@ -276,7 +280,8 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 		s.led.schedule(l, max(l.lastEmit+p.settle, now))
 	}
 	t.re[1] = int32(len(sc.ids))
-	t.settled = len(l.settledAt) > 0
+	sc.ids = append(sc.ids, l.settledSince(settledFrom)...)
+	t.st = [2]int32{t.re[1], int32(len(sc.ids))}
 	if !l.scheduled() && l.complete {
 		p.prune(l) // ancestors that settle a kept span have all come by now
 	}
