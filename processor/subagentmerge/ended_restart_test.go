@@ -145,3 +145,86 @@ func TestStreamDeletionsAFailedBatchLeftGoWithTheNext(t *testing.T) {
 	assert.Equal(t, int64(1), p2.nLedgers.Load(), "only the live ledger is back")
 	require.NoError(t, p2.Shutdown(context.Background()))
 }
+
+// A call ends a ledger for room while another call that extended it is at the next
+// consumer; the first call is then refused and takes the ledger back. The second call's
+// chunk, written while the ledger was out of its shard, is held by it all the same, so
+// a restart brings the ledger back whole.
+func TestStreamLedgerTakenBackHoldsTheChunkWrittenMeanwhile(t *testing.T) {
+	st := storagetest.New()
+	cfg := streamTestConfig()
+	a, b := buildOneTask(), buildNested()
+	aID := a.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID()
+	var p1 *subagentMerge
+	var gone ended
+	hooked := false
+	next, err := consumer.NewTraces(func(context.Context, ptrace.Traces) error {
+		if !hooked {
+			// the other call ends a's ledger for room while this one is here
+			hooked = true
+			s := &p1.shards[shardIndex(aID)]
+			s.mu.Lock()
+			gone = p1.endLedger(s, s.led.byID[aID], ptrace.NewTraces(), &counts{}, p1.now())
+			s.mu.Unlock()
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	p1 = startWithStorageTo(t, st, cfg, next)
+	require.NoError(t, p1.ConsumeTraces(context.Background(), joined(withoutRoot(a), withoutRoot(b))))
+	require.True(t, hooked)
+	assert.Zero(t, st.Count(prefixStream+"end/"), "the ledger holds the chunk: nothing is marked")
+	// the other call was refused: it takes the ledger back
+	p1.reinstate(context.Background(), &scratch{}, []ended{gone}, p1.now())
+	want := ledgerSpans(p1, aID)
+	require.Positive(t, want)
+	kill(p1)
+
+	p2, _ := startWithStorage(t, st, cfg)
+	assert.Equal(t, want, ledgerSpans(p2, aID), "the ledger comes back whole")
+	require.NoError(t, p2.Shutdown(context.Background()))
+}
+
+// ledgerSpans is how many spans p's ledger of trace id holds (0: none).
+func ledgerSpans(p *subagentMerge, id pcommon.TraceID) int {
+	s := &p.shards[shardIndex(id)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.led.byID[id]; l != nil {
+		return len(l.spans.keys)
+	}
+	return 0
+}
+
+// Two ledgers holding one chunk end together (one sweep; in hold mode, one release):
+// the chunk is deleted and nothing names it any more, on disk or in memory.
+func TestChunkLetGoOfByAllAtOnceLeavesNoMarker(t *testing.T) {
+	for _, stream := range []bool{true, false} {
+		st := storagetest.New()
+		cfg, prefix := streamTestConfig(), prefixStream
+		if !stream {
+			cfg, prefix = defaultTestConfig(), prefixHold
+		}
+		p, sink := startWithStorage(t, st, cfg)
+		clock := time.Now().UnixNano()
+		p.now = func() int64 { return clock }
+		a, b := buildOneTask(), buildNested()
+		require.NoError(t, p.ConsumeTraces(context.Background(), joined(withoutRoot(a), withoutRoot(b))))
+		require.Equal(t, 1, st.Count(prefix+"chunk/"))
+		if stream {
+			clock += int64(cfg.WaitDuration) + 1
+			require.NoError(t, p.sweepStream(context.Background(), clock))
+			require.Zero(t, p.nLedgers.Load())
+		} else {
+			require.NoError(t, p.ConsumeTraces(context.Background(), joined(rootOf(a), rootOf(b))))
+			require.Equal(t, a.SpanCount()+b.SpanCount(), sink.SpanCount())
+		}
+		assert.Zero(t, st.Count(prefix+"chunk/"), "stream=%v", stream)
+		assert.Zero(t, st.Count(prefix+"end/"), "stream=%v: no marker names the deleted chunk", stream)
+		p.store.mu.Lock()
+		assert.Empty(t, p.store.endLeft, "stream=%v", stream)
+		assert.Empty(t, p.store.endsOn, "stream=%v", stream)
+		p.store.mu.Unlock()
+		require.NoError(t, p.Shutdown(context.Background()))
+	}
+}

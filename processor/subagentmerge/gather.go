@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -288,6 +289,7 @@ func (p *subagentMerge) restEncodings(ctx context.Context, td ptrace.Traces, sc 
 	for lane, idx := range sc.rest {
 		if len(idx) > 0 {
 			out[lane] = encodedRest{enc: sc.wire.Append(make([]byte, 0, sc.wire.Size(idx)), idx), spans: len(idx)}
+			out[lane].traces = sc.traceIDsOf(out[lane].traces, idx)
 		}
 	}
 	// spans that go as first emissions: copied without their revision marks, encoded
@@ -307,8 +309,19 @@ func (p *subagentMerge) restEncodings(ctx context.Context, td ptrace.Traces, sc 
 		}
 		out[lane].enc = append(out[lane].enc, enc...)
 		out[lane].spans += len(idx)
+		out[lane].traces = sc.traceIDsOf(out[lane].traces, idx)
 	}
 	return out, nil
+}
+
+// traceIDsOf appends to dst the traces of refs idx that dst does not name yet.
+func (sc *scratch) traceIDsOf(dst []pcommon.TraceID, idx []int32) []pcommon.TraceID {
+	for _, i := range idx {
+		if id := sc.refs[i].span.TraceID(); !slices.Contains(dst, id) {
+			dst = append(dst, id)
+		}
+	}
+	return dst
 }
 
 // rankOf is sp's version: 0 for a first emission, the re-emission's rank after it.

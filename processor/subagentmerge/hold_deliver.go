@@ -63,10 +63,11 @@ func (d *deliverer) poke(lane int) {
 // laneOf is the lane trace id goes by.
 func laneOf(id pcommon.TraceID) int { return int(id[15]) % deliverLanes }
 
-// encodedRest is one lane's spans of a call that go on now, encoded.
+// encodedRest is one lane's spans of a call that go on now, encoded, and their traces.
 type encodedRest struct {
-	enc   []byte
-	spans int
+	enc    []byte
+	spans  int
+	traces []pcommon.TraceID
 }
 
 // enqueue queues what a call released for delivery, on each trace's lane: the released
@@ -101,11 +102,21 @@ func (p *subagentMerge) enqueue(ctx context.Context, rest [deliverLanes]encodedR
 		seq = int64(p.store.draw())
 	}
 	if seq >= 0 && p.store != nil {
-		// each lane's batch with spans of rest holds its chunk until delivered
+		// each lane's batch with spans of rest holds its chunk until delivered: a chunk
+		// of its own, once for each trace, so a lane delivered before the others is
+		// marked gone from it (persist_ends.go); a chunk read back at start, which
+		// buffered traces may hold too, once, for no one trace
 		for i := range batches {
-			if batches[i].enc != nil {
+			if batches[i].enc == nil {
+				continue
+			}
+			ids := rest[i].traces
+			if len(chunk) == 0 || len(ids) == 0 {
+				ids = []pcommon.TraceID{{}}
+			}
+			for _, id := range ids {
 				p.store.ref(uint64(seq))
-				batches[i].seqs = append(batches[i].seqs, chunkHold{seq: uint64(seq)})
+				batches[i].seqs = append(batches[i].seqs, chunkHold{id, uint64(seq)})
 			}
 		}
 	}

@@ -57,12 +57,18 @@ type ledger struct {
 	// answered yet, each call's and sweep's in a run (settledSince); the answer takes
 	// them out (unsettle), a refusal giving them back their pending caller (reopen)
 	settledAt []pcommon.SpanID
-	lastSeen  int64 // unix nanos of the last new span
-	lastEmit  int64 // unix nanos of the last re-emission
-	dueAt     int64 // unix nanos when a dirty ledger re-emits; 0: not dirty
-	size      int64 // bytes counted against ledger_limit_mib
-	complete  bool  // the completeness rule says nothing the trace names is missing
-	seqs      []uint64
+	lastSeen  int64    // unix nanos of the last new span
+	lastEmit  int64    // unix nanos of the last re-emission
+	dueAt     int64    // unix nanos when a dirty ledger re-emits; 0: not dirty
+	size      int64    // bytes counted against ledger_limit_mib
+	complete  bool     // the completeness rule says nothing the trace names is missing
+	seqs      []uint64 // its stored chunks (ledgerstore.go)
+	// ending: taken out of its shard, and not let go of yet: a call that ended it for
+	// room takes it back if refused (reinstate), else forgetLedgers lets go of its
+	// chunks. lateSeqs are the chunks of calls that extended it before it ended, written
+	// meanwhile: they go with it either way.
+	ending   bool
+	lateSeqs []uint64
 	// cold is skel and the kept spans' encodings packed into one block while the
 	// ledger is frozen (freeze.go); nil: thawed. hotSince is when it was last thawed.
 	cold     []byte

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -71,8 +72,13 @@ func (p *subagentMerge) forgetLedgers(ctx context.Context, ends ...ended) {
 	}
 	var holds []chunkHold
 	for _, e := range ends {
-		for _, s := range e.seqs {
-			holds = append(holds, chunkHold{e.l.id, s})
+		s := &p.shards[shardIndex(e.l.id)]
+		s.mu.Lock()
+		late := e.l.lateSeqs
+		e.l.ending, e.l.lateSeqs = false, nil
+		s.mu.Unlock()
+		for _, seq := range slices.Concat(e.seqs, late) {
+			holds = append(holds, chunkHold{e.l.id, seq})
 		}
 	}
 	if err := p.store.forget(ctx, holds); err != nil {
@@ -81,15 +87,19 @@ func (p *subagentMerge) forgetLedgers(ctx context.Context, ends ...ended) {
 }
 
 // holdChunk counts chunk seq on l, which then holds it until it ends, and reports
-// whether it did: a ledger that ended meanwhile holds nothing more.
+// whether it did: a ledger that ended meanwhile and was let go of holds nothing more.
 func (p *subagentMerge) holdChunk(l *ledger, seq uint64) bool {
 	s := &p.shards[shardIndex(l.id)]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.led.byID[l.id] != l {
+	switch {
+	case s.led.byID[l.id] == l:
+		l.seqs = append(l.seqs, seq)
+	case l.ending:
+		l.lateSeqs = append(l.lateSeqs, seq)
+	default:
 		return false
 	}
-	l.seqs = append(l.seqs, seq)
 	p.store.ref(seq)
 	return true
 }

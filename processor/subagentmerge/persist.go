@@ -163,6 +163,14 @@ func (p *persister) ref(seq uint64) {
 func (p *persister) write(ctx context.Context, seq uint64, data []byte, unheld ...pcommon.TraceID) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.refMu.Lock()
+	_, live := p.refs[seq]
+	p.refMu.Unlock()
+	if !live {
+		// its holders let go of it between counting it and this write (forget, which
+		// had nothing to delete yet): nothing may read it back
+		data, unheld = nil, nil
+	}
 	var ops []*storage.Operation
 	top := p.high
 	if data != nil {
@@ -295,7 +303,10 @@ func (m *subagentMerge) startStorage(ctx context.Context, host component.Host) e
 	if err != nil {
 		return err
 	}
-	skip, markers, _ := held.readEnds(ctx) // nil: every span of every chunk goes on
+	skip, markers, err := held.readEnds(ctx)
+	if err != nil {
+		m.logger.Error("reading what a hold-mode process passed on; its chunks go on whole", zap.Error(err))
+	}
 	var drop []uint64
 	for seq := held.low; seq < held.high; seq++ {
 		b, err := held.client.Get(ctx, held.chunkKey(seq))

@@ -89,13 +89,17 @@ func (p *persister) forget(ctx context.Context, holds []chunkHold, drop ...uint6
 	var marker []byte
 	var named []uint64
 	p.refMu.Lock()
+	// every hold first: a chunk two of them let go of is named by neither
+	for _, h := range holds {
+		p.refs[h.seq]--
+	}
+	for _, s := range drop {
+		p.refs[s] = 0
+	}
 	for i := 0; i < len(holds); {
 		id, from := holds[i].id, len(named)
 		for ; i < len(holds) && holds[i].id == id; i++ {
-			s := holds[i].seq
-			if p.refs[s]--; p.refs[s] <= 0 {
-				ops = p.deleteChunk(ops, s)
-			} else if !id.IsEmpty() {
+			if s := holds[i].seq; p.refs[s] > 0 && !id.IsEmpty() {
 				named = append(named, s)
 			}
 		}
@@ -103,8 +107,15 @@ func (p *persister) forget(ctx context.Context, holds []chunkHold, drop ...uint6
 			marker = appendEnd(marker, id, named[from:]...)
 		}
 	}
+	for _, h := range holds {
+		if n, counted := p.refs[h.seq]; counted && n <= 0 {
+			ops = p.deleteChunk(ops, h.seq) // takes it out of refs: once each
+		}
+	}
 	for _, s := range drop {
-		ops = p.deleteChunk(ops, s)
+		if _, counted := p.refs[s]; counted {
+			ops = p.deleteChunk(ops, s)
+		}
 	}
 	p.refMu.Unlock()
 	top := p.high

@@ -221,6 +221,7 @@ func (p *subagentMerge) endLedger(s *shard, l *ledger, out ptrace.Traces, c *cou
 	p.nLedgers.Add(-1)
 	p.ledgerBytes.Add(-l.size)
 	e.seqs, l.seqs = l.seqs, nil
+	l.ending = true
 	return e
 }
 
@@ -290,7 +291,8 @@ func (p *subagentMerge) reinstate(ctx context.Context, sc *scratch, gone []ended
 		case len(l.spans.keys) == 0:
 			lost = append(lost, e) // it held only the refused call's spans
 		default:
-			l.seqs = e.seqs
+			l.seqs = append(e.seqs, l.lateSeqs...)
+			l.ending, l.lateSeqs = false, nil
 			s.led.add(l)
 			p.nLedgers.Add(1)
 			l.size = l.cost()
