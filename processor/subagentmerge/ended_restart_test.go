@@ -3,6 +3,9 @@ package subagentmerge
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/internal/storagetest"
 )
@@ -226,5 +230,89 @@ func TestChunkLetGoOfByAllAtOnceLeavesNoMarker(t *testing.T) {
 		assert.Empty(t, p.store.endsOn, "stream=%v", stream)
 		p.store.mu.Unlock()
 		require.NoError(t, p.Shutdown(context.Background()))
+	}
+}
+
+// Random agent trees, several at once, their spans mixed into requests so that chunks
+// are shared; killed mid-way, after some complete traces' ledgers ended (as the sweeper
+// ends them), and restarted on the same storage: every dispatcher's last version at the
+// sink is exact and every call is counted once. An ended ledger rebuilt in part from a
+// shared chunk would re-emit partial numbers as the newest version.
+func TestPropertyRestartAfterLedgersEnded(t *testing.T) {
+	for seed := uint64(1); seed <= 40; seed++ {
+		r := rand.New(rand.NewPCG(seed, 23))
+		want := map[pcommon.SpanID]genai.Usage{}
+		var queues [][]ptrace.Traces
+		for k := range uint64(2 + r.IntN(3)) {
+			in, w := randomAgentTraceWithWant(r, seed*10+k, true)
+			maps.Copy(want, w)
+			queues = append(queues, realTime(in))
+		}
+		// requests of one to three spans, each of a trace picked at random
+		var reqs []ptrace.Traces
+		owner := map[int]int{} // request → the traces in it, as a bit set
+		left := func() []int {
+			var ks []int
+			for k, q := range queues {
+				if len(q) > 0 {
+					ks = append(ks, k)
+				}
+			}
+			return ks
+		}
+		for ks := left(); len(ks) > 0; ks = left() {
+			req := ptrace.NewTraces()
+			for range 1 + r.IntN(3) {
+				if ks = left(); len(ks) == 0 {
+					break
+				}
+				k := ks[r.IntN(len(ks))]
+				queues[k][0].ResourceSpans().MoveAndAppendTo(req.ResourceSpans())
+				queues[k] = queues[k][1:]
+				owner[len(reqs)] |= 1 << k
+			}
+			reqs = append(reqs, req)
+		}
+		cut := 1 + r.IntN(len(reqs)-1)
+		st := storagetest.New()
+		cfg := streamTestConfig()
+		p1, sink1 := startWithStorage(t, st, cfg)
+		for _, req := range reqs[:cut] {
+			require.NoError(t, p1.ConsumeTraces(context.Background(), req))
+		}
+		// the traces complete before the cut: end some of their ledgers
+		later := 0
+		for i := cut; i < len(reqs); i++ {
+			later |= owner[i]
+		}
+		var gone []ended
+		for k := range uint64(len(queues)) {
+			id := newTraceBuilder(seed*10 + k).tid
+			if later&(1<<k) != 0 || r.IntN(2) == 0 {
+				continue
+			}
+			s := &p1.shards[shardIndex(id)]
+			s.mu.Lock()
+			if l := s.led.byID[id]; l != nil {
+				out := ptrace.NewTraces()
+				gone = append(gone, p1.endLedger(s, l, out, &counts{}, p1.now()))
+				s.mu.Unlock()
+				require.NoError(t, sink1.ConsumeTraces(context.Background(), out))
+				continue
+			}
+			s.mu.Unlock()
+		}
+		p1.forgetLedgers(context.Background(), gone...)
+		kill(p1)
+
+		p2, sink2 := startWithStorage(t, st, cfg)
+		for _, req := range reqs[cut:] {
+			require.NoError(t, p2.ConsumeTraces(context.Background(), req))
+		}
+		require.NoError(t, p2.sweepStream(context.Background(), p2.now()+int64(time.Hour)))
+		require.NoError(t, p2.Shutdown(context.Background()))
+		assertExactAtSink(t, append(sink1.AllTraces(), sink2.AllTraces()...), want, fmt.Sprintf("seed %d (%d ledgers ended)", seed, len(gone)))
+		assert.Zero(t, st.Count(prefixStream+"chunk/"), "seed %d", seed)
+		assert.Zero(t, st.Count(prefixStream+"end/"), "seed %d", seed)
 	}
 }
