@@ -96,6 +96,12 @@ type keptSpan struct {
 	enc     []byte
 	pending bool  // went out with agentmeter.merge.caller_pending: not counted yet
 	rev     int64 // its last agentmeter.merge.revision; 0: not re-emitted
+	// firstPending: its first emission went out pending, so the version that settles
+	// it is the one counted (a call refused after another settled it keeps it: rollback)
+	firstPending bool
+	// unanswered: the call that brought it pending waits for the next consumer's
+	// answer; it is not pruned meanwhile, so that rollback finds it
+	unanswered bool
 }
 
 // cost is what a ledger counts against ledger_limit_mib: its skeleton and facts, its

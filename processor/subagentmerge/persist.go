@@ -68,6 +68,10 @@ type persister struct {
 	// must not wait for a write's disk I/O.
 	refMu sync.Mutex
 	refs  map[uint64]int
+	// drawn are the numbers drawn and not written yet (or given back): a chunk its
+	// holders all let go of before its write is not deleted then, but by the write, and
+	// markers name it meanwhile (a holder counted after may still have it written)
+	drawn map[uint64]struct{}
 	// unwritten are chunks a write failed to store, retried with the next write
 	unwritten map[uint64][]byte
 	// retry are the deletions and end markers a failed batch did not apply, and the
@@ -82,8 +86,8 @@ type persister struct {
 
 // newPersister reads the bounds of the chunks stored under prefix.
 func newPersister(ctx context.Context, client storage.Client, prefix string) (*persister, error) {
-	p := &persister{client: client, prefix: prefix, refs: map[uint64]int{}, unwritten: map[uint64][]byte{},
-		endLeft: map[uint64]int{}, endsOn: map[uint64][]uint64{}}
+	p := &persister{client: client, prefix: prefix, refs: map[uint64]int{}, drawn: map[uint64]struct{}{},
+		unwritten: map[uint64][]byte{}, endLeft: map[uint64]int{}, endsOn: map[uint64][]uint64{}}
 	var err error
 	if p.low, err = p.getUint(ctx, p.prefix+keyLow); err == nil {
 		p.high, err = p.getUint(ctx, p.prefix+keyHigh)
@@ -119,12 +123,14 @@ func (p *persister) draw() uint64 {
 	if _, ok := p.refs[seq]; !ok {
 		p.refs[seq] = 0
 	}
+	p.drawn[seq] = struct{}{}
 	return seq
 }
 
 // undraw gives back a drawn number nothing came to hold.
 func (p *persister) undraw(seq uint64) {
 	p.refMu.Lock()
+	delete(p.drawn, seq)
 	if p.refs[seq] <= 0 {
 		delete(p.refs, seq)
 	}
@@ -163,15 +169,18 @@ func (p *persister) ref(seq uint64) {
 func (p *persister) write(ctx context.Context, seq uint64, data []byte, unheld ...pcommon.TraceID) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.refMu.Lock()
-	_, live := p.refs[seq]
-	p.refMu.Unlock()
-	if !live {
-		// its holders let go of it between counting it and this write (forget, which
-		// had nothing to delete yet): nothing may read it back
-		data, unheld = nil, nil
-	}
 	var ops []*storage.Operation
+	if data != nil {
+		p.refMu.Lock()
+		delete(p.drawn, seq)
+		if p.refs[seq] <= 0 {
+			// its holders let go of it before this write: nothing may read it back, and
+			// the markers naming it go with it
+			ops = p.deleteChunk(ops, seq)
+			data, unheld = nil, nil
+		}
+		p.refMu.Unlock()
+	}
 	top := p.high
 	if data != nil {
 		ops = append(ops, storage.SetOperation(p.chunkKey(seq), data))

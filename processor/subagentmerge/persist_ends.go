@@ -99,7 +99,7 @@ func (p *persister) forget(ctx context.Context, holds []chunkHold, drop ...uint6
 	for i := 0; i < len(holds); {
 		id, from := holds[i].id, len(named)
 		for ; i < len(holds) && holds[i].id == id; i++ {
-			if s := holds[i].seq; p.refs[s] > 0 && !id.IsEmpty() {
+			if s := holds[i].seq; p.lives(s) && !id.IsEmpty() {
 				named = append(named, s)
 			}
 		}
@@ -108,7 +108,7 @@ func (p *persister) forget(ctx context.Context, holds []chunkHold, drop ...uint6
 		}
 	}
 	for _, h := range holds {
-		if n, counted := p.refs[h.seq]; counted && n <= 0 {
+		if _, counted := p.refs[h.seq]; counted && !p.lives(h.seq) {
 			ops = p.deleteChunk(ops, h.seq) // takes it out of refs: once each
 		}
 	}
@@ -126,6 +126,13 @@ func (p *persister) forget(ctx context.Context, holds []chunkHold, drop ...uint6
 		top = max(top, m+1)
 	}
 	return p.apply(ctx, ops, top, nil)
+}
+
+// lives reports whether chunk s stays: held, or drawn and not written yet (its write
+// decides; p.refMu held).
+func (p *persister) lives(s uint64) bool {
+	_, drawn := p.drawn[s]
+	return p.refs[s] > 0 || drawn
 }
 
 // deleteChunk appends the deletion of chunk s, and of every marker whose last chunk it

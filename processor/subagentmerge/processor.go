@@ -83,8 +83,9 @@ type scratch struct {
 	chunkSkel []byte
 	chunkSent []byte
 	parts     [][2]int32
-	facts     []merge.Fact // the merge facts of one trace's new spans (stream mode)
-	enc       spanEncoder  // encodes kept spans
+	facts     []merge.Fact     // the merge facts of one trace's new spans (stream mode)
+	enc       spanEncoder      // encodes kept spans
+	fresh     []pcommon.SpanID // one trace's new spans that went out pending (touched.fr)
 	// gather mode: the batch encoded once (wired), and the spans of one trace to hold
 	wire  otlpwire.Index
 	wired bool
@@ -352,6 +353,7 @@ func (p *subagentMerge) putScratch(sc *scratch) {
 	clear(sc.touched)
 	sc.touched, sc.ids = sc.touched[:0], sc.ids[:0]
 	sc.chunkSkel, sc.chunkSent = sc.chunkSkel[:0], sc.chunkSent[:0]
+	sc.fresh = sc.fresh[:0]
 	clear(sc.facts)
 	sc.facts = sc.facts[:0]
 	sc.enc.reset()

@@ -305,7 +305,9 @@ func (p *subagentMerge) reinstate(ctx context.Context, sc *scratch, gone []ended
 					l.lastEmit = t.prevLastEmit
 				}
 			}
-			p.reopen(s, l, ids, settled, now)
+			// what calls refused meanwhile gave back (rollback) goes again too
+			giveBack(l, ids, settled)
+			s.led.schedule(l, now)
 			s.led.setComplete(l, p.stateWith(&l.spans) == stComplete)
 		}
 		s.mu.Unlock()
@@ -370,27 +372,30 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 	for _, f := range sent {
 		s := &p.shards[shardIndex(f.l.id)]
 		s.mu.Lock()
-		if s.led.byID[f.l.id] == f.l {
-			if nerr != nil && (left == nil || left[f.l.id]) {
-				p.reopen(s, f.l, f.ids, f.calls, p.now()+max(p.settle, int64(minUnsentBackoff)))
-			} else {
-				f.l.unsettle(f.calls)
-			}
+		refused := nerr != nil && (left == nil || left[f.l.id])
+		switch {
+		case !refused:
+			f.l.unsettle(f.calls)
+		case s.led.byID[f.l.id] == f.l:
+			p.reopen(s, f.l, f.ids, f.calls, p.now()+max(p.settle, int64(minUnsentBackoff)))
+		case f.l.ending:
+			giveBack(f.l, f.ids, f.calls) // taken back, it goes again (reinstate)
 		}
 		s.mu.Unlock()
 	}
 	if nerr != nil {
 		errs = append(errs, fmt.Errorf("subagentmerge: passing on %d re-emitted spans (live traces' go out again): %w", out.SpanCount(), nerr))
-	} else {
-		var items []settledOf
-		for _, f := range sent {
-			if len(f.settled) > 0 {
-				items = append(items, settledOf{f.l, f.settled})
-			}
+	}
+	// the settled versions taken (all, or what a partial refusal does not name) are
+	// counted now: stored, so a restart does not settle them again
+	var items []settledOf
+	for _, f := range sent {
+		if len(f.settled) > 0 && (nerr == nil || (left != nil && !left[f.l.id])) {
+			items = append(items, settledOf{f.l, f.settled})
 		}
-		if err := p.commitSettled(ctx, items); err != nil {
-			errs = append(errs, fmt.Errorf("subagentmerge: storing settled calls: %w", err))
-		}
+	}
+	if err := p.commitSettled(ctx, items); err != nil {
+		errs = append(errs, fmt.Errorf("subagentmerge: storing settled calls: %w", err))
 	}
 	p.forgetLedgers(ctx, gone...)
 	return errors.Join(errs...)
@@ -499,8 +504,8 @@ func (p *subagentMerge) prune(l *ledger) {
 	}
 	below := &modelsBelow{s: &l.spans}
 	for id, k := range l.kept {
-		if slices.Contains(l.settledAt, id) {
-			continue // settled by a call not yet acknowledged: a refusal gives it back
+		if k.unanswered || slices.Contains(l.settledAt, id) {
+			continue // its call, or the one that settled it, not answered yet: a refusal gives it back
 		}
 		i := l.spans.find(id)
 		if i < 0 {

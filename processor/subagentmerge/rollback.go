@@ -3,6 +3,8 @@ package subagentmerge
 // Stream mode: taking a refused call back out of the ledgers.
 
 import (
+	"slices"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
@@ -24,6 +26,13 @@ func (p *subagentMerge) rollback(sc *scratch) {
 		}
 		var drop map[pcommon.SpanID]struct{}
 		for _, id := range sc.ids[t.ids[0]:t.ids[1]] {
+			if k := l.kept[id]; k != nil && k.firstPending && !k.pending && !slices.Contains(t.settled(sc), id) {
+				// another call settled it, and that version is the one counted (or,
+				// refused, gives it back): it stays, and the sender's retry of it is a
+				// duplicate, not a first emission counted again
+				k.unanswered = false
+				continue
+			}
 			if drop == nil {
 				drop = map[pcommon.SpanID]struct{}{}
 			}
@@ -51,6 +60,11 @@ func (p *subagentMerge) rollback(sc *scratch) {
 			l.lastEmit = t.prevLastEmit
 		}
 		if s.led.byID[l.id] != l {
+			if l.ending {
+				// ended for room by a call still waiting for its answer: if refused, it
+				// takes the ledger back (reinstate) and this call's re-emissions go again
+				giveBack(l, sc.ids[t.re[0]:t.re[1]], t.settled(sc))
+			}
 			s.mu.Unlock()
 			continue // ended meanwhile: its bytes are counted off already, and nothing of it goes out again
 		}
@@ -77,6 +91,15 @@ func (p *subagentMerge) rollback(sc *scratch) {
 // reopen marks the re-emissions of l that the next consumer refused (ids, and the
 // calls they settled) as not sent, so l goes out again at at (called under s's lock).
 func (p *subagentMerge) reopen(s *shard, l *ledger, ids, settled []pcommon.SpanID, at int64) {
+	giveBack(l, ids, settled)
+	if len(ids) > 0 {
+		s.led.schedule(l, at)
+	}
+}
+
+// giveBack is reopen's part on l itself, for a ledger out of its shard too (ending: a
+// refused call that ended it takes it back, and schedules it then).
+func giveBack(l *ledger, ids, settled []pcommon.SpanID) {
 	for _, id := range ids {
 		if k := l.kept[id]; k != nil {
 			k.fp = 0 // differs from any merge result: goes out again
@@ -89,9 +112,6 @@ func (p *subagentMerge) reopen(s *shard, l *ledger, ids, settled []pcommon.SpanI
 		}
 	}
 	l.unsettle(settled)
-	if len(ids) > 0 {
-		s.led.schedule(l, at)
-	}
 }
 
 // filterSpans returns the encoded traces b without the spans in drop.

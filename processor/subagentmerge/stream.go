@@ -22,6 +22,7 @@ type touched struct {
 	ids          [2]int32 // the call's new spans: scratch.ids[ids[0]:ids[1]]
 	re           [2]int32 // the spans it re-emitted: scratch.ids[re[0]:re[1]]
 	st           [2]int32 // the pending calls those settled: scratch.ids[st[0]:st[1]]
+	fr           [2]int32 // its new spans that went out pending: scratch.ids[fr[0]:fr[1]]
 	created      bool
 	prevLastEmit int64
 }
@@ -82,13 +83,20 @@ func (p *subagentMerge) acknowledged(sc *scratch) {
 	for i := range sc.touched {
 		t := &sc.touched[i]
 		l := t.l
-		if t.st[1] == t.st[0] {
+		if t.st[1] == t.st[0] && t.fr[1] == t.fr[0] {
 			continue
 		}
 		s := &p.shards[shardIndex(l.id)]
 		s.mu.Lock()
-		if s.led.byID[l.id] == l {
-			l.unsettle(t.settled(sc))
+		l.unsettle(t.settled(sc)) // out of its shard too: a ledger taken back keeps it
+		prune := t.st[1] > t.st[0]
+		for _, id := range sc.ids[t.fr[0]:t.fr[1]] {
+			if k := l.kept[id]; k != nil {
+				k.unanswered = false
+				prune = prune || !k.pending // another call settled it: pruning waited for this
+			}
+		}
+		if prune && s.led.byID[l.id] == l {
 			if !l.scheduled() {
 				_ = p.warm(s, l, p.now()) // a ledger that does not thaw is not pruned
 				p.prune(l)
@@ -256,6 +264,10 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 			err = errors.Join(err, kerr)
 			continue
 		}
+		if k := l.kept[ref.key.id]; k.pending {
+			k.unanswered = true
+			sc.fresh = append(sc.fresh, ref.key.id)
+		}
 		if p.store != nil {
 			sc.chunkSent = append(sc.chunkSent, enc...) // the call's chunk (commitChunk)
 		}
@@ -282,6 +294,9 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 	t.re[1] = int32(len(sc.ids))
 	sc.ids = append(sc.ids, l.settledSince(settledFrom)...)
 	t.st = [2]int32{t.re[1], int32(len(sc.ids))}
+	sc.ids = append(sc.ids, sc.fresh...)
+	t.fr = [2]int32{t.st[1], int32(len(sc.ids))}
+	sc.fresh = sc.fresh[:0]
 	if !l.scheduled() && l.complete {
 		p.prune(l) // ancestors that settle a kept span have all come by now
 	}
@@ -306,15 +321,16 @@ func (p *subagentMerge) keep(l *ledger, se *spanEncoder, sp ptrace.Span, res pco
 	if err != nil {
 		return nil, fmt.Errorf("subagentmerge: encoding a span kept for re-emission: %w", err)
 	}
+	k := &keptSpan{fp: fingerprint(sp.Attributes()), enc: enc}
 	if old := l.kept[sp.SpanID()]; old != nil {
 		l.keptLen -= int64(len(old.enc))
 		if old.pending {
 			l.pending--
 		}
+		k.firstPending = old.firstPending
 	}
-	k := &keptSpan{fp: fingerprint(sp.Attributes()), enc: enc}
 	if v, ok := sp.Attributes().Get(genai.AttrCallerPending); ok && v.Type() == pcommon.ValueTypeBool && v.Bool() {
-		k.pending = true
+		k.pending, k.firstPending = true, true
 		l.pending++
 	}
 	l.kept[sp.SpanID()] = k

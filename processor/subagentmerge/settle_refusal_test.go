@@ -1,0 +1,316 @@
+package subagentmerge
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
+	"github.com/agentmeter/agentmeter/internal/storagetest"
+)
+
+// traceGate blocks the next call carrying a span of an armed trace (once a trace), then
+// answers its error.
+type traceGate struct {
+	mu    sync.Mutex
+	gates map[pcommon.TraceID]*gateOne
+	sink  *consumertest.TracesSink
+}
+
+type gateOne struct {
+	entered, release chan struct{}
+	err              error
+}
+
+func (g *traceGate) arm(id pcommon.TraceID, err error) *gateOne {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	o := &gateOne{entered: make(chan struct{}), release: make(chan struct{}), err: err}
+	g.gates[id] = o
+	return o
+}
+
+func (g *traceGate) consume(ctx context.Context, td ptrace.Traces) error {
+	var o *gateOne
+	g.mu.Lock()
+	for sp := range spaniter.All(td) {
+		if x := g.gates[sp.TraceID()]; x != nil {
+			o = x
+			delete(g.gates, sp.TraceID())
+			break
+		}
+	}
+	g.mu.Unlock()
+	if o != nil {
+		close(o.entered)
+		<-o.release
+		if o.err != nil {
+			return o.err
+		}
+	}
+	return g.sink.ConsumeTraces(ctx, td)
+}
+
+// liveLedger is p's ledger of trace id (nil: none).
+func liveLedger(p *subagentMerge, id pcommon.TraceID) *ledger {
+	s := &p.shards[shardIndex(id)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.led.byID[id]
+}
+
+// twoCallsInFlight: t1 (calls pending) consumed; A, t1's root (it settles them), waits
+// at the next consumer; B, a new trace t2, ends t1's ledger for room and waits there too.
+func twoCallsInFlight(t *testing.T, errA, errB error) (p *subagentMerge, g *traceGate, t1, t2 ptrace.Traces, resA, resB chan error, gA, gB *gateOne) {
+	bg := context.Background()
+	t1, t2 = buildParallel(), buildNested()
+	cfg := streamTestConfig()
+	cfg.NumTraces = 1
+	g = &traceGate{gates: map[pcommon.TraceID]*gateOne{}, sink: new(consumertest.TracesSink)}
+	next, err := consumer.NewTraces(g.consume)
+	require.NoError(t, err)
+	p, err = newProcessor(processortest.NewNopSettings(Type), cfg, next)
+	require.NoError(t, err)
+	require.NoError(t, p.Start(bg, nil))
+	require.NoError(t, p.ConsumeTraces(bg, withoutRoot(t1)))
+	require.Positive(t, pendingCalls(p, t1))
+	id1, id2 := traceIDOf(t1), traceIDOf(t2)
+	gA = g.arm(id1, errA)
+	resA = make(chan error, 1)
+	go func() { resA <- p.ConsumeTraces(bg, only(t1, isLocalRoot)) }()
+	<-gA.entered
+	require.Zero(t, pendingCalls(p, t1), "A settled t1's calls")
+	gB = g.arm(id2, errB)
+	resB = make(chan error, 1)
+	go func() { resB <- p.ConsumeTraces(bg, withoutRoot(t2)) }()
+	<-gB.entered
+	require.Nil(t, liveLedger(p, id1), "B ended t1's ledger for room")
+	return
+}
+
+// A is refused while B had ended t1's ledger for room; B is refused too and takes the
+// ledger back: the calls A settled (refused) wait for their caller again, and the
+// retries settle and count each once.
+func TestRefusedSettleIsGivenBackWhenLedgerIsTakenBack(t *testing.T) {
+	bg := context.Background()
+	p, g, t1, t2, resA, resB, gA, gB := twoCallsInFlight(t, errors.New("A refused"), errors.New("B refused"))
+	close(gA.release)
+	require.Error(t, <-resA)
+	close(gB.release)
+	require.Error(t, <-resB)
+	require.NotNil(t, liveLedger(p, traceIDOf(t1)), "B took t1's ledger back")
+	// the senders' retries
+	require.NoError(t, p.ConsumeTraces(bg, only(t1, isLocalRoot)))
+	require.NoError(t, p.ConsumeTraces(bg, withoutRoot(t2)))
+	require.NoError(t, p.ConsumeTraces(bg, only(t2, isLocalRoot)))
+	require.NoError(t, p.Shutdown(bg))
+	_, counted := upserted(g.sink.AllTraces())
+	n1 := 0
+	for _, sp := range counted {
+		if sp.TraceID() == traceIDOf(t1) {
+			n1++
+		}
+	}
+	assert.Equal(t, t1.SpanCount(), n1, "every span of t1 counted once (its calls A settled, refused, are never settled again)")
+	assert.Len(t, counted, t1.SpanCount()+t2.SpanCount(), "every span counted once")
+}
+
+// A is accepted while B had ended t1's ledger for room; B is refused and takes the
+// ledger back: A's answer still took its calls out of settledAt, so no call waits there
+// for an answer that has come, and prune drops them.
+func TestAcceptedSettleIsAnsweredWhenLedgerIsTakenBack(t *testing.T) {
+	p, _, t1, _, resA, resB, gA, gB := twoCallsInFlight(t, nil, errors.New("B refused"))
+	close(gA.release)
+	require.NoError(t, <-resA)
+	close(gB.release)
+	require.Error(t, <-resB)
+	id1 := traceIDOf(t1)
+	l := liveLedger(p, id1)
+	require.NotNil(t, l, "B took t1's ledger back")
+	s := &p.shards[shardIndex(id1)]
+	s.mu.Lock()
+	require.NoError(t, p.warm(s, l, p.now()))
+	p.prune(l)
+	stuck := 0
+	for _, id := range l.settledAt {
+		if _, kept := l.kept[id]; kept {
+			stuck++
+		}
+	}
+	n := len(l.settledAt)
+	s.mu.Unlock()
+	assert.Zero(t, n, "no send waits for an answer, yet settledAt holds calls")
+	assert.Zero(t, stuck, "kept calls prune can never drop")
+	kill(p)
+}
+
+// runWithLastCallLater is a run whose lead's last call is held back (so the root's arrival
+// leaves it incomplete: what it settles waits for the sweep).
+func runWithLastCallLater(n uint64) (td ptrace.Traces, last pcommon.SpanID) {
+	b := newTraceBuilder(n)
+	lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
+	b.chat(lead, usage(60, 9), "call_a")
+	_, sub := b.task(lead, "call_a", "researcher", genai.SubagentCompleted)
+	b.chat(sub, usage(10, 5))
+	last = b.chat(lead, usage(90, 30)).SpanID()
+	return b.td, last
+}
+
+// A sweep whose re-emissions the next consumer takes in part: the settled versions it
+// took are counted, and stored, so a restart does not settle, and count, them again.
+func TestSweepTakenInPartStoresWhatWasTaken(t *testing.T) { sweepTakenInPart(t, true) }
+
+func TestSweepTakenWholeStoresWhatItSettled(t *testing.T) { sweepTakenInPart(t, false) }
+
+func sweepTakenInPart(t *testing.T, part bool) {
+	bg := context.Background()
+	st := storagetest.New()
+	cfg := streamTestConfig()
+	t1, last1 := runWithLastCallLater(21)
+	t2, last2 := runWithLastCallLater(22)
+	id2 := traceIDOf(t2)
+	sink1 := new(consumertest.TracesSink)
+	var partial atomic.Bool
+	next, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
+		if partial.CompareAndSwap(true, false) {
+			_ = sink1.ConsumeTraces(ctx, only(td, func(sp ptrace.Span) bool { return sp.TraceID() != id2 }))
+			return consumererror.NewTraces(errors.New("some refused"), only(td, func(sp ptrace.Span) bool { return sp.TraceID() == id2 }))
+		}
+		return sink1.ConsumeTraces(ctx, td)
+	})
+	require.NoError(t, err)
+	p1 := startWithStorageTo(t, st, cfg, next)
+	clock := time.Now().UnixNano()
+	p1.now = func() int64 { return clock }
+	notLast := func(sp ptrace.Span) bool { return sp.SpanID() != last1 && sp.SpanID() != last2 }
+	require.NoError(t, p1.ConsumeTraces(bg, only(joined(withoutRoot(t1), withoutRoot(t2)), notLast)))
+	require.Positive(t, pendingCalls(p1, t1))
+	require.NoError(t, p1.ConsumeTraces(bg, joined(only(t1, isLocalRoot), only(t2, isLocalRoot))))
+	require.Positive(t, pendingCalls(p1, t1), "the settle waits for the sweep")
+	clock += int64(cfg.SettleTime)
+	partial.Store(part)
+	if err := p1.sweepStream(bg, clock); part {
+		require.Error(t, err)
+	} else {
+		require.NoError(t, err)
+	}
+	require.Zero(t, pendingCalls(p1, t1), "t1's calls were settled and taken")
+	kill(p1)
+
+	p2, sink2 := startWithStorage(t, st, cfg)
+	require.NoError(t, p2.sweepStream(bg, p2.now()+int64(time.Hour)))
+	require.NoError(t, p2.Shutdown(bg))
+	_, counted := upserted(append(sink1.AllTraces(), sink2.AllTraces()...))
+	times := map[pcommon.SpanID]int{}
+	for _, sp := range counted {
+		if sp.TraceID() == traceIDOf(t1) {
+			times[sp.SpanID()]++
+		}
+	}
+	for id, n := range times {
+		assert.Equal(t, 1, n, "span %s of t1 counted %d times", id, n)
+	}
+}
+
+// A request's chunk is drawn, then held ledger by ledger (commitChunk). When the first
+// ledger that held it is let go of (a call ending it for room, or the sweeper) before
+// the next one holds it, or after, the drawn number stays until its write and a marker
+// names it, so a restart does not bring that ledger back from it. (The interleavings
+// are played in order here: commitChunk's loop runs without the persister's locks.)
+func TestChunkLetGoOfBeforeItsWriteIsMarked(t *testing.T) {
+	for _, bothFirst := range []bool{false, true} {
+		bg := context.Background()
+		st := storagetest.New()
+		cfg := streamTestConfig()
+		a, b := buildOneTask(), buildNested()
+		aID, bID := traceIDOf(a), traceIDOf(b)
+		p1, _ := startWithStorage(t, st, cfg)
+		require.NoError(t, p1.ConsumeTraces(bg, joined(withoutRoot(a), withoutRoot(b))))
+		la, lb := liveLedger(p1, aID), liveLedger(p1, bID)
+		require.NotNil(t, la)
+		require.NotNil(t, lb)
+
+		// a later request brought the roots of a and b: its chunk
+		skel, err := p1.marshaler.MarshalTraces(joined(only(a, isLocalRoot), only(b, isLocalRoot)))
+		require.NoError(t, err)
+		chunk := append(protowire.AppendVarint(nil, uint64(len(skel))), skel...)
+		seq := p1.store.draw()
+		require.True(t, p1.holdChunk(la, seq))
+		if bothFirst {
+			require.True(t, p1.holdChunk(lb, seq))
+		}
+		// meanwhile a's ledger ends and is let go of
+		s := &p1.shards[shardIndex(aID)]
+		s.mu.Lock()
+		e := p1.endLedger(s, la, ptrace.NewTraces(), &counts{}, p1.now())
+		s.mu.Unlock()
+		p1.forgetLedgers(bg, e)
+		if !bothFirst {
+			require.True(t, p1.holdChunk(lb, seq))
+		}
+		require.NoError(t, p1.store.write(bg, seq, chunk))
+		kill(p1)
+
+		p2, _ := startWithStorage(t, st, cfg)
+		assert.Zero(t, ledgerSpans(p2, aID), "both held it first: %v; a's ledger ended, a restart brought it back", bothFirst)
+		kill(p2)
+	}
+}
+
+// A brings model call X while its ancestors are missing (caller pending) and waits at
+// the next consumer; B brings the root, which settles X: B's re-emission of X is its
+// counted version, and B is taken. A is refused: X stays in the ledger (its counted
+// version went on), so the sender's retry of X is a duplicate, not a first emission
+// counted again.
+func TestCallSettledByAnotherThenRefusedIsCountedOnce(t *testing.T) {
+	bg := context.Background()
+	b := newTraceBuilder(31)
+	lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
+	b.chat(lead, usage(60, 9), "call_a")
+	_, sub := b.task(lead, "call_a", "researcher", genai.SubagentCompleted)
+	x := b.chat(sub, usage(10, 5)).SpanID()
+	b.chat(lead, usage(90, 30))
+	in := b.td
+	isX := func(sp ptrace.Span) bool { return sp.SpanID() == x }
+	g := &traceGate{gates: map[pcommon.TraceID]*gateOne{}, sink: new(consumertest.TracesSink)}
+	next, err := consumer.NewTraces(g.consume)
+	require.NoError(t, err)
+	p, err := newProcessor(processortest.NewNopSettings(Type), streamTestConfig(), next)
+	require.NoError(t, err)
+	require.NoError(t, p.Start(bg, nil))
+	isSub := func(sp ptrace.Span) bool { return sp.SpanID() == sub }
+	require.NoError(t, p.ConsumeTraces(bg, only(in, func(sp ptrace.Span) bool { return !isLocalRoot(sp) && !isX(sp) && !isSub(sp) })))
+	gA := g.arm(traceIDOf(in), errors.New("A refused"))
+	resA := make(chan error, 1)
+	go func() { resA <- p.ConsumeTraces(bg, only(in, isX)) }()
+	<-gA.entered
+	require.Positive(t, pendingCalls(p, in), "X waits for its caller")
+	require.NoError(t, p.ConsumeTraces(bg, only(in, func(sp ptrace.Span) bool { return isLocalRoot(sp) || isSub(sp) })), "B: the root and X's agent")
+	close(gA.release)
+	require.Error(t, <-resA)
+	require.NoError(t, p.ConsumeTraces(bg, only(in, isX)), "A's retry")
+	require.NoError(t, p.Shutdown(bg))
+	_, counted := upserted(g.sink.AllTraces())
+	n := 0
+	for _, sp := range counted {
+		if sp.SpanID() == x {
+			n++
+		}
+	}
+	assert.Equal(t, 1, n, "X counted once")
+	assert.Len(t, counted, in.SpanCount(), "every span counted once")
+}
