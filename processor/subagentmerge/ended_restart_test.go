@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/spaniter"
@@ -315,4 +316,49 @@ func TestPropertyRestartAfterLedgersEnded(t *testing.T) {
 		assert.Zero(t, st.Count(prefixStream+"chunk/"), "seed %d", seed)
 		assert.Zero(t, st.Count(prefixStream+"end/"), "seed %d", seed)
 	}
+}
+
+// A drawn chunk let go of before its write is named by a marker; its write then deletes
+// the chunk and that marker. When that write's batch fails, the deletions wait for the
+// next batch, so the marker does not stay on disk for good.
+func TestMarkerOfAChunkDeletedByAFailedWriteGoesWithTheNext(t *testing.T) {
+	bg := context.Background()
+	st := storagetest.New()
+	cfg := streamTestConfig()
+	a, b := buildOneTask(), buildNested()
+	aID, bID := traceIDOf(a), traceIDOf(b)
+	p1, _ := startWithStorage(t, st, cfg)
+	require.NoError(t, p1.ConsumeTraces(bg, withoutRoot(a)))
+	require.NoError(t, p1.ConsumeTraces(bg, withoutRoot(b)))
+	la := liveLedger(p1, aID)
+	require.NotNil(t, la)
+	skel, err := p1.marshaler.MarshalTraces(only(a, isLocalRoot))
+	require.NoError(t, err)
+	chunk := append(protowire.AppendVarint(nil, uint64(len(skel))), skel...)
+	seq := p1.store.draw()
+	require.True(t, p1.holdChunk(la, seq))
+	s := &p1.shards[shardIndex(aID)]
+	s.mu.Lock()
+	e := p1.endLedger(s, la, ptrace.NewTraces(), &counts{}, p1.now())
+	s.mu.Unlock()
+	p1.forgetLedgers(bg, e)
+	require.Equal(t, 1, st.Count(prefixStream+"end/"), "a marker names the drawn chunk")
+	st.Fail(errors.New("input/output error"))
+	require.Error(t, p1.store.write(bg, seq, chunk))
+	st.Fail(nil)
+	require.NoError(t, p1.store.write(bg, 0, nil), "the next batch")
+	// b ends too: nothing is live
+	lb := liveLedger(p1, bID)
+	s = &p1.shards[shardIndex(bID)]
+	s.mu.Lock()
+	e = p1.endLedger(s, lb, ptrace.NewTraces(), &counts{}, p1.now())
+	s.mu.Unlock()
+	p1.forgetLedgers(bg, e)
+	low, any := p1.store.minLive()
+	require.NoError(t, p1.store.advanceLow(bg, low, any))
+	kill(p1)
+	p2, _ := startWithStorage(t, st, cfg)
+	require.NoError(t, p2.Shutdown(bg))
+	assert.Zero(t, st.Count(prefixStream+"chunk/"), "no chunk left")
+	assert.Zero(t, st.Count(prefixStream+"end/"), "no end marker left on disk")
 }

@@ -256,6 +256,18 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 			sw.add(sp)
 			added++
 		}
+		// a settled version whose span no chunk has (its own request was refused after
+		// this one settled it, and the retry was a duplicate): the ledger has it from here
+		for _, k := range sentBy[id] {
+			if l.spans.has(k.sp.SpanID()) {
+				continue
+			}
+			var key spanKey
+			key, asks = keyOf(k.sp, asks[:0])
+			l.spans.add(key, asks)
+			sw.add(k.sp)
+			added++
+		}
 		l.addSkel(sw.message(), nil)
 		for _, k := range sentBy[id] {
 			// a span is kept as it first went out, unless a later chunk has the version

@@ -182,28 +182,28 @@ func (p *persister) write(ctx context.Context, seq uint64, data []byte, unheld .
 		p.refMu.Unlock()
 	}
 	top := p.high
+	var sets []*storage.Operation // the chunks: they wait in unwritten when the batch fails
 	if data != nil {
-		ops = append(ops, storage.SetOperation(p.chunkKey(seq), data))
+		sets = append(sets, storage.SetOperation(p.chunkKey(seq), data))
 		top = max(top, seq+1)
 	}
 	for s, d := range p.unwritten {
-		ops = append(ops, storage.SetOperation(p.chunkKey(s), d))
+		sets = append(sets, storage.SetOperation(p.chunkKey(s), d))
 		top = max(top, s+1)
 	}
-	var marker *storage.Operation
+	ops = append(ops, sets...)
 	if data != nil && len(unheld) > 0 {
 		var b []byte
 		for _, id := range unheld {
 			b = appendEnd(b, id, seq)
 		}
 		m := p.next.Add(1) - 1
-		marker = storage.SetOperation(p.endKey(m), b)
-		ops = append(ops, marker)
+		ops = append(ops, storage.SetOperation(p.endKey(m), b))
 		p.nameChunks(m, slices.Repeat([]uint64{seq}, len(unheld)))
 		top = max(top, m+1)
 	}
-	// the chunks wait in unwritten when the batch fails, the marker in p.retry
-	err := p.apply(ctx, ops, top, func(op *storage.Operation) bool { return op == marker })
+	// the rest (deletions, a marker) waits in p.retry
+	err := p.apply(ctx, ops, top, func(op *storage.Operation) bool { return !slices.Contains(sets, op) })
 	if err != nil {
 		if data != nil {
 			p.unwritten[seq] = bytes.Clone(data) // the caller reuses data

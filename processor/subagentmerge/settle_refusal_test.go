@@ -314,3 +314,59 @@ func TestCallSettledByAnotherThenRefusedIsCountedOnce(t *testing.T) {
 	assert.Equal(t, 1, n, "X counted once")
 	assert.Len(t, counted, in.SpanCount(), "every span counted once")
 }
+
+// As above, and then killed: X's own request was refused, so no chunk of its own has
+// it; the version that settled it, stored with the other request, brings it back, and
+// the dispatcher's merged numbers after the restart are those before the kill.
+func TestCallSettledByAnotherThenRefusedSurvivesARestart(t *testing.T) {
+	bg := context.Background()
+	b := newTraceBuilder(41)
+	lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
+	b.chat(lead, usage(60, 9), "call_a")
+	_, sub := b.task(lead, "call_a", "researcher", genai.SubagentCompleted)
+	x := b.chat(sub, usage(10, 5)).SpanID()
+	b.chat(lead, usage(90, 30))
+	in := b.td
+	id := traceIDOf(in)
+	isX := func(sp ptrace.Span) bool { return sp.SpanID() == x }
+	isSub := func(sp ptrace.Span) bool { return sp.SpanID() == sub }
+	st := storagetest.New()
+	cfg := streamTestConfig()
+	g := &traceGate{gates: map[pcommon.TraceID]*gateOne{}, sink: new(consumertest.TracesSink)}
+	next, err := consumer.NewTraces(g.consume)
+	require.NoError(t, err)
+	p := startWithStorageTo(t, st, cfg, next)
+	require.NoError(t, p.ConsumeTraces(bg, only(in, func(sp ptrace.Span) bool { return !isLocalRoot(sp) && !isX(sp) && !isSub(sp) })))
+	gA := g.arm(id, errors.New("A refused"))
+	resA := make(chan error, 1)
+	go func() { resA <- p.ConsumeTraces(bg, only(in, isX)) }()
+	<-gA.entered
+	require.NoError(t, p.ConsumeTraces(bg, only(in, func(sp ptrace.Span) bool { return isLocalRoot(sp) || isSub(sp) })))
+	close(gA.release)
+	require.Error(t, <-resA)
+	require.NoError(t, p.ConsumeTraces(bg, only(in, isX)), "A's retry")
+	require.Equal(t, in.SpanCount(), ledgerSpans(p, id))
+	before := len(g.sink.AllTraces())
+	kill(p)
+
+	p2, sink2 := startWithStorage(t, st, cfg)
+	assert.Equal(t, in.SpanCount(), ledgerSpans(p2, id), "the restored ledger has X (from the version that settled it)")
+	require.NoError(t, p2.sweepStream(bg, p2.now()+int64(time.Hour)))
+	require.NoError(t, p2.Shutdown(bg))
+	lastBefore, _ := upserted(g.sink.AllTraces()[:before])
+	lastAfter, _ := upserted(append(g.sink.AllTraces()[:before:before], sink2.AllTraces()...))
+	for sid, sp := range lastBefore {
+		a := lastAfter[sid]
+		sub := func(m pcommon.Map) map[string]any {
+			out := map[string]any{}
+			for k, v := range m.AsRaw() {
+				if len(k) > 19 && k[:19] == "agentmeter.subagent" {
+					out[k] = v
+				}
+			}
+			return out
+		}
+		assert.Equal(t, sub(sp.Attributes()), sub(a.Attributes()),
+			"span %s %s: merged numbers before the kill %v, after the restart %v", sid, sp.Name(), sp.Attributes().AsRaw(), a.Attributes().AsRaw())
+	}
+}
