@@ -22,14 +22,6 @@ import (
 	"github.com/agentmeter/agentmeter/internal/storagetest"
 )
 
-// joined is one request of a's and b's spans.
-func joined(a, b ptrace.Traces) ptrace.Traces {
-	out := ptrace.NewTraces()
-	a.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
-	b.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
-	return out
-}
-
 // A request's chunk holds every trace it extended, and outlives a ledger that ends
 // while another trace still holds it. A restart must not rebuild the ended ledger from
 // what is left of it: its merge would read differently from what went out (here the
@@ -54,7 +46,7 @@ func TestStreamRestartLeavesEndedLedgersEnded(t *testing.T) {
 	// the subagent's spans first, alone; then the lead's, the dispatcher among them,
 	// with some of b's
 	require.NoError(t, p1.ConsumeTraces(context.Background(), only(a, func(sp ptrace.Span) bool { return !underLead(sp) })))
-	require.NoError(t, p1.ConsumeTraces(context.Background(), joined(only(a, underLead), withoutRoot(b))))
+	require.NoError(t, p1.ConsumeTraces(context.Background(), concat(only(a, underLead), withoutRoot(b))))
 	require.Equal(t, int64(2), p1.nLedgers.Load())
 
 	// b goes on; a's ledger ends idle, and its chunk of its own leaves the disk
@@ -115,7 +107,7 @@ func TestStreamChunkOfAnEndedLedgerSaysItEnded(t *testing.T) {
 	})
 	require.NoError(t, err)
 	p1 = startWithStorageTo(t, st, cfg, next)
-	require.NoError(t, p1.ConsumeTraces(context.Background(), joined(withoutRoot(a), withoutRoot(b))))
+	require.NoError(t, p1.ConsumeTraces(context.Background(), concat(withoutRoot(a), withoutRoot(b))))
 	require.True(t, ended)
 	require.Equal(t, int64(1), p1.nLedgers.Load(), "a's ledger ended, b's did not")
 	require.Equal(t, 1, st.Count(prefixStream+"chunk/"))
@@ -176,7 +168,7 @@ func TestStreamLedgerTakenBackHoldsTheChunkWrittenMeanwhile(t *testing.T) {
 	})
 	require.NoError(t, err)
 	p1 = startWithStorageTo(t, st, cfg, next)
-	require.NoError(t, p1.ConsumeTraces(context.Background(), joined(withoutRoot(a), withoutRoot(b))))
+	require.NoError(t, p1.ConsumeTraces(context.Background(), concat(withoutRoot(a), withoutRoot(b))))
 	require.True(t, hooked)
 	assert.Zero(t, st.Count(prefixStream+"end/"), "the ledger holds the chunk: nothing is marked")
 	// the other call was refused: it takes the ledger back
@@ -214,14 +206,14 @@ func TestChunkLetGoOfByAllAtOnceLeavesNoMarker(t *testing.T) {
 		clock := time.Now().UnixNano()
 		p.now = func() int64 { return clock }
 		a, b := buildOneTask(), buildNested()
-		require.NoError(t, p.ConsumeTraces(context.Background(), joined(withoutRoot(a), withoutRoot(b))))
+		require.NoError(t, p.ConsumeTraces(context.Background(), concat(withoutRoot(a), withoutRoot(b))))
 		require.Equal(t, 1, st.Count(prefix+"chunk/"))
 		if stream {
 			clock += int64(cfg.WaitDuration) + 1
 			require.NoError(t, p.sweepStream(context.Background(), clock))
 			require.Zero(t, p.nLedgers.Load())
 		} else {
-			require.NoError(t, p.ConsumeTraces(context.Background(), joined(rootOf(a), rootOf(b))))
+			require.NoError(t, p.ConsumeTraces(context.Background(), concat(rootOf(a), rootOf(b))))
 			require.Equal(t, a.SpanCount()+b.SpanCount(), sink.SpanCount())
 		}
 		assert.Zero(t, st.Count(prefix+"chunk/"), "stream=%v", stream)
@@ -249,31 +241,7 @@ func TestPropertyRestartAfterLedgersEnded(t *testing.T) {
 			maps.Copy(want, w)
 			queues = append(queues, realTime(in))
 		}
-		// requests of one to three spans, each of a trace picked at random
-		var reqs []ptrace.Traces
-		owner := map[int]int{} // request → the traces in it, as a bit set
-		left := func() []int {
-			var ks []int
-			for k, q := range queues {
-				if len(q) > 0 {
-					ks = append(ks, k)
-				}
-			}
-			return ks
-		}
-		for ks := left(); len(ks) > 0; ks = left() {
-			req := ptrace.NewTraces()
-			for range 1 + r.IntN(3) {
-				if ks = left(); len(ks) == 0 {
-					break
-				}
-				k := ks[r.IntN(len(ks))]
-				queues[k][0].ResourceSpans().MoveAndAppendTo(req.ResourceSpans())
-				queues[k] = queues[k][1:]
-				owner[len(reqs)] |= 1 << k
-			}
-			reqs = append(reqs, req)
-		}
+		reqs, owner := mixIntoRequests(r, queues, 3)
 		cut := 1 + r.IntN(len(reqs)-1)
 		st := storagetest.New()
 		cfg := streamTestConfig()
@@ -354,11 +322,39 @@ func TestMarkerOfAChunkDeletedByAFailedWriteGoesWithTheNext(t *testing.T) {
 	e = p1.endLedger(s, lb, ptrace.NewTraces(), &counts{}, p1.now())
 	s.mu.Unlock()
 	p1.forgetLedgers(bg, e)
-	low, any := p1.store.minLive()
-	require.NoError(t, p1.store.advanceLow(bg, low, any))
+	require.NoError(t, p1.store.advanceLow(bg))
 	kill(p1)
 	p2, _ := startWithStorage(t, st, cfg)
 	require.NoError(t, p2.Shutdown(bg))
 	assert.Zero(t, st.Count(prefixStream+"chunk/"), "no chunk left")
 	assert.Zero(t, st.Count(prefixStream+"end/"), "no end marker left on disk")
+}
+
+// mixIntoRequests takes the queues' batches (one queue a trace, in the order they go)
+// into requests of one to most batches, each from a queue picked at random, and says
+// which queues each request has batches of (a bit set).
+func mixIntoRequests(r *rand.Rand, queues [][]ptrace.Traces, most int) (reqs []ptrace.Traces, owner []int) {
+	left := func() []int {
+		var ks []int
+		for k, q := range queues {
+			if len(q) > 0 {
+				ks = append(ks, k)
+			}
+		}
+		return ks
+	}
+	for ks := left(); len(ks) > 0; ks = left() {
+		req, from := ptrace.NewTraces(), 0
+		for range 1 + r.IntN(most) {
+			if ks = left(); len(ks) == 0 {
+				break
+			}
+			k := ks[r.IntN(len(ks))]
+			queues[k][0].ResourceSpans().MoveAndAppendTo(req.ResourceSpans())
+			queues[k] = queues[k][1:]
+			from |= 1 << k
+		}
+		reqs, owner = append(reqs, req), append(owner, from)
+	}
+	return reqs, owner
 }

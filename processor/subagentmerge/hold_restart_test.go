@@ -3,6 +3,8 @@ package subagentmerge
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,8 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/internal/storagetest"
 )
@@ -26,7 +30,7 @@ func TestHoldRestartDoesNotPassATraceOnTwice(t *testing.T) {
 		st := storagetest.New()
 		a, b := buildParallel(), buildNested()
 		p1, sink1 := startWithStorage(t, st, cfg())
-		require.NoError(t, p1.ConsumeTraces(context.Background(), joined(withoutRoot(a), withoutRoot(b))))
+		require.NoError(t, p1.ConsumeTraces(context.Background(), concat(withoutRoot(a), withoutRoot(b))))
 		require.Equal(t, 1, st.Count("chunk/"), "one chunk holds both traces")
 		require.NoError(t, p1.ConsumeTraces(context.Background(), rootOf(a)))
 		require.Eventually(t, func() bool { return sink1.SpanCount() == a.SpanCount() }, 5*time.Second, 2*time.Millisecond)
@@ -61,7 +65,7 @@ func TestQueuedLaneDeliveredIsNotSentAgainAfterRestart(t *testing.T) {
 	})
 	require.NoError(t, err)
 	p1 := startWithStorageTo(t, st, queuedTestConfig(), next)
-	require.NoError(t, p1.ConsumeTraces(context.Background(), joined(buildOneTask(), buildParallel())))
+	require.NoError(t, p1.ConsumeTraces(context.Background(), concat(buildOneTask(), buildParallel())))
 	require.Eventually(t, func() bool { return sink1.SpanCount() == a.SpanCount() }, 5*time.Second, 2*time.Millisecond)
 	require.Eventually(t, func() bool { return st.Count("end/") == 1 }, 5*time.Second, 2*time.Millisecond,
 		"the chunk b's lane holds says a's lane let go of it")
@@ -86,4 +90,152 @@ func assertSentOnceAfterRestart(t *testing.T, st *storagetest.Storage, sink *con
 	}
 	assert.Zero(t, st.Count("chunk/"), "nothing left on disk")
 	assert.Zero(t, st.Count("end/"), "no marker left on disk")
+}
+
+// A hold-mode marker names two chunks of trace a; one of them was deleted before the
+// crash (its other trace went on). A stream-mode start drains the hold-mode chunks, and
+// the marker with them: it names no chunk left.
+func TestDrainOfHoldModeChunksDeletesTheirMarkers(t *testing.T) {
+	st := storagetest.New()
+	a, b, c := oneTaskN(1), oneTaskN(2), oneTaskN(3)
+	a1, a2 := halves(a)
+	p1, sink1 := startWithStorage(t, st, defaultTestConfig())
+	ctx := context.Background()
+	require.NoError(t, p1.ConsumeTraces(ctx, concat(a1, withoutRoot(b)))) // chunk s1: a, b
+	require.NoError(t, p1.ConsumeTraces(ctx, concat(a2, withoutRoot(c)))) // chunk s2: a, c
+	require.Equal(t, 2, st.Count("chunk/"))
+	require.NoError(t, p1.ConsumeTraces(ctx, rootOf(a))) // a goes on: marker names a in s1, s2
+	require.Equal(t, a.SpanCount(), sink1.SpanCount())
+	require.Equal(t, 1, st.Count("end/"))
+	require.NoError(t, p1.ConsumeTraces(ctx, rootOf(b))) // b goes on: s1 deleted, marker lives for s2
+	require.Equal(t, 1, st.Count("chunk/"))
+	require.Equal(t, 1, st.Count("end/"))
+	kill(p1)
+
+	p2, sink2 := startWithStorage(t, st, streamTestConfig())
+	assert.Equal(t, c.SpanCount()-1, sink2.SpanCount(), "c's spans drained")
+	assert.Zero(t, st.Count("chunk/"), "hold-mode chunks drained")
+	assert.Zero(t, st.Count("end/"), "no hold-mode marker left on disk")
+	require.NoError(t, p2.Shutdown(ctx))
+}
+
+// halves splits td's non-root spans in two.
+func halves(td ptrace.Traces) (ptrace.Traces, ptrace.Traces) {
+	nr := withoutRoot(td)
+	first := map[[8]byte]bool{}
+	i := 0
+	for sp := range spaniter.All(nr) {
+		if i%2 == 0 {
+			first[sp.SpanID()] = true
+		}
+		i++
+	}
+	return only(nr, func(sp ptrace.Span) bool { return first[sp.SpanID()] }),
+		only(nr, func(sp ptrace.Span) bool { return !first[sp.SpanID()] })
+}
+
+// Random agent trees, several at once, mixed into requests, through hold mode and
+// queued gather mode (with eviction and idle release too): the next consumer refuses
+// some sends, the disk fails now and then (the sender retries), the process is killed
+// and restarted, and the rest arrives: every span reaches the sink once, and nothing
+// stays on disk.
+func TestPropertyHoldRestart(t *testing.T) { propertyHoldRestart(t, false) }
+
+func TestPropertyHoldRestartDiskFails(t *testing.T) { propertyHoldRestart(t, true) }
+
+func propertyHoldRestart(t *testing.T, diskFails bool) {
+	for _, mk := range []struct {
+		name string
+		cfg  func() *Config
+	}{{"hold", defaultTestConfig}, {"queued", queuedTestConfig},
+		{"hold2", func() *Config { c := defaultTestConfig(); c.NumTraces = 2; return c }},
+		{"queued2", func() *Config { c := queuedTestConfig(); c.NumTraces = 2; return c }},
+		{"holdidle", func() *Config {
+			c := defaultTestConfig()
+			c.WaitDuration = 20 * time.Millisecond
+			c.SettleTime = 0
+			return c
+		}},
+		{"queuedidle", func() *Config {
+			c := queuedTestConfig()
+			c.WaitDuration = 20 * time.Millisecond
+			c.SettleTime = 0
+			return c
+		}},
+	} {
+		for seed := uint64(1); seed <= 15; seed++ {
+			r := rand.New(rand.NewPCG(seed, 41))
+			all := map[pcommon.SpanID]bool{}
+			var queues [][]ptrace.Traces
+			for k := range uint64(2 + r.IntN(4)) {
+				in, _ := randomAgentTraceWithWant(r, seed*10+k, true)
+				for id := range spanIDSet(in) {
+					all[id] = true
+				}
+				queues = append(queues, realTime(in))
+			}
+			reqs, _ := mixIntoRequests(r, queues, 4)
+			cut := 1 + r.IntN(len(reqs)-1)
+			st := storagetest.New()
+			var mu sync.Mutex
+			got := map[pcommon.SpanID]int{}
+			refuse := seed%3 != 0
+			calls := 0
+			next, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
+				mu.Lock()
+				defer mu.Unlock()
+				calls++
+				if refuse && calls%3 == 1 {
+					return errors.New("down")
+				}
+				for sp := range spaniter.All(td) {
+					if !genai.IsReemission(sp.Attributes()) {
+						got[sp.SpanID()]++
+					}
+				}
+				return nil
+			})
+			require.NoError(t, err)
+			p1 := startWithStorageTo(t, st, mk.cfg(), next)
+			for _, req := range reqs[:cut] {
+				if diskFails && r.IntN(3) == 0 {
+					st.Fail(errors.New("disk full"))
+				}
+				if err := p1.ConsumeTraces(context.Background(), req); err != nil {
+					_ = p1.ConsumeTraces(context.Background(), req) // the sender retries
+				}
+				if r.IntN(2) == 0 {
+					st.Fail(nil)
+				}
+			}
+			time.Sleep(time.Duration(r.IntN(3)) * 30 * time.Millisecond)
+			st.Fail(nil)
+			if diskFails {
+				require.Eventually(t, func() bool {
+					if p1.store.write(context.Background(), 0, nil) != nil {
+						return false
+					}
+					p1.store.mu.Lock()
+					defer p1.store.mu.Unlock()
+					return len(p1.store.retry) == 0 && len(p1.store.unwritten) == 0
+				}, 5*time.Second, 5*time.Millisecond)
+			}
+			kill(p1)
+			mu.Lock()
+			refuse = false
+			mu.Unlock()
+			p2 := startWithStorageTo(t, st, mk.cfg(), next)
+			for _, req := range reqs[cut:] {
+				require.NoError(t, p2.ConsumeTraces(context.Background(), req))
+			}
+			require.NoError(t, p2.Shutdown(context.Background()))
+			mu.Lock()
+			for id := range all {
+				assert.Equal(t, 1, got[id], "%s seed %d (cut %d of %d): span %s", mk.name, seed, cut, len(reqs), id)
+			}
+			mu.Unlock()
+			assert.Zero(t, st.Count("chunk/"), "%s seed %d: chunks left", mk.name, seed)
+			assert.Zero(t, st.Count("end/"), "%s seed %d: markers left", mk.name, seed)
+		}
+	}
 }

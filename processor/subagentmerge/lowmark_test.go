@@ -58,8 +58,7 @@ func TestLowMarkDoesNotPassAReleaseOnItsWay(t *testing.T) {
 	go func() { done <- p.ConsumeTraces(context.WithValue(context.Background(), pauseKey{}, ps), rootOf(full)) }()
 	<-ps.reached
 	// what the sweeper does each second (processor.go sweepLoop)
-	lowest, any := p.store.minLive()
-	require.NoError(t, p.store.advanceLow(context.Background(), lowest, any))
+	require.NoError(t, p.store.advanceLow(context.Background()))
 	close(ps.release)
 	require.NoError(t, <-done)
 	kill(p)
@@ -112,8 +111,7 @@ func TestLowMarkDoesNotPassAChunkDrawnFirstAndHeldLast(t *testing.T) {
 	// C and D complete and are delivered: chunk 0 is held by A alone
 	require.NoError(t, p.ConsumeTraces(context.Background(), concat(rootOf(c), rootOf(d))))
 	require.Eventually(t, func() bool { return sink.SpanCount() == c.SpanCount()+d.SpanCount() }, 5*time.Second, time.Millisecond)
-	lowest, any := p.store.minLive() // the sweeper, each second
-	require.NoError(t, p.store.advanceLow(context.Background(), lowest, any))
+	require.NoError(t, p.store.advanceLow(context.Background())) // the sweeper, each second
 	kill(p)
 
 	p2, sink2 := startWithStorage(t, st, queuedTestConfig())

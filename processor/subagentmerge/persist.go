@@ -215,10 +215,13 @@ func (p *persister) write(ctx context.Context, seq uint64, data []byte, unheld .
 }
 
 // advanceLow writes "low" = the lowest live sequence number (minLive: of the buffered
-// traces and the unsent queue; "high" when nothing is live).
-func (p *persister) advanceLow(ctx context.Context, minLive uint64, anyLive bool) error {
+// traces and the unsent queue; "high" when nothing is live). Both are read under p.mu:
+// a chunk drawn after minLive is at or above "high" then, and cannot be written (which
+// raises "high") before "low" is.
+func (p *persister) advanceLow(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	minLive, anyLive := p.minLive()
 	low := p.high
 	if anyLive {
 		low = min(low, minLive)
@@ -316,16 +319,21 @@ func (m *subagentMerge) startStorage(ctx context.Context, host component.Host) e
 	if err != nil {
 		m.logger.Error("reading what a hold-mode process passed on; its chunks go on whole", zap.Error(err))
 	}
-	var drop []uint64
+	var drop, left []uint64
 	for seq := held.low; seq < held.high; seq++ {
 		b, err := held.client.Get(ctx, held.chunkKey(seq))
-		if err != nil || b == nil {
+		if err != nil {
+			left = append(left, seq) // unread: it stays for the next start
+			continue
+		}
+		if b == nil {
 			continue
 		}
 		if td, err := m.unmarshaler.UnmarshalTraces(b); err == nil {
 			removeEnded(td, seq, skip)
 			if err := m.consumeStream(ctx, td); err != nil {
 				m.logger.Error("passing on spans a hold-mode process left buffered", zap.Error(err))
+				left = append(left, seq)
 				continue
 			}
 		}
@@ -334,5 +342,5 @@ func (m *subagentMerge) startStorage(ctx context.Context, host component.Host) e
 	if len(drop) > 0 {
 		m.logger.Info("passed on the spans a hold-mode process left buffered", zap.Int("chunks", len(drop)))
 	}
-	return held.dropAll(ctx, drop, markers)
+	return held.dropAll(ctx, drop, left, markers)
 }

@@ -248,15 +248,11 @@ func (p *persister) settleAtStart(ctx context.Context, markers map[uint64][]uint
 	return p.apply(ctx, ops, p.high, nil)
 }
 
-// dropAll deletes chunks, and the markers that name none but those.
-func (p *persister) dropAll(ctx context.Context, chunks []uint64, markers map[uint64][]uint64) error {
-	gone := map[uint64]bool{}
-	for _, s := range chunks {
-		gone[s] = true
-	}
+// dropAll deletes chunks, and the markers that name none of the chunks left.
+func (p *persister) dropAll(ctx context.Context, chunks, left []uint64, markers map[uint64][]uint64) error {
 	var ops []*storage.Operation
 	for m, named := range markers {
-		if !slices.ContainsFunc(named, func(s uint64) bool { return !gone[s] }) {
+		if !slices.ContainsFunc(named, func(s uint64) bool { return slices.Contains(left, s) }) {
 			ops = append(ops, storage.DeleteOperation(p.endKey(m)))
 		}
 	}

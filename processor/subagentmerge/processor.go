@@ -276,8 +276,7 @@ func (p *subagentMerge) sweepLoop(every time.Duration) {
 				if err := p.store.write(context.Background(), 0, nil); err != nil {
 					p.logger.Error("storage: writing buffered spans still fails", zap.Error(err))
 				}
-				lowest, any := p.store.minLive()
-				if err := p.store.advanceLow(context.Background(), lowest, any); err != nil {
+				if err := p.store.advanceLow(context.Background()); err != nil {
 					p.logger.Error("storage: recording the buffer's low mark failed", zap.Error(err))
 				}
 			}

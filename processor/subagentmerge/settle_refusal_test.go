@@ -197,9 +197,9 @@ func sweepTakenInPart(t *testing.T, part bool) {
 	clock := time.Now().UnixNano()
 	p1.now = func() int64 { return clock }
 	notLast := func(sp ptrace.Span) bool { return sp.SpanID() != last1 && sp.SpanID() != last2 }
-	require.NoError(t, p1.ConsumeTraces(bg, only(joined(withoutRoot(t1), withoutRoot(t2)), notLast)))
+	require.NoError(t, p1.ConsumeTraces(bg, only(concat(withoutRoot(t1), withoutRoot(t2)), notLast)))
 	require.Positive(t, pendingCalls(p1, t1))
-	require.NoError(t, p1.ConsumeTraces(bg, joined(only(t1, isLocalRoot), only(t2, isLocalRoot))))
+	require.NoError(t, p1.ConsumeTraces(bg, concat(only(t1, isLocalRoot), only(t2, isLocalRoot))))
 	require.Positive(t, pendingCalls(p1, t1), "the settle waits for the sweep")
 	clock += int64(cfg.SettleTime)
 	partial.Store(part)
@@ -239,13 +239,13 @@ func TestChunkLetGoOfBeforeItsWriteIsMarked(t *testing.T) {
 		a, b := buildOneTask(), buildNested()
 		aID, bID := traceIDOf(a), traceIDOf(b)
 		p1, _ := startWithStorage(t, st, cfg)
-		require.NoError(t, p1.ConsumeTraces(bg, joined(withoutRoot(a), withoutRoot(b))))
+		require.NoError(t, p1.ConsumeTraces(bg, concat(withoutRoot(a), withoutRoot(b))))
 		la, lb := liveLedger(p1, aID), liveLedger(p1, bID)
 		require.NotNil(t, la)
 		require.NotNil(t, lb)
 
 		// a later request brought the roots of a and b: its chunk
-		skel, err := p1.marshaler.MarshalTraces(joined(only(a, isLocalRoot), only(b, isLocalRoot)))
+		skel, err := p1.marshaler.MarshalTraces(concat(only(a, isLocalRoot), only(b, isLocalRoot)))
 		require.NoError(t, err)
 		chunk := append(protowire.AppendVarint(nil, uint64(len(skel))), skel...)
 		seq := p1.store.draw()
