@@ -113,8 +113,8 @@ func (p *persister) getUint(ctx context.Context, key string) (uint64, error) {
 func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
 // draw returns the next sequence number, live from this moment: the low mark does not
-// pass it until its holders, counted on it by ref, let it go (forget), or it is given
-// back unheld (undraw). A number drawn and only then counted could be passed by a low
+// pass it until it is written (or given back unheld: undraw) and its holders, counted
+// on it by ref, let it go (forget). A number drawn and only then counted could be passed by a low
 // mark that a later number, written meanwhile, moved up.
 func (p *persister) draw() uint64 {
 	p.refMu.Lock()
@@ -214,8 +214,9 @@ func (p *persister) write(ctx context.Context, seq uint64, data []byte, unheld .
 	return nil
 }
 
-// advanceLow writes "low" = the lowest live sequence number (minLive: of the buffered
-// traces and the unsent queue; "high" when nothing is live). Both are read under p.mu:
+// advanceLow writes "low" = the lowest live sequence number (minLive: of the ledgers,
+// the buffered traces, the unsent queue and the numbers drawn and not written yet;
+// "high" when nothing is live). Both are read under p.mu:
 // a chunk drawn after minLive is at or above "high" then, and cannot be written (which
 // raises "high") before "low" is.
 func (p *persister) advanceLow(ctx context.Context) error {

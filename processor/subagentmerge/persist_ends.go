@@ -81,8 +81,9 @@ func (p *persister) forget(ctx context.Context, holds []chunkHold, drop ...uint6
 	if len(holds)+len(drop) == 0 {
 		return nil
 	}
-	// p.mu first: a chunk counted off here is deleted before any later write of it
-	// (a trace of the same request buffered meanwhile) can store it again
+	// p.mu serialises this with write: a chunk is deleted either here (written, and let
+	// go of by every holder) or by its own write (drawn, not written yet), never deleted
+	// here and stored after
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var ops []*storage.Operation

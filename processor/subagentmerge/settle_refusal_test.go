@@ -330,12 +330,7 @@ func TestCallSettledByAnotherThenRefusedSurvivesARestart(t *testing.T) {
 	id := traceIDOf(in)
 	isX := func(sp ptrace.Span) bool { return sp.SpanID() == x }
 	isSub := func(sp ptrace.Span) bool { return sp.SpanID() == sub }
-	st := storagetest.New()
-	cfg := streamTestConfig()
-	g := &traceGate{gates: map[pcommon.TraceID]*gateOne{}, sink: new(consumertest.TracesSink)}
-	next, err := consumer.NewTraces(g.consume)
-	require.NoError(t, err)
-	p := startWithStorageTo(t, st, cfg, next)
+	p, g, st, cfg := gatedOnStorage(t)
 	require.NoError(t, p.ConsumeTraces(bg, only(in, func(sp ptrace.Span) bool { return !isLocalRoot(sp) && !isX(sp) && !isSub(sp) })))
 	gA := g.arm(id, errors.New("A refused"))
 	resA := make(chan error, 1)
@@ -369,4 +364,72 @@ func TestCallSettledByAnotherThenRefusedSurvivesARestart(t *testing.T) {
 		assert.Equal(t, sub(sp.Attributes()), sub(a.Attributes()),
 			"span %s %s: merged numbers before the kill %v, after the restart %v", sid, sp.Name(), sp.Attributes().AsRaw(), a.Attributes().AsRaw())
 	}
+}
+
+// X is a dispatcher (the lead's model call asking for call_a) that goes out pending
+// (the root is missing) in its request A; B brings the root and settles X while A
+// waits; A is then taken, or refused and retried (a duplicate). Killed and restarted:
+// the dispatcher's merged numbers and the counts stay as they were (the skeleton taken
+// from X's settled version, when no chunk of its own has it, is X as it came).
+func TestDispatcherSettledByAnotherSurvivesARestart(t *testing.T) {
+	for _, errA := range []error{nil, errors.New("A refused")} {
+		dispatcherSettledByAnotherThenRestart(t, errA)
+	}
+}
+
+func dispatcherSettledByAnotherThenRestart(t *testing.T, errA error) {
+	bg := context.Background()
+	b := newTraceBuilder(43)
+	lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
+	x := b.chat(lead, usage(60, 9), "call_a").SpanID()
+	_, sub := b.task(lead, "call_a", "researcher", genai.SubagentCompleted)
+	b.chat(sub, usage(10, 5))
+	b.chat(lead, usage(90, 30))
+	in := b.td
+	id := traceIDOf(in)
+	isX := func(sp ptrace.Span) bool { return sp.SpanID() == x }
+	p, g, st, cfg := gatedOnStorage(t)
+	require.NoError(t, p.ConsumeTraces(bg, only(in, func(sp ptrace.Span) bool { return !isLocalRoot(sp) && !isX(sp) })))
+	gA := g.arm(id, errA)
+	resA := make(chan error, 1)
+	go func() { resA <- p.ConsumeTraces(bg, only(in, isX)) }()
+	<-gA.entered
+	require.Positive(t, pendingCalls(p, in), "X waits for its caller")
+	require.NoError(t, p.ConsumeTraces(bg, only(in, isLocalRoot)), "B: the root")
+	close(gA.release)
+	if errA != nil {
+		require.Error(t, <-resA)
+		require.NoError(t, p.ConsumeTraces(bg, only(in, isX)), "A's retry")
+	} else {
+		require.NoError(t, <-resA)
+	}
+	require.NoError(t, p.sweepStream(bg, p.now()+int64(time.Second)))
+	before := len(g.sink.AllTraces())
+	_, countedBefore := upserted(g.sink.AllTraces())
+	require.Len(t, countedBefore, in.SpanCount())
+	kill(p)
+
+	p2, sink2 := startWithStorage(t, st, cfg)
+	assert.Equal(t, in.SpanCount(), ledgerSpans(p2, id))
+	require.NoError(t, p2.sweepStream(bg, p2.now()+int64(time.Hour)))
+	require.NoError(t, p2.Shutdown(bg))
+	lastBefore, _ := upserted(g.sink.AllTraces()[:before])
+	all := append(g.sink.AllTraces()[:before:before], sink2.AllTraces()...)
+	lastAfter, counted := upserted(all)
+	assert.Len(t, counted, in.SpanCount(), "every span counted once")
+	for sid, sp := range lastBefore {
+		a := lastAfter[sid]
+		assert.Equal(t, sp.Attributes().AsRaw()["agentmeter.subagent.input_tokens"], a.Attributes().AsRaw()["agentmeter.subagent.input_tokens"], "span %s %s: before %v after %v", sid, sp.Name(), sp.Attributes().AsRaw(), a.Attributes().AsRaw())
+	}
+}
+
+// gatedOnStorage starts a stream-mode processor on a fresh storage, passing on to a
+// traceGate.
+func gatedOnStorage(t *testing.T) (*subagentMerge, *traceGate, *storagetest.Storage, *Config) {
+	t.Helper()
+	st, cfg := storagetest.New(), streamTestConfig()
+	g := &traceGate{gates: map[pcommon.TraceID]*gateOne{}, sink: new(consumertest.TracesSink)}
+	next, err := consumer.NewTraces(g.consume)
+	require.NoError(t, err)
+	return startWithStorageTo(t, st, cfg, next), g, st, cfg
 }
