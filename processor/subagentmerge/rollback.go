@@ -3,18 +3,21 @@ package subagentmerge
 // Stream mode: taking a refused call back out of the ledgers.
 
 import (
+	"context"
 	"slices"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // rollback takes every ledger change of a call the next consumer refused back out, so
 // the sender's retry counts as new spans, and what it re-emitted goes out again. It
 // runs after the shard locks were let go, so other calls may have extended the same
 // ledgers since: the refused spans are filtered out, not cut off.
-func (p *subagentMerge) rollback(sc *scratch) {
+func (p *subagentMerge) rollback(ctx context.Context, sc *scratch) {
+	var stay []stayed
 	for i := range sc.touched {
 		t := &sc.touched[i]
 		l := t.l
@@ -31,6 +34,7 @@ func (p *subagentMerge) rollback(sc *scratch) {
 				// refused, gives it back): it stays, and the sender's retry of it is a
 				// duplicate, not a first emission counted again
 				k.unanswered = false
+				stay = append(stay, stayed{l, id, k.enc})
 				continue
 			}
 			if drop == nil {
@@ -84,8 +88,57 @@ func (p *subagentMerge) rollback(sc *scratch) {
 		l.size = l.cost()
 		s.mu.Unlock()
 	}
+	p.commitStayed(ctx, sc, stay)
 	// the call's chunk is never written: what it recorded was refused
 	sc.chunkSkel, sc.chunkSent = sc.chunkSkel[:0], sc.chunkSent[:0]
+}
+
+// stayed is a span of a refused call that stays in its ledger (another call settled it),
+// with its first version.
+type stayed struct {
+	l   *ledger
+	id  pcommon.SpanID
+	enc []byte
+}
+
+// commitStayed writes, with storage, a chunk of the spans of a refused call that stay in
+// their ledgers: their skeletons (cut out of the call's) and first versions. A ledger
+// holds what it has on disk; without this chunk a restart would not have them (the
+// sender's retry of them is a duplicate, and writes nothing).
+func (p *subagentMerge) commitStayed(ctx context.Context, sc *scratch, stay []stayed) {
+	if p.store == nil || len(stay) == 0 {
+		return
+	}
+	ids := map[pcommon.SpanID]struct{}{}
+	var sent []byte
+	for _, st := range stay {
+		ids[st.id] = struct{}{}
+		sent = append(sent, st.enc...)
+	}
+	skel, err := p.keepSpans(sc.chunkSkel, ids)
+	if err != nil {
+		p.logger.Error("storing the spans a refused call leaves in their ledgers failed", zap.Error(err))
+		return
+	}
+	seq := p.store.draw()
+	held := 0
+	for i, st := range stay {
+		if i > 0 && stay[i-1].l == st.l {
+			continue
+		}
+		if p.holdChunk(st.l, seq) {
+			held++
+		}
+	}
+	if held == 0 {
+		p.store.undraw(seq)
+		return
+	}
+	chunk := protowire.AppendVarint(nil, uint64(len(skel)))
+	chunk = append(append(chunk, skel...), sent...)
+	if err := p.store.write(ctx, seq, chunk); err != nil {
+		p.logger.Error("storing the spans a refused call leaves in their ledgers failed", zap.Error(err))
+	}
 }
 
 // reopen marks the re-emissions of l that the next consumer refused (ids, and the
@@ -114,8 +167,18 @@ func giveBack(l *ledger, ids, settled []pcommon.SpanID) {
 	l.unsettle(settled)
 }
 
+// keepSpans returns the encoded traces b with only the spans in keep.
+func (p *subagentMerge) keepSpans(b []byte, keep map[pcommon.SpanID]struct{}) ([]byte, error) {
+	return p.filterWhere(b, func(id pcommon.SpanID) bool { _, ok := keep[id]; return !ok })
+}
+
 // filterSpans returns the encoded traces b without the spans in drop.
 func (p *subagentMerge) filterSpans(b []byte, drop map[pcommon.SpanID]struct{}) ([]byte, error) {
+	return p.filterWhere(b, func(id pcommon.SpanID) bool { _, gone := drop[id]; return gone })
+}
+
+// filterWhere returns the encoded traces b without the spans gone says.
+func (p *subagentMerge) filterWhere(b []byte, gone func(pcommon.SpanID) bool) ([]byte, error) {
 	if len(b) == 0 {
 		return b, nil
 	}
@@ -125,10 +188,7 @@ func (p *subagentMerge) filterSpans(b []byte, drop map[pcommon.SpanID]struct{}) 
 	}
 	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
 		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
-			ss.Spans().RemoveIf(func(sp ptrace.Span) bool {
-				_, gone := drop[sp.SpanID()]
-				return gone
-			})
+			ss.Spans().RemoveIf(func(sp ptrace.Span) bool { return gone(sp.SpanID()) })
 			return ss.Spans().Len() == 0
 		})
 		return rs.ScopeSpans().Len() == 0

@@ -278,13 +278,7 @@ func TestChunkLetGoOfBeforeItsWriteIsMarked(t *testing.T) {
 // counted again.
 func TestCallSettledByAnotherThenRefusedIsCountedOnce(t *testing.T) {
 	bg := context.Background()
-	b := newTraceBuilder(31)
-	lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
-	b.chat(lead, usage(60, 9), "call_a")
-	_, sub := b.task(lead, "call_a", "researcher", genai.SubagentCompleted)
-	x := b.chat(sub, usage(10, 5)).SpanID()
-	b.chat(lead, usage(90, 30))
-	in := b.td
+	in, sub, x := subagentCallTrace(31)
 	isX := func(sp ptrace.Span) bool { return sp.SpanID() == x }
 	g := &traceGate{gates: map[pcommon.TraceID]*gateOne{}, sink: new(consumertest.TracesSink)}
 	next, err := consumer.NewTraces(g.consume)
@@ -315,27 +309,18 @@ func TestCallSettledByAnotherThenRefusedIsCountedOnce(t *testing.T) {
 	assert.Len(t, counted, in.SpanCount(), "every span counted once")
 }
 
-// As above, and then killed: X's own request was refused, so no chunk of its own has
-// it; the version that settled it, stored with the other request, brings it back, and
-// the dispatcher's merged numbers after the restart are those before the kill.
+// As above, and then killed: X's own request was refused, and what stays of it in the
+// ledger (X) was stored as a chunk of its own, so the dispatcher's merged numbers after
+// the restart are those before the kill.
 func TestCallSettledByAnotherThenRefusedSurvivesARestart(t *testing.T) {
 	bg := context.Background()
-	b := newTraceBuilder(41)
-	lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
-	b.chat(lead, usage(60, 9), "call_a")
-	_, sub := b.task(lead, "call_a", "researcher", genai.SubagentCompleted)
-	x := b.chat(sub, usage(10, 5)).SpanID()
-	b.chat(lead, usage(90, 30))
-	in := b.td
+	in, sub, x := subagentCallTrace(41)
 	id := traceIDOf(in)
 	isX := func(sp ptrace.Span) bool { return sp.SpanID() == x }
 	isSub := func(sp ptrace.Span) bool { return sp.SpanID() == sub }
 	p, g, st, cfg := gatedOnStorage(t)
 	require.NoError(t, p.ConsumeTraces(bg, only(in, func(sp ptrace.Span) bool { return !isLocalRoot(sp) && !isX(sp) && !isSub(sp) })))
-	gA := g.arm(id, errors.New("A refused"))
-	resA := make(chan error, 1)
-	go func() { resA <- p.ConsumeTraces(bg, only(in, isX)) }()
-	<-gA.entered
+	gA, resA := atGate(p, g, id, errors.New("A refused"), only(in, isX))
 	require.NoError(t, p.ConsumeTraces(bg, only(in, func(sp ptrace.Span) bool { return isLocalRoot(sp) || isSub(sp) })))
 	close(gA.release)
 	require.Error(t, <-resA)
@@ -390,10 +375,7 @@ func dispatcherSettledByAnotherThenRestart(t *testing.T, errA error) {
 	isX := func(sp ptrace.Span) bool { return sp.SpanID() == x }
 	p, g, st, cfg := gatedOnStorage(t)
 	require.NoError(t, p.ConsumeTraces(bg, only(in, func(sp ptrace.Span) bool { return !isLocalRoot(sp) && !isX(sp) })))
-	gA := g.arm(id, errA)
-	resA := make(chan error, 1)
-	go func() { resA <- p.ConsumeTraces(bg, only(in, isX)) }()
-	<-gA.entered
+	gA, resA := atGate(p, g, id, errA, only(in, isX))
 	require.Positive(t, pendingCalls(p, in), "X waits for its caller")
 	require.NoError(t, p.ConsumeTraces(bg, only(in, isLocalRoot)), "B: the root")
 	close(gA.release)
@@ -432,4 +414,114 @@ func gatedOnStorage(t *testing.T) (*subagentMerge, *traceGate, *storagetest.Stor
 	next, err := consumer.NewTraces(g.consume)
 	require.NoError(t, err)
 	return startWithStorageTo(t, st, cfg, next), g, st, cfg
+}
+
+// A dispatcher X that arrives carrying an earlier merge's results (agentmeter.subagent.*
+// for a task an upstream merge already accounted for) goes out pending in A, is settled
+// by B; A is refused and retried (a duplicate); killed and restarted: X's merged numbers
+// stay, the earlier merge's included (the chunk of what stays of A has X as it came).
+func TestDispatcherWithAPriorMergeSettledByAnotherSurvivesARestart(t *testing.T) {
+	bg := context.Background()
+	b := newTraceBuilder(61)
+	lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
+	xs := b.chat(lead, usage(60, 9), "call_z", "call_a")
+	// what an upstream merge wrote for call_z (its task spans, marked, are elsewhere)
+	genai.PutSubagentUsage(xs.Attributes(), genai.Usage{Input: 100, Output: 7})
+	xs.Attributes().PutInt(genai.AttrSubagentDispatches, 1)
+	genai.PutStrings(xs.Attributes(), genai.AttrSubagentToolCallIDs, []string{"call_z"})
+	x := xs.SpanID()
+	tz, subz := b.task(lead, "call_z", "coder", genai.SubagentCompleted)
+	tz.Attributes().PutStr(genai.AttrMergeStatus, genai.MergeMerged) // the upstream merge's mark
+	cz := b.chat(subz, usage(100, 7))
+	cz.Attributes().PutStr(genai.AttrCaller, "subagent:coder")
+	_, sub := b.task(lead, "call_a", "researcher", genai.SubagentCompleted)
+	b.chat(sub, usage(10, 5))
+	b.chat(lead, usage(90, 30))
+	in := b.td
+	id := traceIDOf(in)
+	isX := func(sp ptrace.Span) bool { return sp.SpanID() == x }
+	p, g, st, cfg := gatedOnStorage(t)
+	require.NoError(t, p.ConsumeTraces(bg, only(in, func(sp ptrace.Span) bool { return !isLocalRoot(sp) && !isX(sp) })))
+	gA, resA := atGate(p, g, id, errors.New("A refused"), only(in, isX))
+	require.Positive(t, pendingCalls(p, in))
+	require.NoError(t, p.ConsumeTraces(bg, only(in, isLocalRoot)), "B: the root")
+	close(gA.release)
+	require.Error(t, <-resA)
+	require.NoError(t, p.ConsumeTraces(bg, only(in, isX)), "A's retry")
+	require.NoError(t, p.sweepStream(bg, p.now()+int64(time.Second)))
+	before := len(g.sink.AllTraces())
+	kill(p)
+
+	p2, sink2 := startWithStorage(t, st, cfg)
+	require.NoError(t, p2.sweepStream(bg, p2.now()+int64(time.Hour)))
+	require.NoError(t, p2.Shutdown(bg))
+	lastBefore, _ := upserted(g.sink.AllTraces()[:before])
+	lastAfter, _ := upserted(append(g.sink.AllTraces()[:before:before], sink2.AllTraces()...))
+	bx, ax := lastBefore[x].Attributes().AsRaw(), lastAfter[x].Attributes().AsRaw()
+	t.Logf("before %v\nafter %v", bx, ax)
+	for _, k := range []string{genai.AttrSubagentInput, genai.AttrSubagentDispatches, genai.AttrSubagentToolCallIDs} {
+		assert.Equal(t, bx[k], ax[k], "%s before the kill vs after the restart", k)
+	}
+}
+
+// X (a subagent's model call) goes out pending in A; B brings the root and settles X;
+// both wait at the next consumer. A is refused: X stays (B settled it), and the chunk of
+// what stays of A has it. A's retry is a duplicate. Then B is refused: X is pending
+// again. Killed and restarted, B's retry comes: X is counted once.
+func TestCallKeptForARefusedRequestIsOnDisk(t *testing.T) {
+	bg := context.Background()
+	in, sub, x := subagentCallTrace(62)
+	id := traceIDOf(in)
+	isX := func(sp ptrace.Span) bool { return sp.SpanID() == x }
+	isSub := func(sp ptrace.Span) bool { return sp.SpanID() == sub }
+	isB := func(sp ptrace.Span) bool { return isLocalRoot(sp) || isSub(sp) }
+	p, g, st, cfg := gatedOnStorage(t)
+	require.NoError(t, p.ConsumeTraces(bg, only(in, func(sp ptrace.Span) bool { return !isB(sp) && !isX(sp) })))
+	gA, resA := atGate(p, g, id, errors.New("A refused"), only(in, isX))
+	require.Positive(t, pendingCalls(p, in))
+	gB, resB := atGate(p, g, id, errors.New("B refused"), only(in, isB))
+	close(gA.release)
+	require.Error(t, <-resA)
+	require.NoError(t, p.ConsumeTraces(bg, only(in, isX)), "A's retry (a duplicate)")
+	close(gB.release)
+	require.Error(t, <-resB)
+	before := len(g.sink.AllTraces())
+	kill(p)
+
+	p2, sink2 := startWithStorage(t, st, cfg)
+	require.NoError(t, p2.ConsumeTraces(bg, only(in, isB)), "B's retry")
+	require.NoError(t, p2.sweepStream(bg, p2.now()+int64(time.Hour)))
+	require.NoError(t, p2.Shutdown(bg))
+	_, counted := upserted(append(g.sink.AllTraces()[:before:before], sink2.AllTraces()...))
+	n := 0
+	for _, sp := range counted {
+		if sp.SpanID() == x {
+			n++
+		}
+	}
+	assert.Equal(t, 1, n, "X counted once")
+	assert.Len(t, counted, in.SpanCount(), "every span counted once")
+}
+
+// subagentCallTrace is a lead agent whose one task runs a subagent with one model call
+// x (sub is the subagent's span).
+func subagentCallTrace(n uint64) (in ptrace.Traces, sub, x pcommon.SpanID) {
+	b := newTraceBuilder(n)
+	lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
+	b.chat(lead, usage(60, 9), "call_a")
+	_, sub = b.task(lead, "call_a", "researcher", genai.SubagentCompleted)
+	x = b.chat(sub, usage(10, 5)).SpanID()
+	b.chat(lead, usage(90, 30))
+	return b.td, sub, x
+}
+
+// atGate sends td in a call of its own, which g holds at the next consumer (trace id
+// armed to answer err) until released; it returns once the call is there, with the gate
+// and where the call's answer comes.
+func atGate(p *subagentMerge, g *traceGate, id pcommon.TraceID, err error, td ptrace.Traces) (*gateOne, chan error) {
+	gate := g.arm(id, err)
+	res := make(chan error, 1)
+	go func() { res <- p.ConsumeTraces(context.Background(), td) }()
+	<-gate.entered
+	return gate, res
 }

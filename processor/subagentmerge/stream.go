@@ -62,7 +62,7 @@ func (p *subagentMerge) consumeStream(ctx context.Context, td ptrace.Traces) err
 		err := p.next.ConsumeTraces(sctx, td)
 		done()
 		if err != nil {
-			p.rollback(sc)
+			p.rollback(ctx, sc)
 			p.reinstate(ctx, sc, gone, now)
 			return errors.Join(append(errs, err)...)
 		}
