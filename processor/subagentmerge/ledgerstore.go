@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -121,7 +122,9 @@ func (p *subagentMerge) restoreStream(ctx context.Context) error {
 	now := p.now()
 	var errs []error
 	chunks, spans := 0, 0
-	restored := map[*ledger]struct{}{}
+	// the ledgers restored, each with the settled versions of spans no chunk read so far
+	// had (settledOnly)
+	restored := map[*ledger][]ptrace.Span{}
 	var sw skeletonWriter
 	// the markers first: they name chunks before them (persist_ends.go)
 	skip, markers, err := st.readEnds(ctx)
@@ -153,6 +156,9 @@ func (p *subagentMerge) restoreStream(ctx context.Context) error {
 	if err := st.settleAtStart(ctx, markers, read); err != nil {
 		errs = append(errs, fmt.Errorf("storage: deleting what no restored ledger holds: %w", err))
 	}
+	for l, settled := range restored {
+		spans += p.settledOnly(l, settled, &sw)
+	}
 	for l := range restored {
 		s := &p.shards[shardIndex(l.id)]
 		s.mu.Lock()
@@ -179,7 +185,7 @@ func (p *subagentMerge) restoreStream(ctx context.Context) error {
 
 // restoreChunk adds one chunk's spans to their ledgers, but for the traces whose ledgers
 // had ended (skip), and reports how many it added.
-func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skeletonWriter, restored map[*ledger]struct{}, skip map[endedChunk]struct{}) (int, error) {
+func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skeletonWriter, restored map[*ledger][]ptrace.Span, skip map[endedChunk]struct{}) (int, error) {
 	skelB, sentB, err := splitChunk(b)
 	if err != nil {
 		return 0, err
@@ -258,6 +264,11 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 		}
 		l.addSkel(sw.message(), nil)
 		for _, k := range sentBy[id] {
+			if !l.spans.has(k.sp.SpanID()) {
+				restored[l] = append(restored[l], k.sp) // its own chunk may come later
+			}
+		}
+		for _, k := range sentBy[id] {
 			// a span is kept as it first went out, unless a later chunk has the version
 			// that settled its pending caller: that one is counted already
 			if old, dup := l.kept[k.sp.SpanID()]; dup && !(old.pending && isSettledVersion(k.sp)) {
@@ -270,7 +281,7 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 		}
 		l.seqs = append(l.seqs, seq)
 		p.store.ref(seq)
-		restored[l] = struct{}{}
+		restored[l] = restored[l]
 		s.mu.Unlock()
 	}
 	return added, nil
@@ -281,4 +292,42 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 func isSettledVersion(sp ptrace.Span) bool {
 	v, ok := sp.Attributes().Get(genai.AttrCallerSettled)
 	return ok && v.Type() == pcommon.ValueTypeBool && v.Bool()
+}
+
+// settledOnly adds to l the spans that only a settled version of has, once every chunk
+// was read: a call whose own request was refused after another request settled it, when
+// the chunk of what stays of the refused request (commitStayed) was not written before a
+// crash (the sender's retry was a duplicate, so no other chunk has its span). Its
+// skeleton is taken from that version, less what the merge wrote on it (its caller, its
+// merged numbers, its version marks): the merge reads it as it came, but for numbers an
+// earlier merge had written on it. It reports how many it added.
+func (p *subagentMerge) settledOnly(l *ledger, settled []ptrace.Span, sw *skeletonWriter) int {
+	if len(settled) == 0 {
+		return 0
+	}
+	s := &p.shards[shardIndex(l.id)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sw.reset()
+	var asks []uint32
+	added := 0
+	for _, v := range settled {
+		if l.spans.has(v.SpanID()) {
+			continue
+		}
+		sp := ptrace.NewSpan()
+		v.CopyTo(sp)
+		sp.Attributes().RemoveIf(func(k string, _ pcommon.Value) bool {
+			return k == genai.AttrCaller || strings.HasPrefix(k, "agentmeter.subagent.") || strings.HasPrefix(k, "agentmeter.merge.")
+		})
+		var key spanKey
+		key, asks = keyOf(sp, asks[:0])
+		l.spans.add(key, asks)
+		sw.add(sp)
+		added++
+	}
+	if added > 0 {
+		l.addSkel(sw.message(), nil)
+	}
+	return added
 }

@@ -122,12 +122,15 @@ func (p *subagentMerge) commitStayed(ctx context.Context, sc *scratch, stay []st
 	}
 	seq := p.store.draw()
 	held := 0
+	var unheld []pcommon.TraceID
 	for i, st := range stay {
 		if i > 0 && stay[i-1].l == st.l {
-			continue
+			continue // one touched entry a trace: a ledger's stays are together
 		}
 		if p.holdChunk(st.l, seq) {
 			held++
+		} else {
+			unheld = append(unheld, st.l.id) // ended meanwhile: marked, not brought back
 		}
 	}
 	if held == 0 {
@@ -136,7 +139,8 @@ func (p *subagentMerge) commitStayed(ctx context.Context, sc *scratch, stay []st
 	}
 	chunk := protowire.AppendVarint(nil, uint64(len(skel)))
 	chunk = append(append(chunk, skel...), sent...)
-	if err := p.store.write(ctx, seq, chunk); err != nil {
+	// a failed write is retried with the next one (persister.write)
+	if err := p.store.write(ctx, seq, chunk, unheld...); err != nil {
 		p.logger.Error("storing the spans a refused call leaves in their ledgers failed", zap.Error(err))
 	}
 }
