@@ -281,7 +281,9 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 		}
 		l.seqs = append(l.seqs, seq)
 		p.store.ref(seq)
-		restored[l] = restored[l]
+		if _, seen := restored[l]; !seen {
+			restored[l] = nil
+		}
 		s.mu.Unlock()
 	}
 	return added, nil
