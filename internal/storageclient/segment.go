@@ -200,14 +200,14 @@ func (c *packingClient) learn(ctx context.Context, ops []*storage.Operation) err
 func joinPieces(head []byte, pieces []*storage.Operation) []byte {
 	n := segCount(head)
 	if n != len(pieces) {
-		return torn(head)
+		return head // torn: the head, as plain hands back a value not in pieces
 	}
 	if n == 0 {
 		return plain(head)
 	}
 	for _, p := range pieces {
 		if p.Value == nil {
-			return torn(head)
+			return head // torn
 		}
 	}
 	buf := getPackBuf()
@@ -220,12 +220,4 @@ func joinPieces(head []byte, pieces []*storage.Operation) []byte {
 		v = bytes.Clone(v) // handed back as stored (torn): not the pooled buffer
 	}
 	return v
-}
-
-// torn is a head that does not read as a value, handed back as it is.
-func torn(head []byte) []byte {
-	if head == nil {
-		return nil
-	}
-	return bytes.Clone(head)
 }

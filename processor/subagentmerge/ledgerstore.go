@@ -271,7 +271,7 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 		for _, k := range sentBy[id] {
 			// a span is kept as it first went out, unless a later chunk has the version
 			// that settled its pending caller: that one is counted already
-			if old, dup := l.kept[k.sp.SpanID()]; dup && !(old.pending && isSettledVersion(k.sp)) {
+			if old, dup := l.kept[k.sp.SpanID()]; dup && !(old.pending && genai.VersionOf(k.sp.Attributes()).Settled) {
 				continue
 			}
 			if _, err := p.keep(l, &enc, k.sp, k.res, k.scope); err != nil {
@@ -287,13 +287,6 @@ func (p *subagentMerge) restoreChunk(b []byte, seq uint64, now int64, sw *skelet
 		s.mu.Unlock()
 	}
 	return added, nil
-}
-
-// isSettledVersion reports whether sp is the version of a call that settled its pending
-// caller (genai.AttrCallerSettled).
-func isSettledVersion(sp ptrace.Span) bool {
-	v, ok := sp.Attributes().Get(genai.AttrCallerSettled)
-	return ok && v.Type() == pcommon.ValueTypeBool && v.Bool()
 }
 
 // settledOnly adds to l the spans that only a settled version of has, once every chunk

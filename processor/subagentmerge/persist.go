@@ -343,5 +343,8 @@ func (m *subagentMerge) startStorage(ctx context.Context, host component.Host) e
 	if len(drop) > 0 {
 		m.logger.Info("passed on the spans a hold-mode process left buffered", zap.Int("chunks", len(drop)))
 	}
-	return held.dropAll(ctx, drop, left, markers)
+	for _, s := range left {
+		held.ref(s) // stays for the next start, and the markers naming it with it
+	}
+	return held.settleAtStart(ctx, markers, drop)
 }

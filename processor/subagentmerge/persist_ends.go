@@ -219,8 +219,9 @@ type endedChunk struct {
 	seq uint64
 }
 
-// settleAtStart keeps, of the markers read at start, those naming a chunk a restored
-// ledger holds, and deletes the rest with the chunks read that no ledger holds.
+// settleAtStart keeps, of the markers read at start, those naming a chunk something
+// holds (a restored ledger; a chunk left for the next start), and deletes the rest with
+// the chunks read that nothing holds.
 func (p *persister) settleAtStart(ctx context.Context, markers map[uint64][]uint64, read []uint64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -244,24 +245,6 @@ func (p *persister) settleAtStart(ctx context.Context, markers map[uint64][]uint
 			continue
 		}
 		p.nameChunks(m, live)
-	}
-	p.refMu.Unlock()
-	return p.apply(ctx, ops, p.high, nil)
-}
-
-// dropAll deletes chunks, and the markers that name none of the chunks left.
-func (p *persister) dropAll(ctx context.Context, chunks, left []uint64, markers map[uint64][]uint64) error {
-	var ops []*storage.Operation
-	for m, named := range markers {
-		if !slices.ContainsFunc(named, func(s uint64) bool { return slices.Contains(left, s) }) {
-			ops = append(ops, storage.DeleteOperation(p.endKey(m)))
-		}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.refMu.Lock()
-	for _, s := range chunks {
-		ops = p.deleteChunk(ops, s)
 	}
 	p.refMu.Unlock()
 	return p.apply(ctx, ops, p.high, nil)

@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.uber.org/zap"
+
+	"github.com/agentmeter/agentmeter/exporter/langsmith/internal/runtree"
 )
 
 // recorder answers every request with status and records its method, path and body.
@@ -40,7 +42,10 @@ func TestUnplacedUpdateGoesToTheRunsPath(t *testing.T) {
 	require.GreaterOrEqual(t, len(runs), 3)
 	u := runs[1]
 	u.Patch, u.Unplaced = true, true
-	u.Head = []byte(`{"id":"` + u.ID + `","name":"chat","run_type":"llm","start_time":"2026-01-01T00:00:00Z","session_name":"p","status":"success"}`)
+	// a head that knows its place: the update writes it without
+	head := runtree.Head{ID: u.ID, TraceID: runs[0].ID, DottedOrder: "20260101T000000000000Z" + runs[0].ID, ParentRunID: runs[0].ID,
+		Name: "chat", RunType: "llm", StartTime: "2026-01-01T00:00:00Z", SessionName: "p", Status: "success", Unplaced: true}
+	u.Head = head.AppendJSON(nil)
 	chunk := []Encoded{runs[0], u, runs[2]}
 
 	rec := &recorder{status: http.StatusAccepted}

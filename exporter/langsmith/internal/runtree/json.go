@@ -30,11 +30,11 @@ func (h *Head) AppendJSON(dst []byte) []byte {
 		dst = append(dst, `","dotted_order":"`...)
 		dst = append(dst, h.DottedOrder...)
 		dst = append(dst, '"')
-	}
-	if h.ParentRunID != "" && !h.Unplaced {
-		dst = append(dst, `,"parent_run_id":"`...)
-		dst = append(dst, h.ParentRunID...)
-		dst = append(dst, '"')
+		if h.ParentRunID != "" {
+			dst = append(dst, `,"parent_run_id":"`...)
+			dst = append(dst, h.ParentRunID...)
+			dst = append(dst, '"')
+		}
 	}
 	dst = append(dst, `,"name":`...)
 	dst = appendString(dst, h.Name)
