@@ -169,8 +169,19 @@ func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 	for posts < len(encoded) && !encoded[posts].Patch {
 		posts++
 	}
+	placed := posts
+	for placed < len(encoded) && !encoded[placed].Unplaced {
+		placed++
+	}
 	parts := e.sendChunks(ctx, split, encoded, 0, posts, nil)
-	parts = e.sendChunks(ctx, split, encoded, posts, len(encoded), parts)
+	parts = e.sendChunks(ctx, split, encoded, posts, placed, parts)
+	// an update LangSmith places goes by itself, so a 404 (its run not ingested yet)
+	// retries it alone, never the chunks around it
+	alone := split
+	alone.Send = func(ctx context.Context, lo, _ int) error { return e.client.PatchRun(ctx, &encoded[lo]) }
+	for i := placed; i < len(encoded); i++ {
+		parts = alone.Run(ctx, i, i+1, parts)
+	}
 	retryData := func(retry []vendorhttp.Part) ptrace.Traces {
 		var refs []runtree.SpanRef
 		for _, p := range retry {
@@ -187,7 +198,8 @@ func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 }
 
 // newest keeps the runs that go out (every first emission, and of each re-emitted span
-// its newest version not older than one sent before), posts first, in batch order.
+// its newest version not older than one sent before), in batch order within posts, then
+// patches, then the updates LangSmith places.
 func (e *lsExporter) newest(ctx context.Context, runs []runtree.Run) ([]runtree.Run, func(), error) {
 	versions := make([]vendorhttp.Version, len(runs))
 	patches := 0
@@ -207,10 +219,20 @@ func (e *lsExporter) newest(ctx context.Context, runs []runtree.Run) ([]runtree.
 	if keep == nil && patches == 0 && dup == nil {
 		return runs, done, nil
 	}
+	// posts, then patches, then the updates LangSmith places (push sends each alone)
+	kind := func(r *runtree.Run) int {
+		switch {
+		case r.Version.Rev == 0:
+			return 0
+		case !r.Head.Unplaced:
+			return 1
+		}
+		return 2
+	}
 	out := make([]runtree.Run, 0, len(runs))
-	for _, patch := range [2]bool{false, true} {
+	for k := range 3 {
 		for i := range runs {
-			if (keep == nil || keep[i]) && (dup == nil || !dup[i]) && (runs[i].Version.Rev > 0) == patch {
+			if (keep == nil || keep[i]) && (dup == nil || !dup[i]) && kind(&runs[i]) == k {
 				out = append(out, runs[i])
 			}
 		}

@@ -2,10 +2,12 @@ package langsmith
 
 import (
 	"context"
+	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/dottedorder"
@@ -51,4 +53,44 @@ func TestCorrectionOfAnUnknownTraceKeepsTheRunsPlace(t *testing.T) {
 			assert.Empty(t, fake.Violations())
 		})
 	}
+}
+
+// An update LangSmith places goes by itself: when its PATCH is answered 404 (its run not
+// ingested yet), the retry sends that update alone, never again the posts and the placed
+// patches pushed with it.
+func TestUnplacedUpdateRetriedAlone(t *testing.T) {
+	fake := newFake(t)
+	ctx := context.Background()
+	td, ids := fakevendor.AgentTrace(42, base)
+	h := mustStart(t, fake, nil)
+	require.NoError(t, h.exp.ConsumeTraces(ctx, td))
+	h = mustStart(t, fake, nil) // a restart: the correction's trace is not known any more
+
+	fresh, freshIDs := fakevendor.AgentTrace(43, base)
+	batch := ptrace.NewTraces()
+	fresh.CopyTo(batch)
+	fakevendor.Reemission(fresh, freshIDs.LeadChat, 1, genai.Usage{Input: 444}).ResourceSpans().MoveAndAppendTo(batch.ResourceSpans())
+	fakevendor.Reemission(td, ids.LeadChat, 1, genai.Usage{Input: 555}).ResourceSpans().MoveAndAppendTo(batch.ResourceSpans())
+	before := len(fake.Requests())
+	fake.Script(fakevendor.LangSmithResponse{Status: http.StatusAccepted}, fakevendor.LangSmithResponse{Status: http.StatusAccepted},
+		fakevendor.LangSmithResponse{Status: http.StatusNotFound})
+	require.NoError(t, h.exp.ConsumeTraces(ctx, batch))
+
+	placed, unplaced := dottedorder.SpanUUID(freshIDs.LeadChat), dottedorder.SpanUUID(ids.LeadChat)
+	assert.EqualValues(t, 444, subagentInput(t, fake.Runs()[placed]))
+	assert.EqualValues(t, 555, subagentInput(t, fake.Runs()[unplaced]))
+	var paths []string
+	posted, patched := 0, 0
+	for _, r := range fake.Requests()[before:] {
+		paths = append(paths, r.Path)
+		if r.Path == "/runs/multipart" {
+			posted += len(r.RunIDs)
+			patched += len(r.PatchIDs)
+		}
+	}
+	assert.Equal(t, []string{"/runs/multipart", "/runs/multipart", "/runs/" + unplaced, "/runs/" + unplaced}, paths)
+	assert.Equal(t, fresh.SpanCount(), posted, "each new run posted once")
+	assert.Equal(t, 1, patched, "the placed patch sent once, in multipart")
+	assert.Empty(t, fake.Violations())
+	noConflicts(t, fake)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -183,39 +182,10 @@ func (c *Client) CheckCredentials(ctx context.Context) error {
 	}
 }
 
-// Send posts one chunk of runs: multipart, or /runs/batch after a 404 from multipart;
-// then each update the exporter could not place (Encoded.Unplaced) by itself to PATCH
-// /runs/{id}. nil means delivered (2xx, or 409: the runs already exist). Errors are
-// permanent (consumererror) for final statuses and throttled (Retry-After) for
-// retryable ones.
-func (c *Client) Send(ctx context.Context, runs []Encoded) error {
-	placed, unplaced := runs, []Encoded(nil)
-	if slices.ContainsFunc(runs, func(r Encoded) bool { return r.Unplaced }) {
-		placed = nil
-		for _, r := range runs {
-			if r.Unplaced {
-				unplaced = append(unplaced, r)
-			} else {
-				placed = append(placed, r)
-			}
-		}
-	}
-	if len(placed) > 0 || len(unplaced) == 0 {
-		if err := c.send(ctx, placed); err != nil {
-			return err
-		}
-	}
-	for i := range unplaced {
-		if err := c.patchRun(ctx, &unplaced[i]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// patchRun sends one update that LangSmith places itself, to PATCH /runs/{id}: JSON,
-// uncompressed, as the SDKs send a single run.
-func (c *Client) patchRun(ctx context.Context, r *Encoded) error {
+// PatchRun sends one update that LangSmith places itself, to PATCH /runs/{id}: JSON,
+// uncompressed, as the SDKs send a single run. A 404 (the run's post not ingested yet)
+// is retryable.
+func (c *Client) PatchRun(ctx context.Context, r *Encoded) error {
 	buf := c.bufs.Get().(*bytes.Buffer)
 	buf.Reset()
 	writeRun(buf, r)
@@ -232,9 +202,12 @@ func (c *Client) patchRun(ctx context.Context, r *Encoded) error {
 	return vendor.Classify(resp, "PATCH "+PathRuns+"{id}")
 }
 
-// send sends runs in one request: multipart, or the batch body where the deployment
-// has no multipart endpoint.
-func (c *Client) send(ctx context.Context, runs []Encoded) error {
+// Send posts one chunk of runs in one request: multipart, or /runs/batch where the
+// deployment has no multipart endpoint (a 404 from multipart). An update the exporter
+// could not place (Encoded.Unplaced) goes by PatchRun instead. nil means delivered (2xx,
+// or 409: the runs already exist). Errors are permanent (consumererror) for final
+// statuses and throttled (Retry-After) for retryable ones.
+func (c *Client) Send(ctx context.Context, runs []Encoded) error {
 	if !c.useBatch.Load() {
 		resp, err := c.postMultipart(ctx, runs)
 		if err != nil {

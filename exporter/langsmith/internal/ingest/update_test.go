@@ -34,28 +34,27 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: r.status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("{}"))}, nil
 }
 
-// An update the exporter could not place goes after the chunk's other runs, by itself, to
-// PATCH /runs/{id}, as one JSON run without trace_id, dotted_order or parent_run_id; a
-// 404 there (the run not ingested yet) is retried, not dropped.
+// An update the exporter could not place goes by itself to PATCH /runs/{id}, as one JSON
+// run without trace_id, dotted_order or parent_run_id; a 404 there (the run not ingested
+// yet) is retryable, not final.
 func TestUnplacedUpdateGoesToTheRunsPath(t *testing.T) {
 	runs := encodedAgentTrace(t, 7)
-	require.GreaterOrEqual(t, len(runs), 3)
+	require.GreaterOrEqual(t, len(runs), 2)
 	u := runs[1]
 	u.Patch, u.Unplaced = true, true
 	// a head that knows its place: the update writes it without
 	head := runtree.Head{ID: u.ID, TraceID: runs[0].ID, DottedOrder: "20260101T000000000000Z" + runs[0].ID, ParentRunID: runs[0].ID,
 		Name: "chat", RunType: "llm", StartTime: "2026-01-01T00:00:00Z", SessionName: "p", Status: "success", Unplaced: true}
 	u.Head = head.AppendJSON(nil)
-	chunk := []Encoded{runs[0], u, runs[2]}
 
 	rec := &recorder{status: http.StatusAccepted}
 	c, err := NewClient(&http.Client{Transport: rec}, "http://langsmith.invalid", "k", "", CompressionNone, zap.NewNop())
 	require.NoError(t, err)
 	defer c.Close()
-	require.NoError(t, c.Send(context.Background(), chunk))
-	assert.Equal(t, []string{"POST " + PathMultipart, "PATCH " + PathRuns + u.ID}, rec.seen)
+	require.NoError(t, c.PatchRun(context.Background(), &u))
+	assert.Equal(t, []string{"PATCH " + PathRuns + u.ID}, rec.seen)
 	var run map[string]any
-	require.NoError(t, json.Unmarshal(rec.bodies[1], &run))
+	require.NoError(t, json.Unmarshal(rec.bodies[0], &run))
 	assert.Equal(t, u.ID, run["id"])
 	for _, k := range []string{"trace_id", "dotted_order", "parent_run_id"} {
 		assert.NotContains(t, run, k)
@@ -63,11 +62,10 @@ func TestUnplacedUpdateGoesToTheRunsPath(t *testing.T) {
 	for _, k := range []string{"inputs", "outputs", "extra"} {
 		assert.Contains(t, run, k)
 	}
-	assert.NotContains(t, string(rec.bodies[0]), u.ID, "not in the multipart body")
 
 	rec.status, rec.seen = http.StatusNotFound, nil
-	err = c.Send(context.Background(), []Encoded{u})
+	err = c.PatchRun(context.Background(), &u)
 	require.Error(t, err)
 	assert.False(t, consumererror.IsPermanent(err), "%v", err)
-	assert.Equal(t, []string{"PATCH " + PathRuns + u.ID}, rec.seen, "nothing else sent for a chunk of one update")
+	assert.Equal(t, []string{"PATCH " + PathRuns + u.ID}, rec.seen)
 }
