@@ -160,8 +160,11 @@ type packingClient struct {
 	// pieces is, for the keys this client has read, written or looked up since it
 	// opened, how many pieces their value is stored in besides the key itself (0: whole
 	// under the key, or none). A key it has not seen may hold pieces a previous process
-	// wrote: a write or delete looks it up first (learn).
+	// wrote: a write or delete looks it up first (learn), unless the store was listed.
 	pieces map[string]int
+	// walked: learn tried to list the store (done at the first batch); listed: it could,
+	// and pieces holds every key with pieces, so a key not in it has none
+	walked, listed bool
 }
 
 func (c *packingClient) Get(ctx context.Context, key string) ([]byte, error) {

@@ -165,8 +165,33 @@ func (c *packingClient) Batch(ctx context.Context, ops ...*storage.Operation) er
 // learn reads how many pieces the keys of ops are in, for the keys this client has not
 // seen (new ones, or a previous process's), so that a write deletes every piece the
 // key's value leaves behind in its own transaction and a read reads them in its own.
-// The caller holds c.mu.
+// A store that lists its entries (file_storage) is walked once instead, at the first
+// batch: every key it holds is then known, and a key it does not hold has no pieces, so
+// no later batch needs a transaction of its own to look up the keys it writes (almost
+// every batch writes new ones). That relies on the client being the store's only writer
+// while it is open, as file_storage's clients are (a file per component). The caller
+// holds c.mu.
 func (c *packingClient) learn(ctx context.Context, ops []*storage.Operation) error {
+	if !c.walked {
+		if w, ok := c.Client.(storage.Walker); ok {
+			err := w.Walk(ctx, func(key string, v []byte) ([]*storage.Operation, error) {
+				if strings.IndexByte(key, 0) < 0 {
+					if n := segCount(v); n > 0 {
+						c.pieces[key] = n
+					}
+				}
+				return nil, nil
+			})
+			if err != nil {
+				return fmt.Errorf("storage: listing stored values: %w", err)
+			}
+			c.listed = true
+		}
+		c.walked = true
+	}
+	if c.listed {
+		return nil
+	}
 	var heads []*storage.Operation
 	var asked map[string]bool // a key twice in ops is looked up once
 	for _, op := range ops {

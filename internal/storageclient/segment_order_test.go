@@ -228,11 +228,39 @@ func TestPackedReadOfPiecesIsOneTransaction(t *testing.T) {
 	assert.Equal(t, big, got)
 	assert.Equal(t, int64(1), st.batches.Load()-before)
 
-	// a new client looks the key up first, then reads it whole in one transaction
+	// a new client lists the store once, then reads the key whole in one transaction
 	c2 := Packed(st)
 	before = st.batches.Load()
 	got, err = c2.Get(ctx, "k")
 	require.NoError(t, err)
 	assert.Equal(t, big, got)
+	assert.Equal(t, int64(1), st.batches.Load()-before)
+	// on a store that cannot list its entries, it looks the key up first
+	c3 := Packed(unlisted{st})
+	before = st.batches.Load()
+	got, err = c3.Get(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, big, got)
 	assert.Equal(t, int64(2), st.batches.Load()-before)
+}
+
+// Once it listed the store, a client writes a key it has not seen, and deletes it, in
+// one transaction each: no lookup first.
+func TestPackedNewKeysAfterListing(t *testing.T) {
+	ctx := context.Background()
+	st := &countingStore{Storage: storagetest.New()}
+	r := rand.New(rand.NewPCG(16, 17))
+	require.NoError(t, Packed(st).Set(ctx, "old", incompressible(r, 3*segMax)), "a previous process's value")
+	c := Packed(st)
+	require.NoError(t, c.Set(ctx, "first", []byte("x")))
+	for i := range 5 {
+		key := fmt.Sprint("new", i)
+		before := st.batches.Load()
+		require.NoError(t, c.Set(ctx, key, incompressible(r, (i+1)*segMax)))
+		require.NoError(t, c.Delete(ctx, key))
+		assert.Equal(t, int64(2), st.batches.Load()-before, key)
+	}
+	require.NoError(t, c.Set(ctx, "old", []byte("short")), "the previous process's pieces are known from the listing")
+	require.NoError(t, c.Delete(ctx, "first"))
+	assert.Equal(t, 1, st.Count(""), "old, whole under its key")
 }

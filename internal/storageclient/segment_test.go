@@ -22,57 +22,72 @@ func incompressible(r *rand.Rand, n int) []byte {
 	return b
 }
 
+// unlisted hides the Walk of the store it wraps: a store that cannot list its entries.
+type unlisted struct{ storage.Client }
+
 // A large value goes in pieces, in the transaction that writes its key, and comes back
 // whole; deleting it deletes its pieces; writing it again shorter (or small) leaves no
-// piece behind, whether this client wrote it or a previous process did.
+// piece behind, whether this client wrote it or a previous process did, on a store that
+// lists its entries and on one that cannot.
 func TestPackedPieces(t *testing.T) {
-	ctx := context.Background()
-	r := rand.New(rand.NewPCG(1, 2))
-	st := storagetest.New()
-	c := Packed(st)
-	big := incompressible(r, 5*segMax+17)
-	require.NoError(t, c.Set(ctx, "big", big))
-	assert.Equal(t, 7, st.Count(""), "the key and its 6 pieces")
-	head, _ := st.Get(ctx, "big")
-	assert.Equal(t, 6, segCount(head))
-	got, err := c.Get(ctx, "big")
-	require.NoError(t, err)
-	assert.Equal(t, big, got)
+	for _, listing := range []bool{true, false} {
+		t.Run(fmt.Sprintf("listing=%v", listing), func(t *testing.T) {
+			ctx := context.Background()
+			r := rand.New(rand.NewPCG(1, 2))
+			st := storagetest.New()
+			// a client of a process: the store is its alone while it runs
+			process := func() storage.Client {
+				if listing {
+					return Packed(st)
+				}
+				return Packed(unlisted{st})
+			}
+			c := process()
+			big := incompressible(r, 5*segMax+17)
+			require.NoError(t, c.Set(ctx, "big", big))
+			assert.Equal(t, 7, st.Count(""), "the key and its 6 pieces")
+			head, _ := st.Get(ctx, "big")
+			assert.Equal(t, 6, segCount(head))
+			got, err := c.Get(ctx, "big")
+			require.NoError(t, err)
+			assert.Equal(t, big, got)
 
-	// a previous process's value: a new client does not know its pieces
-	c2 := Packed(st)
-	got, err = c2.Get(ctx, "big")
-	require.NoError(t, err)
-	assert.Equal(t, big, got)
-	require.NoError(t, Packed(st).Delete(ctx, "big"))
-	assert.Zero(t, st.Count(""), "the pieces went with the key")
+			// a previous process's value: a new client does not know its pieces
+			got, err = process().Get(ctx, "big")
+			require.NoError(t, err)
+			assert.Equal(t, big, got)
+			require.NoError(t, process().Delete(ctx, "big"))
+			assert.Zero(t, st.Count(""), "the pieces went with the key")
 
-	require.NoError(t, c.Set(ctx, "k", incompressible(r, 4*segMax)))
-	shorter := incompressible(r, 2*segMax-100) // 2 pieces with the block's overhead
-	require.NoError(t, Packed(st).Set(ctx, "k", shorter), "a client that never saw k")
-	assert.Equal(t, 3, st.Count(""))
-	got, err = c2.Get(ctx, "k")
-	require.NoError(t, err)
-	assert.Equal(t, shorter, got)
-	require.NoError(t, c2.Set(ctx, "k", []byte("small")))
-	assert.Equal(t, 1, st.Count(""))
-	got, err = c.Get(ctx, "k")
-	require.NoError(t, err)
-	assert.Equal(t, []byte("small"), got)
+			require.NoError(t, process().Set(ctx, "k", incompressible(r, 4*segMax)))
+			shorter := incompressible(r, 2*segMax-100) // 2 pieces with the block's overhead
+			require.NoError(t, process().Set(ctx, "k", shorter), "a client that never saw k")
+			assert.Equal(t, 3, st.Count(""))
+			c = process()
+			got, err = c.Get(ctx, "k")
+			require.NoError(t, err)
+			assert.Equal(t, shorter, got)
+			require.NoError(t, c.Set(ctx, "k", []byte("small")))
+			assert.Equal(t, 1, st.Count(""))
+			got, err = process().Get(ctx, "k")
+			require.NoError(t, err)
+			assert.Equal(t, []byte("small"), got)
 
-	// in one batch with other operations, in their order
-	a, b := incompressible(r, 3*segMax-100), incompressible(r, 100)
-	ga, gb := storage.GetOperation("a"), storage.GetOperation("b")
-	require.NoError(t, c.Batch(ctx, storage.SetOperation("a", a), storage.SetOperation("b", b), ga, gb, storage.DeleteOperation("k")))
-	assert.Equal(t, a, ga.Value)
-	assert.Equal(t, b, gb.Value)
-	assert.Equal(t, 5, st.Count(""), "a, its 3 pieces, b")
+			// in one batch with other operations, in their order
+			a, b := incompressible(r, 3*segMax-100), incompressible(r, 100)
+			ga, gb := storage.GetOperation("a"), storage.GetOperation("b")
+			require.NoError(t, c.Batch(ctx, storage.SetOperation("a", a), storage.SetOperation("b", b), ga, gb, storage.DeleteOperation("k")))
+			assert.Equal(t, a, ga.Value)
+			assert.Equal(t, b, gb.Value)
+			assert.Equal(t, 5, st.Count(""), "a, its 3 pieces, b")
 
-	// a missing piece leaves the value short: its reader's own check rejects it
-	require.NoError(t, st.Delete(ctx, pieceKey("a", 2)))
-	got, err = Packed(st).Get(ctx, "a")
-	require.NoError(t, err)
-	assert.NotEqual(t, a, got)
+			// a missing piece leaves the value short: its reader's own check rejects it
+			require.NoError(t, st.Delete(ctx, pieceKey("a", 2)))
+			got, err = process().Get(ctx, "a")
+			require.NoError(t, err)
+			assert.NotEqual(t, a, got)
+		})
+	}
 }
 
 // A key written twice in one batch, or written and deleted, ends as the last operation
