@@ -18,6 +18,8 @@ type Storage struct {
 	mu   sync.Mutex
 	data map[string][]byte
 	fail error
+	// seen, when set, is told of every batch that was applied (SetOnBatch)
+	seen func(ops []*storage.Operation)
 	// names are the named clients, each a store of its own, as file_storage gives each
 	// name a file of its own (it keys files by component too; here every component
 	// shares the unnamed store and a name's store)
@@ -44,6 +46,14 @@ func (s *Storage) Fail(err error) {
 	for _, n := range names {
 		n.Fail(err)
 	}
+}
+
+// SetOnBatch has fn told of every batch the unnamed client applies, in order, with the
+// storage's lock held (fn must not call it); nil stops it.
+func (s *Storage) SetOnBatch(fn func(ops []*storage.Operation)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen = fn
 }
 
 // Count is the number of keys the unnamed client stores under prefix.
@@ -134,6 +144,9 @@ func (s *Storage) Batch(_ context.Context, ops ...*storage.Operation) error {
 		case storage.Delete:
 			delete(s.data, op.Key)
 		}
+	}
+	if s.seen != nil {
+		s.seen(ops)
 	}
 	return nil
 }

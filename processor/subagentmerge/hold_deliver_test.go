@@ -3,6 +3,7 @@ package subagentmerge
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
@@ -222,4 +224,52 @@ func TestQueuedDeliveryDecodesEachResourceOnce(t *testing.T) {
 	for id, n := range ids {
 		assert.Equal(t, 1, n, "span %s once", id)
 	}
+}
+
+// Batches a lane delivers together let go of their chunks in one storage transaction,
+// not one each.
+func TestQueuedDeliveryForgetsTogether(t *testing.T) {
+	st := storagetest.New()
+	gate, entered := make(chan struct{}), make(chan struct{}, 8)
+	sink := new(consumertest.TracesSink)
+	next, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
+		entered <- struct{}{}
+		<-gate
+		return sink.ConsumeTraces(ctx, td)
+	})
+	require.NoError(t, err)
+	p := startWithStorageTo(t, st, queuedTestConfig(), next)
+	var mu sync.Mutex
+	forgets := 0 // batches that delete chunks
+	st.SetOnBatch(func(ops []*storage.Operation) {
+		for _, op := range ops {
+			if op.Type == storage.Delete && strings.Contains(op.Key, "chunk/") {
+				mu.Lock()
+				forgets++
+				mu.Unlock()
+				return
+			}
+		}
+	})
+	// whole traces, each complete in its request, all on one lane (laneOf: the id's
+	// last byte)
+	total := 0
+	for i, no := range []uint64{4, 8, 12, 16} {
+		td := oneTaskOn(newTraceBuilder(no))
+		total += td.SpanCount()
+		require.NoError(t, p.ConsumeTraces(context.Background(), td))
+		if i == 0 {
+			<-entered // the lane sends the first; the others wait behind it
+		}
+	}
+	require.Eventually(t, func() bool { return p.unsentSpans() == int64(total) }, 5*time.Second, 2*time.Millisecond)
+	close(gate)
+	require.Eventually(t, func() bool { return p.unsentSpans() == 0 }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, p.Shutdown(context.Background()))
+	assert.Equal(t, total, sink.SpanCount())
+	assert.Len(t, entered, 1, "the three that waited went in one send")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 2, forgets, "one transaction for each send")
+	assert.Zero(t, st.Count("chunk/"))
 }

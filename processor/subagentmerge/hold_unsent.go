@@ -251,12 +251,14 @@ func (p *subagentMerge) dropHead(ctx context.Context, u *unsent, at, n int) {
 	u.items = append(u.items[:at], u.items[at+n:]...)
 	clear(u.items[len(u.items):was]) // the slots past the end let go of the batches' bytes
 	u.mu.Unlock()
+	var seqs []chunkHold
 	for _, b := range gone {
 		u.n.Add(-1)
 		u.spans.Add(-int64(b.spans))
 		u.bytes.Add(-b.size())
-		p.forgetOnDisk(ctx, b.seqs)
+		seqs = append(seqs, b.seqs...)
 	}
+	p.forgetOnDisk(ctx, seqs) // one transaction for all
 }
 
 // deliverHead sends u's first batches together (nextDelivery). It reports whether they
