@@ -307,23 +307,10 @@ func Spans(tds []ptrace.Traces) []ptrace.Span {
 // and returns every version, in the order written.
 func WaitForSpans(t testing.TB, path string, n int, timeout time.Duration) []ptrace.Span {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var spans []ptrace.Span
-	distinct := 0
-	for {
-		tds, err := ReadTraces(path)
-		if err == nil {
-			spans = Spans(tds)
-			distinct = countDistinct(spans)
-			if distinct >= n {
-				return spans
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %d spans in %s, have %d (last error: %v)", timeout, n, path, distinct, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return pollSpans(t, path, timeout, func(spans []ptrace.Span) (bool, string) {
+		distinct := countDistinct(spans)
+		return distinct >= n, fmt.Sprintf("%d spans, have %d", n, distinct)
+	})
 }
 
 // WaitForSettledSpans waits until path holds at least n distinct spans, every span
@@ -335,24 +322,35 @@ func WaitForSpans(t testing.TB, path string, n int, timeout time.Duration) []ptr
 func WaitForSettledSpans(t testing.TB, path string, n int, timeout time.Duration) []ptrace.Span {
 	t.Helper()
 	const quiet = 500 * time.Millisecond
-	deadline := time.Now().Add(timeout)
 	last, lastChange := -1, time.Now()
-	for {
-		var spans []ptrace.Span
-		tds, err := ReadTraces(path)
-		if err == nil {
-			spans = Spans(tds)
-		}
+	return pollSpans(t, path, timeout, func(spans []ptrace.Span) (bool, string) {
 		if len(spans) != last {
 			last, lastChange = len(spans), time.Now()
 		}
 		distinct, unsettled := countDistinct(spans), pendingCallers(spans)
-		if distinct >= n && unsettled == 0 && time.Since(lastChange) >= quiet {
+		return distinct >= n && unsettled == 0 && time.Since(lastChange) >= quiet,
+			fmt.Sprintf("%d spans (have %d) with no caller pending (%d are)", n, distinct, unsettled)
+	})
+}
+
+// pollSpans reads the file exporter output at path every 100 ms until ready says the
+// spans there (every version, in the order written) are what the caller waits for, and
+// returns them; past timeout it fails the test with what ready last said it waits for.
+func pollSpans(t testing.TB, path string, timeout time.Duration, ready func([]ptrace.Span) (bool, string)) []ptrace.Span {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		tds, err := ReadTraces(path)
+		var spans []ptrace.Span
+		if err == nil {
+			spans = Spans(tds)
+		}
+		ok, want := ready(spans)
+		if ok && err == nil {
 			return spans
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("waited %s in %s for %d spans (have %d) with no caller pending (%d are; last error: %v)",
-				timeout, path, n, distinct, unsettled, err)
+			t.Fatalf("waited %s in %s for %s (last error: %v)", timeout, path, want, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
