@@ -102,17 +102,18 @@ func (p *subagentMerge) enqueue(ctx context.Context, rest [deliverLanes]encodedR
 		seq = int64(p.store.draw())
 	}
 	if seq >= 0 && p.store != nil {
-		// each lane's batch with spans of rest holds its chunk until delivered: a chunk
-		// of its own, once for each trace, so a lane delivered before the others is
-		// marked gone from it (persist_ends.go); a chunk read back at start, which
-		// buffered traces may hold too, once, for no one trace
+		// each lane's batch with spans of rest holds its chunk until delivered, once for
+		// each trace, so a lane delivered before the others is marked gone from it
+		// (persist_ends.go): a chunk of its own, or one read back at start (buffered
+		// traces may hold it too, for their own spans in it: a trace's spans of one
+		// request are all held or all go on)
 		for i := range batches {
 			if batches[i].enc == nil {
 				continue
 			}
 			ids := rest[i].traces
-			if len(chunk) == 0 || len(ids) == 0 {
-				ids = []pcommon.TraceID{{}}
+			if len(ids) == 0 {
+				ids = []pcommon.TraceID{{}} // spans without a trace id
 			}
 			for _, id := range ids {
 				p.store.ref(uint64(seq))

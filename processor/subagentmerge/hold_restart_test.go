@@ -55,26 +55,64 @@ func TestQueuedLaneDeliveredIsNotSentAgainAfterRestart(t *testing.T) {
 	bID := b.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID()
 	require.NotEqual(t, laneOf(a.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID()), laneOf(bID))
 	sink1 := new(consumertest.TracesSink)
-	next, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
-		for sp := range spaniter.All(td) {
-			if sp.TraceID() == bID {
-				return errors.New("b's backend is down")
-			}
-		}
-		return sink1.ConsumeTraces(ctx, td)
-	})
-	require.NoError(t, err)
-	p1 := startWithStorageTo(t, st, queuedTestConfig(), next)
+	p1 := startWithStorageTo(t, st, queuedTestConfig(), refusingNext(t, sink1, func(id pcommon.TraceID) bool { return id == bID }))
 	require.NoError(t, p1.ConsumeTraces(context.Background(), concat(buildOneTask(), buildParallel())))
-	require.Eventually(t, func() bool { return sink1.SpanCount() == a.SpanCount() }, 5*time.Second, 2*time.Millisecond)
-	require.Eventually(t, func() bool { return st.Count("end/") == 1 }, 5*time.Second, 2*time.Millisecond,
-		"the chunk b's lane holds says a's lane let go of it")
+	aLaneDelivered(t, st, sink1, a)
+	kill(p1)
+	restartSendsOnly(t, st, a, b)
+}
+
+// The same after a restart: a chunk read back at start whose spans go on at once (two
+// whole traces, both refused before the first crash) is held by each lane's batch for
+// its traces, so a lane delivered before a second crash is not sent again after it.
+func TestQueuedLaneDeliveredAfterRestartIsNotSentAgain(t *testing.T) {
+	st := storagetest.New()
+	a, b := buildOneTask(), buildParallel()
+	bID := b.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID()
+	p1 := startWithStorageTo(t, st, queuedTestConfig(), refusingNext(t, new(consumertest.TracesSink), func(pcommon.TraceID) bool { return true }))
+	require.NoError(t, p1.ConsumeTraces(context.Background(), concat(buildOneTask(), buildParallel())))
+	require.Eventually(t, func() bool { return p1.unsentSpans() == int64(a.SpanCount()+b.SpanCount()) }, 5*time.Second, 2*time.Millisecond)
 	kill(p1)
 
-	p2, sink2 := startWithStorage(t, st, queuedTestConfig())
-	require.Eventually(t, func() bool { return sink2.SpanCount() >= b.SpanCount() }, 5*time.Second, 2*time.Millisecond)
-	require.NoError(t, p2.Shutdown(context.Background()))
-	assertSentOnceAfterRestart(t, st, sink2, a, b)
+	sink2 := new(consumertest.TracesSink)
+	p2 := startWithStorageTo(t, st, queuedTestConfig(), refusingNext(t, sink2, func(id pcommon.TraceID) bool { return id == bID }))
+	aLaneDelivered(t, st, sink2, a)
+	kill(p2)
+	restartSendsOnly(t, st, a, b)
+}
+
+// aLaneDelivered waits until sink has trace a and the chunk it shares with the other
+// lane's trace has a marker saying a's lane let go of it.
+func aLaneDelivered(t *testing.T, st *storagetest.Storage, sink *consumertest.TracesSink, a ptrace.Traces) {
+	t.Helper()
+	require.Eventually(t, func() bool { return sink.SpanCount() == a.SpanCount() }, 5*time.Second, 2*time.Millisecond)
+	require.Eventually(t, func() bool { return st.Count("end/") == 1 }, 5*time.Second, 2*time.Millisecond,
+		"the chunk b's lane holds says a's lane let go of it")
+}
+
+// restartSendsOnly starts queued delivery once more on st: it sends trace after, and
+// nothing of trace before.
+func restartSendsOnly(t *testing.T, st *storagetest.Storage, before, after ptrace.Traces) {
+	t.Helper()
+	p, sink := startWithStorage(t, st, queuedTestConfig())
+	require.Eventually(t, func() bool { return sink.SpanCount() >= after.SpanCount() }, 5*time.Second, 2*time.Millisecond)
+	require.NoError(t, p.Shutdown(context.Background()))
+	assertSentOnceAfterRestart(t, st, sink, before, after)
+}
+
+// refusingNext is a next consumer that refuses (retryably) every batch holding a span of
+// a trace down says is down, and hands the others to sink.
+func refusingNext(t *testing.T, sink *consumertest.TracesSink, down func(pcommon.TraceID) bool) consumer.Traces {
+	next, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
+		for sp := range spaniter.All(td) {
+			if down(sp.TraceID()) {
+				return errors.New("the backend is down")
+			}
+		}
+		return sink.ConsumeTraces(ctx, td)
+	})
+	require.NoError(t, err)
+	return next
 }
 
 // assertSentOnceAfterRestart checks what went on after a restart: nothing of trace
