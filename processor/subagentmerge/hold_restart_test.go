@@ -100,6 +100,45 @@ func restartSendsOnly(t *testing.T, st *storagetest.Storage, before, after ptrac
 	assertSentOnceAfterRestart(t, st, sink, before, after)
 }
 
+// Inline delivery, hold and gather mode: a chunk read back at start (trace a whole,
+// refused before the crash, and a late span of trace b, whose release the restart has
+// forgotten, so it holds the span as a new trace) is passed on in part at once. The
+// batch passed on holds the chunk for trace a, so that once a is delivered the chunk b
+// still holds says a let go of it: a second crash does not send a again.
+func TestInlineDeliveredAfterRestartIsNotSentAgain(t *testing.T) {
+	for _, mode := range []func() *Config{defaultTestConfig, gatherTestConfig} {
+		cfg := func() *Config { c := mode(); c.SettleTime = 0; return c } // a complete trace goes at once
+		ctx := context.Background()
+		st := storagetest.New()
+		a := oneTaskN(5)
+		aID := traceIDOf(a)
+		bb := newTraceBuilder(1)
+		root := bb.agent(pcommon.SpanID{}, genai.LeadAgentName).SpanID()
+		bb.chat(root, usage(1, 1))
+		lateID := bb.tool(root, "web_search", "call_1").SpanID()
+		isLate := func(sp ptrace.Span) bool { return sp.SpanID() == lateID }
+
+		sink1 := new(consumertest.TracesSink)
+		p1 := startWithStorageTo(t, st, cfg(), refusingNext(t, sink1, func(id pcommon.TraceID) bool { return id == aID }))
+		require.NoError(t, p1.ConsumeTraces(ctx, only(bb.td, func(sp ptrace.Span) bool { return !isLate(sp) })))
+		require.Equal(t, bb.td.SpanCount()-1, sink1.SpanCount(), "b passed on")
+		require.NoError(t, p1.ConsumeTraces(ctx, concat(a, only(bb.td, isLate))), "both wait on disk: a's backend refuses")
+		kill(p1)
+
+		p2, sink2 := startWithStorage(t, st, cfg())
+		require.Eventually(t, func() bool { return sink2.SpanCount() == a.SpanCount() }, 5*time.Second, 2*time.Millisecond, "a passed on at start")
+		require.Equal(t, 1, st.Count("end/"), "the chunk b holds says a let go of it")
+		kill(p2)
+
+		p3, sink3 := startWithStorage(t, st, cfg())
+		require.NoError(t, p3.Shutdown(ctx))
+		got := spanCounts(sink3.AllTraces())
+		for id := range spanIDSet(a) {
+			assert.Zero(t, got[id], "span %s of a, passed on before the second crash, sent again after it", id)
+		}
+	}
+}
+
 // refusingNext is a next consumer that refuses (retryably) every batch holding a span of
 // a trace down says is down, and hands the others to sink.
 func refusingNext(t *testing.T, sink *consumertest.TracesSink, down func(pcommon.TraceID) bool) consumer.Traces {
