@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
@@ -175,13 +176,7 @@ func (e *lsExporter) push(ctx context.Context, td ptrace.Traces) error {
 	}
 	parts := e.sendChunks(ctx, split, encoded, 0, posts, nil)
 	parts = e.sendChunks(ctx, split, encoded, posts, placed, parts)
-	// an update LangSmith places goes by itself, so a 404 (its run not ingested yet)
-	// retries it alone, never the chunks around it
-	alone := split
-	alone.Send = func(ctx context.Context, lo, _ int) error { return e.client.PatchRun(ctx, &encoded[lo]) }
-	for i := placed; i < len(encoded); i++ {
-		parts = alone.Run(ctx, i, i+1, parts)
-	}
+	parts = e.sendAlone(ctx, split, encoded, placed, len(encoded), parts)
 	retryData := func(retry []vendorhttp.Part) ptrace.Traces {
 		var refs []runtree.SpanRef
 		for _, p := range retry {
@@ -291,6 +286,28 @@ func (e *lsExporter) sendChunks(ctx context.Context, split vendorhttp.Splitter, 
 	wg.Wait()
 	for _, r := range results {
 		out = append(out, r...)
+	}
+	return out
+}
+
+// sendAlone sends each of encoded[lo:hi] (updates LangSmith places, PATCH /runs/{id})
+// by itself, one after the other, as the SDKs send single-run updates, so that a 404
+// (its run not ingested yet) retries that update alone, never the chunks around it; every
+// outcome is appended to out. Once one is refused retryably for another reason (a
+// throttle, an outage), the rest are not sent: they fail with the same error and go with
+// the retry, instead of going on into a rate limit LangSmith just announced.
+func (e *lsExporter) sendAlone(ctx context.Context, split vendorhttp.Splitter, encoded []ingest.Encoded, lo, hi int, out []vendorhttp.Part) []vendorhttp.Part {
+	split.Send = func(ctx context.Context, i, _ int) error { return e.client.PatchRun(ctx, &encoded[i]) }
+	var stop error
+	for i := lo; i < hi; i++ {
+		if stop != nil {
+			out = append(out, vendorhttp.Part{Lo: i, Hi: i + 1, Err: stop})
+			continue
+		}
+		out = split.Run(ctx, i, i+1, out)
+		if err := out[len(out)-1].Err; err != nil && !consumererror.IsPermanent(err) && !errors.Is(err, ingest.ErrRunNotIngested) {
+			stop = err
+		}
 	}
 	return out
 }

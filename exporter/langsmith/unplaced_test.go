@@ -3,10 +3,12 @@ package langsmith
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
@@ -93,4 +95,39 @@ func TestUnplacedUpdateRetriedAlone(t *testing.T) {
 	assert.Equal(t, 1, patched, "the placed patch sent once, in multipart")
 	assert.Empty(t, fake.Violations())
 	noConflicts(t, fake)
+}
+
+// After a restart, the corrections of traces the exporter no longer knows are as many
+// updates LangSmith places (PATCH /runs/{id}, on its lower rate limit), sent one after
+// the other. When LangSmith throttles one (429), the rest are not sent into that limit:
+// they fail with the throttle, and only the updates not delivered are retried. A 404
+// (one run not ingested yet) does not stop the others.
+func TestUnplacedUpdatesStopAtAThrottle(t *testing.T) {
+	fake := newFake(t)
+	ctx := context.Background()
+	noRetry := func(c *Config) { c.RetryConfig.Enabled = false }
+	h := mustStart(t, fake, noRetry)
+	batch := ptrace.NewTraces()
+	const traces = 6
+	for no := range byte(traces) {
+		td, ids := fakevendor.AgentTrace(60+no, base)
+		require.NoError(t, h.exp.ConsumeTraces(ctx, td))
+		fakevendor.Reemission(td, ids.LeadChat, 1, genai.Usage{Input: 500}).ResourceSpans().MoveAndAppendTo(batch.ResourceSpans())
+	}
+	h = mustStart(t, fake, noRetry) // a restart: the corrections' traces are unknown now
+	before := len(fake.Requests())
+	fake.Script(fakevendor.LangSmithResponse{Status: http.StatusAccepted}, fakevendor.LangSmithResponse{Status: http.StatusNotFound},
+		fakevendor.LangSmithResponse{Status: http.StatusAccepted}, fakevendor.LangSmithResponse{Status: http.StatusTooManyRequests, RetryAfter: "30"})
+	err := h.exp.ConsumeTraces(ctx, batch)
+	require.Error(t, err)
+	var statuses []int
+	for _, r := range fake.Requests()[before:] {
+		assert.True(t, strings.HasPrefix(r.Path, "/runs/") && r.Path != "/runs/multipart", r.Path)
+		statuses = append(statuses, r.Status)
+	}
+	assert.Equal(t, []int{http.StatusOK, http.StatusNotFound, http.StatusOK, http.StatusTooManyRequests}, statuses,
+		"nothing sent after the throttle")
+	var retry consumererror.Traces
+	require.ErrorAs(t, err, &retry)
+	assert.Equal(t, traces-2, retry.Data().SpanCount(), "the updates not delivered are retried, the two delivered are not")
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -182,6 +183,10 @@ func (c *Client) CheckCredentials(ctx context.Context) error {
 	}
 }
 
+// ErrRunNotIngested is why PatchRun failed when LangSmith answered 404: the run is not
+// there (yet). It concerns that run only, and is retryable.
+var ErrRunNotIngested = errors.New("the run is not there (yet); retried")
+
 // PatchRun sends one update that LangSmith places itself, to PATCH /runs/{id}: JSON,
 // uncompressed, as the SDKs send a single run. A 404 (the run's post not ingested yet)
 // is retryable.
@@ -197,7 +202,7 @@ func (c *Client) PatchRun(ctx context.Context, r *Encoded) error {
 	defer vendorhttp.Drain(resp)
 	if resp.StatusCode == http.StatusNotFound {
 		// LangSmith ingests runs asynchronously: the run's post may not be in yet
-		return fmt.Errorf("LangSmith: PATCH %s{id}: HTTP 404: the run is not there (yet); retried", PathRuns)
+		return fmt.Errorf("LangSmith: PATCH %s{id}: HTTP 404: %w", PathRuns, ErrRunNotIngested)
 	}
 	return vendor.Classify(resp, "PATCH "+PathRuns+"{id}")
 }

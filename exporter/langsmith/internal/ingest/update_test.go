@@ -65,7 +65,7 @@ func TestUnplacedUpdateGoesToTheRunsPath(t *testing.T) {
 
 	rec.status, rec.seen = http.StatusNotFound, nil
 	err = c.PatchRun(context.Background(), &u)
-	require.Error(t, err)
+	require.ErrorIs(t, err, ErrRunNotIngested)
 	assert.False(t, consumererror.IsPermanent(err), "%v", err)
 	assert.Equal(t, []string{"PATCH " + PathRuns + u.ID}, rec.seen)
 }
