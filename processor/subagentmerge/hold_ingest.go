@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmeter/agentmeter/genai"
-	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
 )
 
@@ -69,24 +68,6 @@ func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSe
 	}
 	p.forgetOnDisk(ctx, sc.dels, drop...)
 	return err
-}
-
-// holdForEach holds stored chunk seq once for each trace td has spans of (spans without
-// a trace id: once, for no trace), and appends the holds to dst: once td is passed on,
-// each of its traces is marked gone from the chunk while buffered traces still hold it
-// for their own spans in it (persist_ends.go), so a restart does not pass them on again.
-func (p *subagentMerge) holdForEach(dst []chunkHold, td ptrace.Traces, seq uint64) []chunkHold {
-	seen := map[pcommon.TraceID]struct{}{}
-	for sp := range spaniter.All(td) {
-		id := sp.TraceID()
-		if _, ok := seen[id]; ok {
-			continue
-		}
-		seen[id] = struct{}{}
-		p.store.ref(seq)
-		dst = append(dst, chunkHold{id, seq})
-	}
-	return dst
 }
 
 // recorder returns the scratch's recorder, emptied (its buffers are reused).
