@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -357,4 +360,42 @@ func mixIntoRequests(r *rand.Rand, queues [][]ptrace.Traces, most int) (reqs []p
 		reqs, owner = append(reqs, req), append(owner, from)
 	}
 	return reqs, owner
+}
+
+// A request that ends a ledger for room writes its own chunk and lets go of the ended
+// ledger's chunks (deleting them, or marking the ledger ended in those that live on) in
+// one storage transaction, not two.
+func TestEndingForRoomIsInTheRequestsTransaction(t *testing.T) {
+	st := storagetest.New()
+	cfg := streamTestConfig()
+	cfg.NumTraces = 1
+	p, _ := startWithStorage(t, st, cfg)
+	ctx := context.Background()
+	a, b := oneTaskN(1), oneTaskN(2)
+	require.NoError(t, p.ConsumeTraces(ctx, withoutRoot(a)))
+	require.Equal(t, 1, st.Count(prefixStream+"chunk/"))
+
+	var mu sync.Mutex
+	var batches [][]string // the chunk and marker keys of each batch
+	st.SetOnBatch(func(ops []*storage.Operation) {
+		var keys []string
+		for _, op := range ops {
+			if op.Type != storage.Get && (strings.Contains(op.Key, "chunk/") || strings.Contains(op.Key, "end/")) {
+				keys = append(keys, op.Key)
+			}
+		}
+		if len(keys) > 0 {
+			mu.Lock()
+			batches = append(batches, keys)
+			mu.Unlock()
+		}
+	})
+	require.NoError(t, p.ConsumeTraces(ctx, withoutRoot(b)), "b's ledger ends a's for room")
+	st.SetOnBatch(nil)
+	require.Equal(t, int64(1), p.nLedgers.Load())
+	assert.Equal(t, 1, st.Count(prefixStream+"chunk/"), "b's chunk written, a's deleted")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Len(t, batches, 1, "one transaction: %v", batches)
+	require.NoError(t, p.Shutdown(ctx))
 }

@@ -36,9 +36,11 @@ import (
 
 // commitChunk writes the call's chunk and counts it on every ledger that holds data of
 // it. Ledgers that ended meanwhile do not count it; a chunk no ledger holds is not
-// written.
-func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch) error {
+// written. gone are the ledgers the call ended for room: they let go of their chunks
+// (forgetLedgers) in the same transaction, the call's own included.
+func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch, gone []ended) error {
 	if p.store == nil || len(sc.chunkSkel)+len(sc.chunkSent) == 0 {
+		p.forgetLedgers(ctx, gone...)
 		return nil
 	}
 	seq := p.store.draw()
@@ -57,12 +59,13 @@ func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch) error {
 	}
 	if refs == 0 {
 		p.store.undraw(seq)
+		p.forgetLedgers(ctx, gone...)
 		return nil
 	}
 	sc.chunk = protowire.AppendVarint(sc.chunk[:0], uint64(len(sc.chunkSkel)))
 	sc.chunk = append(sc.chunk, sc.chunkSkel...)
 	sc.chunk = append(sc.chunk, sc.chunkSent...)
-	return p.store.write(ctx, seq, sc.chunk, unheld...)
+	return p.store.writeForgetting(ctx, seq, sc.chunk, unheld, p.endedHolds(gone))
 }
 
 // forgetLedgers deletes the chunks of ended ledgers once no ledger holds them, and
@@ -71,6 +74,15 @@ func (p *subagentMerge) forgetLedgers(ctx context.Context, ends ...ended) {
 	if p.store == nil || len(ends) == 0 {
 		return
 	}
+	if err := p.store.forget(ctx, p.endedHolds(ends)); err != nil {
+		p.logger.Warn("storage: deleting the chunks of ended ledgers failed", zap.Error(err))
+	}
+}
+
+// endedHolds ends the ledgers ends for good (no chunk written from now on counts on
+// them) and returns the holds they let go of: the chunks they held, and those written
+// while they were ending.
+func (p *subagentMerge) endedHolds(ends []ended) []chunkHold {
 	var holds []chunkHold
 	for _, e := range ends {
 		s := &p.shards[shardIndex(e.l.id)]
@@ -82,9 +94,7 @@ func (p *subagentMerge) forgetLedgers(ctx context.Context, ends ...ended) {
 			holds = append(holds, chunkHold{e.l.id, seq})
 		}
 	}
-	if err := p.store.forget(ctx, holds); err != nil {
-		p.logger.Warn("storage: deleting the chunks of ended ledgers failed", zap.Error(err))
-	}
+	return holds
 }
 
 // holdChunk counts chunk seq on l, which then holds it until it ends, and reports

@@ -167,9 +167,22 @@ func (p *persister) ref(seq uint64) {
 // traces with spans in the chunk whose ledgers ended before they could hold it: an end
 // marker goes with the chunk for them (persist_ends.go).
 func (p *persister) write(ctx context.Context, seq uint64, data []byte, unheld ...pcommon.TraceID) error {
+	return p.writeForgetting(ctx, seq, data, unheld, nil)
+}
+
+// writeForgetting is write and forget(holds) in one transaction: a request that ended
+// ledgers for room lets go of their chunks, and marks them ended in those that live on,
+// in the transaction of its own chunk instead of one more.
+func (p *persister) writeForgetting(ctx context.Context, seq uint64, data []byte, unheld []pcommon.TraceID, holds []chunkHold) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// the holds first: the chunk may be among them (a ledger ending for room holds what
+	// its request writes), and its write then sees whether anything still holds it
 	var ops []*storage.Operation
+	forgetTop := p.high
+	if len(holds) > 0 {
+		ops, forgetTop = p.forgetOps(ops, holds)
+	}
 	if data != nil {
 		p.refMu.Lock()
 		delete(p.drawn, seq)
@@ -181,7 +194,7 @@ func (p *persister) write(ctx context.Context, seq uint64, data []byte, unheld .
 		}
 		p.refMu.Unlock()
 	}
-	top := p.high
+	top := max(p.high, forgetTop)
 	var sets []*storage.Operation // the chunks: they wait in unwritten when the batch fails
 	if data != nil {
 		sets = append(sets, storage.SetOperation(p.chunkKey(seq), data))

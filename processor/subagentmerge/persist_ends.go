@@ -86,7 +86,13 @@ func (p *persister) forget(ctx context.Context, holds []chunkHold, drop ...uint6
 	// here and stored after
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var ops []*storage.Operation
+	ops, top := p.forgetOps(nil, holds, drop...)
+	return p.apply(ctx, ops, top, nil)
+}
+
+// forgetOps is forget's work short of applying it: it appends to ops the deletions and
+// the marker, and returns them with the "high" they need (p.mu held).
+func (p *persister) forgetOps(ops []*storage.Operation, holds []chunkHold, drop ...uint64) ([]*storage.Operation, uint64) {
 	var marker []byte
 	var named []uint64
 	p.refMu.Lock()
@@ -126,7 +132,7 @@ func (p *persister) forget(ctx context.Context, holds []chunkHold, drop ...uint6
 		p.nameChunks(m, named)
 		top = max(top, m+1)
 	}
-	return p.apply(ctx, ops, top, nil)
+	return ops, top
 }
 
 // lives reports whether chunk s stays: held, or drawn and not written yet (its write

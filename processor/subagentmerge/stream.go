@@ -67,13 +67,12 @@ func (p *subagentMerge) consumeStream(ctx context.Context, td ptrace.Traces) err
 			return errors.Join(append(errs, err)...)
 		}
 	}
-	if err := p.commitChunk(ctx, sc); err != nil {
+	if err := p.commitChunk(ctx, sc, gone); err != nil {
 		// the spans went on; the chunk is written with the next write that succeeds
 		p.logger.Error("storage: writing the ledgers failed; refusing the request (retryable)", zap.Error(err))
 		errs = append(errs, fmt.Errorf("subagentmerge: storing the ledgers: %w", err))
 	}
 	p.acknowledged(sc)
-	p.forgetLedgers(ctx, gone...)
 	return errors.Join(errs...)
 }
 
