@@ -17,6 +17,7 @@ package subagentmerge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -75,9 +76,10 @@ type encodedRest struct {
 // arrival, so it holds no pdata; each batch holds its traces' chunks until delivered),
 // then rest (the call's spans going on now, encoded by lane). rest is of stored
 // chunk restSeq, or, when restSeq < 0, stored first as a chunk of its own, so it is on
-// disk before the request is answered. versions says some span may be in it more than
-// once (the sender coalesces them).
-func (p *subagentMerge) enqueue(ctx context.Context, rest [deliverLanes]encodedRest, raw []held, restSeq int64, versions bool) error {
+// disk before the request is answered, in the transaction of held, what the request
+// buffers (held.data nil: nothing). versions says some span may be in it more than once
+// (the sender coalesces them).
+func (p *subagentMerge) enqueue(ctx context.Context, rest [deliverLanes]encodedRest, raw []held, restSeq int64, versions bool, held chunkWrite) error {
 	var batches [deliverLanes]unsentBatch
 	for _, h := range raw {
 		b := &batches[laneOf(h.id)]
@@ -121,11 +123,18 @@ func (p *subagentMerge) enqueue(ctx context.Context, rest [deliverLanes]encodedR
 			}
 		}
 	}
-	if len(chunk) > 0 {
+	if len(chunk) > 0 || held.data != nil {
 		// a failed write is retried with the next one (persister.write), so the chunk
 		// is the batches' either way
-		if werr := p.store.write(ctx, uint64(seq), chunk); werr != nil {
+		writes := []chunkWrite{held}
+		if len(chunk) > 0 {
+			writes = append(writes, chunkWrite{seq: uint64(seq), data: chunk})
+		}
+		if werr := p.store.writeForgetting(ctx, writes, nil); werr != nil {
 			err = fmt.Errorf("subagentmerge: storing spans to send: %w", werr)
+			if held.data != nil {
+				err = errors.Join(err, p.heldWriteFailed(werr))
+			}
 		}
 	}
 	for lane := range batches {

@@ -273,3 +273,39 @@ func TestQueuedDeliveryForgetsTogether(t *testing.T) {
 	assert.Equal(t, 2, forgets, "one transaction for each send")
 	assert.Zero(t, st.Count("chunk/"))
 }
+
+// A request that holds spans (a trace not complete yet) and queues others (a trace
+// complete in it) writes both chunks in one storage transaction before it is answered.
+func TestQueuedDeliveryWritesHeldAndQueuedTogether(t *testing.T) {
+	st := storagetest.New()
+	gate := make(chan struct{})
+	next, err := consumer.NewTraces(func(context.Context, ptrace.Traces) error { <-gate; return nil })
+	require.NoError(t, err)
+	p := startWithStorageTo(t, st, queuedTestConfig(), next)
+	var mu sync.Mutex
+	var writes [][]string // the chunk keys each batch writes
+	st.SetOnBatch(func(ops []*storage.Operation) {
+		var keys []string
+		for _, op := range ops {
+			if op.Type == storage.Set && strings.Contains(op.Key, "chunk/") && !strings.Contains(op.Key, "\x00") {
+				keys = append(keys, op.Key)
+			}
+		}
+		if len(keys) > 0 {
+			mu.Lock()
+			writes = append(writes, keys)
+			mu.Unlock()
+		}
+	})
+	require.NoError(t, p.ConsumeTraces(context.Background(), concat(withoutRoot(buildNested()), buildParallel())))
+	mu.Lock()
+	assert.Equal(t, 1, len(writes), "one transaction: %q", writes)
+	if len(writes) == 1 {
+		assert.Len(t, writes[0], 2, "the held chunk and the queued one")
+	}
+	mu.Unlock()
+	assert.GreaterOrEqual(t, st.Count("chunk/"), 2, "both on disk before the answer")
+	st.SetOnBatch(nil)
+	close(gate)
+	kill(p)
+}

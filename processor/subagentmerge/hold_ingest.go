@@ -40,15 +40,19 @@ func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSe
 	} else {
 		err = p.process(td, sc, &c)
 	}
-	err = errors.Join(err, p.writeChunk(ctx, sc))
+	queued := p.queued && (sc.hasRest() || len(sc.raw) > 0)
+	if !queued {
+		err = errors.Join(err, p.writeChunk(ctx, sc))
+	}
 	p.tel.record(ctx, &c)
-	if p.queued && (sc.hasRest() || len(sc.raw) > 0) {
+	if queued {
 		restSeq := int64(-1) // the rest is not on disk yet
 		if sc.restoring {
 			restSeq = int64(sc.restoreAt) // the rest is of the chunk read back
 		}
 		rest, rerr := p.restEncodings(ctx, td, sc)
-		qerr := errors.Join(rerr, p.enqueue(ctx, rest, sc.raw, restSeq, sc.versions))
+		// what the request holds is written with what it queues, in one transaction
+		qerr := errors.Join(rerr, p.enqueue(ctx, rest, sc.raw, restSeq, sc.versions, p.heldChunk(sc)))
 		if sc.restoring && !sc.hasRest() && !sc.adopted {
 			p.forgetOnDisk(ctx, nil, sc.restoreAt) // nothing of it is held or sent any more
 		}
@@ -82,14 +86,30 @@ func (sc *scratch) recorder() *recorder {
 // writeChunk writes what this request leaves buffered (with storage), before it is
 // acknowledged.
 func (p *subagentMerge) writeChunk(ctx context.Context, sc *scratch) error {
-	if p.store == nil || len(sc.chunk) == 0 {
+	held := p.heldChunk(sc)
+	if held.data == nil {
 		return nil
 	}
-	if err := p.store.write(ctx, sc.chunkSeq, sc.chunk); err != nil {
-		p.logger.Error("storage: writing buffered spans failed; refusing the request (retryable)", zap.Error(err))
-		return fmt.Errorf("subagentmerge: storing buffered spans: %w", err)
+	return p.heldWriteFailed(p.store.write(ctx, held.seq, held.data))
+}
+
+// heldChunk is the chunk of what this request leaves buffered, to be written (with
+// storage) before it is acknowledged; its data is nil when there is none.
+func (p *subagentMerge) heldChunk(sc *scratch) chunkWrite {
+	if p.store == nil || len(sc.chunk) == 0 {
+		return chunkWrite{}
 	}
-	return nil
+	return chunkWrite{seq: sc.chunkSeq, data: sc.chunk}
+}
+
+// heldWriteFailed says in the log that err (nil: none) kept a request's buffered spans
+// off the disk, and returns the request's error.
+func (p *subagentMerge) heldWriteFailed(err error) error {
+	if err == nil {
+		return nil
+	}
+	p.logger.Error("storage: writing buffered spans failed; refusing the request (retryable)", zap.Error(err))
+	return fmt.Errorf("subagentmerge: storing buffered spans: %w", err)
 }
 
 // process rewrites td in place into what goes on now.

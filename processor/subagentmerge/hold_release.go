@@ -81,7 +81,7 @@ func (p *subagentMerge) sendReleased(ctx context.Context, bufs []held, c *counts
 			versions = versions || b.versions
 		}
 		p.tel.record(ctx, c)
-		if err := p.enqueue(ctx, [deliverLanes]encodedRest{}, bufs, -1, versions); err != nil {
+		if err := p.enqueue(ctx, [deliverLanes]encodedRest{}, bufs, -1, versions, chunkWrite{}); err != nil {
 			return fmt.Errorf("subagentmerge: queueing %d traces released (%s): %w", len(bufs), what, err)
 		}
 		return nil

@@ -65,7 +65,7 @@ func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch, gone []end
 	sc.chunk = protowire.AppendVarint(sc.chunk[:0], uint64(len(sc.chunkSkel)))
 	sc.chunk = append(sc.chunk, sc.chunkSkel...)
 	sc.chunk = append(sc.chunk, sc.chunkSent...)
-	return p.store.writeForgetting(ctx, seq, sc.chunk, unheld, p.endedHolds(gone))
+	return p.store.writeForgetting(ctx, []chunkWrite{{seq, sc.chunk, unheld}}, p.endedHolds(gone))
 }
 
 // forgetLedgers deletes the chunks of ended ledgers once no ledger holds them, and

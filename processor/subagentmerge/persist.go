@@ -167,59 +167,75 @@ func (p *persister) ref(seq uint64) {
 // traces with spans in the chunk whose ledgers ended before they could hold it: an end
 // marker goes with the chunk for them (persist_ends.go).
 func (p *persister) write(ctx context.Context, seq uint64, data []byte, unheld ...pcommon.TraceID) error {
-	return p.writeForgetting(ctx, seq, data, unheld, nil)
+	return p.writeForgetting(ctx, []chunkWrite{{seq, data, unheld}}, nil)
 }
 
-// writeForgetting is write and forget(holds) in one transaction: a request that ended
-// ledgers for room lets go of their chunks, and marks them ended in those that live on,
-// in the transaction of its own chunk instead of one more.
-func (p *persister) writeForgetting(ctx context.Context, seq uint64, data []byte, unheld []pcommon.TraceID, holds []chunkHold) error {
+// chunkWrite is one chunk a write stores (write's seq, data and unheld).
+type chunkWrite struct {
+	seq    uint64
+	data   []byte
+	unheld []pcommon.TraceID
+}
+
+// writeForgetting is write of several chunks and forget(holds) in one transaction: a
+// request that ended ledgers for room lets go of their chunks, and marks them ended in
+// those that live on, in the transaction of its own chunk instead of one more; a
+// request of gather mode writes what it holds and what it queues in one.
+func (p *persister) writeForgetting(ctx context.Context, chunks []chunkWrite, holds []chunkHold) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	// the holds first: the chunk may be among them (a ledger ending for room holds what
+	// the holds first: a chunk may be among them (a ledger ending for room holds what
 	// its request writes), and its write then sees whether anything still holds it
 	var ops []*storage.Operation
-	forgetTop := p.high
+	top := p.high
 	if len(holds) > 0 {
-		ops, forgetTop = p.forgetOps(ops, holds)
+		ops, top = p.forgetOps(ops, holds)
 	}
-	if data != nil {
+	var sets []*storage.Operation // the chunks: they wait in unwritten when the batch fails
+	var markers []*storage.Operation
+	for i := range chunks {
+		c := &chunks[i]
+		if c.data == nil {
+			continue
+		}
 		p.refMu.Lock()
-		delete(p.drawn, seq)
-		if p.refs[seq] <= 0 {
+		delete(p.drawn, c.seq)
+		gone := p.refs[c.seq] <= 0
+		if gone {
 			// its holders let go of it before this write: nothing may read it back, and
 			// the markers naming it go with it
-			ops = p.deleteChunk(ops, seq)
-			data, unheld = nil, nil
+			ops = p.deleteChunk(ops, c.seq)
 		}
 		p.refMu.Unlock()
-	}
-	top := max(p.high, forgetTop)
-	var sets []*storage.Operation // the chunks: they wait in unwritten when the batch fails
-	if data != nil {
-		sets = append(sets, storage.SetOperation(p.chunkKey(seq), data))
-		top = max(top, seq+1)
+		if gone {
+			c.data = nil
+			continue
+		}
+		sets = append(sets, storage.SetOperation(p.chunkKey(c.seq), c.data))
+		top = max(top, c.seq+1)
+		if len(c.unheld) > 0 {
+			var b []byte
+			for _, id := range c.unheld {
+				b = appendEnd(b, id, c.seq)
+			}
+			m := p.next.Add(1) - 1
+			markers = append(markers, storage.SetOperation(p.endKey(m), b))
+			p.nameChunks(m, slices.Repeat([]uint64{c.seq}, len(c.unheld)))
+			top = max(top, m+1)
+		}
 	}
 	for s, d := range p.unwritten {
 		sets = append(sets, storage.SetOperation(p.chunkKey(s), d))
 		top = max(top, s+1)
 	}
-	ops = append(ops, sets...)
-	if data != nil && len(unheld) > 0 {
-		var b []byte
-		for _, id := range unheld {
-			b = appendEnd(b, id, seq)
-		}
-		m := p.next.Add(1) - 1
-		ops = append(ops, storage.SetOperation(p.endKey(m), b))
-		p.nameChunks(m, slices.Repeat([]uint64{seq}, len(unheld)))
-		top = max(top, m+1)
-	}
-	// the rest (deletions, a marker) waits in p.retry
+	ops = append(append(ops, sets...), markers...)
+	// the rest (deletions, markers) waits in p.retry
 	err := p.apply(ctx, ops, top, func(op *storage.Operation) bool { return !slices.Contains(sets, op) })
 	if err != nil {
-		if data != nil {
-			p.unwritten[seq] = bytes.Clone(data) // the caller reuses data
+		for _, c := range chunks {
+			if c.data != nil {
+				p.unwritten[c.seq] = bytes.Clone(c.data) // the caller reuses data
+			}
 		}
 		return err
 	}
