@@ -131,7 +131,9 @@ func (p *subagentMerge) enqueue(ctx context.Context, rest [deliverLanes]encodedR
 			writes = append(writes, chunkWrite{seq: uint64(seq), data: chunk})
 		}
 		if werr := p.store.writeForgetting(ctx, writes, nil); werr != nil {
-			err = fmt.Errorf("subagentmerge: storing spans to send: %w", werr)
+			if len(chunk) > 0 {
+				err = fmt.Errorf("subagentmerge: storing spans to send: %w", werr)
+			}
 			if held.data != nil {
 				err = errors.Join(err, p.heldWriteFailed(werr))
 			}

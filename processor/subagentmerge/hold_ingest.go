@@ -10,7 +10,6 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.uber.org/zap"
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
@@ -18,11 +17,16 @@ import (
 
 // consume is ConsumeTraces; restoreSeq >= 0 says td is that stored chunk, read back at
 // start (it is buffered again under its own sequence number, not written again).
-func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSeq int64) error {
+func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSeq int64) (err error) {
 	if restoreSeq < 0 {
 		if err := p.refuseWhileFull(); err != nil {
 			return err
 		}
+		defer func() {
+			if err == nil {
+				err = p.flushFailed(ctx) // nothing acknowledged only in memory
+			}
+		}()
 	}
 	sc := p.pool.Get().(*scratch)
 	defer p.putScratch(sc)
@@ -33,7 +37,6 @@ func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSe
 	// Whatever process says, what it left in td goes on: released traces are no
 	// longer buffered, so an error (a failed write) must not hold them back. Gather mode
 	// leaves td as it is and passes on a batch of its own.
-	var err error
 	out := td
 	if p.gather {
 		out, err = p.gatherBatch(ctx, td, sc, &c)
@@ -81,35 +84,6 @@ func (sc *scratch) recorder() *recorder {
 	}
 	sc.rec.reset()
 	return sc.rec
-}
-
-// writeChunk writes what this request leaves buffered (with storage), before it is
-// acknowledged.
-func (p *subagentMerge) writeChunk(ctx context.Context, sc *scratch) error {
-	held := p.heldChunk(sc)
-	if held.data == nil {
-		return nil
-	}
-	return p.heldWriteFailed(p.store.write(ctx, held.seq, held.data))
-}
-
-// heldChunk is the chunk of what this request leaves buffered, to be written (with
-// storage) before it is acknowledged; its data is nil when there is none.
-func (p *subagentMerge) heldChunk(sc *scratch) chunkWrite {
-	if p.store == nil || len(sc.chunk) == 0 {
-		return chunkWrite{}
-	}
-	return chunkWrite{seq: sc.chunkSeq, data: sc.chunk}
-}
-
-// heldWriteFailed says in the log that err (nil: none) kept a request's buffered spans
-// off the disk, and returns the request's error.
-func (p *subagentMerge) heldWriteFailed(err error) error {
-	if err == nil {
-		return nil
-	}
-	p.logger.Error("storage: writing buffered spans failed; refusing the request (retryable)", zap.Error(err))
-	return fmt.Errorf("subagentmerge: storing buffered spans: %w", err)
 }
 
 // process rewrites td in place into what goes on now.

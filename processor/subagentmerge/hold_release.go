@@ -10,12 +10,10 @@ import (
 	"slices"
 	"sync"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
 	"github.com/agentmeter/agentmeter/internal/otlpwire"
-	"github.com/agentmeter/agentmeter/internal/spaniter"
 	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
 )
 
@@ -224,34 +222,4 @@ func (p *subagentMerge) appendReleased(out ptrace.Traces, h held, spans []ptrace
 		p.attach(spans[0].TraceID(), rec)
 	}
 	return spans, err
-}
-
-// forgetOnDisk lets go of the stored chunks of traces the next consumer accepted
-// (persister.forget: deleted, or marked where other traces still hold them).
-func (p *subagentMerge) forgetOnDisk(ctx context.Context, holds []chunkHold, drop ...uint64) {
-	if p.store == nil || len(holds)+len(drop) == 0 {
-		return
-	}
-	if err := p.store.forget(ctx, holds, drop...); err != nil {
-		// they go with the next batch that succeeds; a crash before it sends them again
-		p.logger.Warn("storage: deleting the chunks of passed-on traces failed", zap.Error(err))
-	}
-}
-
-// holdForEach holds stored chunk seq once for each trace td has spans of (spans without
-// a trace id: once, for no trace), and appends the holds to dst: once td is passed on,
-// each of its traces is marked gone from the chunk while buffered traces still hold it
-// for their own spans in it (persist_ends.go), so a restart does not pass them on again.
-func (p *subagentMerge) holdForEach(dst []chunkHold, td ptrace.Traces, seq uint64) []chunkHold {
-	seen := map[pcommon.TraceID]struct{}{}
-	for sp := range spaniter.All(td) {
-		id := sp.TraceID()
-		if _, ok := seen[id]; ok {
-			continue
-		}
-		seen[id] = struct{}{}
-		p.store.ref(seq)
-		dst = append(dst, chunkHold{id, seq})
-	}
-	return dst
 }

@@ -170,6 +170,21 @@ func (p *persister) write(ctx context.Context, seq uint64, data []byte, unheld .
 	return p.writeForgetting(ctx, []chunkWrite{{seq, data, unheld}}, nil)
 }
 
+// flush writes what earlier failed writes left (chunks waiting in unwritten, deletions
+// and markers in retry), if anything: a request that writes nothing of its own calls it
+// before it is answered, so that nothing it acknowledges (its spans are duplicates of a
+// refused request's, whose chunk waits in unwritten) is only in memory once the disk
+// works again.
+func (p *persister) flush(ctx context.Context) error {
+	p.mu.Lock()
+	pending := len(p.unwritten)+len(p.retry) > 0
+	p.mu.Unlock()
+	if !pending {
+		return nil
+	}
+	return p.write(ctx, 0, nil)
+}
+
 // chunkWrite is one chunk a write stores (write's seq, data and unheld).
 type chunkWrite struct {
 	seq    uint64

@@ -1,6 +1,7 @@
 package subagentmerge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/processor/processortest"
 
@@ -167,4 +169,47 @@ func TestRestartDoesNotSettleACallTwice(t *testing.T) {
 	}
 	assert.Empty(t, twice, "counted twice")
 	assert.Len(t, counted, in.SpanCount(), "every span counted once across the restart")
+}
+
+// A request's write fails and it is refused; the disk works again, and the sender's
+// retry, all duplicates now, writes nothing of its own. It is answered only once what the
+// failed write left is on disk: a kill -9 right after the answer loses nothing
+// acknowledged (the sweeper writes it at most a second later). Hold mode, gather mode
+// with queued delivery, and stream mode's ledgers.
+func TestRetryIsAnsweredOnceTheFailedChunkIsOnDisk(t *testing.T) {
+	for name, cfg := range map[string]func() *Config{"hold": defaultTestConfig, "queued": queuedTestConfig, "stream": streamTestConfig} {
+		st := storagetest.New()
+		p, _ := startWithStorage(t, st, cfg())
+		a := buildOneTask()
+		req := withoutRoot(a)
+		st.Fail(errors.New("disk full"))
+		require.Error(t, p.ConsumeTraces(context.Background(), clone(req)), "%s: refused, the write failed", name)
+		st.Fail(nil)
+		require.NoError(t, p.ConsumeTraces(context.Background(), clone(req)), "%s: the sender's retry", name)
+		disk := diskNow(st) // kill -9 now
+		kill(p)
+
+		p2, sink2 := startWithStorage(t, disk, cfg())
+		if name == "stream" {
+			assert.Equal(t, req.SpanCount(), ledgerSpans(p2, traceIDOf(a)), "%s: the ledger is back whole", name)
+			require.NoError(t, p2.Shutdown(context.Background()))
+			continue
+		}
+		require.NoError(t, p2.ConsumeTraces(context.Background(), rootOf(a)))
+		require.NoError(t, p2.Shutdown(context.Background()))
+		got := spanCounts(sink2.AllTraces())
+		for id := range spanIDSet(req) {
+			assert.Equal(t, 1, got[id], "%s: acknowledged span %s once after the restart", name, id)
+		}
+	}
+}
+
+// diskNow is what st holds now, apart from st: what a process killed now leaves on disk.
+func diskNow(st *storagetest.Storage) *storagetest.Storage {
+	cp := storagetest.New()
+	_ = st.Walk(context.Background(), func(k string, v []byte) ([]*storage.Operation, error) {
+		_ = cp.Set(context.Background(), k, bytes.Clone(v))
+		return nil, nil
+	})
+	return cp
 }
