@@ -315,13 +315,15 @@ func WaitForSpans(t testing.TB, path string, n int, timeout time.Duration) []ptr
 
 // WaitForSettledSpans waits until path holds at least n distinct spans, every span
 // whose first emission left its caller pending (a model call whose task had not ended
-// yet) has the re-emission that settles it, and nothing more has landed for half a
-// second (a streamed merge re-emits a dispatching call when its subagent's spans
-// arrive, a little after the first emissions). It returns every version, in the order
-// written: what a test of a run's final tree reads.
+// yet) has the re-emission that settles it, and nothing more has landed for longer than
+// the shipped settle_time (2 s): a streamed merge re-emits a span whose merged numbers
+// or status changed (a dispatching call, a task's tool span once its subagent is
+// merged) at most once a settle window, so a version can land up to that long after
+// the one before it. It returns every version, in the order written: what a test of a
+// run's final tree reads.
 func WaitForSettledSpans(t testing.TB, path string, n int, timeout time.Duration) []ptrace.Span {
 	t.Helper()
-	const quiet = 500 * time.Millisecond
+	const quiet = 2500 * time.Millisecond
 	last, lastChange := -1, time.Now()
 	return pollSpans(t, path, timeout, func(spans []ptrace.Span) (bool, string) {
 		if len(spans) != last {
