@@ -18,12 +18,14 @@ import (
 // consume is ConsumeTraces; restoreSeq >= 0 says td is that stored chunk, read back at
 // start (it is buffered again under its own sequence number, not written again).
 func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSeq int64) (err error) {
+	var c counts
 	if restoreSeq < 0 {
 		if err := p.refuseWhileFull(); err != nil {
 			return err
 		}
 		defer func() {
-			if err == nil {
+			// only a request that dropped duplicates acknowledged spans it did not write
+			if err == nil && c.duplicates > 0 {
 				err = p.flushFailed(ctx) // nothing acknowledged only in memory
 			}
 		}()
@@ -33,7 +35,6 @@ func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSe
 	if restoreSeq >= 0 {
 		sc.restoring, sc.restoreAt = true, uint64(restoreSeq)
 	}
-	var c counts
 	// Whatever process says, what it left in td goes on: released traces are no
 	// longer buffered, so an error (a failed write) must not hold them back. Gather mode
 	// leaves td as it is and passes on a batch of its own.

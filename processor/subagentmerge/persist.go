@@ -78,6 +78,9 @@ type persister struct {
 	// "high" it was to write: the next batch applies them first
 	retry     []*storage.Operation
 	retryHigh uint64
+	// waiting says unwritten or retry may hold something (set under mu), so flush need
+	// not take mu, held across every write's I/O, when nothing waits
+	waiting atomic.Bool
 	// stream mode's end markers (persist_ends.go): how many chunks each names that are
 	// still on disk, and the markers naming each chunk
 	endLeft map[uint64]int
@@ -171,11 +174,14 @@ func (p *persister) write(ctx context.Context, seq uint64, data []byte, unheld .
 }
 
 // flush writes what earlier failed writes left (chunks waiting in unwritten, deletions
-// and markers in retry), if anything: a request that writes nothing of its own calls it
-// before it is answered, so that nothing it acknowledges (its spans are duplicates of a
-// refused request's, whose chunk waits in unwritten) is only in memory once the disk
-// works again.
+// and markers in retry), if anything: a request that dropped duplicates calls it before
+// it is answered with success, since it acknowledges spans it did not write (a refused
+// request's, whose chunk may wait in unwritten), so that they are not only in memory
+// once the disk works again. Cheap when nothing waits (waiting).
 func (p *persister) flush(ctx context.Context) error {
+	if !p.waiting.Load() {
+		return nil
+	}
 	p.mu.Lock()
 	pending := len(p.unwritten)+len(p.retry) > 0
 	p.mu.Unlock()
@@ -252,9 +258,11 @@ func (p *persister) writeForgetting(ctx context.Context, chunks []chunkWrite, ho
 				p.unwritten[c.seq] = bytes.Clone(c.data) // the caller reuses data
 			}
 		}
+		p.waiting.Store(true)
 		return err
 	}
 	clear(p.unwritten)
+	p.waiting.Store(len(p.retry) > 0)
 	return nil
 }
 

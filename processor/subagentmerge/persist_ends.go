@@ -186,10 +186,12 @@ func (p *persister) apply(ctx context.Context, ops []*storage.Operation, top uin
 			}
 		}
 		p.retryHigh = top
+		p.waiting.Store(true)
 		return err
 	}
 	p.high = top
 	p.retry, p.retryHigh = nil, 0
+	p.waiting.Store(len(p.unwritten) > 0)
 	return nil
 }
 

@@ -73,7 +73,7 @@ func (p *subagentMerge) consumeStream(ctx context.Context, td ptrace.Traces) err
 		errs = append(errs, fmt.Errorf("subagentmerge: storing the ledgers: %w", err))
 	}
 	p.acknowledged(sc)
-	if len(errs) == 0 && p.store != nil {
+	if len(errs) == 0 && p.store != nil && c.duplicates > 0 {
 		if err := p.store.flush(ctx); err != nil {
 			// a refused request's chunk: its retry, acknowledged now, wrote nothing
 			p.logger.Error("storage: writing the ledgers failed; refusing the request (retryable)", zap.Error(err))
