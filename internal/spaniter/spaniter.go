@@ -39,3 +39,15 @@ func In(tds []ptrace.Traces) iter.Seq[ptrace.Span] {
 		}
 	}
 }
+
+// RemoveIf removes from td every span remove says so of, visiting them in the order of
+// All, and then the scopes and resources left without spans.
+func RemoveIf(td ptrace.Traces, remove func(ptrace.Span) bool) {
+	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
+		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
+			ss.Spans().RemoveIf(remove)
+			return ss.Spans().Len() == 0
+		})
+		return rs.ScopeSpans().Len() == 0
+	})
+}

@@ -70,3 +70,18 @@ func TestInWalksBatchesInOrder(t *testing.T) {
 	assert.Equal(t, 1, n)
 	assert.Len(t, slices.Collect(In(nil)), 0)
 }
+
+// RemoveIf visits every span in the order of All, removes those it is told to, and
+// then the scopes and resources left empty (empty ones it was given too).
+func TestRemoveIfTakesEmptiedScopesAndResourcesWithIt(t *testing.T) {
+	td := batch("a", [][]int{{2, 1}, {1}, {}})
+	var visited []string
+	RemoveIf(td, func(sp ptrace.Span) bool {
+		visited = append(visited, sp.Name())
+		return sp.Name() != "a001"
+	})
+	assert.Equal(t, []string{"a000", "a001", "a010", "a100"}, visited)
+	assert.Equal(t, []string{"a001"}, names(All(td)))
+	assert.Equal(t, 1, td.ResourceSpans().Len())
+	assert.Equal(t, 1, td.ResourceSpans().At(0).ScopeSpans().Len())
+}

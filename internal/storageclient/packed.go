@@ -162,9 +162,9 @@ type packingClient struct {
 	// under the key, or none). A key it has not seen may hold pieces a previous process
 	// wrote: a write or delete looks it up first (learn), unless the store was listed.
 	pieces map[string]int
-	// walked: learn tried to list the store (done at the first batch); listed: it could,
-	// and pieces holds every key with pieces, so a key not in it has none
-	walked, listed bool
+	// listed: learn listed the store (at the first batch, when it can), and pieces holds
+	// every key with pieces, so a key not in it has none
+	listed bool
 }
 
 func (c *packingClient) Get(ctx context.Context, key string) ([]byte, error) {

@@ -172,24 +172,22 @@ func (c *packingClient) Batch(ctx context.Context, ops ...*storage.Operation) er
 // while it is open, as file_storage's clients are (a file per component). The caller
 // holds c.mu.
 func (c *packingClient) learn(ctx context.Context, ops []*storage.Operation) error {
-	if !c.walked {
-		if w, ok := c.Client.(storage.Walker); ok {
-			err := w.Walk(ctx, func(key string, v []byte) ([]*storage.Operation, error) {
-				if strings.IndexByte(key, 0) < 0 {
-					if n := segCount(v); n > 0 {
-						c.pieces[key] = n
-					}
-				}
-				return nil, nil
-			})
-			if err != nil {
-				return fmt.Errorf("storage: listing stored values: %w", err)
-			}
-			c.listed = true
-		}
-		c.walked = true
-	}
 	if c.listed {
+		return nil
+	}
+	if w, ok := c.Client.(storage.Walker); ok {
+		err := w.Walk(ctx, func(key string, v []byte) ([]*storage.Operation, error) {
+			if strings.IndexByte(key, 0) < 0 {
+				if n := segCount(v); n > 0 {
+					c.pieces[key] = n
+				}
+			}
+			return nil, nil
+		})
+		if err != nil {
+			return fmt.Errorf("storage: listing stored values: %w", err)
+		}
+		c.listed = true
 		return nil
 	}
 	var heads []*storage.Operation

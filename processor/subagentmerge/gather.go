@@ -371,25 +371,19 @@ func coalesce(td ptrace.Traces) {
 		i++
 	}
 	i = 0
-	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
-		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
-			ss.Spans().RemoveIf(func(sp ptrace.Span) bool {
-				v := byID[traceSpan{sp.TraceID(), sp.SpanID()}]
-				at := i
-				i++
-				switch {
-				case v.newest < 0:
-					return at != v.first
-				case at != v.newest:
-					return true
-				case v.first >= 0:
-					asFirstEmission(sp.Attributes())
-				}
-				return false
-			})
-			return ss.Spans().Len() == 0
-		})
-		return rs.ScopeSpans().Len() == 0
+	spaniter.RemoveIf(td, func(sp ptrace.Span) bool {
+		v := byID[traceSpan{sp.TraceID(), sp.SpanID()}]
+		at := i
+		i++
+		switch {
+		case v.newest < 0:
+			return at != v.first
+		case at != v.newest:
+			return true
+		case v.first >= 0:
+			asFirstEmission(sp.Attributes())
+		}
+		return false
 	})
 }
 

@@ -24,21 +24,6 @@ func (p *subagentMerge) writeChunk(ctx context.Context, sc *scratch) error {
 	return p.heldWriteFailed(p.store.write(ctx, held.seq, held.data))
 }
 
-// flushFailed writes what earlier failed writes left, if anything, before a request
-// is answered (persister.flush): the request refused for them was acknowledged by its
-// retry, a duplicate that may write nothing of its own. It refuses the request when
-// that fails too.
-func (p *subagentMerge) flushFailed(ctx context.Context) error {
-	if p.store == nil {
-		return nil
-	}
-	if err := p.store.flush(ctx); err != nil {
-		p.logger.Error("storage: writing what a failed write left failed; refusing the request (retryable)", zap.Error(err))
-		return fmt.Errorf("subagentmerge: storing what a failed write left: %w", err)
-	}
-	return nil
-}
-
 // heldChunk is the chunk of what this request leaves buffered, to be written (with
 // storage) before it is acknowledged; its data is nil when there is none.
 func (p *subagentMerge) heldChunk(sc *scratch) chunkWrite {

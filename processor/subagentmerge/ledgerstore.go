@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/processor/subagentmerge/internal/merge"
 )
 
 // In stream mode, with `storage`, the ledgers are kept on disk (persist.go does the
@@ -322,8 +322,9 @@ func (p *subagentMerge) settledOnly(l *ledger, settled []ptrace.Span, sw *skelet
 		}
 		sp := ptrace.NewSpan()
 		v.CopyTo(sp)
-		sp.Attributes().RemoveIf(func(k string, _ pcommon.Value) bool {
-			return k == genai.AttrCaller || strings.HasPrefix(k, "agentmeter.subagent.") || strings.HasPrefix(k, "agentmeter.merge.")
+		sp.Attributes().RemoveIf(func(k string, val pcommon.Value) bool {
+			var marks genai.Version // Offer says whether k is one of a version's marks
+			return k == genai.AttrCaller || merge.Written(k) || marks.Offer(k, val)
 		})
 		var key spanKey
 		key, asks = keyOf(sp, asks[:0])

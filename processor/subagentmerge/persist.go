@@ -182,12 +182,6 @@ func (p *persister) flush(ctx context.Context) error {
 	if !p.waiting.Load() {
 		return nil
 	}
-	p.mu.Lock()
-	pending := len(p.unwritten)+len(p.retry) > 0
-	p.mu.Unlock()
-	if !pending {
-		return nil
-	}
 	return p.write(ctx, 0, nil)
 }
 
@@ -258,13 +252,16 @@ func (p *persister) writeForgetting(ctx context.Context, chunks []chunkWrite, ho
 				p.unwritten[c.seq] = bytes.Clone(c.data) // the caller reuses data
 			}
 		}
-		p.waiting.Store(true)
+		p.noteWaiting()
 		return err
 	}
 	clear(p.unwritten)
-	p.waiting.Store(len(p.retry) > 0)
+	p.noteWaiting()
 	return nil
 }
+
+// noteWaiting records whether anything waits for the next write (p.mu held).
+func (p *persister) noteWaiting() { p.waiting.Store(len(p.unwritten)+len(p.retry) > 0) }
 
 // advanceLow writes "low" = the lowest live sequence number (minLive: of the ledgers,
 // the buffered traces, the unsent queue and the numbers drawn and not written yet;
@@ -290,6 +287,21 @@ func (p *persister) advanceLow(ctx context.Context) error {
 }
 
 func (p *persister) close(ctx context.Context) error { return p.client.Close(ctx) }
+
+// flushFailed writes what earlier failed writes left, if anything, before a request
+// that dropped duplicates is answered (persister.flush), in every mode: the request
+// refused for them is acknowledged by its retry, which may write nothing of its own. It
+// refuses the request when that fails too.
+func (p *subagentMerge) flushFailed(ctx context.Context) error {
+	if p.store == nil {
+		return nil
+	}
+	if err := p.store.flush(ctx); err != nil {
+		p.logger.Error("storage: writing what a failed write left failed; refusing the request (retryable)", zap.Error(err))
+		return fmt.Errorf("subagentmerge: storing what a failed write left: %w", err)
+	}
+	return nil
+}
 
 // restore buffers again every chunk a previous process left, in the order written.
 func (m *subagentMerge) restore(ctx context.Context) error {

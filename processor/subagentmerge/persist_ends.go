@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // A chunk holds every trace its request extended (stream mode: their skeletons; hold
@@ -186,12 +188,12 @@ func (p *persister) apply(ctx context.Context, ops []*storage.Operation, top uin
 			}
 		}
 		p.retryHigh = top
-		p.waiting.Store(true)
+		p.noteWaiting()
 		return err
 	}
 	p.high = top
 	p.retry, p.retryHigh = nil, 0
-	p.waiting.Store(len(p.unwritten) > 0)
+	p.noteWaiting()
 	return nil
 }
 
@@ -265,16 +267,10 @@ func removeEnded(td ptrace.Traces, seq uint64, skip map[endedChunk]struct{}) boo
 		return false
 	}
 	removed := false
-	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
-		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
-			ss.Spans().RemoveIf(func(sp ptrace.Span) bool {
-				_, ended := skip[endedChunk{sp.TraceID(), seq}]
-				removed = removed || ended
-				return ended
-			})
-			return ss.Spans().Len() == 0
-		})
-		return rs.ScopeSpans().Len() == 0
+	spaniter.RemoveIf(td, func(sp ptrace.Span) bool {
+		_, ended := skip[endedChunk{sp.TraceID(), seq}]
+		removed = removed || ended
+		return ended
 	})
 	return removed
 }

@@ -369,15 +369,9 @@ func (p *subagentMerge) putScratch(sc *scratch) {
 // resources. RemoveIf visits spans in the order pass 1 indexed them.
 func removeNotKept(td ptrace.Traces, refs []ref) {
 	i := 0
-	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
-		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
-			ss.Spans().RemoveIf(func(ptrace.Span) bool {
-				f := refs[i].fate
-				i++
-				return f == fateBuffer || f == fateDrop
-			})
-			return ss.Spans().Len() == 0
-		})
-		return rs.ScopeSpans().Len() == 0
+	spaniter.RemoveIf(td, func(ptrace.Span) bool {
+		f := refs[i].fate
+		i++
+		return f == fateBuffer || f == fateDrop
 	})
 }

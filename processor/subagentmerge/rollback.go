@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // rollback takes every ledger change of a call the next consumer refused back out, so
@@ -190,13 +192,7 @@ func (p *subagentMerge) filterWhere(b []byte, gone func(pcommon.SpanID) bool) ([
 	if err != nil {
 		return b, err
 	}
-	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
-		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
-			ss.Spans().RemoveIf(func(sp ptrace.Span) bool { return gone(sp.SpanID()) })
-			return ss.Spans().Len() == 0
-		})
-		return rs.ScopeSpans().Len() == 0
-	})
+	spaniter.RemoveIf(td, func(sp ptrace.Span) bool { return gone(sp.SpanID()) })
 	return p.marshaler.MarshalTraces(td)
 }
 

@@ -326,15 +326,9 @@ func TestCallSettledByAnotherThenRefusedSurvivesARestart(t *testing.T) {
 	require.Error(t, <-resA)
 	require.NoError(t, p.ConsumeTraces(bg, only(in, isX)), "A's retry")
 	require.Equal(t, in.SpanCount(), ledgerSpans(p, id))
-	before := len(g.sink.AllTraces())
-	kill(p)
-
-	p2, sink2 := startWithStorage(t, st, cfg)
-	assert.Equal(t, in.SpanCount(), ledgerSpans(p2, id), "the restored ledger has X (from the version that settled it)")
-	require.NoError(t, p2.sweepStream(bg, p2.now()+int64(time.Hour)))
-	require.NoError(t, p2.Shutdown(bg))
-	lastBefore, _ := upserted(g.sink.AllTraces()[:before])
-	lastAfter, _ := upserted(append(g.sink.AllTraces()[:before:before], sink2.AllTraces()...))
+	lastBefore, lastAfter, _ := killAndRestart(t, p, g, st, cfg, func(p2 *subagentMerge) {
+		assert.Equal(t, in.SpanCount(), ledgerSpans(p2, id), "the restored ledger has X (from the version that settled it)")
+	})
 	for sid, sp := range lastBefore {
 		a := lastAfter[sid]
 		sub := func(m pcommon.Map) map[string]any {
@@ -386,18 +380,11 @@ func dispatcherSettledByAnotherThenRestart(t *testing.T, errA error) {
 		require.NoError(t, <-resA)
 	}
 	require.NoError(t, p.sweepStream(bg, p.now()+int64(time.Second)))
-	before := len(g.sink.AllTraces())
 	_, countedBefore := upserted(g.sink.AllTraces())
 	require.Len(t, countedBefore, in.SpanCount())
-	kill(p)
-
-	p2, sink2 := startWithStorage(t, st, cfg)
-	assert.Equal(t, in.SpanCount(), ledgerSpans(p2, id))
-	require.NoError(t, p2.sweepStream(bg, p2.now()+int64(time.Hour)))
-	require.NoError(t, p2.Shutdown(bg))
-	lastBefore, _ := upserted(g.sink.AllTraces()[:before])
-	all := append(g.sink.AllTraces()[:before:before], sink2.AllTraces()...)
-	lastAfter, counted := upserted(all)
+	lastBefore, lastAfter, counted := killAndRestart(t, p, g, st, cfg, func(p2 *subagentMerge) {
+		assert.Equal(t, in.SpanCount(), ledgerSpans(p2, id))
+	})
 	assert.Len(t, counted, in.SpanCount(), "every span counted once")
 	for sid, sp := range lastBefore {
 		a := lastAfter[sid]
@@ -449,14 +436,7 @@ func TestDispatcherWithAPriorMergeSettledByAnotherSurvivesARestart(t *testing.T)
 	require.Error(t, <-resA)
 	require.NoError(t, p.ConsumeTraces(bg, only(in, isX)), "A's retry")
 	require.NoError(t, p.sweepStream(bg, p.now()+int64(time.Second)))
-	before := len(g.sink.AllTraces())
-	kill(p)
-
-	p2, sink2 := startWithStorage(t, st, cfg)
-	require.NoError(t, p2.sweepStream(bg, p2.now()+int64(time.Hour)))
-	require.NoError(t, p2.Shutdown(bg))
-	lastBefore, _ := upserted(g.sink.AllTraces()[:before])
-	lastAfter, _ := upserted(append(g.sink.AllTraces()[:before:before], sink2.AllTraces()...))
+	lastBefore, lastAfter, _ := killAndRestart(t, p, g, st, cfg, nil)
 	bx, ax := lastBefore[x].Attributes().AsRaw(), lastAfter[x].Attributes().AsRaw()
 	t.Logf("before %v\nafter %v", bx, ax)
 	for _, k := range []string{genai.AttrSubagentInput, genai.AttrSubagentDispatches, genai.AttrSubagentToolCallIDs} {
@@ -546,14 +526,9 @@ func TestStayedChunkLeavesAnEndedLedgerEnded(t *testing.T) {
 	close(gA.release)
 	require.Error(t, <-resA)
 	require.NoError(t, p.ConsumeTraces(bg, only(in1, isX)), "A's retry, T1 part (duplicate)")
-	before := len(g.sink.AllTraces())
-	kill(p)
-
-	p2, sink2 := startWithStorage(t, st, cfg)
-	assert.True(t, liveLedger(p2, id2) == nil, "T2's ledger ended before the kill: not back after the restart")
-	require.NoError(t, p2.sweepStream(bg, p2.now()+int64(time.Hour)))
-	require.NoError(t, p2.Shutdown(bg))
-	_, counted := upserted(append(g.sink.AllTraces()[:before:before], sink2.AllTraces()...))
+	_, _, counted := killAndRestart(t, p, g, st, cfg, func(p2 *subagentMerge) {
+		assert.True(t, liveLedger(p2, id2) == nil, "T2's ledger ended before the kill: not back after the restart")
+	})
 	n := map[pcommon.SpanID]int{}
 	for _, sp := range counted {
 		n[sp.SpanID()]++
@@ -590,6 +565,26 @@ func TestStayedChunkLostToAFailingDiskStillCountsOnce(t *testing.T) {
 	require.NoError(t, p2.Shutdown(bg))
 	counted := countedAcross(g.sink.AllTraces()[:before:before], sink2.AllTraces())
 	assert.Equal(t, 1, timesCounted(counted, x), "X counted once")
+}
+
+// killAndRestart kills p, whose sends g's sink has, starts a processor on st, hands it
+// to check (nil: none), lets its ledgers re-emit and end, and returns the last version
+// of each span sent before the kill and after the restart, and the versions counters
+// count across both processes.
+func killAndRestart(t *testing.T, p *subagentMerge, g *traceGate, st *storagetest.Storage, cfg *Config, check func(*subagentMerge)) (lastBefore, lastAfter map[pcommon.SpanID]ptrace.Span, counted []ptrace.Span) {
+	t.Helper()
+	bg := context.Background()
+	sent := g.sink.AllTraces()
+	kill(p)
+	p2, sink2 := startWithStorage(t, st, cfg)
+	if check != nil {
+		check(p2)
+	}
+	require.NoError(t, p2.sweepStream(bg, p2.now()+int64(time.Hour)))
+	require.NoError(t, p2.Shutdown(bg))
+	lastBefore, _ = upserted(sent)
+	lastAfter, counted = upserted(append(sent[:len(sent):len(sent)], sink2.AllTraces()...))
+	return lastBefore, lastAfter, counted
 }
 
 // countedAcross is the versions counters count of what two processes sent, in order.

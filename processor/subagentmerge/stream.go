@@ -73,11 +73,10 @@ func (p *subagentMerge) consumeStream(ctx context.Context, td ptrace.Traces) err
 		errs = append(errs, fmt.Errorf("subagentmerge: storing the ledgers: %w", err))
 	}
 	p.acknowledged(sc)
-	if len(errs) == 0 && p.store != nil && c.duplicates > 0 {
-		if err := p.store.flush(ctx); err != nil {
-			// a refused request's chunk: its retry, acknowledged now, wrote nothing
-			p.logger.Error("storage: writing the ledgers failed; refusing the request (retryable)", zap.Error(err))
-			errs = append(errs, fmt.Errorf("subagentmerge: storing the ledgers: %w", err))
+	if len(errs) == 0 && c.duplicates > 0 {
+		// a refused request's chunk: its retry, acknowledged now, wrote nothing
+		if err := p.flushFailed(ctx); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
