@@ -145,23 +145,19 @@ func (p *subagentMerge) restoreStream(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	var read []uint64
-	for seq := st.low; seq < st.high; seq++ {
-		b, err := st.client.Get(ctx, st.chunkKey(seq))
-		if err != nil {
-			return fmt.Errorf("storage: reading the ledgers: %w", err)
-		}
-		if b == nil {
-			continue
-		}
+	err = st.eachChunk(ctx, func(seq uint64, b []byte) {
 		n, err := p.restoreChunk(b, seq, now, &sw, restored, skip)
 		if err != nil {
 			// bytes only this processor wrote: a torn or foreign value; skip it, loudly
 			errs = append(errs, fmt.Errorf("storage: ledger chunk %d skipped: %w", seq, err))
-			continue
+			return
 		}
 		read = append(read, seq)
 		chunks++
 		spans += n
+	})
+	if err != nil {
+		return fmt.Errorf("storage: reading the ledgers: %w", err)
 	}
 	if err := st.settleAtStart(ctx, markers, read); err != nil {
 		errs = append(errs, fmt.Errorf("storage: deleting what no restored ledger holds: %w", err))

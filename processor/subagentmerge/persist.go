@@ -102,6 +102,21 @@ func newPersister(ctx context.Context, client storage.Client, prefix string) (*p
 	return p, nil
 }
 
+// eachChunk calls fn with each chunk on disk, from "low" to "high", in the order
+// written. It stops at the first read that fails, and returns its error.
+func (p *persister) eachChunk(ctx context.Context, fn func(seq uint64, b []byte)) error {
+	for seq := p.low; seq < p.high; seq++ {
+		b, err := p.client.Get(ctx, p.chunkKey(seq))
+		if err != nil {
+			return err
+		}
+		if b != nil {
+			fn(seq, b)
+		}
+	}
+	return nil
+}
+
 func (p *persister) getUint(ctx context.Context, key string) (uint64, error) {
 	b, err := p.client.Get(ctx, key)
 	if err != nil || len(b) == 0 {
@@ -316,29 +331,30 @@ func (m *subagentMerge) restore(ctx context.Context) error {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	for seq := st.low; seq < st.high; seq++ {
-		b, err := st.client.Get(ctx, st.chunkKey(seq))
-		if err != nil {
-			return fmt.Errorf("storage: reading buffered spans: %w", err)
+	if m.gather && m.queued {
+		if err := m.releasedBefore(ctx, skip); err != nil {
+			return err
 		}
-		if b == nil {
-			continue
-		}
+	}
+	err = st.eachChunk(ctx, func(seq uint64, b []byte) {
 		td, err := m.unmarshaler.UnmarshalTraces(b)
 		if err != nil {
 			// bytes only this processor wrote: a torn or foreign value; skip it, loudly
 			errs = append(errs, fmt.Errorf("storage: chunk %d does not decode, skipped: %w", seq, err))
-			continue
+			return
 		}
 		chunks++
 		if removeEnded(td, seq, skip) && td.SpanCount() == 0 {
 			m.forgetOnDisk(ctx, nil, seq) // only spans of traces passed on before
-			continue
+			return
 		}
 		restored += td.SpanCount()
 		if err := m.consume(ctx, td, int64(seq)); err != nil {
 			errs = append(errs, err)
 		}
+	})
+	if err != nil {
+		return fmt.Errorf("storage: reading buffered spans: %w", err)
 	}
 	if err := st.settleAtStart(ctx, markers, nil); err != nil {
 		errs = append(errs, fmt.Errorf("storage: deleting end markers: %w", err))
