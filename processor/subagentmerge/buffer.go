@@ -163,6 +163,7 @@ type held struct {
 	versions bool
 	spans    int             // how many spans its chunks and hot spans hold
 	id       pcommon.TraceID // its trace (queued delivery's lane)
+	landing  *landing        // queued delivery: its release, until queued (landing.go)
 }
 
 // holdsOf appends h's holds on its stored chunks.
@@ -188,6 +189,8 @@ type tombstone struct {
 	ranks      map[pcommon.SpanID]int64
 	skel, sent []byte
 	recL       link[tombstone] // its place among the shard's records, earliest kept first
+	// landing (queued delivery): its release, while on its way to its lane (landing.go)
+	landing *landing
 }
 
 func tombRecord(t *tombstone) *link[tombstone] { return &t.recL }

@@ -59,6 +59,9 @@ func (p *subagentMerge) gatherBatch(ctx context.Context, td ptrace.Traces, sc *s
 		if !g.released {
 			continue
 		}
+		if g.landing != nil {
+			sc.landings = append(sc.landings, landingOf{g.id, g.landing})
+		}
 		versions = versions || g.prev.versions
 		if p.queued {
 			sc.raw = append(sc.raw, g.prev) // sent from its chunks, which it holds
@@ -88,6 +91,15 @@ func (p *subagentMerge) gatherBatch(ctx context.Context, td ptrace.Traces, sc *s
 		// is, instead of copied only to be encoded
 		for i := range sc.refs {
 			if f := sc.refs[i].fate; f == fateKeep || f == fateLate {
+				if k := sc.refs[i].follow; k > 0 {
+					fo := &sc.follows[k-1]
+					if sc.refs[i].asFirst {
+						fo.first = append(fo.first, int32(i))
+					} else {
+						fo.idx = append(fo.idx, int32(i))
+					}
+					continue
+				}
 				lane := laneOf(sc.refs[i].span.TraceID())
 				if sc.refs[i].asFirst {
 					sc.restFirst[lane] = append(sc.restFirst[lane], int32(i))
@@ -146,6 +158,9 @@ func (p *subagentMerge) gatherPlace(ctx context.Context, td ptrace.Traces, sc *s
 			tomb.ranks = setRank(tomb.ranks, ref.key.id, rank)
 			ref.fate = fateLate
 			versions = true
+		}
+		if tomb.landing != nil {
+			p.followLanding(sc, g, tomb.landing)
 		}
 		return versions, nil
 	}
@@ -268,6 +283,9 @@ func (p *subagentMerge) wireBatch(ctx context.Context, td ptrace.Traces, sc *scr
 
 // hasRest reports whether spans of the call's batch go on now (queued delivery).
 func (sc *scratch) hasRest() bool {
+	if len(sc.follows) > 0 {
+		return true
+	}
 	for lane := range sc.rest {
 		if len(sc.rest[lane]) > 0 || len(sc.restFirst[lane]) > 0 {
 			return true
@@ -277,41 +295,77 @@ func (sc *scratch) hasRest() bool {
 }
 
 // restEncodings cuts the spans of td that go on now out of its encoding, a message a
-// lane (queued delivery).
-func (p *subagentMerge) restEncodings(ctx context.Context, td ptrace.Traces, sc *scratch) ([deliverLanes]encodedRest, error) {
+// lane (queued delivery), and one for each trace whose release they follow (landing.go).
+func (p *subagentMerge) restEncodings(ctx context.Context, td ptrace.Traces, sc *scratch) ([deliverLanes]encodedRest, []encodedFollow, error) {
 	var out [deliverLanes]encodedRest
 	if !sc.hasRest() {
-		return out, nil
+		return out, nil, nil
 	}
 	if err := p.wireBatch(ctx, td, sc); err != nil {
-		return out, err
+		return out, nil, err
 	}
-	for lane, idx := range sc.rest {
-		if len(idx) > 0 {
-			out[lane] = encodedRest{enc: sc.wire.Append(make([]byte, 0, sc.wire.Size(idx)), idx), spans: len(idx)}
-			out[lane].traces = sc.traceIDsOf(out[lane].traces, idx)
-		}
-	}
-	// spans that go as first emissions: copied without their revision marks, encoded
-	// after the lane's others (concatenated messages decode as one)
-	for lane, idx := range sc.restFirst {
-		if len(idx) == 0 {
+	for lane := range sc.rest {
+		idx, first := sc.rest[lane], sc.restFirst[lane]
+		if len(idx)+len(first) == 0 {
 			continue
 		}
-		first := ptrace.NewTraces()
-		w := newRefWriter(td, first)
-		for _, i := range idx {
-			w.copy(&sc.refs[i])
-		}
-		enc, err := p.marshaler.MarshalTraces(first)
+		enc, err := p.encodeRefs(td, sc, idx, first)
 		if err != nil {
-			return out, fmt.Errorf("subagentmerge: encoding spans that go as first emissions: %w", err)
+			return out, nil, err
 		}
-		out[lane].enc = append(out[lane].enc, enc...)
-		out[lane].spans += len(idx)
-		out[lane].traces = sc.traceIDsOf(out[lane].traces, idx)
+		out[lane] = encodedRest{enc: enc, spans: len(idx) + len(first)}
+		out[lane].traces = sc.traceIDsOf(sc.traceIDsOf(out[lane].traces, idx), first)
 	}
-	return out, nil
+	var follows []encodedFollow
+	for _, fo := range sc.follows {
+		if len(fo.idx)+len(fo.first) == 0 {
+			continue
+		}
+		enc, err := p.encodeRefs(td, sc, fo.idx, fo.first)
+		if err != nil {
+			return out, follows, err
+		}
+		follows = append(follows, encodedFollow{id: fo.id, l: fo.l, enc: enc, spans: len(fo.idx) + len(fo.first)})
+	}
+	return out, follows, nil
+}
+
+// encodeRefs encodes spans idx of td, cut out of its encoding (sc.wire), then spans
+// first, which go as first emissions: copied without their revision marks, encoded
+// after the others (concatenated messages decode as one).
+func (p *subagentMerge) encodeRefs(td ptrace.Traces, sc *scratch, idx, first []int32) ([]byte, error) {
+	var enc []byte
+	if len(idx) > 0 {
+		enc = sc.wire.Append(make([]byte, 0, sc.wire.Size(idx)), idx)
+	}
+	if len(first) == 0 {
+		return enc, nil
+	}
+	dst := ptrace.NewTraces()
+	w := newRefWriter(td, dst)
+	for _, i := range first {
+		w.copy(&sc.refs[i])
+	}
+	b, err := p.marshaler.MarshalTraces(dst)
+	if err != nil {
+		return enc, fmt.Errorf("subagentmerge: encoding spans that go as first emissions: %w", err)
+	}
+	return append(enc, b...), nil
+}
+
+// followLanding marks g's spans that go on now as following the release l of their
+// trace, still on its way to its lane (landing.go).
+func (p *subagentMerge) followLanding(sc *scratch, g *group, l *landing) {
+	k := int32(0)
+	for r := g.first; r >= 0; r = sc.refs[r].next {
+		if ref := &sc.refs[r]; ref.fate == fateLate {
+			if k == 0 {
+				sc.follows = append(sc.follows, following{id: g.id, l: l})
+				k = int32(len(sc.follows))
+			}
+			ref.follow = k
+		}
+	}
 }
 
 // traceIDsOf appends to dst the traces of refs idx that dst does not name yet.

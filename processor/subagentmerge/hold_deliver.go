@@ -71,35 +71,55 @@ type encodedRest struct {
 	traces []pcommon.TraceID
 }
 
-// enqueue queues what a call released for delivery, on each trace's lane: the released
-// traces raw (their stored chunks, not decoded: gather mode encodes what it holds on
-// arrival, so it holds no pdata; each batch holds its traces' chunks until delivered),
-// then rest (the call's spans going on now, encoded by lane). rest is of stored
-// chunk restSeq, or, when restSeq < 0, stored first as a chunk of its own, so it is on
-// disk before the request is answered, in the transaction of held, what the request
-// buffers (held.data nil: nothing). versions says some span may be in it more than once
-// (the sender coalesces them).
-func (p *subagentMerge) enqueue(ctx context.Context, rest [deliverLanes]encodedRest, raw []held, restSeq int64, versions bool, held chunkWrite) error {
+// queuedOut is what a call queues (enqueue): the released traces raw (their stored
+// chunks, not decoded: gather mode encodes what it holds on arrival, so it holds no
+// pdata; each batch holds its traces' chunks until delivered) and the releases of traces
+// never held (landings), then rest, the call's spans going on now, encoded by lane, and
+// follows, those of traces whose release by another call is on its way (landing.go).
+// rest and follows are of stored chunk restSeq, or, when restSeq < 0, stored first as a
+// chunk of their own. versions says some span may be in it more than once (the sender
+// coalesces them).
+type queuedOut struct {
+	rest     [deliverLanes]encodedRest
+	follows  []encodedFollow
+	raw      []held
+	landings []landingOf
+	restSeq  int64
+	versions bool
+}
+
+// enqueue queues q on each trace's lane; what q stores is on disk before the request is
+// answered, written in the transaction of held, what the request buffers (held.data nil:
+// nothing). The releases in q are then queued, and what follows them goes after them.
+func (p *subagentMerge) enqueue(ctx context.Context, q queuedOut, held chunkWrite) error {
 	var batches [deliverLanes]unsentBatch
-	for _, h := range raw {
+	for _, h := range q.raw {
 		b := &batches[laneOf(h.id)]
 		b.spans += h.spans
 		b.parts = append(b.parts, h.chunks...)
 		b.seqs = holdsOf(b.seqs, h)
 	}
 	var chunk []byte
-	for lane, r := range rest {
+	store := q.restSeq < 0 && p.store != nil
+	for lane, r := range q.rest {
 		if r.spans == 0 {
 			continue
 		}
 		b := &batches[lane]
 		b.enc, b.spans = r.enc, b.spans+r.spans
-		if restSeq < 0 && p.store != nil {
+		if store {
 			chunk = append(chunk, r.enc...) // one chunk for all lanes: they decode as one
 		}
 	}
+	follows := make([]unsentBatch, len(q.follows))
+	for i, f := range q.follows {
+		follows[i] = unsentBatch{enc: f.enc, spans: f.spans, versions: q.versions}
+		if store {
+			chunk = append(chunk, f.enc...)
+		}
+	}
 	var err error
-	seq := restSeq
+	seq := q.restSeq
 	if len(chunk) > 0 {
 		seq = int64(p.store.draw())
 	}
@@ -113,7 +133,7 @@ func (p *subagentMerge) enqueue(ctx context.Context, rest [deliverLanes]encodedR
 			if batches[i].enc == nil {
 				continue
 			}
-			ids := rest[i].traces
+			ids := q.rest[i].traces
 			if len(ids) == 0 {
 				ids = []pcommon.TraceID{{}} // spans without a trace id
 			}
@@ -121,6 +141,10 @@ func (p *subagentMerge) enqueue(ctx context.Context, rest [deliverLanes]encodedR
 				p.store.ref(uint64(seq))
 				batches[i].seqs = append(batches[i].seqs, chunkHold{id, uint64(seq)})
 			}
+		}
+		for i, f := range q.follows {
+			p.store.ref(uint64(seq))
+			follows[i].seqs = []chunkHold{{f.id, uint64(seq)}}
 		}
 	}
 	if len(chunk) > 0 || held.data != nil {
@@ -141,10 +165,19 @@ func (p *subagentMerge) enqueue(ctx context.Context, rest [deliverLanes]encodedR
 	}
 	for lane := range batches {
 		if b := batches[lane]; b.enc != nil || len(b.parts) > 0 {
-			b.versions = versions
+			b.versions = q.versions
 			p.deliver.queues[lane].push(b)
 			p.deliver.poke(lane)
 		}
+	}
+	for _, h := range q.raw {
+		p.landed(h.id, h.landing)
+	}
+	for _, lo := range q.landings {
+		p.landed(lo.id, lo.l)
+	}
+	for i, f := range q.follows {
+		p.followRelease(f.id, f.l, follows[i])
 	}
 	return err
 }

@@ -54,13 +54,17 @@ func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSe
 		if sc.restoring {
 			restSeq = int64(sc.restoreAt) // the rest is of the chunk read back
 		}
-		rest, rerr := p.restEncodings(ctx, td, sc)
+		rest, follows, rerr := p.restEncodings(ctx, td, sc)
 		// what the request holds is written with what it queues, in one transaction
-		qerr := errors.Join(rerr, p.enqueue(ctx, rest, sc.raw, restSeq, sc.versions, p.heldChunk(sc)))
+		q := queuedOut{rest: rest, follows: follows, raw: sc.raw, landings: sc.landings, restSeq: restSeq, versions: sc.versions}
+		qerr := errors.Join(rerr, p.enqueue(ctx, q, p.heldChunk(sc)))
 		if sc.restoring && !sc.hasRest() && !sc.adopted {
 			p.forgetOnDisk(ctx, nil, sc.restoreAt) // nothing of it is held or sent any more
 		}
 		return errors.Join(err, qerr)
+	}
+	for _, lo := range sc.landings {
+		p.landed(lo.id, lo.l) // a release with nothing to queue
 	}
 	if out.ResourceSpans().Len() > 0 {
 		// the stored chunks out's released traces came from go with it
@@ -276,11 +280,13 @@ func (p *subagentMerge) releaseNow(s *shard, g *group, e *entry, set spanSet, ra
 	c.released[relComplete]++
 	if e == nil {
 		s.addTombstone(g.id, spanSet{keys: set.keys, idx: set.idx}, ranks, now, p.window, p.maxTombstones)
+		g.landing = p.land(s, g.id)
 		return
 	}
 	e.spans, e.ranks = set, ranks
 	held := len(set.keys) - added + e.versions
 	g.prev = s.remove(e, now, p.window, p.maxTombstones)
+	g.landing = p.land(s, g.id)
 	g.prev.spans = held
 	p.nTraces.Add(-1)
 	p.nSpans.Add(-int64(held))

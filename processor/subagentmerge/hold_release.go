@@ -63,6 +63,7 @@ func (p *subagentMerge) removeLocked(s *shard, e *entry, now int64) held {
 	n := len(e.spans.keys) + e.versions
 	h := s.remove(e, now, p.window, p.maxTombstones)
 	h.spans = n
+	h.landing = p.land(s, e.id)
 	p.nTraces.Add(-1)
 	p.nSpans.Add(-int64(n))
 	return h
@@ -79,7 +80,7 @@ func (p *subagentMerge) sendReleased(ctx context.Context, bufs []held, c *counts
 			versions = versions || b.versions
 		}
 		p.tel.record(ctx, c)
-		if err := p.enqueue(ctx, [deliverLanes]encodedRest{}, bufs, -1, versions, chunkWrite{}); err != nil {
+		if err := p.enqueue(ctx, queuedOut{raw: bufs, restSeq: -1, versions: versions}, chunkWrite{}); err != nil {
 			return fmt.Errorf("subagentmerge: queueing %d traces released (%s): %w", len(bufs), what, err)
 		}
 		return nil

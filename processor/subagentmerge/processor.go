@@ -44,6 +44,9 @@ type ref struct {
 	// this way), so that it goes as a first emission
 	rank    int64
 	asFirst bool
+	// queued delivery: 1 + its index in scratch.follows when it follows a release on
+	// its way (landing.go), else 0
+	follow int32
 	// stream mode: the span's skeleton, scratch.sw.spans[skel[0]:skel[1]]
 	skel [2]int32
 }
@@ -52,9 +55,10 @@ type ref struct {
 type group struct {
 	id          pcommon.TraceID
 	first, last int32
-	released    bool // the whole trace goes on with this batch
-	late        bool // some of its spans came after its release
-	prev        held // its previously buffered spans, when released
+	released    bool     // the whole trace goes on with this batch
+	late        bool     // some of its spans came after its release
+	prev        held     // its previously buffered spans, when released
+	landing     *landing // queued delivery: its release, until queued (landing.go)
 }
 
 // scratch is the per-call working memory, pooled to keep ConsumeTraces allocation-light.
@@ -99,6 +103,10 @@ type scratch struct {
 	// chunks as stored (hold_deliver.go), and whether some span goes in several versions
 	raw      []held
 	versions bool
+	// queued delivery: releases of traces never held, queued with the rest (landing.go),
+	// and this call's spans of traces whose release is on its way
+	landings []landingOf
+	follows  []following
 }
 
 type subagentMerge struct {
@@ -362,6 +370,9 @@ func (p *subagentMerge) putScratch(sc *scratch) {
 	}
 	clear(sc.raw)
 	sc.raw, sc.versions = sc.raw[:0], false
+	clear(sc.landings)
+	clear(sc.follows)
+	sc.landings, sc.follows = sc.landings[:0], sc.follows[:0]
 	p.pool.Put(sc)
 }
 
