@@ -163,7 +163,7 @@ type held struct {
 	versions bool
 	spans    int             // how many spans its chunks and hot spans hold
 	id       pcommon.TraceID // its trace (queued delivery's lane)
-	landing  *landing        // queued delivery: its release, until queued (landing.go)
+	slot     *slot           // queued delivery: its release's place among the trace's calls (landing.go)
 }
 
 // holdsOf appends h's holds on its stored chunks.
@@ -189,7 +189,8 @@ type tombstone struct {
 	ranks      map[pcommon.SpanID]int64
 	skel, sent []byte
 	recL       link[tombstone] // its place among the shard's records, earliest kept first
-	// landing (queued delivery): its release, while on its way to its lane (landing.go)
+	// landing (queued delivery): the calls on their way to its lane, in the order they
+	// placed its spans (landing.go); nil when none is
 	landing *landing
 }
 

@@ -59,8 +59,8 @@ func (p *subagentMerge) gatherBatch(ctx context.Context, td ptrace.Traces, sc *s
 		if !g.released {
 			continue
 		}
-		if g.landing != nil {
-			sc.landings = append(sc.landings, landingOf{g.id, g.landing})
+		if g.slot != nil {
+			sc.landings = append(sc.landings, landingOf{g.id, g.slot})
 		}
 		versions = versions || g.prev.versions
 		if p.queued {
@@ -159,9 +159,7 @@ func (p *subagentMerge) gatherPlace(ctx context.Context, td ptrace.Traces, sc *s
 			ref.fate = fateLate
 			versions = true
 		}
-		if tomb.landing != nil {
-			p.followLanding(sc, g, tomb.landing)
-		}
+		p.follow(s, sc, g)
 		return versions, nil
 	}
 	if _, gone := s.gone[g.id]; gone {
@@ -295,15 +293,22 @@ func (sc *scratch) hasRest() bool {
 }
 
 // restEncodings cuts the spans of td that go on now out of its encoding, a message a
-// lane (queued delivery), and one for each trace whose release they follow (landing.go).
+// lane (queued delivery), and one for each released trace that has spans among them
+// (sc.follows, landing.go). It returns one of the latter for each slot the call took,
+// encoded or, failing that, empty: every slot is filled.
 func (p *subagentMerge) restEncodings(ctx context.Context, td ptrace.Traces, sc *scratch) ([deliverLanes]encodedRest, []encodedFollow, error) {
 	var out [deliverLanes]encodedRest
+	follows := make([]encodedFollow, len(sc.follows))
+	for i, fo := range sc.follows {
+		follows[i] = encodedFollow{id: fo.id, s: fo.s}
+	}
 	if !sc.hasRest() {
-		return out, nil, nil
+		return out, follows, nil
 	}
 	if err := p.wireBatch(ctx, td, sc); err != nil {
-		return out, nil, err
+		return out, follows, err
 	}
+	var errs []error
 	for lane := range sc.rest {
 		idx, first := sc.rest[lane], sc.restFirst[lane]
 		if len(idx)+len(first) == 0 {
@@ -311,23 +316,24 @@ func (p *subagentMerge) restEncodings(ctx context.Context, td ptrace.Traces, sc 
 		}
 		enc, err := p.encodeRefs(td, sc, idx, first)
 		if err != nil {
-			return out, nil, err
+			errs = append(errs, err)
+			continue
 		}
 		out[lane] = encodedRest{enc: enc, spans: len(idx) + len(first)}
 		out[lane].traces = sc.traceIDsOf(sc.traceIDsOf(out[lane].traces, idx), first)
 	}
-	var follows []encodedFollow
-	for _, fo := range sc.follows {
+	for i, fo := range sc.follows {
 		if len(fo.idx)+len(fo.first) == 0 {
 			continue
 		}
 		enc, err := p.encodeRefs(td, sc, fo.idx, fo.first)
 		if err != nil {
-			return out, follows, err
+			errs = append(errs, err)
+			continue
 		}
-		follows = append(follows, encodedFollow{id: fo.id, l: fo.l, enc: enc, spans: len(fo.idx) + len(fo.first)})
+		follows[i].enc, follows[i].spans = enc, len(fo.idx)+len(fo.first)
 	}
-	return out, follows, nil
+	return out, follows, errors.Join(errs...)
 }
 
 // encodeRefs encodes spans idx of td, cut out of its encoding (sc.wire), then spans
@@ -353,14 +359,19 @@ func (p *subagentMerge) encodeRefs(td ptrace.Traces, sc *scratch, idx, first []i
 	return append(enc, b...), nil
 }
 
-// followLanding marks g's spans that go on now as following the release l of their
-// trace, still on its way to its lane (landing.go).
-func (p *subagentMerge) followLanding(sc *scratch, g *group, l *landing) {
+// follow takes a slot of g's released trace (its shard s locked) for g's spans that go
+// on now, and marks them so (landing.go): they go on the lane after what calls placed
+// before them, and before what calls place after.
+func (p *subagentMerge) follow(s *shard, sc *scratch, g *group) {
 	k := int32(0)
 	for r := g.first; r >= 0; r = sc.refs[r].next {
 		if ref := &sc.refs[r]; ref.fate == fateLate {
 			if k == 0 {
-				sc.follows = append(sc.follows, following{id: g.id, l: l})
+				sl := p.takeSlot(s, g.id)
+				if sl == nil {
+					return
+				}
+				sc.follows = append(sc.follows, following{id: g.id, s: sl})
 				k = int32(len(sc.follows))
 			}
 			ref.follow = k

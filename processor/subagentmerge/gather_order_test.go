@@ -2,12 +2,15 @@ package subagentmerge
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/internal/storagetest"
 )
@@ -49,5 +52,103 @@ func TestQueuedCorrectionFollowsTheReleaseOnItsWay(t *testing.T) {
 		require.Len(t, runs, full.SpanCount(), "stored=%v", stored)
 		v, _ := runs[dispatcher.SpanID()].Attributes().Get(testVersionKey)
 		assert.Equal(t, int64(2), v.Int(), "stored=%v: the correction reached the run", stored)
+	}
+}
+
+// lateOf is a copy of sp under span id {0xfe, n, i}, a child of parent.
+func lateOf(sp ptrace.Span, parent pcommon.SpanID, n byte, i uint16) ptrace.Span {
+	c := ptrace.NewSpan()
+	sp.CopyTo(c)
+	c.SetSpanID(pcommon.SpanID{0xfe, n, byte(i >> 8), byte(i)})
+	c.SetParentSpanID(parent)
+	return c
+}
+
+// Two calls with spans of a released trace reach its lane in the order they placed
+// them, whichever is ready first: here a late span B, then B's correction, placed while
+// the release is on its way, the correction with a whole send's worth of late spans
+// besides, ready first. Before, the correction went on the lane first, alone in a send,
+// and LangSmith dropped its patch of B, which it did not have yet. (Found by review.)
+func TestQueuedCallsOfAReleasedTraceGoInTheOrderPlaced(t *testing.T) {
+	ctx := context.Background()
+	p, sink, _ := newTestProcessor(t, queuedTestConfig())
+	hookReleased(p)
+	p.tel.tb.ProcessorSubagentmergeLateSpans = pauseCounter{p.tel.tb.ProcessorSubagentmergeLateSpans}
+	full := buildOneTask()
+	root := rootOf(full).ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+
+	ps1 := newPause()
+	rDone := make(chan error, 1)
+	go func() { rDone <- p.ConsumeTraces(context.WithValue(ctx, pauseKey{}, ps1), clone(full)) }()
+	<-ps1.reached // the release is placed, not queued
+
+	b := lateOf(root, root.SpanID(), 1, 0)
+	f1 := ptrace.NewTraces()
+	b.CopyTo(f1.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty())
+	ps2 := newPause()
+	f1Done := make(chan error, 1)
+	go func() { f1Done <- p.ConsumeTraces(context.WithValue(ctx, pauseKey{}, ps2), f1) }()
+	<-ps2.reached // B is placed, not queued
+
+	f2 := versionOf(b, 2)
+	spans := f2.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	for i := range uint16(maxDeliverSpans - 1) {
+		lateOf(root, root.SpanID(), 2, i).CopyTo(spans.AppendEmpty())
+	}
+	require.NoError(t, p.ConsumeTraces(ctx, f2)) // placed after B, ready first
+
+	close(ps2.release)
+	require.NoError(t, <-f1Done)
+	close(ps1.release)
+	require.NoError(t, <-rDone)
+	require.Eventually(t, func() bool { return p.unsentSpans() == 0 && sink.SpanCount() >= full.SpanCount()+maxDeliverSpans },
+		5*time.Second, time.Millisecond)
+	require.NoError(t, p.Shutdown(ctx))
+
+	runs, reposted := langsmithView(sink.AllTraces())
+	assert.Empty(t, reposted)
+	require.Contains(t, runs, b.SpanID(), "B is posted")
+	v, _ := runs[b.SpanID()].Attributes().Get(testVersionKey)
+	assert.Equal(t, int64(2), v.Int(), "B's correction reached the run")
+}
+
+// A whole trace released by a call that was never answered (killed before it wrote
+// anything), and a correction of it that was answered: after the restart the sender's
+// retry of the first call posts every run, the dispatcher with the correction.
+// (Found by review against a restart rule that took such a correction for one of a
+// trace delivered before the kill.)
+func TestQueuedCorrectionOfAReleaseNeverWrittenAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	st := storagetest.New()
+	p, _ := startWithStorage(t, st, queuedTestConfig())
+	hookReleased(p)
+	full := buildOneTask()
+	dispatcher := findChatWithCalls(t, full)
+
+	ps := newPause()
+	done := make(chan error, 1)
+	go func() { done <- p.ConsumeTraces(context.WithValue(ctx, pauseKey{}, ps), clone(full)) }()
+	<-ps.reached // released, nothing of it written
+
+	fDone := make(chan error, 1)
+	go func() { fDone <- p.ConsumeTraces(ctx, versionOf(dispatcher, 2)) }()
+	require.NoError(t, <-fDone, "the correction is answered: on disk")
+	st.Fail(errors.New("killed")) // the first call's write never happens
+	kill(p)
+	close(ps.release)
+	<-done
+	st.Fail(nil)
+
+	p2, sink2 := startWithStorage(t, st, queuedTestConfig())
+	require.NoError(t, p2.ConsumeTraces(ctx, clone(full)), "the sender's retry of the call never answered")
+	require.Eventually(t, func() bool { return p2.unsentSpans() == 0 && sink2.SpanCount() >= full.SpanCount() }, 5*time.Second, time.Millisecond)
+	require.NoError(t, p2.Shutdown(ctx))
+
+	runs, reposted := langsmithView(sink2.AllTraces())
+	assert.Empty(t, reposted)
+	assert.Len(t, runs, full.SpanCount(), "every run of the trace is posted")
+	if d, ok := runs[dispatcher.SpanID()]; assert.True(t, ok, "the dispatcher is posted") {
+		v, _ := d.Attributes().Get(testVersionKey)
+		assert.Equal(t, int64(2), v.Int(), "with the correction")
 	}
 }

@@ -73,9 +73,9 @@ type encodedRest struct {
 
 // queuedOut is what a call queues (enqueue): the released traces raw (their stored
 // chunks, not decoded: gather mode encodes what it holds on arrival, so it holds no
-// pdata; each batch holds its traces' chunks until delivered) and the releases of traces
-// never held (landings), then rest, the call's spans going on now, encoded by lane, and
-// follows, those of traces whose release by another call is on its way (landing.go).
+// pdata; each batch holds its traces' chunks until delivered) and the slots of the
+// traces the call released (landings), then rest, the call's spans going on now, encoded by lane, and
+// follows, those of traces released before, each in its trace's slot (landing.go).
 // rest and follows are of stored chunk restSeq, or, when restSeq < 0, stored first as a
 // chunk of their own. versions says some span may be in it more than once (the sender
 // coalesces them).
@@ -90,7 +90,7 @@ type queuedOut struct {
 
 // enqueue queues q on each trace's lane; what q stores is on disk before the request is
 // answered, written in the transaction of held, what the request buffers (held.data nil:
-// nothing). The releases in q are then queued, and what follows them goes after them.
+// nothing). Then the slots of q's traces are filled (landing.go).
 func (p *subagentMerge) enqueue(ctx context.Context, q queuedOut, held chunkWrite) error {
 	var batches [deliverLanes]unsentBatch
 	for _, h := range q.raw {
@@ -114,7 +114,7 @@ func (p *subagentMerge) enqueue(ctx context.Context, q queuedOut, held chunkWrit
 	follows := make([]unsentBatch, len(q.follows))
 	for i, f := range q.follows {
 		follows[i] = unsentBatch{enc: f.enc, spans: f.spans, versions: q.versions}
-		if store {
+		if store && f.spans > 0 {
 			chunk = append(chunk, f.enc...)
 		}
 	}
@@ -143,8 +143,10 @@ func (p *subagentMerge) enqueue(ctx context.Context, q queuedOut, held chunkWrit
 			}
 		}
 		for i, f := range q.follows {
-			p.store.ref(uint64(seq))
-			follows[i].seqs = []chunkHold{{f.id, uint64(seq)}}
+			if f.spans > 0 {
+				p.store.ref(uint64(seq))
+				follows[i].seqs = []chunkHold{{f.id, uint64(seq)}}
+			}
 		}
 	}
 	if len(chunk) > 0 || held.data != nil {
@@ -170,14 +172,20 @@ func (p *subagentMerge) enqueue(ctx context.Context, q queuedOut, held chunkWrit
 			p.deliver.poke(lane)
 		}
 	}
+	// then the traces' slots, in the order placed: the releases this call queued above,
+	// and its spans of traces released before (landing.go)
 	for _, h := range q.raw {
-		p.landed(h.id, h.landing)
+		p.fill(h.id, h.slot, nil)
 	}
 	for _, lo := range q.landings {
-		p.landed(lo.id, lo.l)
+		p.fill(lo.id, lo.s, nil)
 	}
 	for i, f := range q.follows {
-		p.followRelease(f.id, f.l, follows[i])
+		if f.spans == 0 {
+			p.fill(f.id, f.s, nil) // nothing to send (its encoding failed: said in the error)
+			continue
+		}
+		p.fill(f.id, f.s, &follows[i])
 	}
 	return err
 }

@@ -64,7 +64,7 @@ func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSe
 		return errors.Join(err, qerr)
 	}
 	for _, lo := range sc.landings {
-		p.landed(lo.id, lo.l) // a release with nothing to queue
+		p.fill(lo.id, lo.s, nil) // a release with nothing to queue
 	}
 	if out.ResourceSpans().Len() > 0 {
 		// the stored chunks out's released traces came from go with it
@@ -280,13 +280,13 @@ func (p *subagentMerge) releaseNow(s *shard, g *group, e *entry, set spanSet, ra
 	c.released[relComplete]++
 	if e == nil {
 		s.addTombstone(g.id, spanSet{keys: set.keys, idx: set.idx}, ranks, now, p.window, p.maxTombstones)
-		g.landing = p.land(s, g.id)
+		g.slot = p.takeSlot(s, g.id)
 		return
 	}
 	e.spans, e.ranks = set, ranks
 	held := len(set.keys) - added + e.versions
 	g.prev = s.remove(e, now, p.window, p.maxTombstones)
-	g.landing = p.land(s, g.id)
+	g.slot = p.takeSlot(s, g.id)
 	g.prev.spans = held
 	p.nTraces.Add(-1)
 	p.nSpans.Add(-int64(held))

@@ -63,7 +63,7 @@ func (p *subagentMerge) removeLocked(s *shard, e *entry, now int64) held {
 	n := len(e.spans.keys) + e.versions
 	h := s.remove(e, now, p.window, p.maxTombstones)
 	h.spans = n
-	h.landing = p.land(s, e.id)
+	h.slot = p.takeSlot(s, e.id)
 	p.nTraces.Add(-1)
 	p.nSpans.Add(-int64(n))
 	return h

@@ -1,54 +1,62 @@
 package subagentmerge
 
-// Queued delivery: a release on its way to its lane, and what follows it.
+// Queued delivery: the calls on their way to a released trace's lane, in order.
 //
-// A call places a trace under its shard's lock, and queues what it released on the
-// trace's lane after, outside the lock (it encodes and stores it first). A later call
-// that passes on spans of the same trace meanwhile (a correction, a late span) saw the
-// release, but could reach the lane first: LangSmith then gets the patch of a run before
-// its post, refuses it (the run does not exist yet), and keeps the post without the
-// correction. So such spans follow the release: the later call hands its batch to the
-// release, and whatever released the trace queues it right behind its own.
+// A call places a trace's spans under its shard's lock, and queues what goes on on the
+// trace's lane after, outside the lock (it encodes and stores it first). Two calls with
+// spans of the same released trace could so reach the lane in the other order than they
+// were placed: a correction before the release it corrects, or before the late span it
+// is a later version of. LangSmith then gets the patch of a run before its post, refuses
+// it (the run does not exist yet), and keeps the post without the correction. So each
+// call that releases a trace, or passes on spans of a released one, takes a slot on the
+// trace's tombstone when it places them; a call that is ready fills its slot, and the
+// filled slots at the front go on the lane, in the order taken.
 
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
-// landing is a release on its way to its lane. follow are the batches of later calls
-// with spans of the trace, in the order the calls placed them; done says the release is
-// queued, so later batches go to the lane themselves.
+// landing is the calls on their way to a released trace's lane, in the order they
+// placed its spans.
 type landing struct {
-	follow []unsentBatch
-	done   bool
+	slots []*slot
 }
 
-// landingOf is a landing and its trace.
+// slot is one call's place in a landing: filled once the call is ready, with its batch
+// of the trace's spans (none for a release, which the call queues with its other
+// traces' and fills after).
+type slot struct {
+	l      *landing
+	b      *unsentBatch
+	filled bool
+}
+
+// landingOf is a slot and its trace.
 type landingOf struct {
 	id pcommon.TraceID
-	l  *landing
+	s  *slot
 }
 
-// following is what one call passes on of a trace whose release is on its way: its
-// refs cut out of the batch's encoding (idx) and those that go as first emissions.
+// following is what one call passes on of a released trace (its slot s): its refs cut
+// out of the batch's encoding (idx) and those that go as first emissions.
 type following struct {
 	id         pcommon.TraceID
-	l          *landing
+	s          *slot
 	idx, first []int32
 }
 
 // encodedFollow is a following, encoded.
 type encodedFollow struct {
 	id    pcommon.TraceID
-	l     *landing
+	s     *slot
 	enc   []byte
 	spans int
 }
 
-// land marks the release of trace id, whose tombstone s holds (its lock held), as on its
-// way, and returns the landing to pass to landed once it is queued. nil without queued
-// delivery or a tombstone (late_span_window 0: nothing of the trace is placed as
-// following it).
-func (p *subagentMerge) land(s *shard, id pcommon.TraceID) *landing {
+// takeSlot takes the next slot of trace id, whose tombstone s holds (its lock held),
+// for a call with spans of it to queue. nil without queued delivery or a tombstone
+// (late_span_window 0: nothing of a released trace is known).
+func (p *subagentMerge) takeSlot(s *shard, id pcommon.TraceID) *slot {
 	if !p.queued {
 		return nil
 	}
@@ -56,49 +64,43 @@ func (p *subagentMerge) land(s *shard, id pcommon.TraceID) *landing {
 	if t == nil {
 		return nil
 	}
-	t.landing = &landing{}
-	return t.landing
+	if t.landing == nil {
+		t.landing = &landing{}
+	}
+	sl := &slot{l: t.landing}
+	t.landing.slots = append(t.landing.slots, sl)
+	return sl
 }
 
-// landed is told that the release l of trace id is queued: the batches that follow it
-// go on its lane now, under the trace's shard lock, so that a call that finds it done
-// (and queues its own batch later) comes after them.
-func (p *subagentMerge) landed(id pcommon.TraceID, l *landing) {
-	if l == nil {
+// fill fills sl, a slot of trace id, with b (nil: what the call had is queued already),
+// and queues the filled slots at the front of its landing on the trace's lane, under
+// the trace's shard lock, so that a call that finds the landing empty (and queues later)
+// comes after them.
+func (p *subagentMerge) fill(id pcommon.TraceID, sl *slot, b *unsentBatch) {
+	if sl == nil {
 		return
 	}
 	s := &p.shards[shardIndex(id)]
 	lane := laneOf(id)
+	pushed := false
 	s.mu.Lock()
-	l.done = true
-	if t := s.released[id]; t != nil && t.landing == l {
+	sl.b, sl.filled = b, true
+	l := sl.l
+	n := 0
+	for n < len(l.slots) && l.slots[n].filled {
+		if q := l.slots[n].b; q != nil {
+			p.deliver.queues[lane].push(*q)
+			pushed = true
+		}
+		l.slots[n].b = nil
+		n++
+	}
+	l.slots = l.slots[n:]
+	if t := s.released[id]; t != nil && t.landing == l && len(l.slots) == 0 {
 		t.landing = nil
 	}
-	follow := l.follow
-	l.follow = nil
-	for _, b := range follow {
-		p.deliver.queues[lane].push(b)
-	}
 	s.mu.Unlock()
-	if len(follow) > 0 {
-		p.deliver.poke(lane)
-	}
-}
-
-// followRelease queues b, a call's spans of trace id, behind the release l: handed to it
-// while it is on its way, or on the lane now that it is queued.
-func (p *subagentMerge) followRelease(id pcommon.TraceID, l *landing, b unsentBatch) {
-	s := &p.shards[shardIndex(id)]
-	lane := laneOf(id)
-	s.mu.Lock()
-	waits := !l.done
-	if waits {
-		l.follow = append(l.follow, b)
-	} else {
-		p.deliver.queues[lane].push(b)
-	}
-	s.mu.Unlock()
-	if !waits {
+	if pushed {
 		p.deliver.poke(lane)
 	}
 }

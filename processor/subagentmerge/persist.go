@@ -331,11 +331,6 @@ func (m *subagentMerge) restore(ctx context.Context) error {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if m.gather && m.queued {
-		if err := m.releasedBefore(ctx, skip); err != nil {
-			return err
-		}
-	}
 	err = st.eachChunk(ctx, func(seq uint64, b []byte) {
 		td, err := m.unmarshaler.UnmarshalTraces(b)
 		if err != nil {

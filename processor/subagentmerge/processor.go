@@ -44,8 +44,8 @@ type ref struct {
 	// this way), so that it goes as a first emission
 	rank    int64
 	asFirst bool
-	// queued delivery: 1 + its index in scratch.follows when it follows a release on
-	// its way (landing.go), else 0
+	// queued delivery: 1 + its index in scratch.follows when it is a span of a released
+	// trace that goes on now (landing.go), else 0
 	follow int32
 	// stream mode: the span's skeleton, scratch.sw.spans[skel[0]:skel[1]]
 	skel [2]int32
@@ -55,10 +55,10 @@ type ref struct {
 type group struct {
 	id          pcommon.TraceID
 	first, last int32
-	released    bool     // the whole trace goes on with this batch
-	late        bool     // some of its spans came after its release
-	prev        held     // its previously buffered spans, when released
-	landing     *landing // queued delivery: its release, until queued (landing.go)
+	released    bool  // the whole trace goes on with this batch
+	late        bool  // some of its spans came after its release
+	prev        held  // its previously buffered spans, when released
+	slot        *slot // queued delivery: its release's place among the trace's calls (landing.go)
 }
 
 // scratch is the per-call working memory, pooled to keep ConsumeTraces allocation-light.
@@ -103,8 +103,8 @@ type scratch struct {
 	// chunks as stored (hold_deliver.go), and whether some span goes in several versions
 	raw      []held
 	versions bool
-	// queued delivery: releases of traces never held, queued with the rest (landing.go),
-	// and this call's spans of traces whose release is on its way
+	// queued delivery: the slots of the traces this call released, and its spans of
+	// traces released before, by trace (landing.go)
 	landings []landingOf
 	follows  []following
 }
