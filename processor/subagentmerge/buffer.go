@@ -189,9 +189,6 @@ type tombstone struct {
 	ranks      map[pcommon.SpanID]int64
 	skel, sent []byte
 	recL       link[tombstone] // its place among the shard's records, earliest kept first
-	// landing (queued delivery): the calls on their way to its lane, in the order they
-	// placed its spans (landing.go); nil when none is
-	landing *landing
 }
 
 func tombRecord(t *tombstone) *link[tombstone] { return &t.recL }
@@ -223,6 +220,10 @@ type shard struct {
 	// recBytes their bytes
 	recs     chain[tombstone]
 	recBytes int64
+	// landings (queued delivery) are the calls on their way to a released trace's lane,
+	// in the order they placed its spans, by trace, while there are any (landing.go):
+	// apart from the tombstones, which the count bound may push out meanwhile
+	landings map[pcommon.TraceID]*landing
 	// led are the ledgers (stream mode, ledger.go)
 	led ledgers
 }
@@ -232,6 +233,7 @@ func (s *shard) init(records *atomic.Int64) {
 	s.traces = map[pcommon.TraceID]*entry{}
 	s.released = map[pcommon.TraceID]*tombstone{}
 	s.gone = map[pcommon.TraceID]struct{}{}
+	s.landings = map[pcommon.TraceID]*landing{}
 	s.records = records
 	s.recs.of = tombRecord
 	s.lru.of, s.hot.of, s.settling.of = entryLRU, entryHot, entrySettle

@@ -164,6 +164,7 @@ func (p *subagentMerge) gatherPlace(ctx context.Context, td ptrace.Traces, sc *s
 	}
 	if _, gone := s.gone[g.id]; gone {
 		lateAll(sc, g, c) // remembered by id only: everything goes on
+		p.follow(s, sc, g)
 		return false, nil
 	}
 

@@ -3,14 +3,17 @@ package subagentmerge
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/agentmeter/agentmeter/internal/storagetest"
 )
@@ -151,4 +154,81 @@ func TestQueuedCorrectionOfAReleaseNeverWrittenAfterRestart(t *testing.T) {
 		v, _ := d.Attributes().Get(testVersionKey)
 		assert.Equal(t, int64(2), v.Int(), "with the correction")
 	}
+}
+
+// A trace's order on its lane outlives its tombstone: here the tombstone is pushed out
+// (num_traces' bound on remembered traces) while the release is on its way, and a
+// correction that comes then still goes after the release. (Found by review.)
+func TestQueuedOrderOutlivesTheTombstone(t *testing.T) {
+	ctx := context.Background()
+	cfg := queuedTestConfig()
+	cfg.NumTraces = 64 // 64 tombstones a shard
+	p, sink, _ := newTestProcessor(t, cfg)
+	hookReleased(p)
+	full := oneTaskN(1)
+	tid := traceIDOf(full)
+	dispatcher := findChatWithCalls(t, full)
+	require.NoError(t, p.ConsumeTraces(ctx, withoutRoot(full)))
+
+	ps := newPause()
+	done := make(chan error, 1)
+	go func() { done <- p.ConsumeTraces(context.WithValue(ctx, pauseKey{}, ps), rootOf(full)) }()
+	<-ps.reached // released, not queued
+
+	pushed := 0
+	for n := uint64(2); pushed < p.maxTombstones; n++ {
+		if td := oneTaskN(n); shardIndex(traceIDOf(td)) == shardIndex(tid) {
+			require.NoError(t, p.ConsumeTraces(ctx, td))
+			pushed++
+		}
+	}
+	s := &p.shards[shardIndex(tid)]
+	s.mu.Lock()
+	_, gone := s.gone[tid]
+	s.mu.Unlock()
+	require.True(t, gone, "the tombstone is pushed out while the release is on its way")
+
+	require.NoError(t, p.ConsumeTraces(ctx, versionOf(dispatcher, 2)))
+	require.Eventually(t, func() bool { return p.unsentSpans() == 0 }, 5*time.Second, time.Millisecond)
+	close(ps.release)
+	require.NoError(t, <-done)
+	require.Eventually(t, func() bool { return p.unsentSpans() == 0 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, p.Shutdown(ctx))
+
+	runs, reposted := langsmithView(sink.AllTraces())
+	assert.Empty(t, reposted)
+	require.Contains(t, runs, dispatcher.SpanID())
+	v, _ := runs[dispatcher.SpanID()].Attributes().Get(testVersionKey)
+	assert.Equal(t, int64(2), v.Int(), "the correction reached the run")
+}
+
+// Corrections of released traces with nothing of theirs on its way go in their lane's
+// batch of the call, as the call's other spans do, not in a batch each: what waits on a
+// lane (counted against its bound, sent in pieces) stays as it was. (Found by review.)
+func TestQueuedCorrectionsWithNothingOnTheirWayShareTheLaneBatch(t *testing.T) {
+	ctx := context.Background()
+	var down atomic.Bool
+	sink := new(consumertest.TracesSink)
+	cfg := queuedTestConfig()
+	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, refusingNext(t, sink, func(pcommon.TraceID) bool { return down.Load() }))
+	require.NoError(t, err)
+	require.NoError(t, p.Start(ctx, componenttest.NewNopHost()))
+	var same []ptrace.Traces // traces of one lane
+	for n := uint64(1); len(same) < 3; n++ {
+		if td := oneTaskN(n); laneOf(traceIDOf(td)) == 0 {
+			same = append(same, td)
+		}
+	}
+	call := ptrace.NewTraces()
+	for _, td := range same {
+		require.NoError(t, p.ConsumeTraces(ctx, td))
+		versionOf(findChatWithCalls(t, td), 2).ResourceSpans().MoveAndAppendTo(call.ResourceSpans())
+	}
+	require.Eventually(t, func() bool { return p.unsentSpans() == 0 }, 5*time.Second, time.Millisecond)
+	down.Store(true)
+	require.NoError(t, p.ConsumeTraces(ctx, call))
+	assert.Equal(t, int64(1), p.deliver.queues[0].n.Load(), "one batch on the lane for the call's corrections of three traces")
+	down.Store(false)
+	require.Eventually(t, func() bool { return p.unsentSpans() == 0 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, p.Shutdown(ctx))
 }

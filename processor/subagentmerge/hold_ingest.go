@@ -54,6 +54,7 @@ func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSe
 		if sc.restoring {
 			restSeq = int64(sc.restoreAt) // the rest is of the chunk read back
 		}
+		p.frontFollows(sc)
 		rest, follows, rerr := p.restEncodings(ctx, td, sc)
 		// what the request holds is written with what it queues, in one transaction
 		q := queuedOut{rest: rest, follows: follows, raw: sc.raw, landings: sc.landings, restSeq: restSeq, versions: sc.versions}

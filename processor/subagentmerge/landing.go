@@ -9,8 +9,8 @@ package subagentmerge
 // is a later version of. LangSmith then gets the patch of a run before its post, refuses
 // it (the run does not exist yet), and keeps the post without the correction. So each
 // call that releases a trace, or passes on spans of a released one, takes a slot on the
-// trace's tombstone when it places them; a call that is ready fills its slot, and the
-// filled slots at the front go on the lane, in the order taken.
+// trace when it places them (its shard's landings); a call that is ready fills its
+// slot, and the filled slots at the front go on the lane, in the order taken.
 
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -53,22 +53,24 @@ type encodedFollow struct {
 	spans int
 }
 
-// takeSlot takes the next slot of trace id, whose tombstone s holds (its lock held),
-// for a call with spans of it to queue. nil without queued delivery or a tombstone
-// (late_span_window 0: nothing of a released trace is known).
+// takeSlot takes the next slot of released trace id (its shard s locked) for a call
+// with spans of it to queue. nil without queued delivery, or when nothing is known of
+// the trace's release (late_span_window 0, or past it).
 func (p *subagentMerge) takeSlot(s *shard, id pcommon.TraceID) *slot {
 	if !p.queued {
 		return nil
 	}
-	t := s.released[id]
-	if t == nil {
-		return nil
+	l := s.landings[id]
+	if l == nil {
+		_, gone := s.gone[id]
+		if s.released[id] == nil && !gone {
+			return nil
+		}
+		l = &landing{}
+		s.landings[id] = l
 	}
-	if t.landing == nil {
-		t.landing = &landing{}
-	}
-	sl := &slot{l: t.landing}
-	t.landing.slots = append(t.landing.slots, sl)
+	sl := &slot{l: l}
+	l.slots = append(l.slots, sl)
 	return sl
 }
 
@@ -96,11 +98,33 @@ func (p *subagentMerge) fill(id pcommon.TraceID, sl *slot, b *unsentBatch) {
 		n++
 	}
 	l.slots = l.slots[n:]
-	if t := s.released[id]; t != nil && t.landing == l && len(l.slots) == 0 {
-		t.landing = nil
+	if len(l.slots) == 0 && s.landings[id] == l {
+		delete(s.landings, id)
 	}
 	s.mu.Unlock()
 	if pushed {
 		p.deliver.poke(lane)
+	}
+}
+
+// frontFollows moves the spans of each released trace whose slot is at the front of its
+// landing (no call placed spans of it before this one and is still on its way: the
+// usual case) into their lane's batch; the slot is filled empty once that batch is
+// queued (enqueue). Only the others go as a batch of their own, each. A slot at the
+// front stays there until filled, so the check holds until then.
+func (p *subagentMerge) frontFollows(sc *scratch) {
+	for k := range sc.follows {
+		fo := &sc.follows[k]
+		s := &p.shards[shardIndex(fo.id)]
+		s.mu.Lock()
+		front := fo.s.l.slots[0] == fo.s
+		s.mu.Unlock()
+		if !front {
+			continue
+		}
+		lane := laneOf(fo.id)
+		sc.rest[lane] = append(sc.rest[lane], fo.idx...)
+		sc.restFirst[lane] = append(sc.restFirst[lane], fo.first...)
+		fo.idx, fo.first = nil, nil
 	}
 }
