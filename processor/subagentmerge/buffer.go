@@ -189,6 +189,9 @@ type tombstone struct {
 	ranks      map[pcommon.SpanID]int64
 	skel, sent []byte
 	recL       link[tombstone] // its place among the shard's records, earliest kept first
+	// delivered: rebuilt at start from a record of its delivery (sent.go), which does
+	// not say which spans went out
+	delivered bool
 }
 
 func tombRecord(t *tombstone) *link[tombstone] { return &t.recL }

@@ -145,7 +145,9 @@ func (p *subagentMerge) gatherPlace(ctx context.Context, td ptrace.Traces, sc *s
 				ref.fate = fateLate
 				c.late++
 				if rank > 0 {
-					ref.asFirst = true
+					// a span the sink never had goes as a first emission; of a trace known
+					// only from its delivery's record, it may have had it: an update
+					ref.asFirst = !tomb.delivered
 					tomb.ranks = setRank(tomb.ranks, ref.key.id, rank)
 				}
 				continue

@@ -230,7 +230,7 @@ func (p *subagentMerge) nextDeliveryEach(ctx context.Context, u *unsent) (int, p
 		one, err := p.decodeChunks(b.parts, b.enc)
 		if err != nil {
 			p.logger.Error("subagentmerge: a queued batch does not decode; dropped", zap.Int("spans", b.spans), zap.Error(err))
-			p.dropHead(ctx, u, took, 1)
+			p.dropHead(ctx, u, took, 1, false)
 			continue
 		}
 		one.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
@@ -243,8 +243,9 @@ func (p *subagentMerge) nextDeliveryEach(ctx context.Context, u *unsent) (int, p
 }
 
 // dropHead takes n batches out of the unsent queue from index at, and their chunks off
-// the disk. Only the goroutine holding u.sending calls it.
-func (p *subagentMerge) dropHead(ctx context.Context, u *unsent, at, n int) {
+// the disk; sent says the next consumer took them (forgetDelivered). Only the goroutine
+// holding u.sending calls it.
+func (p *subagentMerge) dropHead(ctx context.Context, u *unsent, at, n int, sent bool) {
 	u.mu.Lock()
 	gone := append([]unsentBatch(nil), u.items[at:at+n]...)
 	was := len(u.items)
@@ -258,7 +259,11 @@ func (p *subagentMerge) dropHead(ctx context.Context, u *unsent, at, n int) {
 		u.bytes.Add(-b.size())
 		seqs = append(seqs, b.seqs...)
 	}
-	p.forgetOnDisk(ctx, seqs) // one transaction for all
+	if sent {
+		p.forgetDelivered(ctx, seqs) // one transaction for all
+		return
+	}
+	p.forgetOnDisk(ctx, seqs)
 }
 
 // deliverHead sends u's first batches together (nextDelivery). It reports whether they
@@ -272,7 +277,7 @@ func (p *subagentMerge) deliverHead(ctx context.Context, u *unsent) bool {
 	err := p.next.ConsumeTraces(ctx, td)
 	switch {
 	case err == nil:
-		p.dropHead(ctx, u, 0, n)
+		p.dropHead(ctx, u, 0, n, true)
 		return true
 	case consumererror.IsPermanent(err) && n > 1:
 		// one batch's spans may be what it refuses: each goes alone, so that the
@@ -281,7 +286,7 @@ func (p *subagentMerge) deliverHead(ctx context.Context, u *unsent) bool {
 	case consumererror.IsPermanent(err):
 		p.logger.Error("the next consumer refused unsent spans for good; dropped",
 			zap.Int("spans", td.SpanCount()), zap.Error(err))
-		p.dropHead(ctx, u, 0, n)
+		p.dropHead(ctx, u, 0, n, false)
 		return true
 	}
 	u.refused(err)
@@ -327,7 +332,7 @@ func (p *subagentMerge) deliverAlone(ctx context.Context, u *unsent, n int) bool
 			u.retryAt.Store(p.now() + int64(u.backoff))
 			return false
 		}
-		p.dropHead(ctx, u, 0, 1)
+		p.dropHead(ctx, u, 0, 1, err == nil)
 	}
 	return true
 }

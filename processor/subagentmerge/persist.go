@@ -85,6 +85,10 @@ type persister struct {
 	// still on disk, and the markers naming each chunk
 	endLeft map[uint64]int
 	endsOn  map[uint64][]uint64
+	// gather mode's records of deliveries on disk, oldest first, and the next record's
+	// number (sent.go)
+	sent     []sentRecord
+	sentNext uint64
 }
 
 // newPersister reads the bounds of the chunks stored under prefix.
@@ -330,6 +334,12 @@ func (m *subagentMerge) restore(ctx context.Context) error {
 	}
 	if err != nil {
 		errs = append(errs, err)
+	}
+	if m.queued {
+		// before the chunks: their spans of traces delivered before go on as such
+		if err := m.restoreSent(ctx); err != nil {
+			return err
+		}
 	}
 	err = st.eachChunk(ctx, func(seq uint64, b []byte) {
 		td, err := m.unmarshaler.UnmarshalTraces(b)
