@@ -2,12 +2,15 @@ package subagentmerge
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -116,12 +119,7 @@ func TestDeliveriesOnDiskLastTheLateSpanWindow(t *testing.T) {
 	cfg := queuedTestConfig()
 	var clock atomic.Int64 // the restart runs on the real clock, long after
 	clock.Store(time.Now().UnixNano() - 10*int64(cfg.LateSpanWindow))
-	cfg.Storage = &storageID
-	sink := new(consumertest.TracesSink)
-	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, sink)
-	require.NoError(t, err)
-	p.now = clock.Load
-	require.NoError(t, p.Start(ctx, st.Host(storageID)))
+	p, sink := startOnClock(t, st, cfg, &clock)
 	a, b := oneTaskN(1), oneTaskN(2)
 	require.NoError(t, p.ConsumeTraces(ctx, a))
 	require.Eventually(t, func() bool { return sink.SpanCount() == a.SpanCount() }, 5*time.Second, 2*time.Millisecond)
@@ -140,4 +138,114 @@ func TestDeliveriesOnDiskLastTheLateSpanWindow(t *testing.T) {
 	for sp := range spaniter.In(sink2.AllTraces()) {
 		assert.False(t, genai.IsReemission(sp.Attributes()), "past the window the trace is not known: held, then a first emission")
 	}
+}
+
+// After a restart, a repeat of a delivered span's first emission (a sender's retry of a
+// request the killed process never answered) and a later correction of it that go in
+// one send both go: the repeat as a post (LangSmith ignores it: it has the run) and the
+// correction as a patch, not coalesced into one first emission with the correction's
+// content, which LangSmith would ignore too. (Found by review.)
+func TestRepeatAndCorrectionOfADeliveredTraceInOneSend(t *testing.T) {
+	ctx := context.Background()
+	st := storagetest.New()
+	sink := new(consumertest.TracesSink) // what LangSmith got, across the restart
+	p := startWithStorageTo(t, st, queuedTestConfig(), sink)
+	full := buildOneTask()
+	dispatcher := findChatWithCalls(t, full)
+	require.NoError(t, p.ConsumeTraces(ctx, clone(full)))
+	require.Eventually(t, func() bool { return sink.SpanCount() == full.SpanCount() }, 5*time.Second, 2*time.Millisecond)
+	kill(p)
+
+	var down atomic.Bool
+	down.Store(true) // both wait on the lane, and go in one send
+	p2 := startWithStorageTo(t, st, queuedTestConfig(), refusingNext(t, sink, func(pcommon.TraceID) bool { return down.Load() }))
+	require.NoError(t, p2.ConsumeTraces(ctx, clone(full)), "the sender's retry")
+	require.NoError(t, p2.ConsumeTraces(ctx, versionOf(dispatcher, 2)))
+	down.Store(false)
+	require.Eventually(t, func() bool { return p2.unsentSpans() == 0 }, 5*time.Second, 2*time.Millisecond)
+	require.NoError(t, p2.Shutdown(ctx))
+
+	runs, _ := langsmithView(sink.AllTraces())
+	v, _ := runs[dispatcher.SpanID()].Attributes().Get(testVersionKey)
+	assert.Equal(t, int64(2), v.Int(), "the correction reached the run")
+}
+
+// A record stamped ahead of the clock (a clock stepped back) does not keep the records
+// behind it on disk: it counts as made when the clock is first seen behind it.
+// (Found by review.)
+func TestDeliveryRecordsAheadOfTheClockExpire(t *testing.T) {
+	ctx := context.Background()
+	st := storagetest.New()
+	cfg := queuedTestConfig()
+	base := time.Now().UnixNano()
+	var clock atomic.Int64
+	clock.Store(base + int64(time.Hour)) // ahead
+	p, sink := startOnClock(t, st, cfg, &clock)
+	sent := 0
+	deliver := func(n uint64) {
+		td := oneTaskN(n)
+		sent += td.SpanCount()
+		require.NoError(t, p.ConsumeTraces(ctx, td))
+		require.Eventually(t, func() bool { return sink.SpanCount() == sent }, 5*time.Second, time.Millisecond)
+	}
+	deliver(1)
+	clock.Store(base) // stepped back
+	for n := uint64(2); n < 12; n++ {
+		deliver(n)
+		clock.Add(int64(cfg.LateSpanWindow) + 1)
+	}
+	require.NoError(t, p.Shutdown(ctx))
+	assert.LessOrEqual(t, st.Count("sent/"), 2, "records past late_span_window are deleted")
+}
+
+// Traces of a send that the next consumer took in part (a partial refusal names what it
+// did not take) are recorded as delivered at once, whatever becomes of the rest.
+// (Found by review.)
+func TestPartlyTakenSendRecordsWhatWasTaken(t *testing.T) {
+	ctx := context.Background()
+	st := storagetest.New()
+	var same []ptrace.Traces
+	for n := uint64(1); len(same) < 2; n++ {
+		if td := oneTaskN(n); laneOf(traceIDOf(td)) == 0 {
+			same = append(same, td)
+		}
+	}
+	a, b := same[0], same[1]
+	aID, bID := traceIDOf(a), traceIDOf(b)
+	sink := new(consumertest.TracesSink)
+	var calls atomic.Int32
+	var gate atomic.Bool
+	next, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
+		if !gate.Load() {
+			return errors.New("down")
+		}
+		if calls.Add(1) == 1 {
+			_ = sink.ConsumeTraces(ctx, only(td, func(sp ptrace.Span) bool { return sp.TraceID() == aID }))
+			return consumererror.NewTraces(errors.New("queue full"), only(td, func(sp ptrace.Span) bool { return sp.TraceID() == bID }))
+		}
+		return consumererror.NewPermanent(errors.New("invalid run"))
+	})
+	require.NoError(t, err)
+	p := startWithStorageTo(t, st, queuedTestConfig(), next)
+	require.NoError(t, p.ConsumeTraces(ctx, clone(a)))
+	require.NoError(t, p.ConsumeTraces(ctx, clone(b)))
+	gate.Store(true)
+	p.deliver.poke(0)
+	require.Eventually(t, func() bool { return p.unsentSpans() == 0 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, a.SpanCount(), sink.SpanCount(), "a reached the sink")
+	kill(p)
+	assert.Equal(t, 1, st.Count("sent/"), "a's delivery is on disk")
+}
+
+// startOnClock starts a processor of cfg on st's storage that reads the time from clock
+// (set before it starts: its goroutines read it).
+func startOnClock(t *testing.T, st *storagetest.Storage, cfg *Config, clock *atomic.Int64) (*subagentMerge, *consumertest.TracesSink) {
+	t.Helper()
+	cfg.Storage = &storageID
+	sink := new(consumertest.TracesSink)
+	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, sink)
+	require.NoError(t, err)
+	p.now = clock.Load
+	require.NoError(t, p.Start(context.Background(), st.Host(storageID)))
+	return p, sink
 }

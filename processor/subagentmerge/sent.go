@@ -20,7 +20,10 @@ import (
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
+
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // Keys of the records: the range of their numbers on disk, and each record.
@@ -45,9 +48,15 @@ func (p *persister) forgetSent(ctx context.Context, holds []chunkHold, ids []pco
 	defer p.mu.Unlock()
 	ops, top := p.forgetOps(nil, holds)
 	n := 0
-	for n < len(p.sent) && p.sent[n].at <= now-window {
-		ops = append(ops, storage.DeleteOperation(p.sentKey(p.sent[n].n)))
-		n++
+	for ; n < len(p.sent); n++ {
+		// one stamped ahead of the clock (a clock stepped back) counts from now, or it
+		// would keep every record behind it until the clock caught up
+		r := &p.sent[n]
+		r.at = min(r.at, now)
+		if r.at > now-window {
+			break
+		}
+		ops = append(ops, storage.DeleteOperation(p.sentKey(r.n)))
 	}
 	if n > 0 {
 		p.sent = p.sent[n:]
@@ -90,6 +99,33 @@ func (p *subagentMerge) forgetDelivered(ctx context.Context, seqs []chunkHold) {
 	}
 }
 
+// recordTaken records the traces of td that the next consumer took whole, rest (what it
+// did not take) aside, with queued delivery: they reached the sink whatever becomes of
+// the rest, which goes again with their chunks.
+func (p *subagentMerge) recordTaken(ctx context.Context, td, rest ptrace.Traces) {
+	if p.store == nil || !p.queued || p.window <= 0 {
+		return
+	}
+	left := map[pcommon.TraceID]struct{}{}
+	for sp := range spaniter.All(rest) {
+		left[sp.TraceID()] = struct{}{}
+	}
+	var ids []pcommon.TraceID
+	for sp := range spaniter.All(td) {
+		id := sp.TraceID()
+		if _, ok := left[id]; !ok && !id.IsEmpty() {
+			left[id] = struct{}{} // once
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	if err := p.store.forgetSent(ctx, nil, ids, p.now(), p.window); err != nil {
+		p.logger.Warn("storage: recording the traces a partly taken send delivered failed", zap.Error(err))
+	}
+}
+
 // restoreSent reads the records at start: each trace a record within late_span_window
 // names gets a tombstone again (sent.go's comment), as of its delivery. Records past it
 // are deleted.
@@ -116,7 +152,7 @@ func (p *subagentMerge) restoreSent(ctx context.Context) error {
 		}
 		at := int64(0)
 		if len(b) >= 8 && (len(b)-8)%16 == 0 {
-			at = int64(binary.BigEndian.Uint64(b))
+			at = min(int64(binary.BigEndian.Uint64(b)), now) // ahead of the clock: from now
 		}
 		if at <= now-p.window {
 			ops = append(ops, storage.DeleteOperation(st.sentKey(n))) // past the window, or torn
