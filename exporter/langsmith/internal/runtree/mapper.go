@@ -197,7 +197,7 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 		// a patch that named another trace_id or dotted_order would move it
 		if e, buf, ok := tc.lookup(s.spanID, m.scratch); ok {
 			m.scratch = buf
-			s.entry, s.parentRunID, s.orphan = e, e.parentRunID, e.orphan
+			s.entry, s.parentRunID, s.orphan, s.invented = e, e.parentRunID, e.orphan, e.invented
 			return
 		}
 		// the emitter placed it when it started: its ancestors need not have come
@@ -239,6 +239,7 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 			} else if e, buf, ok := tc.lookup(s.parent, m.scratch); ok {
 				m.scratch = buf
 				parent, up, found = e, s.parent, true
+				s.invented = e.invented
 			}
 		}
 		if !found {
@@ -251,7 +252,7 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 					return // an update LangSmith places: nothing is learnt from it
 				}
 				tc.root, tc.rootSpan, tc.rootSet = s.entry, s.spanID, true
-				m.cache.put(tc, s.spanID, cachedRun{seg: s.start, orphan: orphanCode(OrphanRerooted)})
+				m.cache.put(tc, s.spanID, cachedRun{seg: s.start, orphan: orphanCode(OrphanRerooted), invented: true})
 				return
 			}
 			parent, up, s.orphan = tc.root, tc.rootSpan, OrphanAttachedToRoot
@@ -265,7 +266,7 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 			parentRunID: parent.runID, orphan: s.orphan}
 		s.parentRunID = parent.runID
 		if !s.invented || s.version.Rev == 0 {
-			m.cache.put(tc, s.spanID, cachedRun{up: up, seg: seg, orphan: orphanCode(s.orphan)})
+			m.cache.put(tc, s.spanID, cachedRun{up: up, seg: seg, orphan: orphanCode(s.orphan), invented: s.invented})
 		}
 	}
 	for _, i := range idxs {
