@@ -9,13 +9,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer/consumererror"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/dottedorder"
 	"github.com/agentmeter/agentmeter/internal/fakevendor"
-	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // A correction of a run posted where this exporter no longer knows its trace (after a
@@ -132,47 +130,4 @@ func TestUnplacedUpdatesStopAtAThrottle(t *testing.T) {
 	var retry consumererror.Traces
 	require.ErrorAs(t, err, &retry)
 	assert.Equal(t, traces-2, retry.Data().SpanCount(), "the updates not delivered are retried, the two delivered are not")
-}
-
-// spanOnly is a copy of td with span id's run alone.
-func spanOnly(td ptrace.Traces, id pcommon.SpanID) ptrace.Traces {
-	out := ptrace.NewTraces()
-	td.CopyTo(out)
-	spaniter.RemoveIf(out, func(sp ptrace.Span) bool { return sp.SpanID() != id })
-	return out
-}
-
-// After a restart (the chain cache empty), a repeat of a run's post whose ancestors are
-// not in the push is placed by guess (LangSmith ignores it: it has the run), and a later
-// version of it, in the same push or a later one, is an update of the run where
-// LangSmith holds it (PATCH /runs/{id}), not a patch that moves it to the guessed
-// place. (Found by review.)
-func TestAGuessedPlaceIsNotPatchedOntoARun(t *testing.T) {
-	for _, onePush := range []bool{true, false} {
-		fake := newFake(t)
-		ctx := context.Background()
-		td, ids := fakevendor.AgentTrace(61, base)
-		h := mustStart(t, fake, nil)
-		require.NoError(t, h.exp.ConsumeTraces(ctx, td))
-		id := dottedorder.SpanUUID(ids.LeadChat)
-		posted := fake.Runs()[id]
-		place := []any{posted["trace_id"], posted["dotted_order"], posted["parent_run_id"]}
-
-		h = mustStart(t, fake, nil) // the collector restarted
-		repeat := spanOnly(td, ids.LeadChat)
-		correction := fakevendor.Reemission(td, ids.LeadChat, 2, genai.Usage{Input: 777})
-		if onePush {
-			correction.ResourceSpans().MoveAndAppendTo(repeat.ResourceSpans())
-			require.NoError(t, h.exp.ConsumeTraces(ctx, repeat))
-		} else {
-			require.NoError(t, h.exp.ConsumeTraces(ctx, repeat))
-			require.NoError(t, h.exp.ConsumeTraces(ctx, correction))
-		}
-
-		run := fake.Runs()[id]
-		assert.EqualValues(t, 777, subagentInput(t, run), "one push %v: the correction reached the run", onePush)
-		assert.Equal(t, place, []any{run["trace_id"], run["dotted_order"], run["parent_run_id"]}, "one push %v: the run stays where it was posted", onePush)
-		assert.NotContains(t, run["extra"].(map[string]any)["metadata"], "orphan", "one push %v", onePush)
-		assert.Empty(t, fake.Violations(), "one push %v", onePush)
-	}
 }

@@ -213,7 +213,12 @@ func TestQueuedCorrectionsWithNothingOnTheirWayShareTheLaneBatch(t *testing.T) {
 	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, refusingNext(t, sink, func(pcommon.TraceID) bool { return down.Load() }))
 	require.NoError(t, err)
 	require.NoError(t, p.Start(ctx, componenttest.NewNopHost()))
-	same := tracesOfLane(0, 3)
+	var same []ptrace.Traces // traces of one lane
+	for n := uint64(1); len(same) < 3; n++ {
+		if td := oneTaskN(n); laneOf(traceIDOf(td)) == 0 {
+			same = append(same, td)
+		}
+	}
 	call := ptrace.NewTraces()
 	for _, td := range same {
 		require.NoError(t, p.ConsumeTraces(ctx, td))

@@ -204,7 +204,12 @@ func TestDeliveryRecordsAheadOfTheClockExpire(t *testing.T) {
 func TestPartlyTakenSendRecordsWhatWasTaken(t *testing.T) {
 	ctx := context.Background()
 	st := storagetest.New()
-	same := tracesOfLane(0, 2)
+	var same []ptrace.Traces
+	for n := uint64(1); len(same) < 2; n++ {
+		if td := oneTaskN(n); laneOf(traceIDOf(td)) == 0 {
+			same = append(same, td)
+		}
+	}
 	a, b := same[0], same[1]
 	aID, bID := traceIDOf(a), traceIDOf(b)
 	sink := new(consumertest.TracesSink)
@@ -243,72 +248,4 @@ func startOnClock(t *testing.T, st *storagetest.Storage, cfg *Config, clock *ato
 	p.now = clock.Load
 	require.NoError(t, p.Start(context.Background(), st.Host(storageID)))
 	return p, sink
-}
-
-// What is left of a send the next consumer took in part keeps what coalesce needs of its
-// batches: here a delivered trace's repeated post and its correction, left over, then
-// sent with another trace's correction. (Found by review.)
-func TestPartlyTakenSendKeepsItsTracesApart(t *testing.T) {
-	ctx := context.Background()
-	st := storagetest.New()
-	same := tracesOfLane(0, 2)
-	x, y := same[0], same[1]
-	xID := traceIDOf(x)
-	dispatcher, yDispatcher := findChatWithCalls(t, x), findChatWithCalls(t, y)
-
-	sink := new(consumertest.TracesSink)
-	p := startWithStorageTo(t, st, queuedTestConfig(), sink)
-	require.NoError(t, p.ConsumeTraces(ctx, clone(x)))
-	require.Eventually(t, func() bool { return p.unsentSpans() == 0 && st.Count("sent/") == 1 }, 5*time.Second, 2*time.Millisecond)
-	kill(p)
-
-	const (
-		down = iota
-		partly
-		up
-	)
-	var phase, partial atomic.Int32
-	next, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
-		switch phase.Load() {
-		case down:
-			return errors.New("down")
-		case partly:
-			partial.Add(1)
-			phase.Store(down)
-			_ = sink.ConsumeTraces(ctx, only(td, func(sp ptrace.Span) bool { return sp.TraceID() != xID }))
-			return consumererror.NewTraces(errors.New("throttled"), only(td, func(sp ptrace.Span) bool { return sp.TraceID() == xID }))
-		}
-		return sink.ConsumeTraces(ctx, td)
-	})
-	require.NoError(t, err)
-	p2 := startWithStorageTo(t, st, queuedTestConfig(), next)
-	require.NoError(t, p2.ConsumeTraces(ctx, clone(x)), "the sender's retry")
-	require.NoError(t, p2.ConsumeTraces(ctx, versionOf(dispatcher, 2)))
-	require.NoError(t, p2.ConsumeTraces(ctx, clone(y)))
-	phase.Store(partly)
-	p2.deliver.poke(0)
-	require.Eventually(t, func() bool { return partial.Load() == 1 }, 5*time.Second, time.Millisecond)
-	require.NoError(t, p2.ConsumeTraces(ctx, versionOf(yDispatcher, 1)))
-	phase.Store(up)
-	p2.deliver.queues[0].retryAt.Store(0)
-	p2.deliver.poke(0)
-	require.Eventually(t, func() bool { return p2.unsentSpans() == 0 }, 5*time.Second, 2*time.Millisecond)
-	require.NoError(t, p2.Shutdown(ctx))
-
-	runs, _ := langsmithView(sink.AllTraces())
-	v, _ := runs[dispatcher.SpanID()].Attributes().Get(testVersionKey)
-	assert.Equal(t, int64(2), v.Int(), "x's correction reached the run")
-	v, _ = runs[yDispatcher.SpanID()].Attributes().Get(testVersionKey)
-	assert.Equal(t, int64(1), v.Int(), "y's correction reached the run")
-}
-
-// tracesOfLane returns n one-task traces that go by queued delivery's lane.
-func tracesOfLane(lane, n int) []ptrace.Traces {
-	var same []ptrace.Traces
-	for i := uint64(1); len(same) < n; i++ {
-		if td := oneTaskN(i); laneOf(traceIDOf(td)) == lane {
-			same = append(same, td)
-		}
-	}
-	return same
 }

@@ -369,14 +369,6 @@ func (p *subagentMerge) joinHead(u *unsent, n int, rest ptrace.Traces) error {
 	for _, b := range u.items[:n] {
 		joined.seqs = append(joined.seqs, b.seqs...)
 		oldBytes, oldSpans = oldBytes+int(b.size()), oldSpans+b.spans
-		// the rest was coalesced before it was sent; what is joined to it later is
-		// coalesced with it again, and must keep its traces apart as before
-		joined.versions = joined.versions || b.versions
-		for _, id := range b.posted {
-			if !slices.Contains(joined.posted, id) {
-				joined.posted = append(joined.posted, id)
-			}
-		}
 	}
 	u.items = append([]unsentBatch{joined}, u.items[n:]...)
 	u.mu.Unlock()

@@ -20,9 +20,6 @@ type chainEntry struct {
 	// the span (a re-emission, patched onto the run) is placed where the run already is
 	parentRunID string
 	orphan      string
-	// invented: its place was guessed (an orphan's, or under one), so a later version
-	// of it is an update LangSmith places (the run may be elsewhere at LangSmith)
-	invented bool
 }
 
 // cachedRun is a mapped run as the cache keeps it: the run its chain goes on from and
@@ -34,7 +31,6 @@ type cachedRun struct {
 	seg      int64
 	traceRun bool  // its run id is the trace UUID (the true root)
 	orphan   uint8 // index into orphanReasons
-	invented bool  // its place was guessed (chainEntry.invented)
 }
 
 var orphanReasons = [...]string{"", OrphanRerooted, OrphanAttachedToRoot}
@@ -127,7 +123,7 @@ func (tc *traceChains) lookup(span pcommon.SpanID, buf []byte) (chainEntry, []by
 			buf = dottedorder.AppendUUID(buf, b)
 		}
 	}
-	e := chainEntry{dotted: string(buf), segMicros: r.seg, orphan: orphanReasons[r.orphan], invented: r.invented}
+	e := chainEntry{dotted: string(buf), segMicros: r.seg, orphan: orphanReasons[r.orphan]}
 	runID := func(at int) string { return e.dotted[at : at+dottedorder.UUIDLen] }
 	e.traceRunID, e.runID = runID(topAt), runID(spanAt)
 	if top >= 1 || above != "" {

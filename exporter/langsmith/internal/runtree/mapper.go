@@ -197,7 +197,7 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 		// a patch that named another trace_id or dotted_order would move it
 		if e, buf, ok := tc.lookup(s.spanID, m.scratch); ok {
 			m.scratch = buf
-			s.entry, s.parentRunID, s.orphan, s.invented = e, e.parentRunID, e.orphan, e.invented
+			s.entry, s.parentRunID, s.orphan = e, e.parentRunID, e.orphan
 			return
 		}
 		// the emitter placed it when it started: its ancestors need not have come
@@ -239,7 +239,6 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 			} else if e, buf, ok := tc.lookup(s.parent, m.scratch); ok {
 				m.scratch = buf
 				parent, up, found = e, s.parent, true
-				s.invented = e.invented
 			}
 		}
 		if !found {
@@ -252,7 +251,7 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 					return // an update LangSmith places: nothing is learnt from it
 				}
 				tc.root, tc.rootSpan, tc.rootSet = s.entry, s.spanID, true
-				m.cache.put(tc, s.spanID, cachedRun{seg: s.start, orphan: orphanCode(OrphanRerooted), invented: true})
+				m.cache.put(tc, s.spanID, cachedRun{seg: s.start, orphan: orphanCode(OrphanRerooted)})
 				return
 			}
 			parent, up, s.orphan = tc.root, tc.rootSpan, OrphanAttachedToRoot
@@ -266,7 +265,7 @@ func (m *Mapper) resolveTrace(traceID pcommon.TraceID, idxs []int, infos []spanI
 			parentRunID: parent.runID, orphan: s.orphan}
 		s.parentRunID = parent.runID
 		if !s.invented || s.version.Rev == 0 {
-			m.cache.put(tc, s.spanID, cachedRun{up: up, seg: seg, orphan: orphanCode(s.orphan), invented: s.invented})
+			m.cache.put(tc, s.spanID, cachedRun{up: up, seg: seg, orphan: orphanCode(s.orphan)})
 		}
 	}
 	for _, i := range idxs {
