@@ -120,7 +120,7 @@ func (p *subagentMerge) gatherBatch(ctx context.Context, td ptrace.Traces, sc *s
 	case versions && p.queued:
 		sc.versions = true // coalesced by the sender, once it decoded them
 	case versions:
-		coalesce(out, sc.postedSet())
+		coalesce(out)
 	}
 	return out, errors.Join(errs...)
 }
@@ -137,9 +137,6 @@ func (p *subagentMerge) gatherPlace(ctx context.Context, td ptrace.Traces, sc *s
 	if tomb := s.released[g.id]; tomb != nil {
 		// Released before: newer versions and new spans go on now; exact repeats and
 		// versions older than one passed on do not.
-		if tomb.delivered {
-			sc.posted = append(sc.posted, g.id)
-		}
 		for r := g.first; r >= 0; r = sc.refs[r].next {
 			ref := &sc.refs[r]
 			rank := ref.rank
@@ -169,7 +166,6 @@ func (p *subagentMerge) gatherPlace(ctx context.Context, td ptrace.Traces, sc *s
 	}
 	if _, gone := s.gone[g.id]; gone {
 		lateAll(sc, g, c) // remembered by id only: everything goes on
-		sc.posted = append(sc.posted, g.id)
 		p.follow(s, sc, g)
 		return false, nil
 	}
@@ -386,9 +382,6 @@ func (p *subagentMerge) follow(s *shard, sc *scratch, g *group) {
 	}
 }
 
-// postedSet is sc.posted as a set (nil when empty), for coalesce.
-func (sc *scratch) postedSet() map[pcommon.TraceID]struct{} { return addPosted(nil, sc.posted) }
-
 // traceIDsOf appends to dst the traces of refs idx that dst does not name yet.
 func (sc *scratch) traceIDsOf(dst []pcommon.TraceID, idx []int32) []pcommon.TraceID {
 	for _, i := range idx {
@@ -416,11 +409,8 @@ func setRank(ranks map[pcommon.SpanID]int64, id pcommon.SpanID, rank int64) map[
 // emission is in td as well goes on as a first emission with the newest version's
 // content: the sink has not had it yet, and gets it created once, in its last state,
 // instead of created and then updated. The tombstone's ranks then drop versions older
-// than it that come later. Of a trace in posted (the sink may have had its first
-// emissions already: a trace known only by its delivery's record or by its id), both go
-// as they came, the first emission and then the newest version as an update, since a
-// first emission the sink has is ignored.
-func coalesce(td ptrace.Traces, posted map[pcommon.TraceID]struct{}) {
+// than it that come later.
+func coalesce(td ptrace.Traces) {
 	type versions struct {
 		first   int   // index of the first emission, -1 none
 		newest  int   // index of the newest re-emission, -1 none
@@ -453,15 +443,12 @@ func coalesce(td ptrace.Traces, posted map[pcommon.TraceID]struct{}) {
 		v := byID[traceSpan{sp.TraceID(), sp.SpanID()}]
 		at := i
 		i++
-		_, maybeHad := posted[sp.TraceID()]
 		switch {
 		case v.newest < 0:
 			return at != v.first
-		case at == v.first && maybeHad:
-			return false
 		case at != v.newest:
 			return true
-		case v.first >= 0 && !maybeHad:
+		case v.first >= 0:
 			asFirstEmission(sp.Attributes())
 		}
 		return false

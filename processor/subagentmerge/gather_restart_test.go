@@ -140,36 +140,6 @@ func TestDeliveriesOnDiskLastTheLateSpanWindow(t *testing.T) {
 	}
 }
 
-// After a restart, a repeat of a delivered span's first emission (a sender's retry of a
-// request the killed process never answered) and a later correction of it that go in
-// one send both go: the repeat as a post (LangSmith ignores it: it has the run) and the
-// correction as a patch, not coalesced into one first emission with the correction's
-// content, which LangSmith would ignore too. (Found by review.)
-func TestRepeatAndCorrectionOfADeliveredTraceInOneSend(t *testing.T) {
-	ctx := context.Background()
-	st := storagetest.New()
-	sink := new(consumertest.TracesSink) // what LangSmith got, across the restart
-	p := startWithStorageTo(t, st, queuedTestConfig(), sink)
-	full := buildOneTask()
-	dispatcher := findChatWithCalls(t, full)
-	require.NoError(t, p.ConsumeTraces(ctx, clone(full)))
-	require.Eventually(t, func() bool { return sink.SpanCount() == full.SpanCount() }, 5*time.Second, 2*time.Millisecond)
-	kill(p)
-
-	var down atomic.Bool
-	down.Store(true) // both wait on the lane, and go in one send
-	p2 := startWithStorageTo(t, st, queuedTestConfig(), refusingNext(t, sink, func(pcommon.TraceID) bool { return down.Load() }))
-	require.NoError(t, p2.ConsumeTraces(ctx, clone(full)), "the sender's retry")
-	require.NoError(t, p2.ConsumeTraces(ctx, versionOf(dispatcher, 2)))
-	down.Store(false)
-	require.Eventually(t, func() bool { return p2.unsentSpans() == 0 }, 5*time.Second, 2*time.Millisecond)
-	require.NoError(t, p2.Shutdown(ctx))
-
-	runs, _ := langsmithView(sink.AllTraces())
-	v, _ := runs[dispatcher.SpanID()].Attributes().Get(testVersionKey)
-	assert.Equal(t, int64(2), v.Int(), "the correction reached the run")
-}
-
 // A record stamped ahead of the clock (a clock stepped back) does not keep the records
 // behind it on disk: it counts as made when the clock is first seen behind it.
 // (Found by review.)

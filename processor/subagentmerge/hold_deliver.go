@@ -19,7 +19,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -87,7 +86,6 @@ type queuedOut struct {
 	landings []landingOf
 	restSeq  int64
 	versions bool
-	posted   []pcommon.TraceID // of the traces in it, those coalesce keeps apart
 }
 
 // enqueue queues q on each trace's lane; what q stores is on disk before the request is
@@ -166,13 +164,6 @@ func (p *subagentMerge) enqueue(ctx context.Context, q queuedOut, held chunkWrit
 				err = errors.Join(err, p.heldWriteFailed(werr))
 			}
 		}
-	}
-	for _, id := range q.posted {
-		if i := slices.IndexFunc(q.follows, func(f encodedFollow) bool { return f.id == id }); i >= 0 && q.follows[i].spans > 0 {
-			follows[i].posted = []pcommon.TraceID{id}
-			continue
-		}
-		batches[laneOf(id)].posted = append(batches[laneOf(id)].posted, id)
 	}
 	for lane := range batches {
 		if b := batches[lane]; b.enc != nil || len(b.parts) > 0 {

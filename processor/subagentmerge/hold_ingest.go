@@ -57,7 +57,7 @@ func (p *subagentMerge) consume(ctx context.Context, td ptrace.Traces, restoreSe
 		p.frontFollows(sc)
 		rest, follows, rerr := p.restEncodings(ctx, td, sc)
 		// what the request holds is written with what it queues, in one transaction
-		q := queuedOut{rest: rest, follows: follows, raw: sc.raw, landings: sc.landings, restSeq: restSeq, versions: sc.versions, posted: sc.posted}
+		q := queuedOut{rest: rest, follows: follows, raw: sc.raw, landings: sc.landings, restSeq: restSeq, versions: sc.versions}
 		qerr := errors.Join(rerr, p.enqueue(ctx, q, p.heldChunk(sc)))
 		if sc.restoring && !sc.hasRest() && !sc.adopted {
 			p.forgetOnDisk(ctx, nil, sc.restoreAt) // nothing of it is held or sent any more

@@ -96,7 +96,7 @@ func (p *subagentMerge) sendReleased(ctx context.Context, bufs []held, c *counts
 		}
 	}
 	if p.gather && slices.ContainsFunc(bufs, func(b held) bool { return b.versions }) {
-		coalesce(out, nil)
+		coalesce(out)
 	}
 	p.tel.record(ctx, c)
 	var seqs []chunkHold

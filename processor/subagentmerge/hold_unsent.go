@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/consumer/consumererror"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 )
@@ -47,8 +46,6 @@ type unsentBatch struct {
 	seqs     []chunkHold
 	spans    int
 	versions bool // some span may be in it more than once (queued delivery coalesces)
-	// posted are its traces whose first emissions the sink may have had (coalesce)
-	posted []pcommon.TraceID
 }
 
 // size is the bytes b holds.
@@ -196,7 +193,6 @@ const maxDeliverSpans = 2048
 // said in the log. Only the goroutine holding u.sending calls it.
 func (p *subagentMerge) nextDelivery(ctx context.Context, u *unsent) (int, ptrace.Traces) {
 	var parts [][]byte
-	var posted map[pcommon.TraceID]struct{}
 	took, spans, versions := 0, 0, false
 	u.mu.Lock()
 	for took < len(u.items) && (took == 0 || spans+u.items[took].spans <= maxDeliverSpans) {
@@ -206,7 +202,6 @@ func (p *subagentMerge) nextDelivery(ctx context.Context, u *unsent) (int, ptrac
 			parts = append(parts, b.enc)
 		}
 		took, spans, versions = took+1, spans+b.spans, versions || b.versions
-		posted = addPosted(posted, b.posted)
 	}
 	u.mu.Unlock()
 	td, err := p.decodeChunks(parts, nil)
@@ -214,27 +209,15 @@ func (p *subagentMerge) nextDelivery(ctx context.Context, u *unsent) (int, ptrac
 		return p.nextDeliveryEach(ctx, u)
 	}
 	if versions {
-		coalesce(td, posted)
+		coalesce(td)
 	}
 	return took, td
-}
-
-// addPosted adds ids to the set posted, making it when nil.
-func addPosted(posted map[pcommon.TraceID]struct{}, ids []pcommon.TraceID) map[pcommon.TraceID]struct{} {
-	if len(ids) > 0 && posted == nil {
-		posted = map[pcommon.TraceID]struct{}{}
-	}
-	for _, id := range ids {
-		posted[id] = struct{}{}
-	}
-	return posted
 }
 
 // nextDeliveryEach is nextDelivery decoding each batch alone, so that one that does not
 // decode is found and dropped.
 func (p *subagentMerge) nextDeliveryEach(ctx context.Context, u *unsent) (int, ptrace.Traces) {
 	td := ptrace.NewTraces()
-	var posted map[pcommon.TraceID]struct{}
 	took, spans, versions := 0, 0, false
 	for {
 		u.mu.Lock()
@@ -252,10 +235,9 @@ func (p *subagentMerge) nextDeliveryEach(ctx context.Context, u *unsent) (int, p
 		}
 		one.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
 		took, spans, versions = took+1, spans+b.spans, versions || b.versions
-		posted = addPosted(posted, b.posted)
 	}
 	if versions {
-		coalesce(td, posted)
+		coalesce(td)
 	}
 	return took, td
 }
@@ -336,7 +318,7 @@ func (p *subagentMerge) deliverAlone(ctx context.Context, u *unsent, n int) bool
 			err = consumererror.NewPermanent(fmt.Errorf("subagentmerge: a queued batch does not decode: %w", err))
 		} else {
 			if b.versions {
-				coalesce(td, addPosted(nil, b.posted))
+				coalesce(td)
 			}
 			err = p.next.ConsumeTraces(ctx, td)
 		}

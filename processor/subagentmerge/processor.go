@@ -107,9 +107,6 @@ type scratch struct {
 	// traces released before, by trace (landing.go)
 	landings []landingOf
 	follows  []following
-	// gather mode: the traces of this call whose first emissions the sink may have had
-	// already (coalesce)
-	posted []pcommon.TraceID
 }
 
 type subagentMerge struct {
@@ -376,8 +373,6 @@ func (p *subagentMerge) putScratch(sc *scratch) {
 	clear(sc.landings)
 	clear(sc.follows)
 	sc.landings, sc.follows = sc.landings[:0], sc.follows[:0]
-	clear(sc.posted)
-	sc.posted = sc.posted[:0]
 	p.pool.Put(sc)
 }
 
