@@ -213,12 +213,7 @@ func TestQueuedCorrectionsWithNothingOnTheirWayShareTheLaneBatch(t *testing.T) {
 	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, refusingNext(t, sink, func(pcommon.TraceID) bool { return down.Load() }))
 	require.NoError(t, err)
 	require.NoError(t, p.Start(ctx, componenttest.NewNopHost()))
-	var same []ptrace.Traces // traces of one lane
-	for n := uint64(1); len(same) < 3; n++ {
-		if td := oneTaskN(n); laneOf(traceIDOf(td)) == 0 {
-			same = append(same, td)
-		}
-	}
+	same := tracesOfLane(0, 3)
 	call := ptrace.NewTraces()
 	for _, td := range same {
 		require.NoError(t, p.ConsumeTraces(ctx, td))
@@ -231,4 +226,15 @@ func TestQueuedCorrectionsWithNothingOnTheirWayShareTheLaneBatch(t *testing.T) {
 	down.Store(false)
 	require.Eventually(t, func() bool { return p.unsentSpans() == 0 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, p.Shutdown(ctx))
+}
+
+// tracesOfLane returns n one-task traces that go by queued delivery's lane.
+func tracesOfLane(lane, n int) []ptrace.Traces {
+	var same []ptrace.Traces
+	for i := uint64(1); len(same) < n; i++ {
+		if td := oneTaskN(i); laneOf(traceIDOf(td)) == lane {
+			same = append(same, td)
+		}
+	}
+	return same
 }

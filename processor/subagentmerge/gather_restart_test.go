@@ -175,12 +175,7 @@ func TestDeliveryRecordsAheadOfTheClockExpire(t *testing.T) {
 func TestPartlyTakenSendRecordsWhatWasTaken(t *testing.T) {
 	ctx := context.Background()
 	st := storagetest.New()
-	var same []ptrace.Traces
-	for n := uint64(1); len(same) < 2; n++ {
-		if td := oneTaskN(n); laneOf(traceIDOf(td)) == 0 {
-			same = append(same, td)
-		}
-	}
+	same := tracesOfLane(0, 2)
 	a, b := same[0], same[1]
 	aID, bID := traceIDOf(a), traceIDOf(b)
 	sink := new(consumertest.TracesSink)

@@ -336,7 +336,8 @@ func (m *subagentMerge) restore(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if m.queued {
-		// before the chunks: their spans of traces delivered before go on as such
+		// before the chunks: their spans of traces delivered before go on as such (and
+		// without late_span_window, records a run with it left are deleted)
 		if err := m.restoreSent(ctx); err != nil {
 			return err
 		}

@@ -79,10 +79,16 @@ func (p *persister) forgetSent(ctx context.Context, holds []chunkHold, ids []pco
 	return p.apply(ctx, ops, top, nil) // failed, they go with the next batch
 }
 
+// recordsDeliveries says whether deliveries are recorded: with queued delivery, storage
+// and tombstones (late_span_window) to rebuild from them.
+func (p *subagentMerge) recordsDeliveries() bool {
+	return p.store != nil && p.queued && p.window > 0
+}
+
 // forgetDelivered lets go of the chunks of a delivery the next consumer took (seqs), and
 // with queued delivery records the traces it sent.
 func (p *subagentMerge) forgetDelivered(ctx context.Context, seqs []chunkHold) {
-	if p.store == nil || !p.queued || p.window <= 0 {
+	if !p.recordsDeliveries() {
 		p.forgetOnDisk(ctx, seqs)
 		return
 	}
@@ -103,7 +109,7 @@ func (p *subagentMerge) forgetDelivered(ctx context.Context, seqs []chunkHold) {
 // did not take) aside, with queued delivery: they reached the sink whatever becomes of
 // the rest, which goes again with their chunks.
 func (p *subagentMerge) recordTaken(ctx context.Context, td, rest ptrace.Traces) {
-	if p.store == nil || !p.queued || p.window <= 0 {
+	if !p.recordsDeliveries() {
 		return
 	}
 	left := map[pcommon.TraceID]struct{}{}
