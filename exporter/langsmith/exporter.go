@@ -224,14 +224,26 @@ func (e *lsExporter) newest(ctx context.Context, runs []runtree.Run) ([]runtree.
 		}
 		return 2
 	}
-	out := make([]runtree.Run, 0, len(runs))
-	for k := range 3 {
-		for i := range runs {
-			if (keep == nil || keep[i]) && (dup == nil || !dup[i]) && kind(&runs[i]) == k {
-				out = append(out, runs[i])
-			}
+	// in place: the posts move up in order, the few re-emissions wait in later and
+	// unplaced (a batch's runs are most of what mapping it allocates; a copy of them
+	// would double it)
+	w := 0
+	var later, unplaced []runtree.Run
+	for i := range runs {
+		if (keep != nil && !keep[i]) || (dup != nil && dup[i]) {
+			continue
+		}
+		switch kind(&runs[i]) {
+		case 0:
+			runs[w] = runs[i]
+			w++
+		case 1:
+			later = append(later, runs[i])
+		default:
+			unplaced = append(unplaced, runs[i])
 		}
 	}
+	out := append(append(runs[:w], later...), unplaced...)
 	if n := len(runs) - len(out); n > 0 {
 		e.logger.Debug("not sending duplicates, or older versions of re-emitted spans than ones sent before", zap.Int("runs", n))
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/klauspost/compress/s2"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -24,14 +26,35 @@ import (
 
 var errFrozen = errors.New("subagentmerge: a frozen ledger does not thaw")
 
+// freezeBuf is freeze's working memory: the ledger's bytes joined, then compressed.
+// Only the compressed block's exact copy stays with the ledger, so the two buffers
+// serve the next freeze (the sweeper freezes every idle ledger once, and a trace's
+// bytes are most of what it allocates).
+type freezeBuf struct{ raw, enc []byte }
+
+var freezeBufs = sync.Pool{New: func() any { return new(freezeBuf) }}
+
+// freezeMaxPooled is the largest buffer kept for the next freeze: a rare giant trace's
+// buffers are let go.
+const freezeMaxPooled = 4 << 20
+
+func (fb *freezeBuf) put() {
+	if cap(fb.raw) > freezeMaxPooled || cap(fb.enc) > freezeMaxPooled {
+		return
+	}
+	freezeBufs.Put(fb)
+}
+
 // freeze packs l's bytes into l.cold (called under its shard's lock). A ledger with
 // nothing to pack, or frozen already, is left as it is.
 func (l *ledger) freeze() {
 	if l.cold != nil || (len(l.skel) == 0 && len(l.kept) == 0) {
 		return
 	}
+	fb := freezeBufs.Get().(*freezeBuf)
+	defer fb.put()
 	n := 2*binary.MaxVarintLen64 + int(l.skelLen+l.keptLen) + len(l.skel)*binary.MaxVarintLen32 + len(l.kept)*(8+binary.MaxVarintLen32)
-	b := make([]byte, 0, n)
+	b := slices.Grow(fb.raw[:0], n)
 	b = binary.AppendUvarint(b, uint64(len(l.skel)))
 	for _, part := range l.skel {
 		b = binary.AppendUvarint(b, uint64(len(part)))
@@ -43,7 +66,11 @@ func (l *ledger) freeze() {
 		b = binary.AppendUvarint(b, uint64(len(k.enc)))
 		b = append(b, k.enc...)
 	}
-	enc := s2.Encode(nil, b)
+	fb.raw = b
+	if m := s2.MaxEncodedLen(len(b)); m > len(fb.enc) {
+		fb.enc = make([]byte, m)
+	}
+	enc := s2.Encode(fb.enc, b)
 	l.cold = append(make([]byte, 0, len(enc)), enc...) // exactly its length: it is what stays
 	l.skel = nil
 	l.dropFacts()

@@ -15,7 +15,7 @@ import (
 )
 
 // ledgerOf returns trace id's ledger.
-func ledgerOf(t *testing.T, p *subagentMerge, id pcommon.TraceID) *ledger {
+func ledgerOf(t testing.TB, p *subagentMerge, id pcommon.TraceID) *ledger {
 	t.Helper()
 	s := &p.shards[shardIndex(id)]
 	s.mu.Lock()
@@ -27,7 +27,7 @@ func ledgerOf(t *testing.T, p *subagentMerge, id pcommon.TraceID) *ledger {
 
 // parallelLedger is a stream-mode processor that has the parallel trace without its
 // root, and that trace's ledger and shard.
-func parallelLedger(t *testing.T) (*subagentMerge, *consumertest.TracesSink, ptrace.Traces, *ledger, *shard) {
+func parallelLedger(t testing.TB) (*subagentMerge, *consumertest.TracesSink, ptrace.Traces, *ledger, *shard) {
 	t.Helper()
 	p, sink, _ := newTestProcessor(t, streamTestConfig())
 	full := buildParallel()
@@ -156,4 +156,24 @@ func TestDuplicatesThawAFrozenLedgerAndAreCounted(t *testing.T) {
 	require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(full)), "a sender's retry: all duplicates")
 	ledgerBytesAddUp(t, p)
 	require.NoError(t, p.Shutdown(context.Background()))
+}
+
+// BenchmarkFreezeThaw freezes and thaws the ledger of the parallel trace without its
+// root, as the sweeper freezes an idle ledger and a later call thaws it: read B/op, the
+// garbage each freeze leaves besides the block it keeps.
+func BenchmarkFreezeThaw(b *testing.B) {
+	p, _, _, l, s := parallelLedger(b)
+	s.mu.Lock()
+	if l.scheduled() {
+		s.led.unschedule(l)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.freeze()
+		if err := l.thaw(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s.mu.Unlock()
+	require.NoError(b, p.Shutdown(context.Background()))
 }

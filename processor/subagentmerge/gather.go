@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -404,6 +405,25 @@ func setRank(ranks map[pcommon.SpanID]int64, id pcommon.SpanID, rank int64) map[
 	return ranks
 }
 
+// spanVersions are where a span's versions are in a delivery (coalesce).
+type spanVersions struct {
+	first   int   // index of the first emission, -1 none
+	newest  int   // index of the newest re-emission, -1 none
+	newRank int64 // its rank
+}
+
+type traceSpan struct {
+	trace pcommon.TraceID
+	span  pcommon.SpanID
+}
+
+// coalesceMaps are coalesce's maps, kept for the next delivery with the room they grew
+// (a delivery of up to a few thousand spans would grow one from nothing every time).
+var coalesceMaps = sync.Pool{New: func() any { m := map[traceSpan]spanVersions{}; return &m }}
+
+// coalesceMaxPooled is the most entries of a map kept for the next delivery.
+const coalesceMaxPooled = 1 << 16
+
 // coalesce keeps one version of each span in td: its newest (a re-emission carries
 // the whole span, so it has everything the versions before it had). A span whose first
 // emission is in td as well goes on as a first emission with the newest version's
@@ -411,22 +431,20 @@ func setRank(ranks map[pcommon.SpanID]int64, id pcommon.SpanID, rank int64) map[
 // instead of created and then updated. The tombstone's ranks then drop versions older
 // than it that come later.
 func coalesce(td ptrace.Traces) {
-	type versions struct {
-		first   int   // index of the first emission, -1 none
-		newest  int   // index of the newest re-emission, -1 none
-		newRank int64 // its rank
-	}
-	type traceSpan struct {
-		trace pcommon.TraceID
-		span  pcommon.SpanID
-	}
-	byID := map[traceSpan]versions{}
+	mp := coalesceMaps.Get().(*map[traceSpan]spanVersions)
+	byID := *mp
+	defer func() {
+		if len(byID) <= coalesceMaxPooled {
+			clear(byID)
+			coalesceMaps.Put(mp)
+		}
+	}()
 	i := 0
 	for sp := range spaniter.All(td) {
 		k := traceSpan{sp.TraceID(), sp.SpanID()}
 		v, seen := byID[k]
 		if !seen {
-			v = versions{first: -1, newest: -1}
+			v = spanVersions{first: -1, newest: -1}
 		}
 		if rank := rankOf(sp); rank == 0 {
 			if v.first < 0 {

@@ -196,7 +196,7 @@ func freezeAll(p *subagentMerge) {
 	}
 }
 
-func newTestProcessor(t *testing.T, cfg *Config) (*subagentMerge, *consumertest.TracesSink, *componenttest.Telemetry) {
+func newTestProcessor(t testing.TB, cfg *Config) (*subagentMerge, *consumertest.TracesSink, *componenttest.Telemetry) {
 	t.Helper()
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })

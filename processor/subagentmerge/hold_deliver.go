@@ -88,6 +88,11 @@ type queuedOut struct {
 	versions bool
 }
 
+// storeChunks are enqueue's buffers for the chunk it stores: the spans a call queues
+// are held in memory in their lane batches already, so the joined copy is needed only
+// while it is written.
+var storeChunks = sync.Pool{New: func() any { return new([]byte) }}
+
 // enqueue queues q on each trace's lane; what q stores is on disk before the request is
 // answered, written in the transaction of held, what the request buffers (held.data nil:
 // nothing). Then the slots of q's traces are filled (landing.go).
@@ -99,8 +104,18 @@ func (p *subagentMerge) enqueue(ctx context.Context, q queuedOut, held chunkWrit
 		b.parts = append(b.parts, h.chunks...)
 		b.seqs = holdsOf(b.seqs, h)
 	}
-	var chunk []byte
+	var chunk []byte // what goes on disk: a pooled buffer, the persister copies what it keeps
 	store := q.restSeq < 0 && p.store != nil
+	if store {
+		bp := storeChunks.Get().(*[]byte)
+		chunk = (*bp)[:0]
+		defer func() {
+			if cap(chunk) <= joinMaxPooled {
+				*bp = chunk[:0]
+				storeChunks.Put(bp)
+			}
+		}()
+	}
 	for lane, r := range q.rest {
 		if r.spans == 0 {
 			continue
