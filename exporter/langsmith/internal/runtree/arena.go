@@ -16,6 +16,7 @@ import (
 // metadata entries from one slice, the caller tags from another.
 type batchArena struct {
 	infos   []spanInfo
+	hex     []byte // the runs' id and time text, before it becomes their strings
 	runs    []Run
 	strings []runStrings
 	kvs     []KV
@@ -47,7 +48,7 @@ const maxPooledKVs = 1 << 15
 func (a *batchArena) cut() {
 	infos := a.infos
 	const perRun = 2*len(pcommon.TraceID{}) + 4*len(pcommon.SpanID{}) + 2*dottedorder.TimeLen
-	buf := make([]byte, 0, len(infos)*perRun)
+	buf := slices.Grow(a.hex[:0], len(infos)*perRun)
 	kvs := 0
 	for i := range infos {
 		s := &infos[i]
@@ -60,7 +61,8 @@ func (a *batchArena) cut() {
 		buf = dottedorder.AppendTime(buf, s.end)
 		kvs += derivedEntries + paramEntries
 	}
-	all := string(buf)
+	all := string(buf) // the strings outlive the arena: a copy
+	a.hex = buf
 	a.strings = slices.Grow(a.strings[:0], len(infos))[:len(infos)]
 	a.kvs = slices.Grow(a.kvs[:0], kvs)
 	a.tags = slices.Grow(a.tags[:0], len(infos))

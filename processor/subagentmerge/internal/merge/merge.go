@@ -87,6 +87,10 @@ func Apply(spans []ptrace.Span) Result {
 // of garbage as its spans' skeleton otherwise.
 var factBufs = sync.Pool{New: func() any { return new([]Fact) }}
 
+// nodeBufs hold Run's nodes between runs: a stream-mode ledger runs the merge over its
+// whole trace each time it re-emits, and the nodes, a trace's worth, are dead after it.
+var nodeBufs = sync.Pool{New: func() any { return new([]node) }}
+
 // WriteTo writes o onto the attributes m of its span: the caller and the merge status
 // as they are, the dispatch on top of what an earlier run wrote.
 func (o *Outcome) WriteTo(m pcommon.Map) {
@@ -115,7 +119,13 @@ func Run(parts ...[]Fact) ([]Outcome, map[pcommon.SpanID]int32, Result) {
 	if n == 0 {
 		return nil, nil, res
 	}
-	nodes := make([]node, 0, n)
+	nb := nodeBufs.Get().(*[]node)
+	nodes := slices.Grow((*nb)[:0], n) // never grown below: n is every fact
+	defer func() {
+		clear(nodes) // the facts they point to are the caller's
+		*nb = nodes[:0]
+		nodeBufs.Put(nb)
+	}()
 	byID := make(map[pcommon.SpanID]int32, n)
 	haveTool, haveModel := false, false
 	for _, p := range parts {
