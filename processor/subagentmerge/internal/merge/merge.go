@@ -91,6 +91,9 @@ var factBufs = sync.Pool{New: func() any { return new([]Fact) }}
 // whole trace each time it re-emits, and the nodes, a trace's worth, are dead after it.
 var nodeBufs = sync.Pool{New: func() any { return new([]node) }}
 
+// maxPooledNodes bounds the nodes kept for the next run (some 9 MiB).
+const maxPooledNodes = 1 << 16
+
 // WriteTo writes o onto the attributes m of its span: the caller and the merge status
 // as they are, the dispatch on top of what an earlier run wrote.
 func (o *Outcome) WriteTo(m pcommon.Map) {
@@ -122,6 +125,9 @@ func Run(parts ...[]Fact) ([]Outcome, map[pcommon.SpanID]int32, Result) {
 	nb := nodeBufs.Get().(*[]node)
 	nodes := slices.Grow((*nb)[:0], n) // never grown below: n is every fact
 	defer func() {
+		if cap(nodes) > maxPooledNodes {
+			return // a rare giant trace's are let go
+		}
 		clear(nodes) // the facts they point to are the caller's
 		*nb = nodes[:0]
 		nodeBufs.Put(nb)
