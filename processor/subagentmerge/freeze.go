@@ -34,12 +34,8 @@ type freezeBuf struct{ raw, enc []byte }
 
 var freezeBufs = sync.Pool{New: func() any { return new(freezeBuf) }}
 
-// freezeMaxPooled is the largest buffer kept for the next freeze: a rare giant trace's
-// buffers are let go.
-const freezeMaxPooled = 4 << 20
-
 func (fb *freezeBuf) put() {
-	if cap(fb.raw) > freezeMaxPooled || cap(fb.enc) > freezeMaxPooled {
+	if cap(fb.raw) > maxPooledBytes || cap(fb.enc) > maxPooledBytes {
 		return
 	}
 	freezeBufs.Put(fb)

@@ -110,7 +110,7 @@ func (p *subagentMerge) enqueue(ctx context.Context, q queuedOut, held chunkWrit
 		bp := storeChunks.Get().(*[]byte)
 		chunk = (*bp)[:0]
 		defer func() {
-			if cap(chunk) <= joinMaxPooled {
+			if cap(chunk) <= maxPooledBytes {
 				*bp = chunk[:0]
 				storeChunks.Put(bp)
 			}

@@ -130,8 +130,9 @@ func (p *subagentMerge) compact(cutoff int64) {
 	}
 }
 
-// joinMaxPooled is the largest joined buffer kept: a rare giant trace is not pinned.
-const joinMaxPooled = 4 << 20
+// maxPooledBytes is the largest byte buffer the package's pools keep for the next use
+// (decodeChunks, enqueue, freeze): a rare giant trace's buffers are let go, not pinned.
+const maxPooledBytes = 4 << 20
 
 // decodeChunks decodes stored encodings, chunks then tail, which decode as their union
 // one after the other: one alone as it is, several joined and regrouped first. They
@@ -173,7 +174,7 @@ var chunkDecoders = sync.Pool{New: func() any { return new(chunkDecoder) }}
 // giant trace grew.
 func (d *chunkDecoder) put() {
 	_ = d.x.Reset(nil)
-	if cap(d.joined) > joinMaxPooled || cap(d.grouped) > joinMaxPooled {
+	if cap(d.joined) > maxPooledBytes || cap(d.grouped) > maxPooledBytes {
 		*d = chunkDecoder{}
 	}
 	chunkDecoders.Put(d)

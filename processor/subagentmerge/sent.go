@@ -40,6 +40,16 @@ type sentRecord struct {
 	at int64
 }
 
+// sentLow writes the lowest record number on disk: the first record kept, or the next
+// one when none is (p.mu held, or at start).
+func (p *persister) sentLow() *storage.Operation {
+	low := p.sentNext
+	if len(p.sent) > 0 {
+		low = p.sent[0].n
+	}
+	return storage.SetOperation(p.prefix+keySentLow, u64(low))
+}
+
 // forgetSent is forget of a delivery's holds, the next consumer having taken it, with
 // the record of the traces it sent (ids) and the deletion of the records older than
 // window, in one transaction.
@@ -60,11 +70,7 @@ func (p *persister) forgetSent(ctx context.Context, holds []chunkHold, ids []pco
 	}
 	if n > 0 {
 		p.sent = p.sent[n:]
-		low := p.sentNext
-		if len(p.sent) > 0 {
-			low = p.sent[0].n
-		}
-		ops = append(ops, storage.SetOperation(p.prefix+keySentLow, u64(low)))
+		ops = append(ops, p.sentLow())
 	}
 	if len(ids) > 0 {
 		v := make([]byte, 8, 8+16*len(ids))
@@ -179,11 +185,7 @@ func (p *subagentMerge) restoreSent(ctx context.Context) error {
 		}
 	}
 	if len(ops) > 0 {
-		first := high
-		if len(st.sent) > 0 {
-			first = st.sent[0].n
-		}
-		ops = append(ops, storage.SetOperation(st.prefix+keySentLow, u64(first)))
+		ops = append(ops, st.sentLow())
 		if err := st.client.Batch(ctx, ops...); err != nil {
 			return fmt.Errorf("storage: deleting deliveries past late_span_window: %w", err)
 		}
