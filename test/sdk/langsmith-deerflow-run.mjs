@@ -43,6 +43,10 @@ await dispatch.end({
   llm_output: { model_name: "gpt-4o-2024-08-06" },
 });
 await dispatch.patchRun();
+// A real dispatcher ends seconds before its subagents do, so its run reaches the
+// receiver first; with auto-batching it could share a request with theirs here, and the
+// merge would then send it merged already instead of correcting it by PATCH.
+await client.awaitPendingTraceBatches();
 
 // 2. two task tool runs, each with a subagent and its model call
 const subagents = [
