@@ -43,7 +43,7 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 	// itself is never changed, nor kept.
 	return vendorhttp.NewTracesRequest(ctx, set, vendorhttp.Requests{
 		Convert: e.convert, Push: e.push, Encoding: queueEncoding{e},
-		Start: e.start, Shutdown: e.shutdown,
+		Start: e.start, Shutdown: e.shutdown, Revisions: e.revisions,
 	}, c.RetryConfig, c.QueueConfig)
 }
 

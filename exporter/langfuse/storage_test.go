@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
@@ -18,30 +17,21 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exportertest"
-	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 	"github.com/agentmeter/agentmeter/internal/fakevendor/langfusefake"
+	"github.com/agentmeter/agentmeter/internal/filestoragetest"
 )
 
 // extHost hands out storage extensions.
-type extHost map[component.ID]component.Component
-
-func (h extHost) GetExtensions() map[component.ID]component.Component { return h }
+type extHost = filestoragetest.Host
 
 // fileStorage starts a real file_storage extension in dir with max_size maxSize.
 func fileStorage(t *testing.T, dir string, maxSize int64) (component.ID, component.Component) {
 	t.Helper()
-	f := filestorage.NewFactory()
-	fcfg := f.CreateDefaultConfig().(*filestorage.Config)
-	fcfg.Directory, fcfg.Compaction.Directory = dir, dir
-	fcfg.MaxSize = maxSize
-	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), fcfg)
-	require.NoError(t, err)
-	require.NoError(t, ext.Start(context.Background(), extHost{}))
-	t.Cleanup(func() { require.NoError(t, ext.Shutdown(context.Background())) })
-	return component.NewID(f.Type()), ext
+	id, host := filestoragetest.Start(t, dir, maxSize)
+	return id, host[id]
 }
 
 // fillQueue starts the exporter on a persistent queue in ext against a Langfuse that

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumererror"
@@ -42,6 +43,12 @@ type harness struct {
 // ConsumeTraces returns the final outcome.
 func start(t *testing.T, fake *fakevendor.LangSmith, mutate func(*Config)) (*harness, error) {
 	t.Helper()
+	return startOn(t, fake, componenttest.NewNopHost(), exportertest.NewNopSettings(componentType).ID, mutate)
+}
+
+// startOn is start on host, as component id.
+func startOn(t *testing.T, fake *fakevendor.LangSmith, host component.Host, id component.ID, mutate func(*Config)) (*harness, error) {
+	t.Helper()
 	cfg := newDefaultConfig(envconfig.FromMap(map[string]string{"LANGSMITH_TRACING": "true", "LANGSMITH_API_KEY": testKey}))
 	cfg.ClientConfig.Endpoint = fake.URL
 	cfg.Project = "test-project"
@@ -55,6 +62,7 @@ func start(t *testing.T, fake *fakevendor.LangSmith, mutate func(*Config)) (*har
 	require.NoError(t, cfg.Validate())
 	core, logs := observer.New(zapcore.DebugLevel)
 	set := exportertest.NewNopSettings(componentType)
+	set.ID = id
 	set.Logger = zap.New(core)
 	exp, err := NewFactory().CreateTraces(context.Background(), set, cfg)
 	require.NoError(t, err)
@@ -68,7 +76,7 @@ func start(t *testing.T, fake *fakevendor.LangSmith, mutate func(*Config)) (*har
 			}
 		}
 	})
-	return h, exp.Start(context.Background(), componenttest.NewNopHost())
+	return h, exp.Start(context.Background(), host)
 }
 
 func toString(v any) string {
@@ -81,6 +89,14 @@ func toString(v any) string {
 func mustStart(t *testing.T, fake *fakevendor.LangSmith, mutate func(*Config)) *harness {
 	t.Helper()
 	h, err := start(t, fake, mutate)
+	require.NoError(t, err)
+	return h
+}
+
+// mustStartOn is startOn that must start.
+func mustStartOn(t *testing.T, fake *fakevendor.LangSmith, host component.Host, id component.ID, mutate func(*Config)) *harness {
+	t.Helper()
+	h, err := startOn(t, fake, host, id, mutate)
 	require.NoError(t, err)
 	return h
 }

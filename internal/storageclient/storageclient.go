@@ -15,6 +15,12 @@ import (
 // Open returns the client that the storage extension id of host gives the component
 // self of kind. The caller closes it.
 func Open(ctx context.Context, host component.Host, id component.ID, kind component.Kind, self component.ID) (storage.Client, error) {
+	return OpenAs(ctx, host, id, kind, self, "")
+}
+
+// OpenAs is Open for a client of the component's own named name (file_storage: a file
+// of its own), beside the one Open gives it or one a helper of it holds.
+func OpenAs(ctx context.Context, host component.Host, id component.ID, kind component.Kind, self component.ID, name string) (storage.Client, error) {
 	ext, ok := host.GetExtensions()[id]
 	if !ok {
 		return nil, fmt.Errorf("storage: extension %q not found (add it under extensions and service.extensions)", id)
@@ -23,7 +29,7 @@ func Open(ctx context.Context, host component.Host, id component.ID, kind compon
 	if !ok {
 		return nil, fmt.Errorf("storage: extension %q is not a storage extension", id)
 	}
-	c, err := se.GetClient(ctx, kind, self, "")
+	c, err := se.GetClient(ctx, kind, self, name)
 	if err != nil {
 		return nil, fmt.Errorf("storage: getting a client of %q: %w", id, err)
 	}

@@ -31,22 +31,25 @@ func (b *Bounded[K, V]) Get(k K) (V, bool) {
 	return zero, false
 }
 
-// Put sets the value of k and makes it the newest; a new key may evict the oldest.
-func (b *Bounded[K, V]) Put(k K, v V) {
+// Put sets the value of k and makes it the newest; a new key may evict the oldest,
+// which it returns (evicted reports whether it did).
+func (b *Bounded[K, V]) Put(k K, v V) (old K, evicted bool) {
 	if e, ok := b.m[k]; ok {
 		e.v = v
 		b.unlink(e)
 		b.append(e)
-		return
+		return old, false
 	}
 	if len(b.m) >= b.max {
-		old := b.oldest
-		b.unlink(old)
-		delete(b.m, old.k)
+		o := b.oldest
+		b.unlink(o)
+		delete(b.m, o.k)
+		old, evicted = o.k, true
 	}
 	e := &boundedEntry[K, V]{k: k, v: v}
 	b.m[k] = e
 	b.append(e)
+	return old, evicted
 }
 
 // Len is the number of keys held.

@@ -2,6 +2,8 @@ package vendorhttp
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
@@ -16,10 +18,14 @@ import (
 // (storageclient.Packed), so only the bytes on disk are fewer; the queue, its config and
 // its metrics are exporterhelper's.
 
-// packedQueue starts the exporter on storageclient.PackingHost.
+// packedQueue starts the exporter on storageclient.PackingHost, and puts the
+// exporter's revisions (revs, when it has them) on the same storage extension, in a
+// client of their own (revstore.go): read back before the queue hands out what it kept.
 type packedQueue struct {
 	exporter.Traces
 	storageID component.ID
+	self      component.ID
+	revs      *Revisions
 }
 
 // Capabilities: the exporter does not change or keep the batches it is given. A
@@ -34,5 +40,22 @@ func (q packedQueue) Capabilities() consumer.Capabilities {
 }
 
 func (q packedQueue) Start(ctx context.Context, host component.Host) error {
+	if q.revs != nil {
+		c, err := storageclient.OpenAs(ctx, host, q.storageID, component.KindExporter, q.self, revisionsClient)
+		if err != nil {
+			return err
+		}
+		if err := q.revs.attach(ctx, c); err != nil {
+			return errors.Join(fmt.Errorf("storage: %w", err), c.Close(ctx))
+		}
+	}
 	return q.Traces.Start(ctx, storageclient.PackingHost(host, q.storageID))
+}
+
+func (q packedQueue) Shutdown(ctx context.Context) error {
+	err := q.Traces.Shutdown(ctx) // its pushes are over
+	if q.revs != nil {
+		err = errors.Join(err, q.revs.detach(ctx))
+	}
+	return err
 }

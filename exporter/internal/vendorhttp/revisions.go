@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/agentmeter/agentmeter/genai"
@@ -62,11 +63,16 @@ const DefaultMaxRevisions = 100_000
 // It holds at most max spans (a few dozen bytes each); past that the span re-emitted
 // least recently is forgotten first, and an older version of it arriving after that
 // would be sent.
-// It is in memory only: after a restart the order of versions still queued on disk is
-// what the queue hands out. Safe for concurrent use.
+// Behind a persistent sending queue it is on disk as well (revstore.go); otherwise in
+// memory only, and after a restart the order of versions still queued is what the queue
+// hands out. Safe for concurrent use.
 type Revisions struct {
-	mu     sync.Mutex
-	revs   *Bounded[SpanKey, int64]
+	mu   sync.Mutex
+	revs *Bounded[SpanKey, int64]
+	// store holds revs on disk (nil: memory only). wmu is taken under mu and held while
+	// a push's changes are written, so the writes land in the order the memory changed.
+	store  storage.Client
+	wmu    sync.Mutex
 	pushes map[uint64][]pcommon.TraceID // the pushes in flight and their traces
 	next   uint64                       // the next push's id
 	idle   chan struct{}                // closed (and replaced) whenever a push is answered
@@ -89,7 +95,7 @@ func NewRevisions(max int) *Revisions {
 	return &Revisions{revs: NewBounded[SpanKey, int64](max), pushes: map[uint64][]pcommon.TraceID{}, idle: make(chan struct{})}
 }
 
-// Begin is Keep for a push that is about to be sent. A push carrying a re-emission then
+// Begin is keep for a push that is about to be sent. A push carrying a re-emission then
 // waits, at most MaxReemissionWait or until ctx ends, until the pushes of its
 // re-emitted spans' traces that were in flight when it came were answered; a wait cut
 // short is err (ErrOlderInFlight, or ctx's error), and then nothing of the push may be
@@ -98,7 +104,7 @@ func NewRevisions(max int) *Revisions {
 func (r *Revisions) Begin(ctx context.Context, vs []Version, keepFirst bool) (keep []bool, done func(), err error) {
 	traces := tracesOf(vs, nil)
 	r.mu.Lock()
-	keep = r.keep(vs, keepFirst)
+	keep, ops := r.keep(vs, keepFirst)
 	// only the traces of the re-emissions that go out are waited for: a first emission of
 	// one of those spans can be in flight only in a push of its trace
 	reemitted := tracesOf(vs, func(i int) bool { return vs[i].Rev > 0 && (keep == nil || keep[i]) })
@@ -113,6 +119,10 @@ func (r *Revisions) Begin(ctx context.Context, vs []Version, keepFirst bool) (ke
 	id := r.next
 	r.next++
 	r.pushes[id] = traces
+	store := r.store
+	if len(ops) > 0 {
+		r.wmu.Lock()
+	}
 	r.mu.Unlock()
 	done = func() {
 		r.mu.Lock()
@@ -120,6 +130,13 @@ func (r *Revisions) Begin(ctx context.Context, vs []Version, keepFirst bool) (ke
 		delete(r.pushes, id)
 		close(r.idle)
 		r.idle = make(chan struct{})
+	}
+	if len(ops) > 0 {
+		err := store.Batch(ctx, ops...)
+		r.wmu.Unlock()
+		if err != nil {
+			return keep, done, fmt.Errorf("storage: recording the revisions of re-emitted spans before sending them: %w", err)
+		}
 	}
 	if len(before) == 0 {
 		return keep, done, nil
@@ -179,21 +196,15 @@ func (r *Revisions) Len() int {
 	return r.revs.Len()
 }
 
-// Keep decides, for the versions of one batch in batch order, which go out, and records
+// keep decides, for the versions of one batch in batch order, which go out, and records
 // the re-emissions kept. Within the batch only the newest version of a re-emitted span
 // is kept (the last of equal ones); across batches a re-emission older than one let out
 // before is dropped. A first emission (Rev 0) of a span whose re-emission is in the
 // batch or was let out before is kept only when keepFirst: LangSmith needs its post to
 // create the run the patches update, Langfuse would replace the newer row with it.
 // keep is nil when every version goes out (the common case: no re-emission anywhere).
-func (r *Revisions) Keep(vs []Version, keepFirst bool) (keep []bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.keep(vs, keepFirst)
-}
-
-// keep is Keep with r.mu held.
-func (r *Revisions) keep(vs []Version, keepFirst bool) (keep []bool) {
+// With a store, ops are the writes of what it recorded. r.mu is held.
+func (r *Revisions) keep(vs []Version, keepFirst bool) (keep []bool, ops []*storage.Operation) {
 	var newest map[SpanKey]int // index of the newest re-emission of each key in the batch
 	for i, v := range vs {
 		if v.Rev == 0 {
@@ -207,7 +218,7 @@ func (r *Revisions) keep(vs []Version, keepFirst bool) (keep []bool) {
 		}
 	}
 	if newest == nil && r.revs.Len() == 0 {
-		return nil
+		return nil, nil
 	}
 	for i, v := range vs {
 		known, seen := r.revs.Get(v.Key)
@@ -219,7 +230,7 @@ func (r *Revisions) keep(vs []Version, keepFirst bool) (keep []bool) {
 		case newest[v.Key] != i || (seen && v.Rev < known):
 			ok = false
 		default:
-			r.revs.Put(v.Key, v.Rev)
+			ops = r.put(v.Key, v.Rev, ops)
 		}
 		if !ok {
 			if keep == nil {
@@ -234,5 +245,5 @@ func (r *Revisions) keep(vs []Version, keepFirst bool) (keep []bool) {
 			keep[i] = true
 		}
 	}
-	return keep
+	return keep, ops
 }

@@ -21,6 +21,9 @@ type Sender struct {
 	Push     func(context.Context, ptrace.Traces) error
 	Start    func(context.Context, component.Host) error
 	Shutdown func(context.Context) error
+	// Revisions, when Push guards with it, is kept on the persistent queue's storage
+	// too (revstore.go).
+	Revisions *Revisions
 }
 
 // NewTraces wraps a vendor exporter in exporterhelper the way both vendor exporters want
@@ -47,7 +50,7 @@ func NewTraces(ctx context.Context, set exporter.Settings, cfg component.Config,
 	if err != nil {
 		return nil, err
 	}
-	return wrap(exp, queue), nil
+	return wrap(exp, queue, set.ID, s.Revisions), nil
 }
 
 // Requests is what a vendor exporter that queues a request type of its own (a batch
@@ -63,6 +66,8 @@ type Requests struct {
 	Encoding exporterhelper.QueueBatchEncoding[xexporterhelper.Request]
 	Start    func(context.Context, component.Host) error
 	Shutdown func(context.Context) error
+	// Revisions, as in Sender.
+	Revisions *Revisions
 }
 
 // NewTracesRequest is NewTraces for an exporter whose sending queue holds its own
@@ -77,7 +82,7 @@ func NewTracesRequest(ctx context.Context, set exporter.Settings, r Requests,
 	if err != nil {
 		return nil, err
 	}
-	return wrap(exp, queue), nil
+	return wrap(exp, queue, set.ID, r.Revisions), nil
 }
 
 func options(start func(context.Context, component.Host) error, shutdown func(context.Context) error, retry configretry.BackOffConfig) []exporterhelper.Option {
@@ -90,14 +95,15 @@ func options(start func(context.Context, component.Host) error, shutdown func(co
 	}
 }
 
-// wrap puts the packed store and the admission in front of a queued exporter.
-func wrap(exp exporter.Traces, queue configoptional.Optional[exporterhelper.QueueBatchConfig]) exporter.Traces {
+// wrap puts the packed store (with the revisions of exporter self) and the admission
+// in front of a queued exporter.
+func wrap(exp exporter.Traces, queue configoptional.Optional[exporterhelper.QueueBatchConfig], self component.ID, revs *Revisions) exporter.Traces {
 	if !queue.HasValue() {
 		return exp
 	}
 	q := queue.Get()
 	if q.StorageID != nil {
-		exp = packedQueue{Traces: exp, storageID: *q.StorageID}
+		exp = packedQueue{Traces: exp, storageID: *q.StorageID, self: self, revs: revs}
 	}
 	a := admission{Traces: exp}
 	if q.BlockOnOverflow {
