@@ -120,6 +120,13 @@ func (e *langfuseExporter) shutdown(context.Context) error {
 func (e *langfuseExporter) convert(ctx context.Context, td ptrace.Traces) (xexporterhelper.Request, error) {
 	plan := e.shaper.Plan(td)
 	defer plan.Release()
+	// What the batch taught the trace memory is on disk before the batch is queued. A
+	// write that fails does not refuse the batch (exporterhelper drops a batch whose
+	// conversion fails): its values go with the next write, and a failing disk refuses
+	// the batch anyway when the queue stores it.
+	if err := e.shaper.Write(ctx); err != nil {
+		e.logger.Warn("the trace values of a batch are not on disk yet; they go with the next write", zap.Error(err))
+	}
 	raw, err := otlpwire.Encode(ctx, &e.marshaler, td) // read-only: the gather's too
 	if err != nil {
 		return nil, consumererror.NewPermanent(fmt.Errorf("langfuse: encoding spans: %w", err))

@@ -43,7 +43,7 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 	// itself is never changed, nor kept.
 	return vendorhttp.NewTracesRequest(ctx, set, vendorhttp.Requests{
 		Convert: e.convert, Push: e.push, Encoding: queueEncoding{e},
-		Start: e.start, Shutdown: e.shutdown, Revisions: e.revisions,
+		Start: e.start, Shutdown: e.shutdown, Remember: []vendorhttp.Remembered{e.revisions, e.shaper},
 	}, c.RetryConfig, c.QueueConfig)
 }
 

@@ -136,3 +136,41 @@ func TestQueuedOlderRevisionIsNotSentAfterAKill(t *testing.T) {
 	assert.EqualValues(t, 2, got.Attributes[genai.AttrMergeRevision])
 	assert.Empty(t, srv.Problems())
 }
+
+// A run's trace values (name, tags, user, session: from its root and its spans) are on
+// disk once the collector acknowledged its spans. Killed right then (the storage copied
+// as it is) and restarted, the exporter shapes a re-emission of the run's dispatcher with
+// them, so the row Langfuse replaces keeps them.
+func TestTraceValuesSurviveAKill(t *testing.T) {
+	srv := langfusefake.New(t)
+	dir := t.TempDir()
+	id, ext := fileStorage(t, dir, 64<<20)
+	ctx := context.Background()
+	td, _, ids := langfusefake.AgentTrace(langfusefake.DefaultAgentRun())
+	chat := ids[langfusefake.RoleLeadChat1]
+
+	exp := onStorage(t, srv, id, ext)
+	defer func() { require.NoError(t, exp.Shutdown(ctx)) }()
+	require.NoError(t, exp.ConsumeTraces(ctx, td))
+	killed := t.TempDir()
+	require.NoError(t, os.CopyFS(killed, os.DirFS(dir)))
+	waitRows(t, srv, chat.String())
+	first := langfusefake.ByID(srv.Rows())[chat.String()]
+	require.NotEmpty(t, first.TraceName)
+	require.NotEmpty(t, first.Tags)
+
+	id2, ext2 := fileStorage(t, killed, 64<<20)
+	again := onStorage(t, srv, id2, ext2)
+	defer func() { require.NoError(t, again.Shutdown(ctx)) }()
+	require.NoError(t, again.ConsumeTraces(ctx, fakevendor.Reemission(td, chat, 1, genai.Usage{Input: 7000, Output: 700})))
+	require.Eventually(t, func() bool {
+		return langfusefake.ByID(srv.Rows())[chat.String()].Metadata["subagent_input_tokens"] == int64(7000)
+	}, 30*time.Second, 10*time.Millisecond)
+
+	got := langfusefake.ByID(srv.Rows())[chat.String()]
+	assert.Equal(t, first.TraceName, got.TraceName, "trace-level values survive the kill")
+	assert.Equal(t, first.Tags, got.Tags)
+	assert.Equal(t, first.UserID, got.UserID)
+	assert.Equal(t, first.SessionID, got.SessionID)
+	assert.Empty(t, srv.Problems())
+}

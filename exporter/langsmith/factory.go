@@ -31,7 +31,7 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 		return newDisabled(ctx, set, c)
 	}
 	e := newExporter(c, set)
-	return vendorhttp.NewTraces(ctx, set, cfg, vendorhttp.Sender{Push: e.push, Start: e.start, Shutdown: e.shutdown, Revisions: e.revisions},
+	return vendorhttp.NewTraces(ctx, set, cfg, vendorhttp.Sender{Push: e.push, Start: e.start, Shutdown: e.shutdown, Remember: []vendorhttp.Remembered{e.revisions}},
 		c.RetryConfig, c.QueueConfig)
 }
 

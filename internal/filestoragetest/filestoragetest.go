@@ -9,6 +9,7 @@ import (
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension/extensiontest"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 )
 
 // Host is a component host holding extensions by id.
@@ -40,4 +41,18 @@ func Start(tb testing.TB, dir string, maxSize int64) (component.ID, Host) {
 	})
 	id := component.NewID(f.Type())
 	return id, Host{id: ext}
+}
+
+// ExporterClient starts file_storage in dir (Start) and returns what opens the client
+// named name of exporter self from it, each call a new one, as a restarted exporter gets.
+func ExporterClient(tb testing.TB, dir string, self component.ID, name string) (open func() storage.Client) {
+	tb.Helper()
+	id, host := Start(tb, dir, 0)
+	return func() storage.Client {
+		c, err := host[id].(storage.Extension).GetClient(context.Background(), component.KindExporter, self, name)
+		if err != nil {
+			tb.Fatalf("file_storage: opening %s: %v", name, err)
+		}
+		return c
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 
 	"github.com/agentmeter/agentmeter/internal/storageclient"
 )
@@ -18,14 +19,24 @@ import (
 // (storageclient.Packed), so only the bytes on disk are fewer; the queue, its config and
 // its metrics are exporterhelper's.
 
-// packedQueue starts the exporter on storageclient.PackingHost, and puts the
-// exporter's revisions (revs, when it has them) on the same storage extension, in a
-// client of their own (revstore.go): read back before the queue hands out what it kept.
+// Remembered is what an exporter remembers between pushes that must outlive a restart
+// as its persistent queue does (Revisions; Langfuse's trace values): kept in a storage
+// client of its own, named ClientName, of the queue's storage extension (file_storage:
+// a file of its own). It is attached before the queue hands anything out, and
+// detached once the exporter stopped.
+type Remembered interface {
+	ClientName() string
+	Attach(ctx context.Context, c storage.Client) error
+	Detach(ctx context.Context) error
+}
+
+// packedQueue starts the exporter on storageclient.PackingHost, and keeps what the
+// exporter remembers on the same storage extension.
 type packedQueue struct {
 	exporter.Traces
-	storageID component.ID
-	self      component.ID
-	revs      *Revisions
+	storageID  component.ID
+	self       component.ID
+	remembered []Remembered
 }
 
 // Capabilities: the exporter does not change or keep the batches it is given. A
@@ -40,13 +51,13 @@ func (q packedQueue) Capabilities() consumer.Capabilities {
 }
 
 func (q packedQueue) Start(ctx context.Context, host component.Host) error {
-	if q.revs != nil {
-		c, err := storageclient.OpenAs(ctx, host, q.storageID, component.KindExporter, q.self, revisionsClient)
+	for _, r := range q.remembered {
+		c, err := storageclient.OpenAs(ctx, host, q.storageID, component.KindExporter, q.self, r.ClientName())
 		if err != nil {
 			return err
 		}
-		if err := q.revs.attach(ctx, c); err != nil {
-			return errors.Join(fmt.Errorf("storage: %w", err), c.Close(ctx))
+		if err := r.Attach(ctx, c); err != nil {
+			return errors.Join(fmt.Errorf("storage: %s: %w", r.ClientName(), err), c.Close(ctx))
 		}
 	}
 	return q.Traces.Start(ctx, storageclient.PackingHost(host, q.storageID))
@@ -54,8 +65,8 @@ func (q packedQueue) Start(ctx context.Context, host component.Host) error {
 
 func (q packedQueue) Shutdown(ctx context.Context) error {
 	err := q.Traces.Shutdown(ctx) // its pushes are over
-	if q.revs != nil {
-		err = errors.Join(err, q.revs.detach(ctx))
+	for _, r := range q.remembered {
+		err = errors.Join(err, r.Detach(ctx))
 	}
 	return err
 }

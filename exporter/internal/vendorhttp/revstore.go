@@ -26,6 +26,9 @@ import (
 // revisionsClient names the storage client of the revisions.
 const revisionsClient = "revisions"
 
+// ClientName is the name of r's storage client (Remembered).
+func (r *Revisions) ClientName() string { return revisionsClient }
+
 // revKeyLen is a stored key's length: a trace id and a span id.
 const revKeyLen = 16 + 8
 
@@ -38,10 +41,10 @@ func revKey(k SpanKey) string {
 
 func revValue(rev int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(rev)) }
 
-// attach reads what c holds into r and makes every re-emission r lets out from now on
-// written to c before its push is sent. c must list its entries (file_storage's does);
-// an entry that is not one of r's (a damaged file) is deleted.
-func (r *Revisions) attach(ctx context.Context, c storage.Client) error {
+// Attach reads what c holds into r and makes every re-emission r lets out from now on
+// written to c before its push is sent (Remembered). c must list its entries
+// (file_storage's does); an entry that is not one of r's (a damaged file) is deleted.
+func (r *Revisions) Attach(ctx context.Context, c storage.Client) error {
 	w, ok := c.(storage.Walker)
 	if !ok {
 		return errors.New("the storage extension cannot list its entries (file_storage can)")
@@ -71,8 +74,8 @@ func (r *Revisions) attach(ctx context.Context, c storage.Client) error {
 	return nil
 }
 
-// detach closes r's store, once a write in progress is over; r goes on in memory only.
-func (r *Revisions) detach(ctx context.Context) error {
+// Detach closes r's store, once a write in progress is over; r goes on in memory only.
+func (r *Revisions) Detach(ctx context.Context) error {
 	r.mu.Lock() // then wmu, as Begin takes them
 	r.wmu.Lock()
 	c := r.store

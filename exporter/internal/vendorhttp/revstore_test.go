@@ -16,35 +16,22 @@ import (
 	"github.com/agentmeter/agentmeter/internal/filestoragetest"
 )
 
-// revStore starts a real file_storage extension in dir; open opens the revisions client
-// of a langfuse exporter from it.
-func revStore(t *testing.T, dir string) (open func() storage.Client) {
-	t.Helper()
-	id, host := filestoragetest.Start(t, dir, 0)
-	self := component.MustNewID("langfuse")
-	return func() storage.Client {
-		c, err := host[id].(storage.Extension).GetClient(context.Background(), component.KindExporter, self, revisionsClient)
-		require.NoError(t, err)
-		return c
-	}
-}
-
 // What a push let out is on disk before it is sent, and a Revisions attached to the same
 // store after a restart drops the older versions.
 func TestRevisionsOnDiskSurviveARestart(t *testing.T) {
-	open := revStore(t, t.TempDir())
+	open := filestoragetest.ExporterClient(t, t.TempDir(), component.MustNewID("langfuse"), revisionsClient)
 	ctx := context.Background()
 	r := NewRevisions(10)
-	require.NoError(t, r.attach(ctx, open()))
+	require.NoError(t, r.Attach(ctx, open()))
 	keep, done, err := r.Begin(ctx, []Version{{key(1), 2}, {key(2), 0}}, false)
 	done()
 	require.NoError(t, err)
 	assert.Nil(t, keep)
-	require.NoError(t, r.detach(ctx))
+	require.NoError(t, r.Detach(ctx))
 
 	again := NewRevisions(10)
-	require.NoError(t, again.attach(ctx, open()))
-	defer func() { require.NoError(t, again.detach(ctx)) }()
+	require.NoError(t, again.Attach(ctx, open()))
+	defer func() { require.NoError(t, again.Detach(ctx)) }()
 	assert.Equal(t, 1, again.Len(), "the re-emission only")
 	keep, done, err = again.Begin(ctx, []Version{{key(1), 1}, {key(1), 0}, {key(2), 0}}, false)
 	done()
@@ -66,12 +53,12 @@ func walk(t *testing.T, c storage.Client) map[string][]byte {
 // Past the bound the entry forgotten from memory is deleted on disk in the same write,
 // and an entry that is not a revision (a damaged file) is deleted at start.
 func TestRevisionsOnDiskKeepTheBound(t *testing.T) {
-	open := revStore(t, t.TempDir())
+	open := filestoragetest.ExporterClient(t, t.TempDir(), component.MustNewID("langfuse"), revisionsClient)
 	ctx := context.Background()
 	c := open()
 	require.NoError(t, c.Set(ctx, "damaged", []byte{1}))
 	r := NewRevisions(2)
-	require.NoError(t, r.attach(ctx, c))
+	require.NoError(t, r.Attach(ctx, c))
 	assert.NotContains(t, walk(t, c), "damaged")
 	for i := byte(1); i <= 3; i++ {
 		_, done, err := r.Begin(ctx, []Version{{key(i), int64(i)}}, false)
@@ -82,7 +69,7 @@ func TestRevisionsOnDiskKeepTheBound(t *testing.T) {
 	assert.Len(t, held, 2)
 	assert.NotContains(t, held, revKey(key(1)), "forgotten first")
 	assert.Equal(t, revValue(3), held[revKey(key(3))])
-	require.NoError(t, r.detach(ctx))
+	require.NoError(t, r.Detach(ctx))
 }
 
 // failingClient fails every write.
@@ -95,11 +82,11 @@ func (failingClient) Batch(context.Context, ...*storage.Operation) error {
 // A push whose revisions cannot be written is not sent: Begin fails, retryably, and the
 // same push tried again once the disk takes writes goes out and is written.
 func TestRevisionsNotWrittenFailThePush(t *testing.T) {
-	open := revStore(t, t.TempDir())
+	open := filestoragetest.ExporterClient(t, t.TempDir(), component.MustNewID("langfuse"), revisionsClient)
 	ctx := context.Background()
 	c := open()
 	r := NewRevisions(10)
-	require.NoError(t, r.attach(ctx, c))
+	require.NoError(t, r.Attach(ctx, c))
 	r.store = failingClient{c} // the disk fails
 	_, done, err := r.Begin(ctx, []Version{{key(1), 2}}, false)
 	done()
@@ -112,17 +99,17 @@ func TestRevisionsNotWrittenFailThePush(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, keep, "the retry goes out")
 	assert.Equal(t, revValue(2), walk(t, c)[revKey(key(1))])
-	require.NoError(t, r.detach(ctx))
+	require.NoError(t, r.Detach(ctx))
 }
 
 // Concurrent pushes re-emitting the same span leave its newest revision on disk: the
 // writes land in the order the memory changed.
 func TestRevisionsOnDiskConcurrentPushes(t *testing.T) {
-	open := revStore(t, t.TempDir())
+	open := filestoragetest.ExporterClient(t, t.TempDir(), component.MustNewID("langfuse"), revisionsClient)
 	ctx := context.Background()
 	c := open()
 	r := NewRevisions(100)
-	require.NoError(t, r.attach(ctx, c))
+	require.NoError(t, r.Attach(ctx, c))
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
@@ -136,5 +123,5 @@ func TestRevisionsOnDiskConcurrentPushes(t *testing.T) {
 	wg.Wait()
 	known, _ := r.revs.Get(key(1))
 	assert.Equal(t, revValue(known), walk(t, c)[revKey(key(1))])
-	require.NoError(t, r.detach(ctx))
+	require.NoError(t, r.Detach(ctx))
 }

@@ -21,9 +21,9 @@ type Sender struct {
 	Push     func(context.Context, ptrace.Traces) error
 	Start    func(context.Context, component.Host) error
 	Shutdown func(context.Context) error
-	// Revisions, when Push guards with it, is kept on the persistent queue's storage
-	// too (revstore.go).
-	Revisions *Revisions
+	// Remember is what Push remembers that is kept on the persistent queue's storage
+	// too (Remembered).
+	Remember []Remembered
 }
 
 // NewTraces wraps a vendor exporter in exporterhelper the way both vendor exporters want
@@ -50,7 +50,7 @@ func NewTraces(ctx context.Context, set exporter.Settings, cfg component.Config,
 	if err != nil {
 		return nil, err
 	}
-	return wrap(exp, queue, set.ID, s.Revisions), nil
+	return wrap(exp, queue, set.ID, s.Remember), nil
 }
 
 // Requests is what a vendor exporter that queues a request type of its own (a batch
@@ -66,8 +66,8 @@ type Requests struct {
 	Encoding exporterhelper.QueueBatchEncoding[xexporterhelper.Request]
 	Start    func(context.Context, component.Host) error
 	Shutdown func(context.Context) error
-	// Revisions, as in Sender.
-	Revisions *Revisions
+	// Remember, as in Sender.
+	Remember []Remembered
 }
 
 // NewTracesRequest is NewTraces for an exporter whose sending queue holds its own
@@ -82,7 +82,7 @@ func NewTracesRequest(ctx context.Context, set exporter.Settings, r Requests,
 	if err != nil {
 		return nil, err
 	}
-	return wrap(exp, queue, set.ID, r.Revisions), nil
+	return wrap(exp, queue, set.ID, r.Remember), nil
 }
 
 func options(start func(context.Context, component.Host) error, shutdown func(context.Context) error, retry configretry.BackOffConfig) []exporterhelper.Option {
@@ -95,15 +95,15 @@ func options(start func(context.Context, component.Host) error, shutdown func(co
 	}
 }
 
-// wrap puts the packed store (with the revisions of exporter self) and the admission
-// in front of a queued exporter.
-func wrap(exp exporter.Traces, queue configoptional.Optional[exporterhelper.QueueBatchConfig], self component.ID, revs *Revisions) exporter.Traces {
+// wrap puts the packed store (with what exporter self remembers) and the admission in
+// front of a queued exporter.
+func wrap(exp exporter.Traces, queue configoptional.Optional[exporterhelper.QueueBatchConfig], self component.ID, remembered []Remembered) exporter.Traces {
 	if !queue.HasValue() {
 		return exp
 	}
 	q := queue.Get()
 	if q.StorageID != nil {
-		exp = packedQueue{Traces: exp, storageID: *q.StorageID, self: self, revs: revs}
+		exp = packedQueue{Traces: exp, storageID: *q.StorageID, self: self, remembered: remembered}
 	}
 	a := admission{Traces: exp}
 	if q.BlockOnOverflow {

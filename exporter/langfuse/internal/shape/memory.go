@@ -1,8 +1,10 @@
 package shape
 
 import (
+	"slices"
 	"sync"
 
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -38,13 +40,20 @@ func (s *Shaper) Traces() int {
 type TraceMemory struct {
 	mu     sync.Mutex
 	traces *vendorhttp.Bounded[pcommon.TraceID, traceInfo]
+	// store keeps traces on disk (nil: memory only, memstore.go), with what the memory
+	// learned and forgot since the last write (dirty, gone). wmu is held while a write
+	// is made and stored, so writes go one at a time.
+	store storage.Client
+	dirty map[pcommon.TraceID]struct{}
+	gone  []pcommon.TraceID
+	wmu   sync.Mutex
 }
 
 func newTraceMemory(max int) *TraceMemory {
 	if max <= 0 {
 		max = DefaultMaxTraces
 	}
-	return &TraceMemory{traces: vendorhttp.NewBounded[pcommon.TraceID, traceInfo](max)}
+	return &TraceMemory{traces: vendorhttp.NewBounded[pcommon.TraceID, traceInfo](max), dirty: map[pcommon.TraceID]struct{}{}}
 }
 
 // remember fills what each batch trace lacks from what earlier batches saw of it, then
@@ -57,11 +66,29 @@ func (m *TraceMemory) remember(traces []traceInfo) {
 	defer m.mu.Unlock()
 	for i := range traces {
 		t := &traces[i]
-		if old, ok := m.traces.Get(t.id); ok {
+		old, ok := m.traces.Get(t.id)
+		if ok {
 			t.fill(&old)
 		}
-		m.traces.Put(t.id, *t)
+		gone, evicted := m.traces.Put(t.id, *t)
+		if m.store == nil {
+			continue
+		}
+		if evicted {
+			m.gone = append(m.gone, gone)
+			delete(m.dirty, gone)
+		}
+		if !ok || !t.sameValues(&old) {
+			m.dirty[t.id] = struct{}{}
+		}
 	}
+}
+
+// sameValues reports whether t holds what o holds (fill only ever adds to it).
+func (t *traceInfo) sameValues(o *traceInfo) bool {
+	return t.name == o.name && t.rootName == o.rootName && t.session == o.session && t.user == o.user &&
+		t.env == o.env && t.leadModel == o.leadModel && t.leadModelAt == o.leadModelAt &&
+		t.hasLeadModel == o.hasLeadModel && (t.tags == nil) == (o.tags == nil) && slices.Equal(t.tags, o.tags)
 }
 
 // fill takes from old what t has not seen: each value as first seen, and the lead

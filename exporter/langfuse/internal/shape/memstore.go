@@ -1,0 +1,203 @@
+package shape
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// Behind a persistent sending queue the trace values a Shaper remembers are on disk too,
+// in a storage client of their own (vendorhttp.Remembered): a dispatcher re-emitted after
+// a restart is shaped with its trace's name, tags, user and session as before the
+// restart, and Langfuse's row keeps them (it replaces the row whole). The exporter writes
+// what a batch taught the memory (Write) before the batch is queued, so a batch the
+// collector acknowledged never leaves the values it brought only in memory; a write that
+// fails is tried again with the next one.
+//
+// One entry per trace: the key is its trace id, the value its values before defaults
+// (traceInfo without what finish derives). An entry the memory forgets (past its bound)
+// is deleted with the next write; at start every entry is read back, in the store's
+// order.
+
+// traceValuesClient names the storage client of the trace values.
+const traceValuesClient = "trace_values"
+
+// traceValuesFormat is the first byte of a stored entry: its layout.
+const traceValuesFormat = 1
+
+// ClientName is the name of the Shaper's storage client (vendorhttp.Remembered).
+func (s *Shaper) ClientName() string { return traceValuesClient }
+
+// Attach reads what c holds into the memory and keeps it in c from now on
+// (vendorhttp.Remembered). c must list its entries (file_storage's does); an entry that
+// cannot be read (a damaged file) is deleted.
+func (s *Shaper) Attach(ctx context.Context, c storage.Client) error {
+	w, ok := c.(storage.Walker)
+	if !ok {
+		return errors.New("the storage extension cannot list its entries (file_storage can)")
+	}
+	m := s.mem
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	err := w.Walk(ctx, func(key string, v []byte) ([]*storage.Operation, error) {
+		t, err := decodeTraceValues(key, v)
+		if err != nil {
+			return []*storage.Operation{storage.DeleteOperation(key)}, nil
+		}
+		if old, evicted := m.traces.Put(t.id, t); evicted {
+			return []*storage.Operation{storage.DeleteOperation(string(old[:]))}, nil
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading the trace values remembered before: %w", err)
+	}
+	m.store = c
+	return nil
+}
+
+// Detach closes the store, once a write in progress is over; the memory goes on in
+// memory only.
+func (s *Shaper) Detach(ctx context.Context) error {
+	m := s.mem
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
+	m.mu.Lock()
+	c := m.store
+	m.store = nil
+	m.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c.Close(ctx)
+}
+
+// Write puts on disk what the plans so far taught the memory and it did not write yet.
+// Writes go one at a time, each with the values held when it is made, so the last
+// write of a trace holds all the memory knew of it; one that fails is tried again with
+// the next.
+func (s *Shaper) Write(ctx context.Context) error {
+	m := s.mem
+	m.mu.Lock()
+	if m.store == nil || (len(m.dirty) == 0 && len(m.gone) == 0) {
+		m.mu.Unlock()
+		return nil
+	}
+	m.mu.Unlock()
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
+	m.mu.Lock()
+	c := m.store
+	var ops []*storage.Operation
+	ids := make([]pcommon.TraceID, 0, len(m.dirty))
+	for id := range m.dirty {
+		if t, ok := m.traces.Get(id); ok {
+			ops = append(ops, storage.SetOperation(string(id[:]), encodeTraceValues(&t)))
+			ids = append(ids, id)
+		}
+	}
+	gone := m.gone
+	for _, id := range gone {
+		if _, back := m.traces.Get(id); !back {
+			ops = append(ops, storage.DeleteOperation(string(id[:])))
+		}
+	}
+	clear(m.dirty)
+	m.gone = nil
+	m.mu.Unlock()
+	if c == nil || len(ops) == 0 {
+		return nil
+	}
+	if err := c.Batch(ctx, ops...); err != nil {
+		m.mu.Lock()
+		for _, id := range ids {
+			m.dirty[id] = struct{}{}
+		}
+		m.gone = append(m.gone, gone...)
+		m.mu.Unlock()
+		return fmt.Errorf("storage: recording the trace values of the batch: %w", err)
+	}
+	return nil
+}
+
+// encodeTraceValues is t as stored: what the memory keeps of it (no derived values).
+func encodeTraceValues(t *traceInfo) []byte {
+	b := make([]byte, 0, 64+len(t.name)+len(t.rootName)+len(t.session)+len(t.user)+len(t.env)+len(t.leadModel))
+	b = append(b, traceValuesFormat)
+	for _, s := range [...]string{t.name, t.rootName, t.session, t.user, t.env, t.leadModel} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendUvarint(b, uint64(t.leadModelAt))
+	has := byte(0)
+	if t.hasLeadModel {
+		has = 1
+	}
+	b = append(b, has)
+	if t.tags == nil {
+		return append(b, 0)
+	}
+	b = binary.AppendUvarint(b, uint64(len(t.tags))+1)
+	for _, tag := range t.tags {
+		b = binary.AppendUvarint(b, uint64(len(tag)))
+		b = append(b, tag...)
+	}
+	return b
+}
+
+var errDamaged = errors.New("damaged trace values")
+
+// decodeTraceValues reads an entry written by encodeTraceValues.
+func decodeTraceValues(key string, v []byte) (traceInfo, error) {
+	var t traceInfo
+	if len(key) != len(t.id) || len(v) == 0 || v[0] != traceValuesFormat {
+		return t, errDamaged
+	}
+	copy(t.id[:], key)
+	r := v[1:]
+	str := func() (string, bool) {
+		n, k := binary.Uvarint(r)
+		if k <= 0 || n > uint64(len(r)-k) {
+			return "", false
+		}
+		s := string(r[k : k+int(n)])
+		r = r[k+int(n):]
+		return s, true
+	}
+	for _, dst := range [...]*string{&t.name, &t.rootName, &t.session, &t.user, &t.env, &t.leadModel} {
+		s, ok := str()
+		if !ok {
+			return t, errDamaged
+		}
+		*dst = s
+	}
+	at, k := binary.Uvarint(r)
+	if k <= 0 || len(r) < k+2 {
+		return t, errDamaged
+	}
+	t.leadModelAt, t.hasLeadModel = pcommon.Timestamp(at), r[k] == 1
+	r = r[k+1:]
+	n, k := binary.Uvarint(r)
+	if k <= 0 || n > uint64(len(r)) {
+		return t, errDamaged
+	}
+	r = r[k:]
+	if n > 0 {
+		t.tags = make([]string, 0, n-1)
+		for range n - 1 {
+			s, ok := str()
+			if !ok {
+				return t, errDamaged
+			}
+			t.tags = append(t.tags, s)
+		}
+	}
+	if len(r) != 0 {
+		return t, errDamaged
+	}
+	return t, nil
+}
