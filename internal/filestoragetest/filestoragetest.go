@@ -4,6 +4,7 @@ package filestoragetest
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
@@ -55,4 +56,24 @@ func ExporterClient(tb testing.TB, dir string, self component.ID, name string) (
 		}
 		return c
 	}
+}
+
+// Flaky is a store whose writes fail while Fail is set, as a full or failing disk's do.
+// It lists its entries as the store it wraps does.
+type Flaky struct {
+	storage.Client
+	Fail bool
+}
+
+// Batch fails while f.Fail is set.
+func (f *Flaky) Batch(ctx context.Context, ops ...*storage.Operation) error {
+	if f.Fail {
+		return errors.New("disk full")
+	}
+	return f.Client.Batch(ctx, ops...)
+}
+
+// Walk lists the wrapped store's entries.
+func (f *Flaky) Walk(ctx context.Context, fn storage.WalkFunc) error {
+	return f.Client.(storage.Walker).Walk(ctx, fn)
 }

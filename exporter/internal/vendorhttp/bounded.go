@@ -55,6 +55,16 @@ func (b *Bounded[K, V]) Put(k K, v V) (old K, evicted bool) {
 // Len is the number of keys held.
 func (b *Bounded[K, V]) Len() int { return len(b.m) }
 
+// Cap is the most keys b holds.
+func (b *Bounded[K, V]) Cap() int { return b.max }
+
+// Each calls f with every key and value, from the one put least recently to the newest.
+func (b *Bounded[K, V]) Each(f func(k K, v V)) {
+	for e := b.oldest; e != nil; e = e.next {
+		f(e.k, e.v)
+	}
+}
+
 func (b *Bounded[K, V]) unlink(e *boundedEntry[K, V]) {
 	if e.prev != nil {
 		e.prev.next = e.next

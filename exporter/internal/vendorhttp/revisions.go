@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/agentmeter/agentmeter/genai"
@@ -69,9 +68,9 @@ const DefaultMaxRevisions = 100_000
 type Revisions struct {
 	mu   sync.Mutex
 	revs *Bounded[SpanKey, int64]
-	// store holds revs on disk (nil: memory only). wmu is taken under mu and held while
+	// log holds revs on disk (nil: memory only). wmu is taken under mu and held while
 	// a push's changes are written, so the writes land in the order the memory changed.
-	store  storage.Client
+	log    *EntryLog
 	wmu    sync.Mutex
 	pushes map[uint64][]pcommon.TraceID // the pushes in flight and their traces
 	next   uint64                       // the next push's id
@@ -104,7 +103,7 @@ func NewRevisions(max int) *Revisions {
 func (r *Revisions) Begin(ctx context.Context, vs []Version, keepFirst bool) (keep []bool, done func(), err error) {
 	traces := tracesOf(vs, nil)
 	r.mu.Lock()
-	keep, ops := r.keep(vs, keepFirst)
+	keep, written := r.keep(vs, keepFirst)
 	// only the traces of the re-emissions that go out are waited for: a first emission of
 	// one of those spans can be in flight only in a push of its trace
 	reemitted := tracesOf(vs, func(i int) bool { return vs[i].Rev > 0 && (keep == nil || keep[i]) })
@@ -119,9 +118,12 @@ func (r *Revisions) Begin(ctx context.Context, vs []Version, keepFirst bool) (ke
 	id := r.next
 	r.next++
 	r.pushes[id] = traces
-	store := r.store
-	if len(ops) > 0 {
+	l, rewrite := r.log, false
+	if len(written) > 0 {
 		r.wmu.Lock()
+		if rewrite = l.Due(r.revs.Cap()); rewrite {
+			written = r.all()
+		}
 	}
 	r.mu.Unlock()
 	done = func() {
@@ -131,8 +133,13 @@ func (r *Revisions) Begin(ctx context.Context, vs []Version, keepFirst bool) (ke
 		close(r.idle)
 		r.idle = make(chan struct{})
 	}
-	if len(ops) > 0 {
-		err := store.Batch(ctx, ops...)
+	if len(written) > 0 {
+		var err error
+		if rewrite {
+			err = l.Rewrite(ctx, written)
+		} else {
+			err = l.Append(ctx, written)
+		}
 		r.wmu.Unlock()
 		if err != nil {
 			return keep, done, fmt.Errorf("storage: recording the revisions of re-emitted spans before sending them: %w", err)
@@ -203,8 +210,8 @@ func (r *Revisions) Len() int {
 // batch or was let out before is kept only when keepFirst: LangSmith needs its post to
 // create the run the patches update, Langfuse would replace the newer row with it.
 // keep is nil when every version goes out (the common case: no re-emission anywhere).
-// With a store, ops are the writes of what it recorded. r.mu is held.
-func (r *Revisions) keep(vs []Version, keepFirst bool) (keep []bool, ops []*storage.Operation) {
+// With a store, written is what it recorded, to write. r.mu is held.
+func (r *Revisions) keep(vs []Version, keepFirst bool) (keep []bool, written []Entry) {
 	var newest map[SpanKey]int // index of the newest re-emission of each key in the batch
 	for i, v := range vs {
 		if v.Rev == 0 {
@@ -230,7 +237,7 @@ func (r *Revisions) keep(vs []Version, keepFirst bool) (keep []bool, ops []*stor
 		case newest[v.Key] != i || (seen && v.Rev < known):
 			ok = false
 		default:
-			ops = r.put(v.Key, v.Rev, ops)
+			written = r.put(v.Key, v.Rev, written)
 		}
 		if !ok {
 			if keep == nil {
@@ -245,5 +252,5 @@ func (r *Revisions) keep(vs []Version, keepFirst bool) (keep []bool, ops []*stor
 			keep[i] = true
 		}
 	}
-	return keep, ops
+	return keep, written
 }

@@ -3,74 +3,55 @@ package vendorhttp
 import (
 	"context"
 	"encoding/binary"
-	"errors"
-	"fmt"
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 )
 
-// Behind a persistent sending queue the revisions an exporter let out are on disk too,
-// in a storage client of their own next to the queue's (file_storage: a file of its
-// own). A version can wait in the queue across a restart (a push retried when the
-// process was killed, or queued behind an outage) while a newer one of the same span
-// was delivered before: without the record the restarted exporter would send the older
-// one last, and the vendor would keep it. A push writes the re-emissions it lets out
-// before it is sent, so whatever a vendor may have received is on disk first; a write
-// that fails fails the push, retryably, and nothing of it is sent.
+// Behind a persistent sending queue the revisions an exporter let out are on disk too
+// (Remembered, an EntryLog). A version can wait in the queue across a restart (a push
+// retried when the process was killed, or queued behind an outage) while a newer one of
+// the same span was delivered before: without the record the restarted exporter would
+// send the older one last, and the vendor would keep it. A push writes the re-emissions
+// it lets out before it is sent, so whatever a vendor may have received is on disk
+// first; a write that fails fails the push, retryably, and nothing of it is sent.
 //
-// One entry per span: the key is its trace id and span id, the value its newest
-// revision. An entry forgotten from memory (past the bound) is deleted in the same
-// write; at start every entry is read back (in the store's order, not the order they
-// were let out, so past the bound it is not the least recently re-emitted that goes).
+// An entry's key is the span's trace id and span id, its value the revision.
 
 // revisionsClient names the storage client of the revisions.
 const revisionsClient = "revisions"
 
+// revKeyLen is an entry key's length: a trace id and a span id.
+const revKeyLen = 16 + 8
+
+func revEntry(k SpanKey, rev int64) Entry {
+	key := make([]byte, revKeyLen, revKeyLen+8)
+	copy(key, k.Trace[:])
+	copy(key[16:], k.Span[:])
+	v := binary.BigEndian.AppendUint64(key[revKeyLen:], uint64(rev))
+	return Entry{Key: key, Value: v}
+}
+
 // ClientName is the name of r's storage client (Remembered).
 func (r *Revisions) ClientName() string { return revisionsClient }
 
-// revKeyLen is a stored key's length: a trace id and a span id.
-const revKeyLen = 16 + 8
-
-func revKey(k SpanKey) string {
-	var b [revKeyLen]byte
-	copy(b[:16], k.Trace[:])
-	copy(b[16:], k.Span[:])
-	return string(b[:])
-}
-
-func revValue(rev int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(rev)) }
-
 // Attach reads what c holds into r and makes every re-emission r lets out from now on
-// written to c before its push is sent (Remembered). c must list its entries
-// (file_storage's does); an entry that is not one of r's (a damaged file) is deleted.
+// written to c before its push is sent (Remembered).
 func (r *Revisions) Attach(ctx context.Context, c storage.Client) error {
-	w, ok := c.(storage.Walker)
-	if !ok {
-		return errors.New("the storage extension cannot list its entries (file_storage can)")
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	err := w.Walk(ctx, func(key string, v []byte) ([]*storage.Operation, error) {
-		if len(key) != revKeyLen || len(v) != 8 {
-			return []*storage.Operation{storage.DeleteOperation(key)}, nil
+	l, err := OpenEntryLog(ctx, c, func(e Entry) {
+		if len(e.Key) != revKeyLen || len(e.Value) != 8 {
+			return // not one of ours: the next rewrite leaves it out
 		}
 		var k SpanKey
-		copy(k.Trace[:], key[:16])
-		copy(k.Span[:], key[16:])
-		rev := int64(binary.BigEndian.Uint64(v))
-		if known, ok := r.revs.Get(k); ok && known >= rev {
-			return nil, nil
-		}
-		if old, evicted := r.revs.Put(k, rev); evicted {
-			return []*storage.Operation{storage.DeleteOperation(revKey(old))}, nil
-		}
-		return nil, nil
+		copy(k.Trace[:], e.Key[:16])
+		copy(k.Span[:], e.Key[16:])
+		r.revs.Put(k, int64(binary.BigEndian.Uint64(e.Value)))
 	})
 	if err != nil {
-		return fmt.Errorf("reading the revisions sent before: %w", err)
+		return err
 	}
-	r.store = c
+	r.log = l
 	return nil
 }
 
@@ -78,25 +59,29 @@ func (r *Revisions) Attach(ctx context.Context, c storage.Client) error {
 func (r *Revisions) Detach(ctx context.Context) error {
 	r.mu.Lock() // then wmu, as Begin takes them
 	r.wmu.Lock()
-	c := r.store
-	r.store = nil
+	l := r.log
+	r.log = nil
 	r.wmu.Unlock()
 	r.mu.Unlock()
-	if c == nil {
+	if l == nil {
 		return nil
 	}
-	return c.Close(ctx)
+	return l.Close(ctx)
 }
 
-// put records rev as key's newest revision let out, and with a store appends the write
-// (and the deletion of the entry the bound forgets) to ops. r.mu is held.
-func (r *Revisions) put(key SpanKey, rev int64, ops []*storage.Operation) []*storage.Operation {
-	old, evicted := r.revs.Put(key, rev)
-	if r.store == nil {
-		return ops
+// put records rev as key's newest revision let out, and with a store appends its entry
+// to written. r.mu is held.
+func (r *Revisions) put(key SpanKey, rev int64, written []Entry) []Entry {
+	r.revs.Put(key, rev)
+	if r.log == nil {
+		return written
 	}
-	if evicted {
-		ops = append(ops, storage.DeleteOperation(revKey(old)))
-	}
-	return append(ops, storage.SetOperation(revKey(key), revValue(rev)))
+	return append(written, revEntry(key, rev))
+}
+
+// all is every revision r holds, as entries, oldest first. r.mu is held.
+func (r *Revisions) all() []Entry {
+	out := make([]Entry, 0, r.revs.Len())
+	r.revs.Each(func(k SpanKey, rev int64) { out = append(out, revEntry(k, rev)) })
+	return out
 }

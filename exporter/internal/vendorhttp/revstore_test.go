@@ -2,7 +2,6 @@ package vendorhttp
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 
@@ -16,100 +15,93 @@ import (
 	"github.com/agentmeter/agentmeter/internal/filestoragetest"
 )
 
+func revisionsStore(t *testing.T) func() storage.Client {
+	return filestoragetest.ExporterClient(t, t.TempDir(), component.MustNewID("langfuse"), revisionsClient)
+}
+
+// begin runs one push through r, which must go.
+func begin(t *testing.T, r *Revisions, vs ...Version) []bool {
+	t.Helper()
+	keep, done, err := r.Begin(context.Background(), vs, false)
+	done()
+	require.NoError(t, err)
+	return keep
+}
+
+// reopened is a new Revisions of bound max on what open gives, as after a restart.
+func reopened(t *testing.T, open func() storage.Client, max int) *Revisions {
+	t.Helper()
+	r := NewRevisions(max)
+	require.NoError(t, r.Attach(context.Background(), open()))
+	t.Cleanup(func() { require.NoError(t, r.Detach(context.Background())) })
+	return r
+}
+
 // What a push let out is on disk before it is sent, and a Revisions attached to the same
 // store after a restart drops the older versions.
 func TestRevisionsOnDiskSurviveARestart(t *testing.T) {
-	open := filestoragetest.ExporterClient(t, t.TempDir(), component.MustNewID("langfuse"), revisionsClient)
+	open := revisionsStore(t)
 	ctx := context.Background()
 	r := NewRevisions(10)
 	require.NoError(t, r.Attach(ctx, open()))
-	keep, done, err := r.Begin(ctx, []Version{{key(1), 2}, {key(2), 0}}, false)
-	done()
-	require.NoError(t, err)
-	assert.Nil(t, keep)
+	assert.Nil(t, begin(t, r, Version{key(1), 2}, Version{key(2), 0}))
 	require.NoError(t, r.Detach(ctx))
 
-	again := NewRevisions(10)
-	require.NoError(t, again.Attach(ctx, open()))
-	defer func() { require.NoError(t, again.Detach(ctx)) }()
+	again := reopened(t, open, 10)
 	assert.Equal(t, 1, again.Len(), "the re-emission only")
-	keep, done, err = again.Begin(ctx, []Version{{key(1), 1}, {key(1), 0}, {key(2), 0}}, false)
-	done()
-	require.NoError(t, err)
-	assert.Equal(t, []bool{false, false, true}, keep)
+	assert.Equal(t, []bool{false, false, true}, begin(t, again, Version{key(1), 1}, Version{key(1), 0}, Version{key(2), 0}))
 }
 
-// walk lists what c holds.
-func walk(t *testing.T, c storage.Client) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	require.NoError(t, c.(storage.Walker).Walk(context.Background(), func(k string, v []byte) ([]*storage.Operation, error) {
-		out[k] = append([]byte(nil), v...)
-		return nil, nil
-	}))
-	return out
-}
-
-// Past the bound the entry forgotten from memory is deleted on disk in the same write,
-// and an entry that is not a revision (a damaged file) is deleted at start.
+// Read back, the bound keeps the spans re-emitted last, as in memory; the records are
+// rewritten whole once they hold more than twice the bound, and what they held before
+// still reads the same.
 func TestRevisionsOnDiskKeepTheBound(t *testing.T) {
-	open := filestoragetest.ExporterClient(t, t.TempDir(), component.MustNewID("langfuse"), revisionsClient)
+	open := revisionsStore(t)
 	ctx := context.Background()
-	c := open()
-	require.NoError(t, c.Set(ctx, "damaged", []byte{1}))
-	r := NewRevisions(2)
-	require.NoError(t, r.Attach(ctx, c))
-	assert.NotContains(t, walk(t, c), "damaged")
-	for i := byte(1); i <= 3; i++ {
-		_, done, err := r.Begin(ctx, []Version{{key(i), int64(i)}}, false)
-		done()
-		require.NoError(t, err)
+	r := NewRevisions(3)
+	require.NoError(t, r.Attach(ctx, open()))
+	for i := byte(1); i <= 20; i++ {
+		begin(t, r, Version{key(i%5 + 1), int64(i)})
 	}
-	held := walk(t, c)
-	assert.Len(t, held, 2)
-	assert.NotContains(t, held, revKey(key(1)), "forgotten first")
-	assert.Equal(t, revValue(3), held[revKey(key(3))])
+	assert.LessOrEqual(t, r.log.written, 2*3+3, "rewritten past twice the bound")
+	want := map[SpanKey]int64{}
+	r.revs.Each(func(k SpanKey, v int64) { want[k] = v })
 	require.NoError(t, r.Detach(ctx))
-}
 
-// failingClient fails every write.
-type failingClient struct{ storage.Client }
-
-func (failingClient) Batch(context.Context, ...*storage.Operation) error {
-	return errors.New("disk full")
+	again := reopened(t, open, 3)
+	got := map[SpanKey]int64{}
+	again.revs.Each(func(k SpanKey, v int64) { got[k] = v })
+	assert.Equal(t, want, got)
 }
 
 // A push whose revisions cannot be written is not sent: Begin fails, retryably, and the
 // same push tried again once the disk takes writes goes out and is written.
 func TestRevisionsNotWrittenFailThePush(t *testing.T) {
-	open := filestoragetest.ExporterClient(t, t.TempDir(), component.MustNewID("langfuse"), revisionsClient)
+	open := revisionsStore(t)
 	ctx := context.Background()
-	c := open()
 	r := NewRevisions(10)
-	require.NoError(t, r.Attach(ctx, c))
-	r.store = failingClient{c} // the disk fails
+	disk := &filestoragetest.Flaky{Client: open(), Fail: true}
+	require.NoError(t, r.Attach(ctx, disk))
 	_, done, err := r.Begin(ctx, []Version{{key(1), 2}}, false)
 	done()
 	require.ErrorContains(t, err, "disk full")
 	assert.False(t, consumererror.IsPermanent(err))
 
-	r.store = c // the disk is back
-	keep, done, err := r.Begin(ctx, []Version{{key(1), 2}}, false)
-	done()
-	require.NoError(t, err)
-	assert.Nil(t, keep, "the retry goes out")
-	assert.Equal(t, revValue(2), walk(t, c)[revKey(key(1))])
+	disk.Fail = false // the disk is back
+	assert.Nil(t, begin(t, r, Version{key(1), 2}), "the retry goes out")
 	require.NoError(t, r.Detach(ctx))
+	rev, ok := reopened(t, open, 10).revs.Get(key(1))
+	assert.True(t, ok)
+	assert.EqualValues(t, 2, rev)
 }
 
 // Concurrent pushes re-emitting the same span leave its newest revision on disk: the
 // writes land in the order the memory changed.
 func TestRevisionsOnDiskConcurrentPushes(t *testing.T) {
-	open := filestoragetest.ExporterClient(t, t.TempDir(), component.MustNewID("langfuse"), revisionsClient)
+	open := revisionsStore(t)
 	ctx := context.Background()
-	c := open()
 	r := NewRevisions(100)
-	require.NoError(t, r.Attach(ctx, c))
+	require.NoError(t, r.Attach(ctx, open()))
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
@@ -122,6 +114,7 @@ func TestRevisionsOnDiskConcurrentPushes(t *testing.T) {
 	}
 	wg.Wait()
 	known, _ := r.revs.Get(key(1))
-	assert.Equal(t, revValue(known), walk(t, c)[revKey(key(1))])
 	require.NoError(t, r.Detach(ctx))
+	onDisk, _ := reopened(t, open, 100).revs.Get(key(1))
+	assert.Equal(t, known, onDisk)
 }

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"sync"
 
-	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -40,12 +39,11 @@ func (s *Shaper) Traces() int {
 type TraceMemory struct {
 	mu     sync.Mutex
 	traces *vendorhttp.Bounded[pcommon.TraceID, traceInfo]
-	// store keeps traces on disk (nil: memory only, memstore.go), with what the memory
-	// learned and forgot since the last write (dirty, gone). wmu is held while a write
-	// is made and stored, so writes go one at a time.
-	store storage.Client
+	// log keeps traces on disk (nil: memory only, memstore.go), with what the memory
+	// learned since the last write (dirty). wmu is held while a write is made and
+	// stored, so writes go one at a time.
+	log   *vendorhttp.EntryLog
 	dirty map[pcommon.TraceID]struct{}
-	gone  []pcommon.TraceID
 	wmu   sync.Mutex
 }
 
@@ -71,11 +69,10 @@ func (m *TraceMemory) remember(traces []traceInfo) {
 			t.fill(&old)
 		}
 		gone, evicted := m.traces.Put(t.id, *t)
-		if m.store == nil {
+		if m.log == nil {
 			continue
 		}
 		if evicted {
-			m.gone = append(m.gone, gone)
 			delete(m.dirty, gone)
 		}
 		if !ok || !t.sameValues(&old) {

@@ -8,20 +8,20 @@ import (
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
 )
 
-// Behind a persistent sending queue the trace values a Shaper remembers are on disk too,
-// in a storage client of their own (vendorhttp.Remembered): a dispatcher re-emitted after
-// a restart is shaped with its trace's name, tags, user and session as before the
-// restart, and Langfuse's row keeps them (it replaces the row whole). The exporter writes
-// what a batch taught the memory (Write) before the batch is queued, so a batch the
-// collector acknowledged never leaves the values it brought only in memory; a write that
-// fails is tried again with the next one.
+// Behind a persistent sending queue the trace values a Shaper remembers are on disk too
+// (vendorhttp.Remembered, an EntryLog): a dispatcher re-emitted after a restart is
+// shaped with its trace's name, tags, user and session as before the restart, and
+// Langfuse's row keeps them (it replaces the row whole). The exporter writes what a
+// batch taught the memory (Write) before the batch is queued, so a batch the collector
+// acknowledged never leaves the values it brought only in memory; a write that fails is
+// tried again with the next one.
 //
-// One entry per trace: the key is its trace id, the value its values before defaults
-// (traceInfo without what finish derives). An entry the memory forgets (past its bound)
-// is deleted with the next write; at start every entry is read back, in the store's
-// order.
+// An entry's key is the trace id, its value the trace's values before defaults
+// (traceInfo without what finish derives).
 
 // traceValuesClient names the storage client of the trace values.
 const traceValuesClient = "trace_values"
@@ -33,30 +33,20 @@ const traceValuesFormat = 1
 func (s *Shaper) ClientName() string { return traceValuesClient }
 
 // Attach reads what c holds into the memory and keeps it in c from now on
-// (vendorhttp.Remembered). c must list its entries (file_storage's does); an entry that
-// cannot be read (a damaged file) is deleted.
+// (vendorhttp.Remembered).
 func (s *Shaper) Attach(ctx context.Context, c storage.Client) error {
-	w, ok := c.(storage.Walker)
-	if !ok {
-		return errors.New("the storage extension cannot list its entries (file_storage can)")
-	}
 	m := s.mem
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	err := w.Walk(ctx, func(key string, v []byte) ([]*storage.Operation, error) {
-		t, err := decodeTraceValues(key, v)
-		if err != nil {
-			return []*storage.Operation{storage.DeleteOperation(key)}, nil
-		}
-		if old, evicted := m.traces.Put(t.id, t); evicted {
-			return []*storage.Operation{storage.DeleteOperation(string(old[:]))}, nil
-		}
-		return nil, nil
+	l, err := vendorhttp.OpenEntryLog(ctx, c, func(e vendorhttp.Entry) {
+		if t, err := decodeTraceValues(e.Key, e.Value); err == nil {
+			m.traces.Put(t.id, t)
+		} // else not one of ours: the next rewrite leaves it out
 	})
 	if err != nil {
-		return fmt.Errorf("reading the trace values remembered before: %w", err)
+		return err
 	}
-	m.store = c
+	m.log = l
 	return nil
 }
 
@@ -65,15 +55,15 @@ func (s *Shaper) Attach(ctx context.Context, c storage.Client) error {
 func (s *Shaper) Detach(ctx context.Context) error {
 	m := s.mem
 	m.wmu.Lock()
-	defer m.wmu.Unlock()
 	m.mu.Lock()
-	c := m.store
-	m.store = nil
+	l := m.log
+	m.log = nil
 	m.mu.Unlock()
-	if c == nil {
+	m.wmu.Unlock()
+	if l == nil {
 		return nil
 	}
-	return c.Close(ctx)
+	return l.Close(ctx)
 }
 
 // Write puts on disk what the plans so far taught the memory and it did not write yet.
@@ -83,7 +73,7 @@ func (s *Shaper) Detach(ctx context.Context) error {
 func (s *Shaper) Write(ctx context.Context) error {
 	m := s.mem
 	m.mu.Lock()
-	if m.store == nil || (len(m.dirty) == 0 && len(m.gone) == 0) {
+	if m.log == nil || len(m.dirty) == 0 {
 		m.mu.Unlock()
 		return nil
 	}
@@ -91,37 +81,47 @@ func (s *Shaper) Write(ctx context.Context) error {
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
 	m.mu.Lock()
-	c := m.store
-	var ops []*storage.Operation
-	ids := make([]pcommon.TraceID, 0, len(m.dirty))
-	for id := range m.dirty {
-		if t, ok := m.traces.Get(id); ok {
-			ops = append(ops, storage.SetOperation(string(id[:]), encodeTraceValues(&t)))
-			ids = append(ids, id)
-		}
-	}
-	gone := m.gone
-	for _, id := range gone {
-		if _, back := m.traces.Get(id); !back {
-			ops = append(ops, storage.DeleteOperation(string(id[:])))
-		}
-	}
-	clear(m.dirty)
-	m.gone = nil
-	m.mu.Unlock()
-	if c == nil || len(ops) == 0 {
+	l := m.log
+	if l == nil || len(m.dirty) == 0 {
+		m.mu.Unlock()
 		return nil
 	}
-	if err := c.Batch(ctx, ops...); err != nil {
+	ids := make([]pcommon.TraceID, 0, len(m.dirty))
+	for id := range m.dirty {
+		ids = append(ids, id)
+	}
+	clear(m.dirty)
+	var entries []vendorhttp.Entry
+	rewrite := l.Due(m.traces.Cap())
+	if rewrite {
+		m.traces.Each(func(_ pcommon.TraceID, t traceInfo) { entries = append(entries, traceValuesEntry(&t)) })
+	} else {
+		for _, id := range ids {
+			if t, ok := m.traces.Get(id); ok {
+				entries = append(entries, traceValuesEntry(&t))
+			}
+		}
+	}
+	m.mu.Unlock()
+	var err error
+	if rewrite {
+		err = l.Rewrite(ctx, entries)
+	} else {
+		err = l.Append(ctx, entries)
+	}
+	if err != nil {
 		m.mu.Lock()
 		for _, id := range ids {
 			m.dirty[id] = struct{}{}
 		}
-		m.gone = append(m.gone, gone...)
 		m.mu.Unlock()
 		return fmt.Errorf("storage: recording the trace values of the batch: %w", err)
 	}
 	return nil
+}
+
+func traceValuesEntry(t *traceInfo) vendorhttp.Entry {
+	return vendorhttp.Entry{Key: append([]byte(nil), t.id[:]...), Value: encodeTraceValues(t)}
 }
 
 // encodeTraceValues is t as stored: what the memory keeps of it (no derived values).
@@ -152,7 +152,7 @@ func encodeTraceValues(t *traceInfo) []byte {
 var errDamaged = errors.New("damaged trace values")
 
 // decodeTraceValues reads an entry written by encodeTraceValues.
-func decodeTraceValues(key string, v []byte) (traceInfo, error) {
+func decodeTraceValues(key, v []byte) (traceInfo, error) {
 	var t traceInfo
 	if len(key) != len(t.id) || len(v) == 0 || v[0] != traceValuesFormat {
 		return t, errDamaged
