@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
@@ -173,4 +174,24 @@ func TestTraceValuesSurviveAKill(t *testing.T) {
 	assert.Equal(t, first.UserID, got.UserID)
 	assert.Equal(t, first.SessionID, got.SessionID)
 	assert.Empty(t, srv.Problems())
+}
+
+// noListing is a storage extension whose clients cannot list their entries.
+type noListing struct{ storage.Extension }
+
+func (e noListing) GetClient(ctx context.Context, kind component.Kind, id component.ID, name string) (storage.Client, error) {
+	c, err := e.Extension.GetClient(ctx, kind, id, name)
+	return struct{ storage.Client }{c}, err
+}
+
+// A persistent queue on a storage extension that cannot list its entries works as
+// before: what the exporter remembers is then in memory only.
+func TestStorageThatCannotListStillQueues(t *testing.T) {
+	srv := langfusefake.New(t)
+	id, ext := fileStorage(t, t.TempDir(), 64<<20)
+	exp := onStorage(t, srv, id, noListing{ext.(storage.Extension)})
+	defer func() { require.NoError(t, exp.Shutdown(context.Background())) }()
+	td, _, ids := langfusefake.AgentTrace(langfusefake.DefaultAgentRun())
+	require.NoError(t, exp.ConsumeTraces(context.Background(), td))
+	waitRows(t, srv, ids[langfusefake.RoleLeadChat1].String())
 }

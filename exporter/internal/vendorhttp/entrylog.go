@@ -17,15 +17,22 @@ import (
 // order, so a write touches the store's last page or so, where writing each entry under
 // its own key (trace and span ids: random) rewrote a page per entry, and cost the
 // sidecar a few percent of its CPU. Read back in order, the last value of a key wins,
-// and the keys come in the order they were last written, as the map's bound orders them.
-// Once the records hold more than twice the map's bound of entries, the next write is
-// the whole map again, in one transaction with the deletion of every older record.
-// Not safe for concurrent use: its owner orders the writes.
+// and the keys come in the order they were last written (an entry with no value says
+// its key was used again: it moves the key without changing it), as the map's bound
+// orders them. Once the records hold more than twice the map's bound of entries, or
+// more than a sixteenth of it in records (a small record costs its key and page room:
+// a record a push would otherwise let the file reach 32 MiB at the revisions' bound),
+// the next write is the whole map again, in one transaction with the deletion of every
+// older record. Not safe for concurrent use: its owner orders the writes.
 type EntryLog struct {
-	c         storage.Client
-	low, next uint64 // the records on disk are low..next-1
-	written   int    // entries in them
+	c       storage.Client
+	records []uint64 // the numbers of the records on disk, ascending
+	next    uint64   // the next record's number
+	written int      // entries in the records
 }
+
+// ErrCannotList is why a store cannot hold an EntryLog: it cannot list its entries.
+var ErrCannotList = errors.New("the storage extension cannot list its entries (file_storage can)")
 
 // Entry is one key's value in an EntryLog.
 type Entry struct {
@@ -44,7 +51,7 @@ func recordKey(n uint64) string { return string(binary.BigEndian.AppendUint64(ni
 func OpenEntryLog(ctx context.Context, c storage.Client, apply func(e Entry)) (*EntryLog, error) {
 	w, ok := c.(storage.Walker)
 	if !ok {
-		return nil, errors.New("the storage extension cannot list its entries (file_storage can)")
+		return nil, ErrCannotList
 	}
 	type record struct {
 		n uint64
@@ -63,9 +70,6 @@ func OpenEntryLog(ctx context.Context, c storage.Client, apply func(e Entry)) (*
 	}
 	slices.SortFunc(recs, func(a, b record) int { return cmp.Compare(a.n, b.n) })
 	l := &EntryLog{c: c}
-	if len(recs) > 0 {
-		l.low, l.next = recs[0].n, recs[len(recs)-1].n+1
-	}
 	var damaged []*storage.Operation
 	for _, r := range recs {
 		entries, ok := decodeRecord(r.v)
@@ -77,6 +81,8 @@ func OpenEntryLog(ctx context.Context, c storage.Client, apply func(e Entry)) (*
 			apply(e)
 		}
 		l.written += len(entries)
+		l.records = append(l.records, r.n)
+		l.next = r.n + 1
 	}
 	if len(damaged) > 0 {
 		if err := c.Batch(ctx, damaged...); err != nil {
@@ -86,9 +92,14 @@ func OpenEntryLog(ctx context.Context, c storage.Client, apply func(e Entry)) (*
 	return l, nil
 }
 
-// Due reports whether the next write should be the whole map (Rewrite): the records
-// hold more than twice bound entries.
-func (l *EntryLog) Due(bound int) bool { return l.written > 2*bound }
+// Due reports whether the next write should be the whole map (Rewrite), for a map of at
+// most bound keys.
+func (l *EntryLog) Due(bound int) bool {
+	return l.written > 2*bound || len(l.records) > max(minRecords, bound/16)
+}
+
+// minRecords is the fewest records a log holds before it is rewritten for their number.
+const minRecords = 64
 
 // Append writes entries as one record, in one transaction.
 func (l *EntryLog) Append(ctx context.Context, entries []Entry) error {
@@ -98,6 +109,7 @@ func (l *EntryLog) Append(ctx context.Context, entries []Entry) error {
 	if err := l.c.Batch(ctx, storage.SetOperation(recordKey(l.next), encodeRecord(entries))); err != nil {
 		return err
 	}
+	l.records = append(l.records, l.next)
 	l.next++
 	l.written += len(entries)
 	return nil
@@ -107,18 +119,20 @@ func (l *EntryLog) Append(ctx context.Context, entries []Entry) error {
 // one transaction.
 func (l *EntryLog) Rewrite(ctx context.Context, all []Entry) error {
 	var ops []*storage.Operation
+	var records []uint64
 	n := l.next
 	for lo := 0; lo < len(all); lo += maxRecordEntries {
 		ops = append(ops, storage.SetOperation(recordKey(n), encodeRecord(all[lo:min(len(all), lo+maxRecordEntries)])))
+		records = append(records, n)
 		n++
 	}
-	for r := l.low; r < l.next; r++ {
+	for _, r := range l.records {
 		ops = append(ops, storage.DeleteOperation(recordKey(r)))
 	}
 	if err := l.c.Batch(ctx, ops...); err != nil {
 		return err
 	}
-	l.low, l.next, l.written = l.next, n, len(all)
+	l.records, l.next, l.written = records, n, len(all)
 	return nil
 }
 

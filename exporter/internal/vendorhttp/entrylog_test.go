@@ -39,8 +39,9 @@ func TestEntryLog(t *testing.T) {
 		want = append(want, fmt.Sprintf("k%d=%d", i%7, i))
 	}
 	require.NoError(t, l.Append(ctx, nil), "nothing to write")
-	assert.True(t, l.Due(100))
-	assert.False(t, l.Due(150))
+	assert.True(t, l.Due(100), "300 entries: over twice 100")
+	assert.True(t, l.Due(4000), "300 records: over a sixteenth of 4000")
+	assert.False(t, l.Due(8000))
 	_, got = readAll(t, c)
 	assert.Equal(t, want, got)
 
@@ -54,6 +55,8 @@ func TestEntryLog(t *testing.T) {
 	l, got = readAll(t, c)
 	assert.Equal(t, []string{"a=1", "b=2", "a=3"}, got)
 	assert.Equal(t, 3, l.written)
+	assert.Len(t, l.records, 2)
+	assert.Less(t, l.next, uint64(1000), "a damaged record's number is not carried on")
 	n := 0
 	require.NoError(t, c.(storage.Walker).Walk(ctx, func(string, []byte) ([]*storage.Operation, error) { n++; return nil, nil }))
 	assert.Equal(t, 2, n, "the rewrite's record and the one after it")

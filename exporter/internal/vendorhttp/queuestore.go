@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 
+	"go.uber.org/zap"
+
 	"github.com/agentmeter/agentmeter/internal/storageclient"
 )
 
@@ -37,6 +39,7 @@ type packedQueue struct {
 	storageID  component.ID
 	self       component.ID
 	remembered []Remembered
+	logger     *zap.Logger
 }
 
 // Capabilities: the exporter does not change or keep the batches it is given. A
@@ -57,7 +60,14 @@ func (q packedQueue) Start(ctx context.Context, host component.Host) error {
 			return err
 		}
 		if err := r.Attach(ctx, c); err != nil {
-			return errors.Join(fmt.Errorf("storage: %s: %w", r.ClientName(), err), c.Close(ctx))
+			cerr := c.Close(ctx)
+			if errors.Is(err, ErrCannotList) && cerr == nil {
+				// the queue itself does not need to list: it works as it did
+				q.logger.Warn("the sending queue's storage cannot list its entries (file_storage can): what the exporter remembers between pushes is in memory only, and a restart forgets it",
+					zap.String("remembered", r.ClientName()))
+				continue
+			}
+			return errors.Join(fmt.Errorf("storage: %s: %w", r.ClientName(), err), cerr)
 		}
 	}
 	return q.Traces.Start(ctx, storageclient.PackingHost(host, q.storageID))

@@ -50,7 +50,7 @@ func NewTraces(ctx context.Context, set exporter.Settings, cfg component.Config,
 	if err != nil {
 		return nil, err
 	}
-	return wrap(exp, queue, set.ID, s.Remember), nil
+	return wrap(exp, queue, set, s.Remember), nil
 }
 
 // Requests is what a vendor exporter that queues a request type of its own (a batch
@@ -82,7 +82,7 @@ func NewTracesRequest(ctx context.Context, set exporter.Settings, r Requests,
 	if err != nil {
 		return nil, err
 	}
-	return wrap(exp, queue, set.ID, r.Remember), nil
+	return wrap(exp, queue, set, r.Remember), nil
 }
 
 func options(start func(context.Context, component.Host) error, shutdown func(context.Context) error, retry configretry.BackOffConfig) []exporterhelper.Option {
@@ -95,15 +95,15 @@ func options(start func(context.Context, component.Host) error, shutdown func(co
 	}
 }
 
-// wrap puts the packed store (with what exporter self remembers) and the admission in
+// wrap puts the packed store (with what exporter set.ID remembers) and the admission in
 // front of a queued exporter.
-func wrap(exp exporter.Traces, queue configoptional.Optional[exporterhelper.QueueBatchConfig], self component.ID, remembered []Remembered) exporter.Traces {
+func wrap(exp exporter.Traces, queue configoptional.Optional[exporterhelper.QueueBatchConfig], set exporter.Settings, remembered []Remembered) exporter.Traces {
 	if !queue.HasValue() {
 		return exp
 	}
 	q := queue.Get()
 	if q.StorageID != nil {
-		exp = packedQueue{Traces: exp, storageID: *q.StorageID, self: self, remembered: remembered}
+		exp = packedQueue{Traces: exp, storageID: *q.StorageID, self: set.ID, remembered: remembered, logger: set.Logger}
 	}
 	a := admission{Traces: exp}
 	if q.BlockOnOverflow {

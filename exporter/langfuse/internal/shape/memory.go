@@ -39,10 +39,13 @@ func (s *Shaper) Traces() int {
 type TraceMemory struct {
 	mu     sync.Mutex
 	traces *vendorhttp.Bounded[pcommon.TraceID, traceInfo]
-	// log keeps traces on disk (nil: memory only, memstore.go), with what the memory
-	// learned since the last write (dirty). wmu is held while a write is made and
+	// log keeps traces on disk (nil: memory only, memstore.go). Since the last write,
+	// seen lists the traces of the batches in the order the memory took them (the order
+	// on disk follows the memory's, so its bound keeps the same traces when read back),
+	// and dirty those whose values changed. wmu is held while a write is made and
 	// stored, so writes go one at a time.
 	log   *vendorhttp.EntryLog
+	seen  []pcommon.TraceID
 	dirty map[pcommon.TraceID]struct{}
 	wmu   sync.Mutex
 }
@@ -68,13 +71,11 @@ func (m *TraceMemory) remember(traces []traceInfo) {
 		if ok {
 			t.fill(&old)
 		}
-		gone, evicted := m.traces.Put(t.id, *t)
+		m.traces.Put(t.id, *t)
 		if m.log == nil {
 			continue
 		}
-		if evicted {
-			delete(m.dirty, gone)
-		}
+		m.seen = append(m.seen, t.id)
 		if !ok || !t.sameValues(&old) {
 			m.dirty[t.id] = struct{}{}
 		}

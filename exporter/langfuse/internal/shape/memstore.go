@@ -39,6 +39,13 @@ func (s *Shaper) Attach(ctx context.Context, c storage.Client) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, err := vendorhttp.OpenEntryLog(ctx, c, func(e vendorhttp.Entry) {
+		if len(e.Value) == 0 && len(e.Key) == len(pcommon.TraceID{}) {
+			// seen again: the trace moves up, as it did in memory
+			if t, ok := m.traces.Get(pcommon.TraceID(e.Key)); ok {
+				m.traces.Put(t.id, t)
+			}
+			return
+		}
 		if t, err := decodeTraceValues(e.Key, e.Value); err == nil {
 			m.traces.Put(t.id, t)
 		} // else not one of ours: the next rewrite leaves it out
@@ -50,55 +57,74 @@ func (s *Shaper) Attach(ctx context.Context, c storage.Client) error {
 	return nil
 }
 
-// Detach closes the store, once a write in progress is over; the memory goes on in
-// memory only.
+// Detach writes what is not on disk yet, once a write in progress is over, and closes
+// the store; the memory goes on in memory only.
 func (s *Shaper) Detach(ctx context.Context) error {
 	m := s.mem
 	m.wmu.Lock()
+	defer m.wmu.Unlock()
+	err := s.write(ctx)
 	m.mu.Lock()
 	l := m.log
 	m.log = nil
 	m.mu.Unlock()
-	m.wmu.Unlock()
 	if l == nil {
-		return nil
+		return err
 	}
-	return l.Close(ctx)
+	return errors.Join(err, l.Close(ctx))
 }
 
-// Write puts on disk what the plans so far taught the memory and it did not write yet.
-// Writes go one at a time, each with the values held when it is made, so the last
-// write of a trace holds all the memory knew of it; one that fails is tried again with
-// the next.
+// Write puts on disk what the plans so far taught the memory and it did not write yet,
+// and which traces they saw again, in the order the memory took them. It waits for a write in progress, so what a batch
+// brought is on disk when it returns, whoever wrote it. Writes go one at a time, each
+// with the values held when it is made, so the last write of a trace holds all the
+// memory knew of it; one that fails is tried again with the next.
 func (s *Shaper) Write(ctx context.Context) error {
 	m := s.mem
 	m.mu.Lock()
-	if m.log == nil || len(m.dirty) == 0 {
-		m.mu.Unlock()
+	attached := m.log != nil
+	m.mu.Unlock()
+	if !attached {
 		return nil
 	}
-	m.mu.Unlock()
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
+	return s.write(ctx)
+}
+
+// write is Write with m.wmu held.
+func (s *Shaper) write(ctx context.Context) error {
+	m := s.mem
 	m.mu.Lock()
 	l := m.log
-	if l == nil || len(m.dirty) == 0 {
+	if l == nil || len(m.seen) == 0 {
 		m.mu.Unlock()
 		return nil
 	}
-	ids := make([]pcommon.TraceID, 0, len(m.dirty))
-	for id := range m.dirty {
-		ids = append(ids, id)
-	}
-	clear(m.dirty)
+	seen, dirty := m.seen, m.dirty
+	m.seen, m.dirty = nil, map[pcommon.TraceID]struct{}{}
 	var entries []vendorhttp.Entry
 	rewrite := l.Due(m.traces.Cap())
 	if rewrite {
+		entries = make([]vendorhttp.Entry, 0, m.traces.Len())
 		m.traces.Each(func(_ pcommon.TraceID, t traceInfo) { entries = append(entries, traceValuesEntry(&t)) })
 	} else {
-		for _, id := range ids {
-			if t, ok := m.traces.Get(id); ok {
+		// each trace once, where the memory took it last; a trace seen again with
+		// nothing new is its key alone
+		last := make(map[pcommon.TraceID]int, len(seen))
+		for i, id := range seen {
+			last[id] = i
+		}
+		entries = make([]vendorhttp.Entry, 0, len(last))
+		for i, id := range seen {
+			t, ok := m.traces.Get(id)
+			if last[id] != i || !ok {
+				continue // taken again later, or forgotten since
+			}
+			if _, d := dirty[id]; d {
 				entries = append(entries, traceValuesEntry(&t))
+			} else {
+				entries = append(entries, vendorhttp.Entry{Key: append([]byte(nil), id[:]...)})
 			}
 		}
 	}
@@ -111,7 +137,8 @@ func (s *Shaper) Write(ctx context.Context) error {
 	}
 	if err != nil {
 		m.mu.Lock()
-		for _, id := range ids {
+		m.seen = append(seen, m.seen...)
+		for id := range dirty {
 			m.dirty[id] = struct{}{}
 		}
 		m.mu.Unlock()
