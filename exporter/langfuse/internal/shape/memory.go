@@ -42,11 +42,13 @@ type TraceMemory struct {
 	// log keeps traces on disk (nil: memory only, memstore.go). Since the last write,
 	// seen lists the traces of the batches in the order the memory took them (the order
 	// on disk follows the memory's, so its bound keeps the same traces when read back),
-	// and dirty those whose values changed. wmu is held while a write is made and
-	// stored, so writes go one at a time.
+	// and dirty those whose values changed; after a write failed, whole says the next
+	// write is the whole memory instead, and they stay empty. wmu is held while a write
+	// is made and stored, so writes go one at a time.
 	log   *vendorhttp.EntryLog
 	seen  []pcommon.TraceID
 	dirty map[pcommon.TraceID]struct{}
+	whole bool
 	wmu   sync.Mutex
 }
 
@@ -72,7 +74,7 @@ func (m *TraceMemory) remember(traces []traceInfo) {
 			t.fill(&old)
 		}
 		m.traces.Put(t.id, *t)
-		if m.log == nil {
+		if m.log == nil || m.whole {
 			continue
 		}
 		m.seen = append(m.seen, t.id)

@@ -97,23 +97,29 @@ func (s *Shaper) write(ctx context.Context) error {
 	m := s.mem
 	m.mu.Lock()
 	l := m.log
-	if l == nil || len(m.seen) == 0 {
+	if l == nil || (len(m.seen) == 0 && !m.whole) {
 		m.mu.Unlock()
 		return nil
 	}
 	seen, dirty := m.seen, m.dirty
 	m.seen, m.dirty = nil, map[pcommon.TraceID]struct{}{}
 	var entries []vendorhttp.Entry
-	rewrite := l.Due(m.traces.Cap())
+	rewrite := m.whole || l.Due(m.traces.Cap())
+	m.whole = false
 	if rewrite {
 		entries = make([]vendorhttp.Entry, 0, m.traces.Len())
 		m.traces.Each(func(_ pcommon.TraceID, t traceInfo) { entries = append(entries, traceValuesEntry(&t)) })
 	} else {
-		// each trace once, where the memory took it last; a trace seen again with
-		// nothing new is its key alone
+		// Each trace once, where the memory took it last. A trace taken only there with
+		// nothing new is its key alone: read back, it is still held at that point, as in
+		// memory (no more traces came since its last entry than in memory). One taken
+		// more than once since the last write may have been kept by a take the log
+		// leaves out, so it goes whole.
 		last := make(map[pcommon.TraceID]int, len(seen))
+		times := make(map[pcommon.TraceID]int, len(seen))
 		for i, id := range seen {
 			last[id] = i
+			times[id]++
 		}
 		entries = make([]vendorhttp.Entry, 0, len(last))
 		for i, id := range seen {
@@ -121,7 +127,7 @@ func (s *Shaper) write(ctx context.Context) error {
 			if last[id] != i || !ok {
 				continue // taken again later, or forgotten since
 			}
-			if _, d := dirty[id]; d {
+			if _, d := dirty[id]; d || times[id] > 1 {
 				entries = append(entries, traceValuesEntry(&t))
 			} else {
 				entries = append(entries, vendorhttp.Entry{Key: append([]byte(nil), id[:]...)})
@@ -136,11 +142,10 @@ func (s *Shaper) write(ctx context.Context) error {
 		err = l.Append(ctx, entries)
 	}
 	if err != nil {
+		// the next write is the whole memory: nothing piles up while the disk fails
 		m.mu.Lock()
-		m.seen = append(seen, m.seen...)
-		for id := range dirty {
-			m.dirty[id] = struct{}{}
-		}
+		m.whole, m.seen = true, nil
+		clear(m.dirty)
 		m.mu.Unlock()
 		return fmt.Errorf("storage: recording the trace values of the batch: %w", err)
 	}

@@ -48,50 +48,71 @@ func batchOf(ids ...byte) []traceInfo {
 	return out
 }
 
-// What plans taught the memory is written and read back by a new memory on the same
-// store: the same traces, in the same order, with the same values, whatever batches
-// came (new traces, values added, traces only seen again, traces forgotten past the
-// bound) and however many times the log was rewritten whole on the way.
+// order lists the traces m holds, oldest first.
+func order(m *TraceMemory) []traceInfo {
+	var out []traceInfo
+	m.traces.Each(func(_ pcommon.TraceID, ti traceInfo) { out = append(out, ti) })
+	return out
+}
+
+// readBack is what a restarted memory of bound max reads from c as it stands.
+func readBack(t *testing.T, c storage.Client, max int) []traceInfo {
+	t.Helper()
+	probe := NewShaper(max)
+	require.NoError(t, probe.Attach(context.Background(), c))
+	return order(probe.mem)
+}
+
+// What plans taught the memory is read back by a new memory on the same store after
+// every write that went through: the same traces, in the same order, with the same
+// values, whatever came (new traces, values added, traces only seen again, the same
+// trace in several batches between two writes, traces forgotten past the bound, writes
+// that failed, the log rewritten whole on the way).
 func TestTraceValuesOnDiskReadBackAsInMemory(t *testing.T) {
-	for seed := range int64(20) {
+	for seed := range int64(40) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			open := filestoragetest.ExporterClient(t, t.TempDir(), component.MustNewID("langfuse"), traceValuesClient)
 			ctx := context.Background()
 			rng := rand.New(rand.NewPCG(uint64(seed), 1))
-			s := NewShaper(5)
-			require.NoError(t, s.Attach(ctx, open()))
+			const bound = 5
+			s := NewShaper(bound)
+			disk := &filestoragetest.Flaky{Client: open()}
+			require.NoError(t, s.Attach(ctx, disk))
 			for range 300 {
-				var batch []traceInfo
-				for range 1 + rng.IntN(3) {
-					ti := traceInfo{id: pcommon.TraceID{byte(1 + rng.IntN(12))}}
-					switch rng.IntN(4) {
-					case 0:
-						ti.rootName = fmt.Sprint("root-", rng.IntN(3))
-					case 1:
-						ti.user = fmt.Sprint("user-", rng.IntN(3))
-					case 2:
-						ti.tags = []string{fmt.Sprint("tag-", rng.IntN(2))}
-					} // 3: seen again, nothing new
-					batch = append(batch, ti)
+				for range 1 + rng.IntN(3) { // batches planned while another wrote
+					var batch []traceInfo
+					for range 1 + rng.IntN(3) {
+						ti := traceInfo{id: pcommon.TraceID{byte(1 + rng.IntN(9))}}
+						switch rng.IntN(4) {
+						case 0:
+							ti.rootName = fmt.Sprint("root-", rng.IntN(3))
+						case 1:
+							ti.user = fmt.Sprint("user-", rng.IntN(3))
+						case 2:
+							ti.tags = []string{fmt.Sprint("tag-", rng.IntN(2))}
+						} // 3: seen again, nothing new
+						batch = append(batch, ti)
+					}
+					s.mem.remember(batch)
 				}
-				s.mem.remember(batch)
-				require.NoError(t, s.Write(ctx))
+				disk.Fail = rng.IntN(8) == 0
+				if err := s.Write(ctx); err != nil {
+					require.True(t, disk.Fail, "%v", err)
+					assert.Empty(t, s.mem.seen, "nothing piles up while the disk fails")
+					continue
+				}
+				require.Equal(t, order(s.mem), readBack(t, disk.Client, bound))
 			}
-			var want []traceInfo
-			s.mem.traces.Each(func(_ pcommon.TraceID, ti traceInfo) { want = append(want, ti) })
+			disk.Fail = false
+			want := order(s.mem)
 			require.NoError(t, s.Detach(ctx))
-
-			again := NewShaper(5)
-			require.NoError(t, again.Attach(ctx, open()))
-			defer func() { require.NoError(t, again.Detach(ctx)) }()
-			var got []traceInfo
-			again.mem.traces.Each(func(_ pcommon.TraceID, ti traceInfo) { got = append(got, ti) })
-			assert.Equal(t, want, got)
+			assert.Equal(t, want, readBack(t, open(), bound))
 		})
 	}
 }
 
-// A write that fails is made again by the next one.
+// A write that fails is made again by the next one, as the whole memory; while the
+// disk fails nothing piles up.
 func TestTraceValuesFailedWriteGoesWithTheNext(t *testing.T) {
 	open := filestoragetest.ExporterClient(t, t.TempDir(), component.MustNewID("langfuse"), traceValuesClient)
 	ctx := context.Background()
@@ -101,6 +122,12 @@ func TestTraceValuesFailedWriteGoesWithTheNext(t *testing.T) {
 	s.mem.remember(batchOf(1))
 	disk.Fail = true
 	require.ErrorContains(t, s.Write(ctx), "disk full")
+	for i := range 100 {
+		s.mem.remember(batchOf(byte(10 + i%5)))
+		require.Error(t, s.Write(ctx))
+	}
+	assert.Empty(t, s.mem.seen)
+	assert.Empty(t, s.mem.dirty)
 	disk.Fail = false // the disk is back
 	s.mem.remember(batchOf(2))
 	require.NoError(t, s.Write(ctx))
