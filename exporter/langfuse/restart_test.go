@@ -56,6 +56,31 @@ func waitRows(t *testing.T, srv *langfusefake.Server, ids ...string) {
 	}, 30*time.Second, 10*time.Millisecond)
 }
 
+// waitInput waits until Langfuse's row of span id carries n merged subagent input tokens.
+func waitInput(t *testing.T, srv *langfusefake.Server, id string, n int64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		return langfusefake.ByID(srv.Rows())[id].Metadata["subagent_input_tokens"] == n
+	}, 30*time.Second, 10*time.Millisecond)
+}
+
+// revision2Stays sends stale (nothing, when empty) with a trace of its own through exp,
+// in one batch, waits until that trace is at Langfuse (so the batch was pushed, or what
+// a queue held before it), and checks that chat's row is still its revision 2.
+func revision2Stays(t *testing.T, srv *langfusefake.Server, exp exporter.Traces, stale ptrace.Traces, chat string) {
+	t.Helper()
+	other, _, otherIDs := langfusefake.AgentTrace(langfusefake.DefaultAgentRun())
+	batch := ptrace.NewTraces()
+	stale.ResourceSpans().MoveAndAppendTo(batch.ResourceSpans())
+	other.ResourceSpans().MoveAndAppendTo(batch.ResourceSpans())
+	require.NoError(t, exp.ConsumeTraces(context.Background(), batch))
+	waitRows(t, srv, otherIDs[langfusefake.RoleLeadChat1].String())
+	got := langfusefake.ByID(srv.Rows())[chat]
+	assert.EqualValues(t, 9000, got.Metadata["subagent_input_tokens"], "revision 2 stays the row")
+	assert.EqualValues(t, 2, got.Attributes[genai.AttrMergeRevision])
+	assert.Empty(t, srv.Problems())
+}
+
 // Revision 2 of a dispatcher reached Langfuse, then the collector restarted; revision 1
 // and a late copy of the first emission (a retry the merge's sender made across the
 // restart, or versions that were still queued) reach the restarted exporter. Langfuse
@@ -71,9 +96,7 @@ func TestRevisionsLetOutSurviveARestart(t *testing.T) {
 	exp := onStorage(t, srv, id, ext)
 	require.NoError(t, exp.ConsumeTraces(ctx, td))
 	require.NoError(t, exp.ConsumeTraces(ctx, fakevendor.Reemission(td, chat, 2, genai.Usage{Input: 9000, Output: 900})))
-	require.Eventually(t, func() bool {
-		return langfusefake.ByID(srv.Rows())[chat.String()].Metadata["subagent_input_tokens"] == int64(9000)
-	}, 30*time.Second, 10*time.Millisecond)
+	waitInput(t, srv, chat.String(), 9000)
 	require.NoError(t, exp.Shutdown(ctx))
 
 	exp = onStorage(t, srv, id, ext)
@@ -82,16 +105,7 @@ func TestRevisionsLetOutSurviveARestart(t *testing.T) {
 	copied := ptrace.NewTraces()
 	td.CopyTo(copied)
 	copied.ResourceSpans().MoveAndAppendTo(stale.ResourceSpans())
-	// a span of another trace in the same batch: once it is at Langfuse the batch was pushed
-	other, _, otherIDs := langfusefake.AgentTrace(langfusefake.DefaultAgentRun())
-	other.ResourceSpans().MoveAndAppendTo(stale.ResourceSpans())
-	require.NoError(t, exp.ConsumeTraces(ctx, stale))
-	waitRows(t, srv, otherIDs[langfusefake.RoleLeadChat1].String())
-
-	got := langfusefake.ByID(srv.Rows())[chat.String()]
-	assert.EqualValues(t, 9000, got.Metadata["subagent_input_tokens"], "revision 2 stays the row")
-	assert.EqualValues(t, 2, got.Attributes[genai.AttrMergeRevision])
-	assert.Empty(t, srv.Problems())
+	revision2Stays(t, srv, exp, stale, chat.String())
 }
 
 // The case the record is for: revision 1 failed and waits in the persistent queue for its
@@ -118,9 +132,7 @@ func TestQueuedOlderRevisionIsNotSentAfterAKill(t *testing.T) {
 	require.NoError(t, exp.ConsumeTraces(ctx, fakevendor.Reemission(td, chat, 1, genai.Usage{Input: 7000, Output: 700})))
 	require.Eventually(t, func() bool { return len(srv.Requests()) == 2 }, 30*time.Second, 10*time.Millisecond, "revision 1 was refused")
 	require.NoError(t, exp.ConsumeTraces(ctx, fakevendor.Reemission(td, chat, 2, genai.Usage{Input: 9000, Output: 900})))
-	require.Eventually(t, func() bool {
-		return langfusefake.ByID(srv.Rows())[chat.String()].Metadata["subagent_input_tokens"] == int64(9000)
-	}, 30*time.Second, 10*time.Millisecond)
+	waitInput(t, srv, chat.String(), 9000)
 	killed := t.TempDir()
 	require.NoError(t, os.CopyFS(killed, os.DirFS(dir)))
 
@@ -128,14 +140,7 @@ func TestQueuedOlderRevisionIsNotSentAfterAKill(t *testing.T) {
 	id2, ext2 := fileStorage(t, killed, 64<<20)
 	again := onStorage(t, srv, id2, ext2, func(c *Config) { c.QueueConfig.Get().NumConsumers = 1 })
 	defer func() { require.NoError(t, again.Shutdown(ctx)) }()
-	other, _, otherIDs := langfusefake.AgentTrace(langfusefake.DefaultAgentRun())
-	require.NoError(t, again.ConsumeTraces(ctx, other))
-	waitRows(t, srv, otherIDs[langfusefake.RoleLeadChat1].String())
-
-	got := langfusefake.ByID(srv.Rows())[chat.String()]
-	assert.EqualValues(t, 9000, got.Metadata["subagent_input_tokens"], "revision 2 stays the row")
-	assert.EqualValues(t, 2, got.Attributes[genai.AttrMergeRevision])
-	assert.Empty(t, srv.Problems())
+	revision2Stays(t, srv, again, ptrace.NewTraces(), chat.String())
 }
 
 // A run's trace values (name, tags, user, session: from its root and its spans) are on
@@ -164,9 +169,7 @@ func TestTraceValuesSurviveAKill(t *testing.T) {
 	again := onStorage(t, srv, id2, ext2)
 	defer func() { require.NoError(t, again.Shutdown(ctx)) }()
 	require.NoError(t, again.ConsumeTraces(ctx, fakevendor.Reemission(td, chat, 1, genai.Usage{Input: 7000, Output: 700})))
-	require.Eventually(t, func() bool {
-		return langfusefake.ByID(srv.Rows())[chat.String()].Metadata["subagent_input_tokens"] == int64(7000)
-	}, 30*time.Second, 10*time.Millisecond)
+	waitInput(t, srv, chat.String(), 7000)
 
 	got := langfusefake.ByID(srv.Rows())[chat.String()]
 	assert.Equal(t, first.TraceName, got.TraceName, "trace-level values survive the kill")

@@ -115,19 +115,19 @@ func (s *Shaper) write(ctx context.Context) error {
 		// memory (no more traces came since its last entry than in memory). One taken
 		// more than once since the last write may have been kept by a take the log
 		// leaves out, so it goes whole.
-		last := make(map[pcommon.TraceID]int, len(seen))
-		times := make(map[pcommon.TraceID]int, len(seen))
+		type taken struct{ last, times int }
+		takes := make(map[pcommon.TraceID]taken, len(seen))
 		for i, id := range seen {
-			last[id] = i
-			times[id]++
+			takes[id] = taken{i, takes[id].times + 1}
 		}
-		entries = make([]vendorhttp.Entry, 0, len(last))
+		entries = make([]vendorhttp.Entry, 0, len(takes))
 		for i, id := range seen {
 			t, ok := m.traces.Get(id)
-			if last[id] != i || !ok {
+			tk := takes[id]
+			if tk.last != i || !ok {
 				continue // taken again later, or forgotten since
 			}
-			if _, d := dirty[id]; d || times[id] > 1 {
+			if _, d := dirty[id]; d || tk.times > 1 {
 				entries = append(entries, traceValuesEntry(&t))
 			} else {
 				entries = append(entries, vendorhttp.Entry{Key: append([]byte(nil), id[:]...)})
