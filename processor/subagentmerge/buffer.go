@@ -241,6 +241,7 @@ func (s *shard) init(records *atomic.Int64) {
 	s.recs.of = tombRecord
 	s.lru.of, s.hot.of, s.settling.of = entryLRU, entryHot, entrySettle
 	s.led.byID = map[pcommon.TraceID]*ledger{}
+	s.led.ending = map[pcommon.TraceID]*ledger{}
 	s.led.lru.of, s.led.done.of, s.led.due.of, s.led.hot.of = ledgerLRU, ledgerDone, ledgerDue, ledgerHot
 }
 

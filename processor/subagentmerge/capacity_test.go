@@ -138,10 +138,6 @@ func TestStreamCapacityUnderConcurrentRequests(t *testing.T) {
 	for w := range senders {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(w), 3))
-			type flight struct {
-				run agentrun.Run
-				pos int
-			}
 			runs := make([]flight, inFlight)
 			for i := range runs {
 				runs[i] = flight{run: agentrun.New(r, traceNo.Add(1))}
@@ -149,17 +145,11 @@ func TestStreamCapacityUnderConcurrentRequests(t *testing.T) {
 			for sent := 0; sent < 8000; {
 				td := ptrace.NewTraces()
 				for i := range runs {
-					f := &runs[i]
-					rs := td.ResourceSpans().AppendEmpty()
-					f.run.Traces.ResourceSpans().At(0).Resource().CopyTo(rs.Resource())
-					ss := rs.ScopeSpans().AppendEmpty()
-					for k := 0; k < 1+r.IntN(4) && f.pos < len(f.run.Spans); k++ {
-						f.run.Spans[f.pos].CopyTo(ss.Spans().AppendEmpty())
-						f.pos++
-						sent++
-					}
-					if f.pos == len(f.run.Spans) {
-						*f = flight{run: agentrun.New(r, traceNo.Add(1))}
+					before := runs[i].pos
+					done := runs[i].next(td, 1+r.IntN(4))
+					sent += runs[i].pos - before
+					if done {
+						runs[i] = flight{run: agentrun.New(r, traceNo.Add(1))}
 					}
 				}
 				assert.NoError(t, p.ConsumeTraces(context.Background(), td))
@@ -176,4 +166,24 @@ func TestStreamCapacityUnderConcurrentRequests(t *testing.T) {
 		}
 	}
 	assert.Zero(t, orphans, "task spans marked orphan: ledgers of runs in flight ended")
+}
+
+// flight is a run being sent, a few spans a request, in the order they end.
+type flight struct {
+	run agentrun.Run
+	pos int // spans sent so far
+}
+
+// next appends the run's next n spans (fewer at its end) to td, in a resource of their
+// own, and reports whether the run has no span left.
+func (f *flight) next(td ptrace.Traces, n int) bool {
+	if f.pos < len(f.run.Spans) {
+		rs := td.ResourceSpans().AppendEmpty()
+		f.run.Traces.ResourceSpans().At(0).Resource().CopyTo(rs.Resource())
+		ss := rs.ScopeSpans().AppendEmpty()
+		for end := min(f.pos+n, len(f.run.Spans)); f.pos < end; f.pos++ {
+			f.run.Spans[f.pos].CopyTo(ss.Spans().AppendEmpty())
+		}
+	}
+	return f.pos == len(f.run.Spans)
 }

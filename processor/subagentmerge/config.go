@@ -55,8 +55,8 @@ type Config struct {
 
 	// LedgerLimitMiB bounds the memory of the ledgers (stream mode) and of the records
 	// of released traces (hold mode): past it, ledgers end (those of complete traces
-	// first, each kind least recently extended first), or the records kept earliest
-	// (and not corrected since) go.
+	// first, each kind least recently extended first; none a request still waits on
+	// at the next consumer), or the records kept earliest (and not corrected since) go.
 	// Default: 64.
 	LedgerLimitMiB int `mapstructure:"ledger_limit_mib"`
 

@@ -146,45 +146,6 @@ func TestStreamDeletionsAFailedBatchLeftGoWithTheNext(t *testing.T) {
 	require.NoError(t, p2.Shutdown(context.Background()))
 }
 
-// A call ends a ledger for room while another call that extended it is at the next
-// consumer; the first call is then refused and takes the ledger back. The second call's
-// chunk, written while the ledger was out of its shard, is held by it all the same, so
-// a restart brings the ledger back whole.
-func TestStreamLedgerTakenBackHoldsTheChunkWrittenMeanwhile(t *testing.T) {
-	st := storagetest.New()
-	cfg := streamTestConfig()
-	a, b := buildOneTask(), buildNested()
-	aID := a.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID()
-	var p1 *subagentMerge
-	var gone ended
-	hooked := false
-	next, err := consumer.NewTraces(func(context.Context, ptrace.Traces) error {
-		if !hooked {
-			// the other call ends a's ledger for room while this one is here
-			hooked = true
-			s := &p1.shards[shardIndex(aID)]
-			s.mu.Lock()
-			gone = p1.endLedger(s, s.led.byID[aID], ptrace.NewTraces(), &counts{}, p1.now())
-			s.mu.Unlock()
-		}
-		return nil
-	})
-	require.NoError(t, err)
-	p1 = startWithStorageTo(t, st, cfg, next)
-	require.NoError(t, p1.ConsumeTraces(context.Background(), concat(withoutRoot(a), withoutRoot(b))))
-	require.True(t, hooked)
-	assert.Zero(t, st.Count(prefixStream+"end/"), "the ledger holds the chunk: nothing is marked")
-	// the other call was refused: it takes the ledger back
-	p1.reinstate(context.Background(), &scratch{}, []ended{gone}, p1.now())
-	want := ledgerSpans(p1, aID)
-	require.Positive(t, want)
-	kill(p1)
-
-	p2, _ := startWithStorage(t, st, cfg)
-	assert.Equal(t, want, ledgerSpans(p2, aID), "the ledger comes back whole")
-	require.NoError(t, p2.Shutdown(context.Background()))
-}
-
 // ledgerSpans is how many spans p's ledger of trace id holds (0: none).
 func ledgerSpans(p *subagentMerge, id pcommon.TraceID) int {
 	s := &p.shards[shardIndex(id)]

@@ -35,8 +35,9 @@ import (
 // with agentmeter.merge.revision and, on model calls, agentmeter.merge.status
 // "corrected" (reemit.go). A ledger lives wait_duration after its last new span. When
 // ledger_limit_mib or num_traces is reached, the least recently extended ledgers of
-// complete traces end first, then the least recently extended of runs in flight. A
-// ledger that ends while dirty sends its last re-emissions first.
+// complete traces end first, then the least recently extended of runs in flight; none
+// that a call or the sweeper waits on (waiting). A ledger that ends while dirty sends
+// its last re-emissions first.
 type ledger struct {
 	id      pcommon.TraceID
 	spans   spanSet
@@ -63,12 +64,16 @@ type ledger struct {
 	size      int64    // bytes counted against ledger_limit_mib
 	complete  bool     // the completeness rule says nothing the trace names is missing
 	seqs      []uint64 // its stored chunks (ledgerstore.go)
-	// ending: taken out of its shard, and not let go of yet: a call that ended it for
-	// room takes it back if refused (reinstate), else forgetLedgers lets go of its
-	// chunks. lateSeqs are the chunks of calls that extended it before it ended, written
-	// meanwhile: they go with it either way.
-	ending   bool
-	lateSeqs []uint64
+	// waiting counts the calls and sweeps whose sends carry what changed in it (new
+	// spans, re-emissions, the calls they settled) and wait for the next consumer's
+	// answer. Such a ledger is not ended, for room or for idleness: a refusal takes the
+	// change back out of it (rollback, reopen), and one ended meanwhile would have lost
+	// what the refused send settled, or settled and counted the refused call's spans
+	// that its retry brings again.
+	waiting int
+	// revived: a call took it back while its ender waited (ledgers.ending); it counts
+	// in waiting until the ender's answer, which settles what the end re-emitted
+	revived bool
 	// cold is skel and the kept spans' encodings packed into one block while the
 	// ledger is frozen (freeze.go); nil: thawed. hotSince is when it was last thawed.
 	cold     []byte
@@ -120,10 +125,15 @@ func (l *ledger) cost() int64 {
 // while the ledger of a run in flight is what its dispatchers' merged usage is made of.
 type ledgers struct {
 	byID map[pcommon.TraceID]*ledger
-	lru  chain[ledger] // traces not complete, by lastSeen
-	done chain[ledger] // complete traces, by lastSeen
-	due  chain[ledger] // dirty, by dueAt
-	hot  chain[ledger] // thawed, by hotSince: frozen after compact_after
+	// ending are the ledgers ended whose ender (a call, or a sweep) waits for the next
+	// consumer's answer to their last re-emissions: a refusal takes them back
+	// (reinstate), else they are let go of (endedHolds). A call that brings spans of
+	// such a trace meanwhile takes its ledger back at once (revive).
+	ending map[pcommon.TraceID]*ledger
+	lru    chain[ledger] // traces not complete, by lastSeen
+	done   chain[ledger] // complete traces, by lastSeen
+	due    chain[ledger] // dirty, by dueAt
+	hot    chain[ledger] // thawed, by hotSince: frozen after compact_after
 }
 
 // ageChain is the lastSeen order l is in.
@@ -138,10 +148,22 @@ func (ls *ledgers) ageChain(l *ledger) *chain[ledger] {
 // wait_duration end ledgers in.
 func (ls *ledgers) ageChains() [2]*chain[ledger] { return [2]*chain[ledger]{&ls.done, &ls.lru} }
 
-// add puts a new ledger in the shard.
+// firstEndable is the least recently extended ledger of ch that nothing waits on
+// (ledger.waiting); nil when there is none. The ledgers calls wait on were just
+// extended, so they are at the back and the walk is short.
+func firstEndable(ch *chain[ledger]) *ledger {
+	l := ch.head
+	for l != nil && l.waiting > 0 {
+		l = ch.next(l)
+	}
+	return l
+}
+
+// add puts a ledger in the shard, in its place by lastSeen: a new one last, one taken
+// back (reinstate) where its age puts it, so the ends by age still take the oldest.
 func (ls *ledgers) add(l *ledger) {
 	ls.byID[l.id] = l
-	ls.ageChain(l).pushBack(l)
+	ls.ageChain(l).insertOrdered(l, func(l *ledger) int64 { return l.lastSeen })
 }
 
 // touch moves l to the back of its lastSeen order.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -35,7 +34,7 @@ import (
 // never written here: the exporters' persistent queues hold them.
 
 // commitChunk writes the call's chunk and counts it on every ledger that holds data of
-// it. Ledgers that ended meanwhile do not count it; a chunk no ledger holds is not
+// it (holdChunk: each does, as it waits on the call); a chunk no ledger holds is not
 // written. gone are the ledgers the call ended for room: they let go of their chunks
 // (forgetLedgers) in the same transaction, the call's own included.
 func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch, gone []ended) error {
@@ -68,29 +67,39 @@ func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch, gone []end
 	return p.store.writeForgetting(ctx, []chunkWrite{{seq, sc.chunk, unheld}}, p.endedHolds(gone))
 }
 
-// forgetLedgers deletes the chunks of ended ledgers once no ledger holds them, and
-// marks the ledgers ended in those that live on (persist_ends.go).
+// forgetLedgers lets go of ended ledgers (endedHolds), and deletes their chunks once no
+// ledger holds them, marking the ledgers ended in those that live on (persist_ends.go).
 func (p *subagentMerge) forgetLedgers(ctx context.Context, ends ...ended) {
-	if p.store == nil || len(ends) == 0 {
+	holds := p.endedHolds(ends)
+	if p.store == nil || len(holds) == 0 {
 		return
 	}
-	if err := p.store.forget(ctx, p.endedHolds(ends)); err != nil {
+	if err := p.store.forget(ctx, holds); err != nil {
 		p.logger.Warn("storage: deleting the chunks of ended ledgers failed", zap.Error(err))
 	}
 }
 
-// endedHolds ends the ledgers ends for good (no chunk written from now on counts on
-// them) and returns the holds they let go of: the chunks they held, and those written
-// while they were ending.
+// endedHolds lets go of the ended ledgers ends, whose last re-emissions were taken, and
+// returns the holds they let go of: the chunks they held. One a call took back meanwhile
+// (revive) lets go of nothing: it stays, what its end settled now counted.
 func (p *subagentMerge) endedHolds(ends []ended) []chunkHold {
 	var holds []chunkHold
 	for _, e := range ends {
 		s := &p.shards[shardIndex(e.l.id)]
 		s.mu.Lock()
-		late := e.l.lateSeqs
-		e.l.ending, e.l.lateSeqs = false, nil
+		revived := e.l.revived
+		if revived {
+			e.l.revived = false
+			e.l.waiting--
+			e.l.unsettle(e.settled)
+		} else if s.led.ending[e.l.id] == e.l {
+			delete(s.led.ending, e.l.id)
+		}
 		s.mu.Unlock()
-		for _, seq := range slices.Concat(e.seqs, late) {
+		if revived {
+			continue
+		}
+		for _, seq := range e.seqs {
 			holds = append(holds, chunkHold{e.l.id, seq})
 		}
 	}
@@ -98,19 +107,17 @@ func (p *subagentMerge) endedHolds(ends []ended) []chunkHold {
 }
 
 // holdChunk counts chunk seq on l, which then holds it until it ends, and reports
-// whether it did: a ledger that ended meanwhile and was let go of holds nothing more.
+// whether it did: a ledger no longer in its shard holds nothing more. The calls and
+// sweeps that store a chunk wait on its ledgers until it is stored (ledger.waiting),
+// so only a ledger a refused call took out (one it had created) is no longer there.
 func (p *subagentMerge) holdChunk(l *ledger, seq uint64) bool {
 	s := &p.shards[shardIndex(l.id)]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.led.byID[l.id] == l:
-		l.seqs = append(l.seqs, seq)
-	case l.ending:
-		l.lateSeqs = append(l.lateSeqs, seq)
-	default:
+	if s.led.byID[l.id] != l {
 		return false
 	}
+	l.seqs = append(l.seqs, seq)
 	p.store.ref(seq)
 	return true
 }

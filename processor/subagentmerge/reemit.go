@@ -218,11 +218,28 @@ func (p *subagentMerge) endLedger(s *shard, l *ledger, out ptrace.Traces, c *cou
 		e.settled = slices.Clone(l.settledSince(from))
 	}
 	s.led.remove(l)
+	s.led.ending[l.id] = l
 	p.nLedgers.Add(-1)
 	p.ledgerBytes.Add(-l.size)
-	e.seqs, l.seqs = l.seqs, nil
-	l.ending = true
+	e.seqs = l.seqs // l keeps them too, in case a call takes it back (revive)
 	return e
+}
+
+// revive takes back ledger l, ended by a call or sweep that waits for the next
+// consumer's answer, for a call that brings more spans of its trace (under s's lock).
+// A new ledger instead would hold nothing the ended one knew: its merge would miss it,
+// and if the ender's re-emissions are then refused, the calls they settled could never
+// be settled again. l waits on the ender's answer (endedHolds, reinstate), which settles
+// what its end re-emitted.
+func (p *subagentMerge) revive(s *shard, l *ledger) *ledger {
+	delete(s.led.ending, l.id)
+	l.revived = true
+	l.waiting++
+	s.led.add(l)
+	p.nLedgers.Add(1)
+	l.size = l.cost()
+	p.ledgerBytes.Add(l.size)
+	return l
 }
 
 // ended is a ledger that ended: what it held on disk, and the spans its last
@@ -249,7 +266,7 @@ func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces)
 			s := &p.shards[i]
 			s.mu.Lock()
 			for k, ch := range s.led.ageChains() {
-				if h := ch.head; h != nil && (best < 0 || k < kind || (k == kind && h.lastSeen < bestSeen)) {
+				if h := firstEndable(ch); h != nil && (best < 0 || k < kind || (k == kind && h.lastSeen < bestSeen)) {
 					best, kind, bestSeen = i, k, h.lastSeen
 				}
 			}
@@ -263,7 +280,7 @@ func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces)
 		// Only a ledger of the kind chosen: a concurrent call may have ended the one
 		// seen, and the shard's next may be a run in flight while other shards still
 		// hold complete traces. Then the choice is made again.
-		if l := s.led.ageChains()[kind].head; l != nil {
+		if l := firstEndable(s.led.ageChains()[kind]); l != nil {
 			gone = append(gone, p.endLedger(s, l, out, c, now))
 			c.released[relCapacity]++
 		}
@@ -272,53 +289,39 @@ func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces)
 	return gone
 }
 
-// reinstate takes back the ledgers a refused call ended for capacity (after rollback
-// took the call's spans out of them): their last re-emissions were refused with it, so
-// they hold their chunks and go out again (a later call ends them again, when it needs
-// the room). One whose trace got a new ledger meanwhile stays ended; its last
-// re-emissions are lost, said in the log.
-func (p *subagentMerge) reinstate(ctx context.Context, sc *scratch, gone []ended, now int64) {
-	var lost []ended
+// reinstate takes back ended ledgers whose last re-emissions the next consumer refused:
+// those a refused call ended for room, and those a sweep ended for idleness. They go out
+// again at at (a later call or sweep ends them again). A ledger is never ended while a
+// call or sweep waits on it (ledger.waiting), so none of them holds spans rollback took
+// out; one a call took back meanwhile (revive) is in its shard already.
+func (p *subagentMerge) reinstate(gone []ended, at int64) {
 	for _, e := range gone {
 		l := e.l
 		s := &p.shards[shardIndex(l.id)]
 		s.mu.Lock()
-		switch {
-		case s.led.byID[l.id] != nil:
-			lost = append(lost, e)
-			p.logger.Warn("a ledger ended for room, whose last re-emissions were refused, has a new one: they are lost",
-				zap.Stringer("trace_id", l.id))
-		case len(l.spans.keys) == 0:
-			lost = append(lost, e) // it held only the refused call's spans
-		default:
-			l.seqs = append(e.seqs, l.lateSeqs...)
-			l.ending, l.lateSeqs = false, nil
+		if l.revived {
+			l.revived = false
+			l.waiting--
+		} else {
+			delete(s.led.ending, l.id)
 			s.led.add(l)
 			p.nLedgers.Add(1)
 			l.size = l.cost()
 			p.ledgerBytes.Add(l.size)
-			ids, settled := e.ids, e.settled
-			for i := range sc.touched {
-				if t := &sc.touched[i]; t.l == l && t.re[1] > t.re[0] {
-					ids = append(ids, sc.ids[t.re[0]:t.re[1]]...) // the call's own re-emissions of it
-					settled = append(settled, t.settled(sc)...)
-					l.lastEmit = t.prevLastEmit
-				}
-			}
-			// what calls refused meanwhile gave back (rollback) goes again too
-			giveBack(l, ids, settled)
-			s.led.schedule(l, now)
-			s.led.setComplete(l, p.stateWith(&l.spans) == stComplete)
 		}
+		giveBack(l, e.ids, e.settled)
+		s.led.schedule(l, at)
+		s.led.setComplete(l, p.stateWith(&l.spans) == stComplete)
+		p.ledgerBytes.Add(l.cost() - l.size)
+		l.size = l.cost()
 		s.mu.Unlock()
 	}
-	p.forgetLedgers(ctx, lost...)
 }
 
 // sweepStream re-emits what is due and ends the ledgers idle for wait_duration. When
-// the next consumer refuses the re-emissions, the live ledgers they came from go out
-// again settle_time later (reopen); an ended ledger's last ones are lost, said in the
-// error.
+// the next consumer refuses the re-emissions, the ledgers they came from go out again
+// settle_time later: the live ones (reopen), and the ones that ended in the sweep, taken
+// back (reinstate) and ended again when due.
 func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 	out := ptrace.NewTraces()
 	var c counts
@@ -336,9 +339,15 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 		s := &p.shards[i]
 		s.mu.Lock()
 		for _, ch := range s.led.ageChains() {
-			for l := ch.head; l != nil && l.lastSeen <= cutoff; l = ch.head {
-				gone = append(gone, p.endLedger(s, l, out, &c, now))
-				c.released[relIdle]++
+			for l := ch.head; l != nil && l.lastSeen <= cutoff; {
+				next := ch.next(l)
+				// not while something waits on it, nor before its refused last
+				// re-emissions are due again
+				if l.waiting == 0 && l.dueAt <= now {
+					gone = append(gone, p.endLedger(s, l, out, &c, now))
+					c.released[relIdle]++
+				}
+				l = next
 			}
 		}
 		for l := s.led.due.head; l != nil && l.dueAt <= now; l = s.led.due.head {
@@ -354,12 +363,12 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 			}
 			f.ids = ids
 			f.calls = slices.Clone(l.settledSince(from)) // given back if refused
+			l.waiting++                                  // until the send is answered
 			sent = append(sent, f)
 		}
 		p.freezeIdle(s, now-p.compactAfter)
 		s.mu.Unlock()
 	}
-	p.tel.record(ctx, &c)
 	var nerr error
 	if out.ResourceSpans().Len() > 0 {
 		nerr = p.next.ConsumeTraces(ctx, out)
@@ -369,6 +378,17 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 	if rest, partly := notTaken(out, nerr); nerr != nil && partly {
 		left = traceIDsIn(rest)
 	}
+	again := p.now() + max(p.settle, int64(minUnsentBackoff))
+	var back, forget []ended
+	for _, e := range gone {
+		if nerr != nil && (left == nil || left[e.l.id]) && len(e.ids) > 0 {
+			back = append(back, e)
+			c.released[relIdle]-- // not yet: it ends when they are taken
+		} else {
+			forget = append(forget, e)
+		}
+	}
+	p.tel.record(ctx, &c)
 	for _, f := range sent {
 		s := &p.shards[shardIndex(f.l.id)]
 		s.mu.Lock()
@@ -377,14 +397,13 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 		case !refused:
 			f.l.unsettle(f.calls)
 		case s.led.byID[f.l.id] == f.l:
-			p.reopen(s, f.l, f.ids, f.calls, p.now()+max(p.settle, int64(minUnsentBackoff)))
-		case f.l.ending:
-			giveBack(f.l, f.ids, f.calls) // taken back, it goes again (reinstate)
+			p.reopen(s, f.l, f.ids, f.calls, again)
 		}
+		// else a refused call took out the ledger it had created, with all it held
 		s.mu.Unlock()
 	}
 	if nerr != nil {
-		errs = append(errs, fmt.Errorf("subagentmerge: passing on %d re-emitted spans (live traces' go out again): %w", out.SpanCount(), nerr))
+		errs = append(errs, fmt.Errorf("subagentmerge: passing on %d re-emitted spans (they go out again): %w", out.SpanCount(), nerr))
 	}
 	// the settled versions taken (all, or what a partial refusal does not name) are
 	// counted now: stored, so a restart does not settle them again
@@ -397,7 +416,14 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 	if err := p.commitSettled(ctx, items); err != nil {
 		errs = append(errs, fmt.Errorf("subagentmerge: storing settled calls: %w", err))
 	}
-	p.forgetLedgers(ctx, gone...)
+	for _, f := range sent {
+		s := &p.shards[shardIndex(f.l.id)]
+		s.mu.Lock()
+		f.l.waiting-- // answered, and what it settled stored: it may end from now on
+		s.mu.Unlock()
+	}
+	p.reinstate(back, again)
+	p.forgetLedgers(ctx, forget...)
 	return errors.Join(errs...)
 }
 

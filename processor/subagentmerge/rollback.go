@@ -66,13 +66,10 @@ func (p *subagentMerge) rollback(ctx context.Context, sc *scratch) {
 			l.lastEmit = t.prevLastEmit
 		}
 		if s.led.byID[l.id] != l {
-			if l.ending {
-				// ended for room by a call still waiting for its answer: if refused, it
-				// takes the ledger back (reinstate) and this call's re-emissions go again
-				giveBack(l, sc.ids[t.re[0]:t.re[1]], t.settled(sc))
-			}
+			// taken out by another refused call that had created it and brought only
+			// spans this call repeated (below): nothing of it is left to go out
 			s.mu.Unlock()
-			continue // ended meanwhile: its bytes are counted off already, and nothing of it goes out again
+			continue
 		}
 		p.reopen(s, l, sc.ids[t.re[0]:t.re[1]], t.settled(sc), p.now())
 		if t.created && len(l.spans.keys) == 0 {
@@ -91,6 +88,13 @@ func (p *subagentMerge) rollback(ctx context.Context, sc *scratch) {
 		s.mu.Unlock()
 	}
 	p.commitStayed(ctx, sc, stay)
+	for i := range sc.touched {
+		l := sc.touched[i].l
+		s := &p.shards[shardIndex(l.id)]
+		s.mu.Lock()
+		l.waiting-- // answered, and what stays stored: it may end from now on
+		s.mu.Unlock()
+	}
 	// the call's chunk is never written: what it recorded was refused
 	sc.chunkSkel, sc.chunkSent = sc.chunkSkel[:0], sc.chunkSent[:0]
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,62 +17,6 @@ import (
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
-
-// A refused call whose ledger another call ended meanwhile (for room, while the refused
-// call waited on the next consumer) leaves it ended: no ledger the shard does not hold
-// goes back on the due chain, the ledger bytes add up, and the sweep re-emits nothing
-// of it.
-func TestRollbackLeavesAnEndedLedgerEnded(t *testing.T) {
-	bg := context.Background()
-	t1, t2, t3 := buildParallel(), buildNested(), buildOneTask()
-	cfg := streamTestConfig()
-	cfg.NumTraces = 2
-	g := &gatedRefusal{entered: make(chan struct{}), release: make(chan struct{}), sink: new(consumertest.TracesSink)}
-	next, err := consumer.NewTraces(g.consume)
-	require.NoError(t, err)
-	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, next)
-	require.NoError(t, err)
-	require.NoError(t, p.Start(bg, nil))
-	var clock atomic.Int64
-	clock.Store(time.Now().UnixNano())
-	p.now = func() int64 { return clock.Load() }
-	require.NoError(t, p.ConsumeTraces(bg, withoutRoot(t1)))
-	clock.Add(1)
-	require.NoError(t, p.ConsumeTraces(bg, withoutRoot(t2)))
-	clock.Add(1)
-	// t1's root completes it and re-emits its dispatchers; that call waits, then is refused
-	g.armed.Store(true)
-	refused := make(chan error, 1)
-	go func() { refused <- p.ConsumeTraces(bg, only(t1, isLocalRoot)) }()
-	<-g.entered
-	// meanwhile a third trace needs room: t1's ledger, complete, ends
-	require.NoError(t, p.ConsumeTraces(bg, withoutRoot(t3)))
-	id1 := t1.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID()
-	s := &p.shards[shardIndex(id1)]
-	s.mu.Lock()
-	_, live := s.led.byID[id1]
-	s.mu.Unlock()
-	require.False(t, live, "t1's ledger ended for room")
-	close(g.release)
-	require.Error(t, <-refused)
-
-	s.mu.Lock()
-	for l := s.led.due.head; l != nil; l = s.led.due.next(l) {
-		assert.Same(t, s.led.byID[l.id], l, "a ledger on the due chain that the shard does not hold")
-	}
-	s.mu.Unlock()
-	ledgerBytesAddUp(t, p)
-	before := len(g.sink.AllTraces())
-	clock.Add(int64(time.Hour))
-	require.NoError(t, p.sweepStream(bg, clock.Load()))
-	ledgerBytesAddUp(t, p)
-	for _, td := range g.sink.AllTraces()[before:] {
-		for sp := range spaniter.All(td) {
-			assert.NotEqual(t, id1, sp.TraceID(), "the sweep re-emitted a span of an ended ledger")
-		}
-	}
-	kill(p)
-}
 
 // gatedRefusal refuses the first call after armed, once release is closed; the others
 // go to sink.

@@ -73,91 +73,6 @@ func liveLedger(p *subagentMerge, id pcommon.TraceID) *ledger {
 	return s.led.byID[id]
 }
 
-// twoCallsInFlight: t1 (calls pending) consumed; A, t1's root (it settles them), waits
-// at the next consumer; B, a new trace t2, ends t1's ledger for room and waits there too.
-func twoCallsInFlight(t *testing.T, errA, errB error) (p *subagentMerge, g *traceGate, t1, t2 ptrace.Traces, resA, resB chan error, gA, gB *gateOne) {
-	bg := context.Background()
-	t1, t2 = buildParallel(), buildNested()
-	cfg := streamTestConfig()
-	cfg.NumTraces = 1
-	g = &traceGate{gates: map[pcommon.TraceID]*gateOne{}, sink: new(consumertest.TracesSink)}
-	next, err := consumer.NewTraces(g.consume)
-	require.NoError(t, err)
-	p, err = newProcessor(processortest.NewNopSettings(Type), cfg, next)
-	require.NoError(t, err)
-	require.NoError(t, p.Start(bg, nil))
-	require.NoError(t, p.ConsumeTraces(bg, withoutRoot(t1)))
-	require.Positive(t, pendingCalls(p, t1))
-	id1, id2 := traceIDOf(t1), traceIDOf(t2)
-	gA = g.arm(id1, errA)
-	resA = make(chan error, 1)
-	go func() { resA <- p.ConsumeTraces(bg, only(t1, isLocalRoot)) }()
-	<-gA.entered
-	require.Zero(t, pendingCalls(p, t1), "A settled t1's calls")
-	gB = g.arm(id2, errB)
-	resB = make(chan error, 1)
-	go func() { resB <- p.ConsumeTraces(bg, withoutRoot(t2)) }()
-	<-gB.entered
-	require.Nil(t, liveLedger(p, id1), "B ended t1's ledger for room")
-	return
-}
-
-// A is refused while B had ended t1's ledger for room; B is refused too and takes the
-// ledger back: the calls A settled (refused) wait for their caller again, and the
-// retries settle and count each once.
-func TestRefusedSettleIsGivenBackWhenLedgerIsTakenBack(t *testing.T) {
-	bg := context.Background()
-	p, g, t1, t2, resA, resB, gA, gB := twoCallsInFlight(t, errors.New("A refused"), errors.New("B refused"))
-	close(gA.release)
-	require.Error(t, <-resA)
-	close(gB.release)
-	require.Error(t, <-resB)
-	require.NotNil(t, liveLedger(p, traceIDOf(t1)), "B took t1's ledger back")
-	// the senders' retries
-	require.NoError(t, p.ConsumeTraces(bg, only(t1, isLocalRoot)))
-	require.NoError(t, p.ConsumeTraces(bg, withoutRoot(t2)))
-	require.NoError(t, p.ConsumeTraces(bg, only(t2, isLocalRoot)))
-	require.NoError(t, p.Shutdown(bg))
-	_, counted := upserted(g.sink.AllTraces())
-	n1 := 0
-	for _, sp := range counted {
-		if sp.TraceID() == traceIDOf(t1) {
-			n1++
-		}
-	}
-	assert.Equal(t, t1.SpanCount(), n1, "every span of t1 counted once (its calls A settled, refused, are never settled again)")
-	assert.Len(t, counted, t1.SpanCount()+t2.SpanCount(), "every span counted once")
-}
-
-// A is accepted while B had ended t1's ledger for room; B is refused and takes the
-// ledger back: A's answer still took its calls out of settledAt, so no call waits there
-// for an answer that has come, and prune drops them.
-func TestAcceptedSettleIsAnsweredWhenLedgerIsTakenBack(t *testing.T) {
-	p, _, t1, _, resA, resB, gA, gB := twoCallsInFlight(t, nil, errors.New("B refused"))
-	close(gA.release)
-	require.NoError(t, <-resA)
-	close(gB.release)
-	require.Error(t, <-resB)
-	id1 := traceIDOf(t1)
-	l := liveLedger(p, id1)
-	require.NotNil(t, l, "B took t1's ledger back")
-	s := &p.shards[shardIndex(id1)]
-	s.mu.Lock()
-	require.NoError(t, p.warm(s, l, p.now()))
-	p.prune(l)
-	stuck := 0
-	for _, id := range l.settledAt {
-		if _, kept := l.kept[id]; kept {
-			stuck++
-		}
-	}
-	n := len(l.settledAt)
-	s.mu.Unlock()
-	assert.Zero(t, n, "no send waits for an answer, yet settledAt holds calls")
-	assert.Zero(t, stuck, "kept calls prune can never drop")
-	kill(p)
-}
-
 // runWithLastCallLater is a run whose lead's last call is held back (so the root's arrival
 // leaves it incomplete: what it settles waits for the sweep).
 func runWithLastCallLater(n uint64) (td ptrace.Traces, last pcommon.SpanID) {
@@ -227,10 +142,11 @@ func sweepTakenInPart(t *testing.T, part bool) {
 }
 
 // A request's chunk is drawn, then held ledger by ledger (commitChunk). When the first
-// ledger that held it is let go of (a call ending it for room, or the sweeper) before
-// the next one holds it, or after, the drawn number stays until its write and a marker
-// names it, so a restart does not bring that ledger back from it. (The interleavings
-// are played in order here: commitChunk's loop runs without the persister's locks.)
+// ledger that held it is let go of before the next one holds it, or after, the drawn
+// number stays until its write and a marker names it, so a restart does not bring that
+// ledger back from it. (The interleavings are played in order here: commitChunk's loop
+// runs without the persister's locks. The processor itself does not end a ledger whose
+// call waits for its chunk to be written: ledger.waiting.)
 func TestChunkLetGoOfBeforeItsWriteIsMarked(t *testing.T) {
 	for _, bothFirst := range []bool{false, true} {
 		bg := context.Background()
@@ -397,10 +313,8 @@ func dispatcherSettledByAnotherThenRestart(t *testing.T, errA error) {
 func gatedOnStorage(t *testing.T) (*subagentMerge, *traceGate, *storagetest.Storage, *Config) {
 	t.Helper()
 	st, cfg := storagetest.New(), streamTestConfig()
-	g := &traceGate{gates: map[pcommon.TraceID]*gateOne{}, sink: new(consumertest.TracesSink)}
-	next, err := consumer.NewTraces(g.consume)
-	require.NoError(t, err)
-	return startWithStorageTo(t, st, cfg, next), g, st, cfg
+	p, g := gated(t, cfg, st)
+	return p, g, st, cfg
 }
 
 // A dispatcher X that arrives carrying an earlier merge's results (agentmeter.subagent.*
@@ -503,7 +417,9 @@ func atGate(p *subagentMerge, g *traceGate, id pcommon.TraceID, err error, td pt
 // A carries X1 (trace T1) and X2 (trace T2); B1 and B2 settle them; T2's ledger ends
 // and is let go while A is at the next consumer; A is refused. The chunk of what stays
 // is held by T1's ledger and marks T2's part ended, so a restart does not bring T2's
-// ledger back (X2 would be counted again).
+// ledger back (X2 would be counted again). The processor does not end a ledger a call
+// waits on (ledger.waiting): the end is played by hand, for the chunk's rule that a
+// ledger no longer in its shard holds nothing of it (holdChunk).
 func TestStayedChunkLeavesAnEndedLedgerEnded(t *testing.T) {
 	bg := context.Background()
 	in1, sub1, x1 := subagentCallTrace(71)
@@ -517,7 +433,7 @@ func TestStayedChunkLeavesAnEndedLedgerEnded(t *testing.T) {
 	gA, resA := atGate(p, g, id1, errors.New("A refused"), concat(only(in1, isX), only(in2, isX)))
 	require.NoError(t, p.ConsumeTraces(bg, only(in1, isB)), "B1")
 	require.NoError(t, p.ConsumeTraces(bg, only(in2, isB)), "B2")
-	// T2's ledger ends (the sweeper, idle) and is let go while A waits
+	// T2's ledger ends and is let go while A waits
 	s := &p.shards[shardIndex(id2)]
 	s.mu.Lock()
 	e := p.endLedger(s, s.led.byID[id2], ptrace.NewTraces(), &counts{}, p.now())

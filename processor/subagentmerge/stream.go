@@ -63,7 +63,7 @@ func (p *subagentMerge) consumeStream(ctx context.Context, td ptrace.Traces) err
 		done()
 		if err != nil {
 			p.rollback(ctx, sc)
-			p.reinstate(ctx, sc, gone, now)
+			p.reinstate(gone, now)
 			return errors.Join(append(errs, err)...)
 		}
 	}
@@ -83,16 +83,18 @@ func (p *subagentMerge) consumeStream(ctx context.Context, td ptrace.Traces) err
 }
 
 // acknowledged runs once the next consumer took a call's spans: what its re-emissions
-// settled is final, and the ledgers can forget what no longer changes.
+// settled is final, the ledgers can forget what no longer changes, and they may end.
 func (p *subagentMerge) acknowledged(sc *scratch) {
 	for i := range sc.touched {
 		t := &sc.touched[i]
 		l := t.l
-		if t.st[1] == t.st[0] && t.fr[1] == t.fr[0] {
-			continue
-		}
 		s := &p.shards[shardIndex(l.id)]
 		s.mu.Lock()
+		l.waiting--
+		if t.st[1] == t.st[0] && t.fr[1] == t.fr[0] {
+			s.mu.Unlock()
+			continue
+		}
 		l.unsettle(t.settled(sc)) // out of its shard too: a ledger taken back keeps it
 		prune := t.st[1] > t.st[0]
 		for _, id := range sc.ids[t.fr[0]:t.fr[1]] {
@@ -171,6 +173,9 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 	defer s.mu.Unlock()
 
 	l := s.led.byID[g.id]
+	if l == nil && s.led.ending[g.id] != nil {
+		l = p.revive(s, s.led.ending[g.id])
+	}
 	t := touched{l: l}
 	if l == nil {
 		// lastEmit starts at creation: even the first re-emission waits for a window
@@ -180,6 +185,7 @@ func (p *subagentMerge) streamTrace(sc *scratch, gi int, now int64, c *counts, o
 		t.l, t.created = l, true
 	}
 	t.prevLastEmit = l.lastEmit
+	l.waiting++ // until the call is answered (acknowledged, rollback)
 	warmErr := p.warm(s, l, now)
 	removed := false
 	sc.parts, sc.facts = sc.parts[:0], sc.facts[:0]
