@@ -64,46 +64,71 @@ func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch, gone []end
 	sc.chunk = protowire.AppendVarint(sc.chunk[:0], uint64(len(sc.chunkSkel)))
 	sc.chunk = append(sc.chunk, sc.chunkSkel...)
 	sc.chunk = append(sc.chunk, sc.chunkSent...)
-	return p.store.writeForgetting(ctx, []chunkWrite{{seq, sc.chunk, unheld}}, p.endedHolds(gone))
+	holds, revived := p.endedHolds(gone)
+	err := p.store.writeForgetting(ctx, []chunkWrite{{seq, sc.chunk, unheld}}, holds)
+	return errors.Join(err, p.settleRevived(ctx, revived))
 }
 
-// forgetLedgers lets go of ended ledgers (endedHolds), and deletes their chunks once no
-// ledger holds them, marking the ledgers ended in those that live on (persist_ends.go).
+// forgetLedgers lets go of ended ledgers whose last re-emissions were taken (endedHolds),
+// and deletes their chunks once no ledger holds them, marking the ledgers ended in those
+// that live on (persist_ends.go).
 func (p *subagentMerge) forgetLedgers(ctx context.Context, ends ...ended) {
-	holds := p.endedHolds(ends)
-	if p.store == nil || len(holds) == 0 {
-		return
+	holds, revived := p.endedHolds(ends)
+	if p.store != nil && len(holds) > 0 {
+		if err := p.store.forget(ctx, holds); err != nil {
+			p.logger.Warn("storage: deleting the chunks of ended ledgers failed", zap.Error(err))
+		}
 	}
-	if err := p.store.forget(ctx, holds); err != nil {
-		p.logger.Warn("storage: deleting the chunks of ended ledgers failed", zap.Error(err))
+	if err := p.settleRevived(ctx, revived); err != nil {
+		p.logger.Error("storage: storing the calls an ended ledger settled failed", zap.Error(err))
 	}
 }
 
 // endedHolds lets go of the ended ledgers ends, whose last re-emissions were taken, and
 // returns the holds they let go of: the chunks they held. One a call took back meanwhile
-// (revive) lets go of nothing: it stays, what its end settled now counted.
-func (p *subagentMerge) endedHolds(ends []ended) []chunkHold {
-	var holds []chunkHold
+// (revive) lets go of nothing: it stays, what its end settled now counted; it is among
+// revived, for settleRevived.
+func (p *subagentMerge) endedHolds(ends []ended) (holds []chunkHold, revived []ended) {
 	for _, e := range ends {
 		s := &p.shards[shardIndex(e.l.id)]
 		s.mu.Lock()
-		revived := e.l.revived
-		if revived {
+		back := e.l.revived
+		if back {
 			e.l.revived = false
-			e.l.waiting--
 			e.l.unsettle(e.settled)
 		} else if s.led.ending[e.l.id] == e.l {
 			delete(s.led.ending, e.l.id)
 		}
 		s.mu.Unlock()
-		if revived {
+		if back {
+			revived = append(revived, e)
 			continue
 		}
 		for _, seq := range e.seqs {
 			holds = append(holds, chunkHold{e.l.id, seq})
 		}
 	}
-	return holds
+	return holds, revived
+}
+
+// settleRevived stores, with storage, the versions that settled calls in the ends of
+// ledgers a call took back, once those were taken (commitSettled), and only then stops
+// their waiting on the end's answer.
+func (p *subagentMerge) settleRevived(ctx context.Context, revived []ended) error {
+	var items []settledOf
+	for _, e := range revived {
+		if len(e.settledEnc) > 0 {
+			items = append(items, settledOf{e.l, e.settledEnc})
+		}
+	}
+	err := p.commitSettled(ctx, items)
+	for _, e := range revived {
+		s := &p.shards[shardIndex(e.l.id)]
+		s.mu.Lock()
+		e.l.waiting--
+		s.mu.Unlock()
+	}
+	return err
 }
 
 // holdChunk counts chunk seq on l, which then holds it until it ends, and reports

@@ -211,8 +211,12 @@ func (p *subagentMerge) endLedger(s *shard, l *ledger, out ptrace.Traces, c *cou
 	e := ended{l: l}
 	if l.scheduled() || l.pending > 0 {
 		from := len(l.settledAt)
+		var sink *[]byte
+		if p.store != nil {
+			sink = &e.settledEnc
+		}
 		var err error
-		if e.ids, err = p.flush(s, l, out, c, now, nil, true, nil); err != nil {
+		if e.ids, err = p.flush(s, l, out, c, now, nil, true, sink); err != nil {
 			p.logger.Error("re-emitting the last corrections of an ending ledger failed", zap.Error(err))
 		}
 		e.settled = slices.Clone(l.settledSince(from))
@@ -250,6 +254,10 @@ type ended struct {
 	seqs    []uint64
 	ids     []pcommon.SpanID
 	settled []pcommon.SpanID
+	// settledEnc is what settled those calls, encoded (storage): stored as counted when
+	// a call took the ledger back (revive) and the re-emissions were taken, so that a
+	// restart does not settle, and count, them again
+	settledEnc []byte
 }
 
 // endOverCapacity ends ledgers of all shards until they fit ledger_limit_mib and

@@ -247,16 +247,20 @@ func TestIdleEndRefusedEndsAgain(t *testing.T) {
 // span of every run is counted exactly once, over seeds. Half the runs name no callers
 // (their model calls wait for their caller until the trace's shape settles it, or the
 // ledger ends), so requests, sweeps and ends for room and for idleness settle calls
-// while other requests and sweeps of the same traces wait at the next consumer.
+// while other requests and sweeps of the same traces wait at the next consumer. With
+// storage, the processor is then stopped and started again on it: a restart must not
+// settle, and count, a call again.
 func TestPropertyRefusalsUnderCapacityCountOnce(t *testing.T) {
-	for seed := uint64(1); seed <= 6; seed++ {
-		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
-			refusalsUnderCapacity(t, seed)
-		})
+	for _, stored := range []bool{false, true} {
+		for seed := uint64(1); seed <= 6; seed++ {
+			t.Run(fmt.Sprintf("storage %v/seed %d", stored, seed), func(t *testing.T) {
+				refusalsUnderCapacity(t, seed, stored)
+			})
+		}
 	}
 }
 
-func refusalsUnderCapacity(t *testing.T, seed uint64) {
+func refusalsUnderCapacity(t *testing.T, seed uint64, stored bool) {
 	bg := context.Background()
 	const senders, inFlight = 3, 6
 	cfg := streamTestConfig()
@@ -280,9 +284,16 @@ func refusalsUnderCapacity(t *testing.T, seed uint64) {
 		return sink.ConsumeTraces(ctx, td)
 	})
 	require.NoError(t, err)
-	p, err := newProcessor(processortest.NewNopSettings(Type), cfg, next)
-	require.NoError(t, err)
-	require.NoError(t, p.Start(bg, nil))
+	var st *storagetest.Storage
+	var p *subagentMerge
+	if stored {
+		st = storagetest.New()
+		p = startWithStorageTo(t, st, cfg, next)
+	} else {
+		p, err = newProcessor(processortest.NewNopSettings(Type), cfg, next)
+		require.NoError(t, err)
+		require.NoError(t, p.Start(bg, nil))
+	}
 
 	var all []ptrace.Traces
 	var allMu sync.Mutex
@@ -338,7 +349,14 @@ func refusalsUnderCapacity(t *testing.T, seed uint64) {
 	time.Sleep(4 * cfg.SettleTime) // a sweep refused last goes again
 	require.NoError(t, p.Shutdown(bg))
 	require.Positive(t, refused.Load(), "nothing was refused: the test says nothing")
-	_, counted := upserted(sink.AllTraces())
+	sent := sink.AllTraces()
+	if stored {
+		p2, sink2 := startWithStorage(t, st, cfg)
+		require.NoError(t, p2.sweepStream(bg, p2.now()+int64(time.Hour)))
+		require.NoError(t, p2.Shutdown(bg))
+		sent = append(sent, sink2.AllTraces()...)
+	}
+	_, counted := upserted(sent)
 	assertEachCountedOnce(t, counted, all...)
 }
 
@@ -349,37 +367,54 @@ func refusalsUnderCapacity(t *testing.T, seed uint64) {
 // again. Whatever B's answer, every span is counted once.
 func TestCallRevivesALedgerEndedByAWaitingCall(t *testing.T) {
 	for _, errB := range []error{nil, errors.New("sending queue is full")} {
-		t.Run(fmt.Sprintf("B refused %v", errB != nil), func(t *testing.T) {
-			bg := context.Background()
-			t1, t2 := buildParallel(), buildNested()
-			id1, id2 := traceIDOf(t1), traceIDOf(t2)
-			cfg := streamTestConfig()
-			cfg.NumTraces = 1
-			p, g := gated(t, cfg, nil)
-			require.NoError(t, p.ConsumeTraces(bg, withoutRoot(t1)))
-			require.Positive(t, pendingCalls(p, t1))
-			l1 := liveLedger(p, id1)
-
-			callB := withoutRoot(t2)
-			gB, resB := atGate(p, g, id2, errB, clone(callB))
-			require.Nil(t, liveLedger(p, id1), "B ended t1's ledger for room")
-			require.NoError(t, p.ConsumeTraces(bg, only(t1, isLocalRoot)), "C")
-			require.Same(t, l1, liveLedger(p, id1), "C took t1's ledger back")
-			close(gB.release)
-			if errB != nil {
-				require.Error(t, <-resB)
-				require.NoError(t, p.ConsumeTraces(bg, clone(callB)), "B's retry")
-			} else {
-				require.NoError(t, <-resB)
-			}
-			require.NoError(t, p.ConsumeTraces(bg, only(t2, isLocalRoot)))
-			nothingWaits(t, p)
-			ledgerBytesAddUp(t, p)
-			require.NoError(t, p.Shutdown(bg))
-			_, counted := upserted(g.sink.AllTraces())
-			assertEachCountedOnce(t, counted, t1, t2)
-		})
+		for _, stored := range []bool{false, true} {
+			t.Run(fmt.Sprintf("B refused %v/storage %v", errB != nil, stored), func(t *testing.T) {
+				callRevivesALedger(t, errB, stored)
+			})
+		}
 	}
+}
+
+func callRevivesALedger(t *testing.T, errB error, stored bool) {
+	bg := context.Background()
+	t1, t2 := buildParallel(), buildNested()
+	id1, id2 := traceIDOf(t1), traceIDOf(t2)
+	cfg := streamTestConfig()
+	cfg.NumTraces = 1
+	var st *storagetest.Storage
+	if stored {
+		st = storagetest.New()
+	}
+	p, g := gated(t, cfg, st)
+	require.NoError(t, p.ConsumeTraces(bg, withoutRoot(t1)))
+	require.Positive(t, pendingCalls(p, t1))
+	l1 := liveLedger(p, id1)
+
+	callB := withoutRoot(t2)
+	gB, resB := atGate(p, g, id2, errB, clone(callB))
+	require.Nil(t, liveLedger(p, id1), "B ended t1's ledger for room")
+	require.NoError(t, p.ConsumeTraces(bg, only(t1, isLocalRoot)), "C")
+	require.Same(t, l1, liveLedger(p, id1), "C took t1's ledger back")
+	close(gB.release)
+	if errB != nil {
+		require.Error(t, <-resB)
+		require.NoError(t, p.ConsumeTraces(bg, clone(callB)), "B's retry")
+	} else {
+		require.NoError(t, <-resB)
+	}
+	nothingWaits(t, p)
+	ledgerBytesAddUp(t, p)
+	if stored {
+		// killed at once: what B's end settled is stored as counted, so the restart,
+		// which rebuilds t1's ledger, does not settle it again
+		_, _, counted := killAndRestart(t, p, g, st, cfg, nil)
+		assertEachCountedOnce(t, counted, t1, callB)
+		return
+	}
+	require.NoError(t, p.ConsumeTraces(bg, only(t2, isLocalRoot)))
+	require.NoError(t, p.Shutdown(bg))
+	_, counted := upserted(g.sink.AllTraces())
+	assertEachCountedOnce(t, counted, t1, t2)
 }
 
 // gated starts a stream-mode processor with cfg, on storage st unless nil, passing on to
