@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentmeter/agentmeter/bench/agentrun"
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // benchBatch is what the batch processor hands the connector: runs DeerFlow-shaped runs
@@ -141,14 +142,39 @@ func BenchmarkConsumeBenchCompareLoad(b *testing.B) {
 
 // benchConsume times ConsumeTraces of td on a connector with cfg that has counted td
 // once (startedWith), flushing after every flushEvery ops when flushEvery > 0 (the
-// loop's tick), and reports ns/span.
+// loop's tick), and reports ns/span. The ops cycle through copies of td under other
+// trace ids, with remembered_calls a copy's calls: each op's calls are new to the
+// connector's memory of repeats, which is full, so each is counted and remembered and
+// the oldest forgotten, as in a long run.
 func benchConsume(b *testing.B, cfg *Config, td ptrace.Traces, flushEvery int) {
+	const copies = 4
+	tds := make([]ptrace.Traces, copies)
+	calls := 0
+	for i := range tds {
+		tds[i] = ptrace.NewTraces()
+		td.CopyTo(tds[i])
+		for sp := range spaniter.All(tds[i]) {
+			id := sp.TraceID()
+			id[15] ^= byte(i + 1)
+			sp.SetTraceID(id)
+			if i == 0 && genai.Classify(sp.Name(), sp.Attributes()).Kind == genai.SpanModelCall {
+				calls++
+			}
+		}
+		tds[i].MarkReadOnly()
+	}
+	cfg.RememberedCalls = calls
 	c := startedWith(b, cfg, td)
+	for _, t := range tds {
+		if err := c.ConsumeTraces(context.Background(), t); err != nil { // memory full
+			b.Fatal(err)
+		}
+	}
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := c.ConsumeTraces(ctx, td); err != nil {
+		if err := c.ConsumeTraces(ctx, tds[i%copies]); err != nil {
 			b.Fatal(err)
 		}
 		if flushEvery > 0 && i%flushEvery == 0 {

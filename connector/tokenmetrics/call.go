@@ -31,9 +31,10 @@ const (
 	outCorrected
 	outPending
 	outInvalid
+	outRepeat // its counted version, counted before (repeats)
 )
 
-var outcomes = [...]string{outCounted: "counted", outNoUsage: "no_usage", outCorrected: "corrected", outPending: "pending", outInvalid: "invalid"}
+var outcomes = [...]string{outCounted: "counted", outNoUsage: "no_usage", outCorrected: "corrected", outPending: "pending", outInvalid: "invalid", outRepeat: "repeat"}
 
 // call is what the metrics need from one model-call span. Its strings point into the
 // span's attributes; a table copies them only when it creates a series.

@@ -9,8 +9,9 @@ import (
 // Limits that keep a typo from configuring something that cannot work: a table that
 // outgrows any container, metrics that reach Prometheus minutes late.
 const (
-	maxMaxSeries     = 1_000_000
-	maxFlushInterval = time.Minute
+	maxMaxSeries       = 1_000_000
+	maxFlushInterval   = time.Minute
+	maxRememberedCalls = 100_000_000
 )
 
 // Config is the tokenmetrics connector's configuration.
@@ -37,6 +38,14 @@ type Config struct {
 	// label or a target_info entry. The prometheus exporter turns service.name into job.
 	// Default: [service.name].
 	ResourceAttributes []string `mapstructure:"resource_attributes"`
+
+	// RememberedCalls is how many of the calls counted last are remembered (by trace and
+	// span id, about 25 bytes each), so that the same call handed over again is not
+	// counted twice: a request another consumer of the batch refused (an exporter's full
+	// sending queue) comes again from its sender's retry, and this connector had counted
+	// it already. 0 remembers none.
+	// Default: 1000000.
+	RememberedCalls int `mapstructure:"remembered_calls"`
 }
 
 // MetricSets turns each metric set on or off.
@@ -63,6 +72,7 @@ func createDefaultConfig() *Config {
 		MaxSeries:          10_000,
 		FlushInterval:      time.Second,
 		ResourceAttributes: []string{"service.name"},
+		RememberedCalls:    1_000_000,
 	}
 }
 
@@ -81,6 +91,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("flush_interval must not be negative, got %s", c.FlushInterval))
 	} else if c.FlushInterval > maxFlushInterval {
 		errs = append(errs, fmt.Errorf("flush_interval must be at most %s, got %s", maxFlushInterval, c.FlushInterval))
+	}
+	if c.RememberedCalls < 0 || c.RememberedCalls > maxRememberedCalls {
+		errs = append(errs, fmt.Errorf("remembered_calls must be between 0 and %d, got %d", maxRememberedCalls, c.RememberedCalls))
 	}
 	seen := make(map[string]bool, len(c.ResourceAttributes))
 	for i, k := range c.ResourceAttributes {

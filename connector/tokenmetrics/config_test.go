@@ -19,12 +19,14 @@ func TestLoadConfig(t *testing.T) {
 			MaxSeries:          500,
 			FlushInterval:      250 * time.Millisecond,
 			ResourceAttributes: []string{"service.name", "deployment.environment.name"},
+			RememberedCalls:    0,
 		}},
 		{ID: component.NewIDWithName(Type, "semconv_only"), Want: &Config{
 			Metrics:            MetricSets{GenAIInference: true},
 			MaxSeries:          10_000,
 			FlushInterval:      time.Second,
 			ResourceAttributes: []string{"service.name"},
+			RememberedCalls:    1_000_000,
 		}},
 	})
 }
@@ -45,8 +47,13 @@ func TestValidate(t *testing.T) {
 			"resource_attributes[1] is empty"),
 		configtest.BadCase("repeated resource attribute", func(c *Config) { c.ResourceAttributes = []string{"service.name", "service.name"} },
 			`resource_attributes[1]: "service.name" is listed twice`),
-		configtest.BadCase("everything at once", func(c *Config) { c.Metrics, c.MaxSeries, c.ResourceAttributes = MetricSets{}, -1, []string{""} },
-			"metrics: every metric set is off", "max_series must be positive", "resource_attributes[0] is empty"),
+		configtest.BadCase("negative remembered_calls", func(c *Config) { c.RememberedCalls = -1 },
+			"remembered_calls must be between 0 and 100000000, got -1"),
+		configtest.BadCase("huge remembered_calls", func(c *Config) { c.RememberedCalls = 200_000_000 },
+			"remembered_calls must be between 0 and 100000000, got 200000000"),
+		configtest.BadCase("everything at once", func(c *Config) {
+			c.Metrics, c.MaxSeries, c.ResourceAttributes, c.RememberedCalls = MetricSets{}, -1, []string{""}, -1
+		}, "metrics: every metric set is off", "max_series must be positive", "resource_attributes[0] is empty", "remembered_calls must be"),
 	)
 	assert.NoError(t, createDefaultConfig().Validate())
 	// no resource attributes at all is valid: every series then shares one empty resource
@@ -57,5 +64,5 @@ func TestValidate(t *testing.T) {
 
 // README.md's configuration table gives the defaults createDefaultConfig holds.
 func TestREADMEDefaults(t *testing.T) {
-	readmetest.Defaults(t, "README.md", func() component.Config { return createDefaultConfig() }, 5)
+	readmetest.Defaults(t, "README.md", func() component.Config { return createDefaultConfig() }, 6)
 }

@@ -56,6 +56,8 @@ type tokenMetrics struct {
 	tokenUsage *table[tokenUsageKey, tokenUsageValues]
 
 	outcomes [len(outcomes)]int64 // since the last flush, for the telemetry
+
+	repeats *repeats // nil: remembered_calls 0
 }
 
 var _ connector.Traces = (*tokenMetrics)(nil)
@@ -72,6 +74,9 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics) (*
 	empty := pcommon.NewResource()
 	c.resources = append(c.resources, empty)
 	c.resGen = append(c.resGen, 0)
+	if cfg.RememberedCalls > 0 {
+		c.repeats = newRepeats(cfg.RememberedCalls)
+	}
 	if cfg.Metrics.Agentmeter {
 		c.agentmeter = newTable[agentmeterKey, agentmeterValues](setAgentmeter, cfg.MaxSeries)
 	}
@@ -163,9 +168,13 @@ func (c *tokenMetrics) ConsumeTraces(ctx context.Context, td ptrace.Traces) erro
 		for j := 0; j < sss.Len(); j++ {
 			spans := sss.At(j).Spans()
 			for k := 0; k < spans.Len(); k++ {
-				o := readCall(spans.At(k), &cl)
+				sp := spans.At(k)
+				o := readCall(sp, &cl)
 				if o == outNotModelCall {
 					continue
+				}
+				if o == outCounted && c.repeats != nil && c.repeats.seen(sp.TraceID(), sp.SpanID()) {
+					o = outRepeat
 				}
 				c.outcomes[o]++
 				if o != outCounted {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,6 +70,9 @@ func (h *harness) send(td ptrace.Traces) {
 	require.NoError(h.t, h.c.ConsumeTraces(context.Background(), td))
 }
 
+// spanSeq numbers the spans the builders make.
+var spanSeq atomic.Uint32
+
 // traceBuilder makes spans under one resource.
 type traceBuilder struct {
 	td ptrace.Traces
@@ -91,8 +95,10 @@ func newTrace(service string) *traceBuilder {
 func (b *traceBuilder) span(name string, attrs map[string]any) *traceBuilder {
 	sp := b.ss.Spans().AppendEmpty()
 	b.n++
+	// ids unique across builders: a span id counted before is a repeat (repeats.go)
+	n := spanSeq.Add(1)
 	sp.SetTraceID(pcommon.TraceID{1, b.n})
-	sp.SetSpanID(pcommon.SpanID{2, b.n})
+	sp.SetSpanID(pcommon.SpanID{2, byte(n), byte(n >> 8), byte(n >> 16), byte(n >> 24)})
 	sp.SetName(name)
 	if err := sp.Attributes().FromRaw(attrs); err != nil {
 		panic(err) // a test wrote an attribute type pdata has no value for

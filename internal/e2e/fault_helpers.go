@@ -53,6 +53,7 @@ type FaultRig struct {
 	Dir              string
 	OTLP             string
 	MetricsURL       string
+	PromURL          string // the shipped config's prometheus exporter (startShipped)
 	Pipeline         faulty.Pipeline
 	Collector        *Collector
 	logsOfEarlierRun []string

@@ -132,6 +132,10 @@ func TestReliabilityShippedConfigVendorOutage(t *testing.T) {
 	assert.Zero(t, got.LSLost, "runs lost at LangSmith")
 	assert.Equal(t, got.SentTokens, got.LFTokens)
 	assert.Equal(t, got.SentTokens, got.LSTokens)
+	// Prometheus too: the token metrics counted each refused request beside the
+	// exporter that refused it, and take its resend for a repeat
+	promTokens := r.promTokens(t, float64(got.LFTokens))
+	assert.Equal(t, float64(got.LFTokens), promTokens, "agentmeter_tokens_total (input + output) = the tokens Langfuse holds")
 	assert.Positive(t, got.LFFaulted[503], "Langfuse refused during the outage")
 	assert.Positive(t, got.LSFaulted[503], "LangSmith refused during the outage")
 	r.AssertNoSecrets(t)
@@ -140,6 +144,26 @@ func TestReliabilityShippedConfigVendorOutage(t *testing.T) {
 		fmt.Sprintf("%d spans, %d tokens", got.Sent, got.SentTokens), fmt.Sprintf("Langfuse %d / LangSmith %d", got.LFLost, got.LSLost),
 		fmt.Sprintf("%d / %d", got.LFDup, got.LSDup), got.Recovery.Round(100*time.Millisecond).String(),
 		fmt.Sprintf("%d answers, %d retryable refusals; answer time p50 %s, p95 %s, p99 %s, max %s", len(took), refused, q(0.50), q(0.95), q(0.99), slowest.Round(time.Millisecond)))
+}
+
+// promTokens is agentmeter_tokens_total's input and output tokens at the shipped
+// config's prometheus exporter, once they equal want or 10 s passed (the connector
+// emits every second).
+func (r *FaultRig) promTokens(t *testing.T, want float64) float64 {
+	t.Helper()
+	var got float64
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m, err := faulty.Scrape(r.PromURL); err == nil {
+			in, _ := m.Sum("agentmeter_tokens_total", `token_type="input"`)
+			out, _ := m.Sum("agentmeter_tokens_total", `token_type="output"`)
+			got = in + out
+		}
+		if got == want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // sampleOutage logs, every 2 s until stopped, what the collector holds and what the

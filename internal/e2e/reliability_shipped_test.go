@@ -107,6 +107,7 @@ func startShipped(t *testing.T, project string, r *FaultRig) (start func()) {
 	t.Setenv("LANGSMITH_PROJECT", project)
 	r.OTLP = ports.OTLPHTTP
 	r.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports.Telemetry)
+	r.PromURL = "http://" + ports.Prometheus + "/metrics"
 	shipped := filepath.Join(RepoRoot(), "otelcol-config.yaml")
 	return func() { r.Collector = StartWithArgs(t, r.Dir, ports.OTLPHTTP, "--config", shipped) }
 }

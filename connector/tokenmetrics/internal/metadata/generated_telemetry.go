@@ -89,7 +89,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	var err, errs error
 	builder.ConnectorTokenmetricsModelCalls, err = builder.meter.Int64Counter(
 		"otelcol_connector_tokenmetrics_model_calls",
-		metric.WithDescription("Model-call spans seen, by outcome: counted, no_usage (no usage attribute), corrected (a re-emitted correction, counted when it first passed), pending (a first emission whose caller the merge has not settled yet; counted with the re-emission that settles it), invalid (a negative token count, or one above 2^40). [Development]"),
+		metric.WithDescription("Model-call spans seen, by outcome: counted, no_usage (no usage attribute), corrected (a re-emitted correction, counted when it first passed), pending (a first emission whose caller the merge has not settled yet; counted with the re-emission that settles it), invalid (a negative token count, or one above 2^40), repeat (a call counted before, handed over again: a sender's retry of a request another consumer refused). [Development]"),
 		metric.WithUnit("{call}"),
 	)
 	errs = errors.Join(errs, err)

@@ -24,7 +24,7 @@ func NewSettings(tt *componenttest.Telemetry) connector.Settings {
 func AssertEqualConnectorTokenmetricsModelCalls(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_connector_tokenmetrics_model_calls",
-		Description: "Model-call spans seen, by outcome: counted, no_usage (no usage attribute), corrected (a re-emitted correction, counted when it first passed), pending (a first emission whose caller the merge has not settled yet; counted with the re-emission that settles it), invalid (a negative token count, or one above 2^40). [Development]",
+		Description: "Model-call spans seen, by outcome: counted, no_usage (no usage attribute), corrected (a re-emitted correction, counted when it first passed), pending (a first emission whose caller the merge has not settled yet; counted with the re-emission that settles it), invalid (a negative token count, or one above 2^40), repeat (a call counted before, handed over again: a sender's retry of a request another consumer refused). [Development]",
 		Unit:        "{call}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
