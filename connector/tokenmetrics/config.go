@@ -11,7 +11,7 @@ import (
 const (
 	maxMaxSeries       = 1_000_000
 	maxFlushInterval   = time.Minute
-	maxRememberedCalls = 100_000_000
+	maxRememberedCalls = 10_000_000
 )
 
 // Config is the tokenmetrics connector's configuration.
@@ -39,12 +39,12 @@ type Config struct {
 	// Default: [service.name].
 	ResourceAttributes []string `mapstructure:"resource_attributes"`
 
-	// RememberedCalls is how many of the calls counted last are remembered (by trace and
-	// span id, about 25 bytes each), so that the same call handed over again is not
-	// counted twice: a request another consumer of the batch refused (an exporter's full
-	// sending queue) comes again from its sender's retry, and this connector had counted
-	// it already. 0 remembers none.
-	// Default: 1000000.
+	// RememberedCalls is how many of the calls counted last are remembered at least (by
+	// trace and span id; up to twice as many: 16 MiB at the default), so that the same
+	// call handed over again is not counted twice: a request another consumer of the
+	// batch refused (an exporter's full sending queue) comes again from its sender's
+	// retry, and this connector had counted it already. 0 remembers none.
+	// Default: 500000.
 	RememberedCalls int `mapstructure:"remembered_calls"`
 }
 
@@ -72,7 +72,7 @@ func createDefaultConfig() *Config {
 		MaxSeries:          10_000,
 		FlushInterval:      time.Second,
 		ResourceAttributes: []string{"service.name"},
-		RememberedCalls:    1_000_000,
+		RememberedCalls:    500_000,
 	}
 }
 

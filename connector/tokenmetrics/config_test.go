@@ -26,7 +26,7 @@ func TestLoadConfig(t *testing.T) {
 			MaxSeries:          10_000,
 			FlushInterval:      time.Second,
 			ResourceAttributes: []string{"service.name"},
-			RememberedCalls:    1_000_000,
+			RememberedCalls:    500_000,
 		}},
 	})
 }
@@ -48,9 +48,9 @@ func TestValidate(t *testing.T) {
 		configtest.BadCase("repeated resource attribute", func(c *Config) { c.ResourceAttributes = []string{"service.name", "service.name"} },
 			`resource_attributes[1]: "service.name" is listed twice`),
 		configtest.BadCase("negative remembered_calls", func(c *Config) { c.RememberedCalls = -1 },
-			"remembered_calls must be between 0 and 100000000, got -1"),
-		configtest.BadCase("huge remembered_calls", func(c *Config) { c.RememberedCalls = 200_000_000 },
-			"remembered_calls must be between 0 and 100000000, got 200000000"),
+			"remembered_calls must be between 0 and 10000000, got -1"),
+		configtest.BadCase("huge remembered_calls", func(c *Config) { c.RememberedCalls = 20_000_000 },
+			"remembered_calls must be between 0 and 10000000, got 20000000"),
 		configtest.BadCase("everything at once", func(c *Config) {
 			c.Metrics, c.MaxSeries, c.ResourceAttributes, c.RememberedCalls = MetricSets{}, -1, []string{""}, -1
 		}, "metrics: every metric set is off", "max_series must be positive", "resource_attributes[0] is empty", "remembered_calls must be"),

@@ -1,128 +1,124 @@
 package tokenmetrics
 
 import (
-	"encoding/binary"
+	"hash/maphash"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
-// repeats remembers the last calls counted, so that a version counted before is not
+// repeats remembers the calls counted last, so that a version counted before is not
 // counted again. Every model call is counted by exactly one of its versions
 // (genai.IsCountedVersion), but the pipeline can hand that version over twice: the
 // connector counts every batch it is given, and when another consumer of the same batch
 // refuses it (an exporter's full sending queue during a vendor outage), the request is
-// refused and its sender sends it again, to every consumer. A call is known by a 64-bit
-// hash of its trace and span ids: with a million remembered, a new call takes the key of
-// one of them with a chance of about 1 in 2^44 (and is then not counted).
+// refused and its sender sends it again, to every consumer.
 //
-// It holds the keys of the last max calls counted: 8 bytes each in the order counted,
-// and a table of them with at least half its slots free (BenchmarkRepeatsMemory: 25
-// bytes a call, 24 MiB at the default 1,000,000, filled as calls come). At 500 calls a
-// second that is a retry up to half an hour later; a sender retries within minutes.
+// A call is known by a 64-bit hash of its trace and span ids, seeded per process
+// (hash/maphash), so ids an emitter chooses cannot pile onto one slot of the table; with
+// a million remembered, a new call takes the key of one of them with a chance of about
+// 1 in 2^44 (and is then not counted).
+//
+// The keys are in two generations of remembered_calls each: new keys go into the
+// current one, and a full current one becomes the previous, whose keys are forgotten
+// at once. A key found in the previous generation is put in the current one again, so
+// a call handed over again and again (the merge resending a refused re-emission
+// through a long outage) stays remembered. So at least the last remembered_calls calls
+// are remembered, and at most twice as many. Each generation is a table of 8-byte
+// slots, a power of two at least twice its keys, grown as calls come and kept: 16 MiB
+// at the default 500,000 once both are full (BenchmarkRepeatsMemory). At 500 calls a
+// second that is a retry up to 17 minutes later at least; a sender retries within
+// minutes.
 type repeats struct {
-	max   int
-	order []uint64 // keys as counted; once full, a ring whose oldest is at next
-	next  int
-	// slots is an open-addressing table of the keys (linear probing, 0 is free); its
-	// length is a power of two at least twice the keys it holds, so a probe is short.
-	// Keys are already well mixed, so a key's own low bits are its home slot.
-	slots []uint64
+	max       int // keys per generation
+	cur, prev keyTable
+	seed      maphash.Seed
 }
 
 func newRepeats(max int) *repeats {
-	return &repeats{max: max, slots: make([]uint64, 1024)}
+	return &repeats{max: max, seed: maphash.MakeSeed()}
+}
+
+// callIDs is what a call's key is hashed from.
+type callIDs struct {
+	trace pcommon.TraceID
+	span  pcommon.SpanID
 }
 
 // seen reports whether the call of span sid in trace tid was counted before, and
-// remembers it when not. A call without ids is never taken for a repeat.
+// remembers it. A call without ids is never taken for a repeat.
 func (r *repeats) seen(tid pcommon.TraceID, sid pcommon.SpanID) bool {
 	if sid.IsEmpty() {
 		return false
 	}
-	k := callKey(tid, sid)
-	if r.find(k) >= 0 {
+	k := maphash.Comparable(r.seed, callIDs{tid, sid})
+	if k == 0 {
+		k = 1 // 0 marks a free slot
+	}
+	if r.cur.has(k) {
 		return true
 	}
-	if len(r.order) < r.max {
-		r.order = append(r.order, k)
-		if 2*len(r.order) > len(r.slots) {
-			r.grow()
-		}
-	} else {
-		r.remove(r.order[r.next])
-		r.order[r.next] = k
-		r.next = (r.next + 1) % r.max
+	again := r.prev.has(k)
+	if r.cur.n == r.max {
+		r.cur, r.prev = r.prev, r.cur
+		r.cur.reset()
 	}
-	r.insert(k)
+	r.cur.add(k)
+	return again
+}
+
+// keyTable is a set of non-zero keys: open addressing with linear probing, 0 a free
+// slot. Keys are hashes already, so a key's low bits are its home slot. It is never
+// more than half full, so a probe is short, and is only ever emptied whole (reset), so
+// it needs no deletion.
+type keyTable struct {
+	slots []uint64
+	n     int
+}
+
+func (t *keyTable) has(k uint64) bool {
+	if t.n == 0 {
+		return false
+	}
+	mask := uint64(len(t.slots) - 1)
+	for i := k & mask; t.slots[i] != 0; i = (i + 1) & mask {
+		if t.slots[i] == k {
+			return true
+		}
+	}
 	return false
 }
 
-// find is k's slot, or -1.
-func (r *repeats) find(k uint64) int {
-	mask := uint64(len(r.slots) - 1)
-	for i := k & mask; ; i = (i + 1) & mask {
-		switch r.slots[i] {
-		case k:
-			return int(i)
-		case 0:
-			return -1
-		}
+// add puts k, not in t, into t, growing it first if it would be more than half full.
+func (t *keyTable) add(k uint64) {
+	if 2*(t.n+1) > len(t.slots) {
+		t.grow()
 	}
+	t.put(k)
+	t.n++
 }
 
-func (r *repeats) insert(k uint64) {
-	mask := uint64(len(r.slots) - 1)
+func (t *keyTable) put(k uint64) {
+	mask := uint64(len(t.slots) - 1)
 	i := k & mask
-	for r.slots[i] != 0 {
+	for t.slots[i] != 0 {
 		i = (i + 1) & mask
 	}
-	r.slots[i] = k
+	t.slots[i] = k
 }
 
-// remove frees k's slot and moves later keys of its probe run back into the gap, so no
-// free slot ever breaks a run (deletion without tombstones).
-func (r *repeats) remove(k uint64) {
-	i := r.find(k)
-	if i < 0 {
-		return
-	}
-	mask := len(r.slots) - 1
-	for j := (i + 1) & mask; r.slots[j] != 0; j = (j + 1) & mask {
-		home := int(r.slots[j]) & mask
-		// the key at j may fill the gap at i unless its home lies cyclically in (i, j]
-		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
-			r.slots[i] = r.slots[j]
-			i = j
-		}
-	}
-	r.slots[i] = 0
-}
-
-// grow doubles the table and puts every key back.
-func (r *repeats) grow() {
-	old := r.slots
-	r.slots = make([]uint64, 2*len(old))
+// grow doubles the table (to 1024 slots at first) and puts every key back.
+func (t *keyTable) grow() {
+	old := t.slots
+	t.slots = make([]uint64, max(1024, 2*len(old)))
 	for _, k := range old {
 		if k != 0 {
-			r.insert(k)
+			t.put(k)
 		}
 	}
 }
 
-// callKey mixes the ids' three words (splitmix64's finaliser on each, chained), so keys
-// of ids that differ in one byte, or are counters, spread over all 64 bits.
-func callKey(tid pcommon.TraceID, sid pcommon.SpanID) uint64 {
-	h := mix(binary.LittleEndian.Uint64(tid[:8]))
-	h = mix(h ^ binary.LittleEndian.Uint64(tid[8:]))
-	if h = mix(h ^ binary.LittleEndian.Uint64(sid[:])); h == 0 {
-		return 1 // 0 marks a free slot
-	}
-	return h
-}
-
-func mix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return x ^ x>>31
+// reset empties t, keeping its slots for the next generation.
+func (t *keyTable) reset() {
+	clear(t.slots)
+	t.n = 0
 }

@@ -35,18 +35,26 @@ func TestRepeatedCallsCountedOnce(t *testing.T) {
 	assert.Equal(t, int64(2), h.modelCalls("repeat"))
 }
 
-// The memory holds the last remembered_calls calls: a call counted before them all is
-// counted again; with 0 nothing is remembered.
+// At least the last remembered_calls calls are remembered, at most twice as many; a
+// call handed over again is remembered afresh; with 0 nothing is remembered.
 func TestRepeatsRememberTheLastCalls(t *testing.T) {
 	u := genai.Usage{Input: 10, Output: 1}
+	call := func() ptrace.Traces { return newTrace("agent").chat("m", u, nil).traces() }
 	h := newHarness(t, func(c *Config) { c.RememberedCalls = 2 })
-	a, b, c := newTrace("agent").chat("m", u, nil).traces(), newTrace("agent").chat("m", u, nil).traces(), newTrace("agent").chat("m", u, nil).traces()
-	for _, td := range []ptrace.Traces{a, b, c, c, b, a} {
+	a, b, c, d, e := call(), call(), call(), call(), call()
+	for _, td := range []ptrace.Traces{a, b, c, d, e, a} {
 		h.send(td)
 	}
-	// a, b, c counted; c and b repeats; a forgotten by then (b and c came after it)
-	assert.Equal(t, float64(44), total(t, latest(t, h.sink), mTokens, nil))
-	assert.Equal(t, int64(2), h.modelCalls("repeat"))
+	assert.Equal(t, float64(66), total(t, latest(t, h.sink), mTokens, nil), "a, 4 calls later, was forgotten")
+	assert.Zero(t, h.modelCalls("repeat"))
+
+	again := newHarness(t, func(c *Config) { c.RememberedCalls = 2 })
+	a, b, c, d, e = call(), call(), call(), call(), call()
+	for _, td := range []ptrace.Traces{a, b, c, a, d, e, a} {
+		again.send(td)
+	}
+	assert.Equal(t, float64(55), total(t, latest(t, again.sink), mTokens, nil), "a, handed over again, was remembered afresh")
+	assert.Equal(t, int64(2), again.modelCalls("repeat"))
 
 	off := newHarness(t, func(c *Config) { c.RememberedCalls = 0 })
 	off.send(a)
@@ -123,48 +131,39 @@ func TestRefusedBesideTheConnectorCountedOnce(t *testing.T) {
 	assert.Positive(t, h.modelCalls("repeat"), "no call came twice: the test says nothing")
 }
 
-// The table against a model over random calls and repeats, across its growth and past
-// its bound: seen answers as a list of the last max keys would.
+// The tables against a model of the two generations in maps, over random calls and
+// repeats, across the tables' growth and many generations: seen answers as the model.
 func TestRepeatsAgainstAModel(t *testing.T) {
 	for _, max := range []int{1, 3, 1000, 5000} {
 		r := newRepeats(max)
 		rng := rand.New(rand.NewPCG(uint64(max), 9))
-		var last []uint64 // the model: keys counted, oldest first, at most max
+		cur, prev := map[uint64]bool{}, map[uint64]bool{}
 		for step := range 40_000 {
 			var tid pcommon.TraceID
 			var sid pcommon.SpanID
-			// a few thousand distinct calls, so repeats are frequent, some remembered
+			// a few times max distinct calls, so repeats are frequent, some remembered
 			// and some forgotten
 			id := rng.Uint64N(uint64(3 * max))
 			tid[0], tid[1], sid[0], sid[3] = byte(id), byte(id>>8), byte(id>>16), 1
-			k := callKey(tid, sid)
-			want := false
-			for _, x := range last {
-				want = want || x == k
+			want := cur[id] || prev[id]
+			if !cur[id] {
+				if len(cur) == max {
+					cur, prev = map[uint64]bool{}, cur
+				}
+				cur[id] = true
 			}
 			require.Equal(t, want, r.seen(tid, sid), "max %d, step %d", max, step)
-			if !want {
-				last = append(last, k)
-				if len(last) > max {
-					last = last[1:]
-				}
-			}
+			require.Equal(t, len(cur), r.cur.n, "max %d, step %d", max, step)
 		}
-		held := 0
-		for _, x := range r.slots {
-			if x != 0 {
-				held++
-			}
-		}
-		assert.Equal(t, len(last), held, "max %d: keys in the table", max)
 	}
 }
 
-// BenchmarkRepeatsMemory is what remembering a call costs: the heap a full memory of
-// remembered_calls calls holds, per call, and the time to count one more (remember it and
-// forget the oldest).
+// BenchmarkRepeatsMemory is what remembering calls costs at the default
+// remembered_calls: the heap both generations hold once full, per call remembered at
+// least, and the time to count one more call new to them (two lookups and an insert
+// into tables that do not fit in a cache; a new generation every remembered_calls).
 func BenchmarkRepeatsMemory(b *testing.B) {
-	const n = 1_000_000
+	n := createDefaultConfig().RememberedCalls
 	ids := func(i uint64) (pcommon.TraceID, pcommon.SpanID) {
 		var tid pcommon.TraceID
 		var sid pcommon.SpanID
@@ -175,15 +174,15 @@ func BenchmarkRepeatsMemory(b *testing.B) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	r := newRepeats(n)
-	for i := range uint64(n) {
+	for i := range uint64(2 * n) {
 		r.seen(ids(i))
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	held := float64(after.HeapAlloc-before.HeapAlloc) / n
+	held := float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		r.seen(ids(uint64(n + i)))
+		r.seen(ids(uint64(2*n + i)))
 	}
 	b.ReportMetric(held, "heap-B/call") // after the loop: ResetTimer drops reported metrics
 	runtime.KeepAlive(r)

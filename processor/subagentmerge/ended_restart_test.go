@@ -104,7 +104,7 @@ func TestStreamChunkOfAnEndedLedgerSaysItEnded(t *testing.T) {
 			s.mu.Lock()
 			e := p1.endLedger(s, s.led.byID[aID], ptrace.NewTraces(), &counts{}, p1.now())
 			s.mu.Unlock()
-			p1.forgetLedgers(ctx, e)
+			require.NoError(t, p1.forgetLedgers(ctx, e))
 		}
 		return sink1.ConsumeTraces(ctx, td)
 	})
@@ -235,7 +235,7 @@ func TestPropertyRestartAfterLedgersEnded(t *testing.T) {
 			}
 			s.mu.Unlock()
 		}
-		p1.forgetLedgers(context.Background(), gone...)
+		require.NoError(t, p1.forgetLedgers(context.Background(), gone...))
 		kill(p1)
 
 		p2, sink2 := startWithStorage(t, st, cfg)
@@ -273,7 +273,7 @@ func TestMarkerOfAChunkDeletedByAFailedWriteGoesWithTheNext(t *testing.T) {
 	s.mu.Lock()
 	e := p1.endLedger(s, la, ptrace.NewTraces(), &counts{}, p1.now())
 	s.mu.Unlock()
-	p1.forgetLedgers(bg, e)
+	require.NoError(t, p1.forgetLedgers(bg, e))
 	require.Equal(t, 1, st.Count(prefixStream+"end/"), "a marker names the drawn chunk")
 	st.Fail(errors.New("input/output error"))
 	require.Error(t, p1.store.write(bg, seq, chunk))
@@ -285,7 +285,7 @@ func TestMarkerOfAChunkDeletedByAFailedWriteGoesWithTheNext(t *testing.T) {
 	s.mu.Lock()
 	e = p1.endLedger(s, lb, ptrace.NewTraces(), &counts{}, p1.now())
 	s.mu.Unlock()
-	p1.forgetLedgers(bg, e)
+	require.NoError(t, p1.forgetLedgers(bg, e))
 	require.NoError(t, p1.store.advanceLow(bg))
 	kill(p1)
 	p2, _ := startWithStorage(t, st, cfg)

@@ -39,8 +39,7 @@ import (
 // (forgetLedgers) in the same transaction, the call's own included.
 func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch, gone []ended) error {
 	if p.store == nil || len(sc.chunkSkel)+len(sc.chunkSent) == 0 {
-		p.forgetLedgers(ctx, gone...)
-		return nil
+		return p.forgetLedgers(ctx, gone...)
 	}
 	seq := p.store.draw()
 	refs := 0
@@ -58,8 +57,7 @@ func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch, gone []end
 	}
 	if refs == 0 {
 		p.store.undraw(seq)
-		p.forgetLedgers(ctx, gone...)
-		return nil
+		return p.forgetLedgers(ctx, gone...)
 	}
 	sc.chunk = protowire.AppendVarint(sc.chunk[:0], uint64(len(sc.chunkSkel)))
 	sc.chunk = append(sc.chunk, sc.chunkSkel...)
@@ -71,17 +69,16 @@ func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch, gone []end
 
 // forgetLedgers lets go of ended ledgers whose last re-emissions were taken (endedHolds),
 // and deletes their chunks once no ledger holds them, marking the ledgers ended in those
-// that live on (persist_ends.go).
-func (p *subagentMerge) forgetLedgers(ctx context.Context, ends ...ended) {
+// that live on (persist_ends.go). Its error is settleRevived's (a deletion that fails
+// goes with the next write, and is only logged).
+func (p *subagentMerge) forgetLedgers(ctx context.Context, ends ...ended) error {
 	holds, revived := p.endedHolds(ends)
 	if p.store != nil && len(holds) > 0 {
 		if err := p.store.forget(ctx, holds); err != nil {
 			p.logger.Warn("storage: deleting the chunks of ended ledgers failed", zap.Error(err))
 		}
 	}
-	if err := p.settleRevived(ctx, revived); err != nil {
-		p.logger.Error("storage: storing the calls an ended ledger settled failed", zap.Error(err))
-	}
+	return p.settleRevived(ctx, revived)
 }
 
 // endedHolds lets go of the ended ledgers ends, whose last re-emissions were taken, and

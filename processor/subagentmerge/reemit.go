@@ -431,7 +431,9 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 		s.mu.Unlock()
 	}
 	p.reinstate(back, again)
-	p.forgetLedgers(ctx, forget...)
+	if err := p.forgetLedgers(ctx, forget...); err != nil {
+		errs = append(errs, fmt.Errorf("subagentmerge: storing the calls ended ledgers settled: %w", err))
+	}
 	return errors.Join(errs...)
 }
 

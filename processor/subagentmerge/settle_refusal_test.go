@@ -174,7 +174,7 @@ func TestChunkLetGoOfBeforeItsWriteIsMarked(t *testing.T) {
 		s.mu.Lock()
 		e := p1.endLedger(s, la, ptrace.NewTraces(), &counts{}, p1.now())
 		s.mu.Unlock()
-		p1.forgetLedgers(bg, e)
+		require.NoError(t, p1.forgetLedgers(bg, e))
 		if !bothFirst {
 			require.True(t, p1.holdChunk(lb, seq))
 		}
@@ -438,7 +438,7 @@ func TestStayedChunkLeavesAnEndedLedgerEnded(t *testing.T) {
 	s.mu.Lock()
 	e := p.endLedger(s, s.led.byID[id2], ptrace.NewTraces(), &counts{}, p.now())
 	s.mu.Unlock()
-	p.forgetLedgers(bg, e)
+	require.NoError(t, p.forgetLedgers(bg, e))
 	close(gA.release)
 	require.Error(t, <-resA)
 	require.NoError(t, p.ConsumeTraces(bg, only(in1, isX)), "A's retry, T1 part (duplicate)")

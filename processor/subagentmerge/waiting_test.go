@@ -440,3 +440,35 @@ func stepClock(p *subagentMerge) *atomic.Int64 {
 	p.now = func() int64 { return clock.Load() }
 	return clock
 }
+
+// A sweep ends trace t1's ledger for idleness, its last re-emissions settling t1's
+// waiting calls, and waits at the next consumer; meanwhile a request brings t1's root
+// and takes the ledger back. The sweep is taken: with storage, what it settled is stored
+// as counted, so after a kill -9 the restart, which rebuilds t1's ledger, does not
+// settle those calls again.
+func TestSweepEndRevivedThenTakenSurvivesARestart(t *testing.T) {
+	bg := context.Background()
+	t1 := buildParallel()
+	id1 := traceIDOf(t1)
+	cfg := streamTestConfig()
+	st := storagetest.New()
+	p, g := gated(t, cfg, st)
+	clock := stepClock(p)
+	require.NoError(t, p.ConsumeTraces(bg, withoutRoot(t1)))
+	require.Positive(t, pendingCalls(p, t1))
+	l1 := liveLedger(p, id1)
+
+	gate := g.arm(id1, nil)
+	clock.Add(int64(cfg.WaitDuration) + 1)
+	swept := make(chan error, 1)
+	go func() { swept <- p.sweepStream(bg, clock.Load()) }()
+	<-gate.entered
+	require.Nil(t, liveLedger(p, id1), "the sweep ended t1's ledger")
+	require.NoError(t, p.ConsumeTraces(bg, only(t1, isLocalRoot)), "t1's root")
+	require.Same(t, l1, liveLedger(p, id1), "the root took the ledger back")
+	close(gate.release)
+	require.NoError(t, <-swept)
+	nothingWaits(t, p)
+	_, _, counted := killAndRestart(t, p, g, st, cfg, nil)
+	assertEachCountedOnce(t, counted, t1)
+}
