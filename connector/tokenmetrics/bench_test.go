@@ -144,8 +144,9 @@ func BenchmarkConsumeBenchCompareLoad(b *testing.B) {
 // once (startedWith), flushing after every flushEvery ops when flushEvery > 0 (the
 // loop's tick), and reports ns/span. The ops cycle through copies of td under other
 // trace ids, with remembered_calls a copy's calls: each op's calls are new to the
-// connector's memory of repeats, which is full, so each is counted and remembered and
-// the oldest forgotten, as in a long run.
+// connector's memory of repeats, so each is counted and remembered, and a generation is
+// forgotten every op, as in a long run (the memory is small here, so it stays in a
+// cache: BenchmarkRepeatsMemory has a full one).
 func benchConsume(b *testing.B, cfg *Config, td ptrace.Traces, flushEvery int) {
 	const copies = 4
 	tds := make([]ptrace.Traces, copies)

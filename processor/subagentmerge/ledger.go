@@ -149,8 +149,8 @@ func (ls *ledgers) ageChain(l *ledger) *chain[ledger] {
 func (ls *ledgers) ageChains() [2]*chain[ledger] { return [2]*chain[ledger]{&ls.done, &ls.lru} }
 
 // firstEndable is the least recently extended ledger of ch that nothing waits on
-// (ledger.waiting); nil when there is none. The ledgers calls wait on were just
-// extended, so they are at the back and the walk is short.
+// (ledger.waiting); nil when there is none. Most ledgers calls wait on were just
+// extended, so they are at the back; those the sweeper waits on are a sweep's few.
 func firstEndable(ch *chain[ledger]) *ledger {
 	l := ch.head
 	for l != nil && l.waiting > 0 {

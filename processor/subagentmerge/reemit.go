@@ -314,8 +314,7 @@ func (p *subagentMerge) reinstate(gone []ended, at int64) {
 			delete(s.led.ending, l.id)
 			s.led.add(l)
 			p.nLedgers.Add(1)
-			l.size = l.cost()
-			p.ledgerBytes.Add(l.size)
+			l.size = 0 // its end counted its bytes off
 		}
 		giveBack(l, e.ids, e.settled)
 		s.led.schedule(l, at)
@@ -353,7 +352,6 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 				// re-emissions are due again
 				if l.waiting == 0 && l.dueAt <= now {
 					gone = append(gone, p.endLedger(s, l, out, &c, now))
-					c.released[relIdle]++
 				}
 				l = next
 			}
@@ -390,12 +388,12 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 	var back, forget []ended
 	for _, e := range gone {
 		if nerr != nil && (left == nil || left[e.l.id]) && len(e.ids) > 0 {
-			back = append(back, e)
-			c.released[relIdle]-- // not yet: it ends when they are taken
+			back = append(back, e) // it ends once they are taken
 		} else {
 			forget = append(forget, e)
 		}
 	}
+	c.released[relIdle] += int64(len(forget))
 	p.tel.record(ctx, &c)
 	for _, f := range sent {
 		s := &p.shards[shardIndex(f.l.id)]

@@ -53,13 +53,7 @@ func callWaitsWhileAnotherNeedsRoom(t *testing.T, own bool, errA, errB error, bF
 	bg := context.Background()
 	t1, t2 := buildParallel(), buildNested()
 	id1, id2 := traceIDOf(t1), traceIDOf(t2)
-	cfg := streamTestConfig()
-	cfg.NumTraces = 1
-	var st *storagetest.Storage
-	if stored {
-		st = storagetest.New()
-	}
-	p, g := gated(t, cfg, st)
+	p, g, st, cfg := roomForOne(t, stored)
 
 	callA := withoutRoot(t1)
 	if !own {
@@ -379,13 +373,7 @@ func callRevivesALedger(t *testing.T, errB error, stored bool) {
 	bg := context.Background()
 	t1, t2 := buildParallel(), buildNested()
 	id1, id2 := traceIDOf(t1), traceIDOf(t2)
-	cfg := streamTestConfig()
-	cfg.NumTraces = 1
-	var st *storagetest.Storage
-	if stored {
-		st = storagetest.New()
-	}
-	p, g := gated(t, cfg, st)
+	p, g, st, cfg := roomForOne(t, stored)
 	require.NoError(t, p.ConsumeTraces(bg, withoutRoot(t1)))
 	require.Positive(t, pendingCalls(p, t1))
 	l1 := liveLedger(p, id1)
@@ -431,6 +419,19 @@ func gated(t *testing.T, cfg *Config, st *storagetest.Storage) (*subagentMerge, 
 	require.NoError(t, err)
 	require.NoError(t, p.Start(context.Background(), nil))
 	return p, g
+}
+
+// roomForOne is gated with num_traces 1, on a fresh storage when stored.
+func roomForOne(t *testing.T, stored bool) (*subagentMerge, *traceGate, *storagetest.Storage, *Config) {
+	t.Helper()
+	cfg := streamTestConfig()
+	cfg.NumTraces = 1
+	var st *storagetest.Storage
+	if stored {
+		st = storagetest.New()
+	}
+	p, g := gated(t, cfg, st)
+	return p, g, st, cfg
 }
 
 // stepClock gives p a clock the test moves.
