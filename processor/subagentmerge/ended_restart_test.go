@@ -102,7 +102,7 @@ func TestStreamChunkOfAnEndedLedgerSaysItEnded(t *testing.T) {
 			ended = true
 			s := &p1.shards[shardIndex(aID)]
 			s.mu.Lock()
-			e := p1.endLedger(s, s.led.byID[aID], ptrace.NewTraces(), &counts{}, p1.now())
+			e := p1.endLedger(s, s.led.byID[aID], ptrace.NewTraces(), &counts{}, p1.now(), relCapacity)
 			s.mu.Unlock()
 			require.NoError(t, p1.forgetLedgers(ctx, e))
 		}
@@ -228,7 +228,7 @@ func TestPropertyRestartAfterLedgersEnded(t *testing.T) {
 			s.mu.Lock()
 			if l := s.led.byID[id]; l != nil {
 				out := ptrace.NewTraces()
-				gone = append(gone, p1.endLedger(s, l, out, &counts{}, p1.now()))
+				gone = append(gone, p1.endLedger(s, l, out, &counts{}, p1.now(), relCapacity))
 				s.mu.Unlock()
 				require.NoError(t, sink1.ConsumeTraces(context.Background(), out))
 				continue
@@ -271,7 +271,7 @@ func TestMarkerOfAChunkDeletedByAFailedWriteGoesWithTheNext(t *testing.T) {
 	require.True(t, p1.holdChunk(la, seq))
 	s := &p1.shards[shardIndex(aID)]
 	s.mu.Lock()
-	e := p1.endLedger(s, la, ptrace.NewTraces(), &counts{}, p1.now())
+	e := p1.endLedger(s, la, ptrace.NewTraces(), &counts{}, p1.now(), relCapacity)
 	s.mu.Unlock()
 	require.NoError(t, p1.forgetLedgers(bg, e))
 	require.Equal(t, 1, st.Count(prefixStream+"end/"), "a marker names the drawn chunk")
@@ -283,7 +283,7 @@ func TestMarkerOfAChunkDeletedByAFailedWriteGoesWithTheNext(t *testing.T) {
 	lb := liveLedger(p1, bID)
 	s = &p1.shards[shardIndex(bID)]
 	s.mu.Lock()
-	e = p1.endLedger(s, lb, ptrace.NewTraces(), &counts{}, p1.now())
+	e = p1.endLedger(s, lb, ptrace.NewTraces(), &counts{}, p1.now(), relCapacity)
 	s.mu.Unlock()
 	require.NoError(t, p1.forgetLedgers(bg, e))
 	require.NoError(t, p1.store.advanceLow(bg))

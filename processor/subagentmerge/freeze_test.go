@@ -133,7 +133,7 @@ func TestWarmLeavesAnEndedLedgerOut(t *testing.T) {
 	p, _, _, l, s := parallelLedger(t)
 	s.mu.Lock()
 	l.freeze()
-	p.endLedger(s, l, ptrace.NewTraces(), &counts{}, p.now())
+	p.endLedger(s, l, ptrace.NewTraces(), &counts{}, p.now(), relCapacity)
 	require.NoError(t, p.warm(s, l, p.now()))
 	assert.Nil(t, l.cold, "thawed for the caller")
 	assert.False(t, s.led.hot.has(l), "not among the live ledgers")

@@ -62,7 +62,7 @@ func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch, gone []end
 	sc.chunk = protowire.AppendVarint(sc.chunk[:0], uint64(len(sc.chunkSkel)))
 	sc.chunk = append(sc.chunk, sc.chunkSkel...)
 	sc.chunk = append(sc.chunk, sc.chunkSent...)
-	holds, revived := p.endedHolds(gone)
+	holds, revived := p.endedHolds(ctx, gone)
 	err := p.store.writeForgetting(ctx, []chunkWrite{{seq, sc.chunk, unheld}}, holds)
 	return errors.Join(err, p.settleRevived(ctx, revived))
 }
@@ -72,7 +72,7 @@ func (p *subagentMerge) commitChunk(ctx context.Context, sc *scratch, gone []end
 // that live on (persist_ends.go). Its error is settleRevived's (a deletion that fails
 // goes with the next write, and is only logged).
 func (p *subagentMerge) forgetLedgers(ctx context.Context, ends ...ended) error {
-	holds, revived := p.endedHolds(ends)
+	holds, revived := p.endedHolds(ctx, ends)
 	if p.store != nil && len(holds) > 0 {
 		if err := p.store.forget(ctx, holds); err != nil {
 			p.logger.Warn("storage: deleting the chunks of ended ledgers failed", zap.Error(err))
@@ -84,8 +84,12 @@ func (p *subagentMerge) forgetLedgers(ctx context.Context, ends ...ended) error 
 // endedHolds lets go of the ended ledgers ends, whose last re-emissions were taken, and
 // returns the holds they let go of: the chunks they held. One a call took back meanwhile
 // (revive) lets go of nothing: it stays, what its end settled now counted; it is among
-// revived, for settleRevived.
-func (p *subagentMerge) endedHolds(ends []ended) (holds []chunkHold, revived []ended) {
+// revived, for settleRevived. Only the ends that stay are counted as released: one taken
+// back is counted when it ends for good, and one whose re-emissions were refused is
+// taken back before it gets here (reinstate).
+func (p *subagentMerge) endedHolds(ctx context.Context, ends []ended) (holds []chunkHold, revived []ended) {
+	var c counts
+	defer func() { p.tel.record(ctx, &c) }()
 	for _, e := range ends {
 		s := &p.shards[shardIndex(e.l.id)]
 		s.mu.Lock()
@@ -101,6 +105,7 @@ func (p *subagentMerge) endedHolds(ends []ended) (holds []chunkHold, revived []e
 			revived = append(revived, e)
 			continue
 		}
+		c.released[e.reason]++
 		for _, seq := range e.seqs {
 			holds = append(holds, chunkHold{e.l.id, seq})
 		}

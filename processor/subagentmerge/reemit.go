@@ -204,11 +204,11 @@ func (p *subagentMerge) flush(s *shard, l *ledger, out ptrace.Traces, c *counts,
 	return ids, err
 }
 
-// endLedger takes l out of its shard (whose lock the caller holds), re-emitting first
-// what changed since it last went out, and returns what it held on disk and what it
-// re-emitted.
-func (p *subagentMerge) endLedger(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64) ended {
-	e := ended{l: l}
+// endLedger takes l out of its shard (whose lock the caller holds) for reason, re-emitting
+// first what changed since it last went out, and returns what it held on disk and what
+// it re-emitted.
+func (p *subagentMerge) endLedger(s *shard, l *ledger, out ptrace.Traces, c *counts, now int64, reason int) ended {
+	e := ended{l: l, reason: reason}
 	if l.scheduled() || l.pending > 0 {
 		from := len(l.settledAt)
 		var sink *[]byte
@@ -251,6 +251,7 @@ func (p *subagentMerge) revive(s *shard, l *ledger) *ledger {
 // for capacity: reinstate).
 type ended struct {
 	l       *ledger
+	reason  int // why it ended (relCapacity, relIdle): counted once it stays ended (endedHolds)
 	seqs    []uint64
 	ids     []pcommon.SpanID
 	settled []pcommon.SpanID
@@ -289,8 +290,7 @@ func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces)
 		// seen, and the shard's next may be a run in flight while other shards still
 		// hold complete traces. Then the choice is made again.
 		if l := firstEndable(s.led.ageChains()[kind]); l != nil {
-			gone = append(gone, p.endLedger(s, l, out, c, now))
-			c.released[relCapacity]++
+			gone = append(gone, p.endLedger(s, l, out, c, now, relCapacity))
 		}
 		s.mu.Unlock()
 	}
@@ -351,7 +351,7 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 				// not while something waits on it, nor before its refused last
 				// re-emissions are due again
 				if l.waiting == 0 && l.dueAt <= now {
-					gone = append(gone, p.endLedger(s, l, out, &c, now))
+					gone = append(gone, p.endLedger(s, l, out, &c, now, relIdle))
 				}
 				l = next
 			}
@@ -393,7 +393,6 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 			forget = append(forget, e)
 		}
 	}
-	c.released[relIdle] += int64(len(forget))
 	p.tel.record(ctx, &c)
 	for _, f := range sent {
 		s := &p.shards[shardIndex(f.l.id)]

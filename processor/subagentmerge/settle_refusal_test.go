@@ -172,7 +172,7 @@ func TestChunkLetGoOfBeforeItsWriteIsMarked(t *testing.T) {
 		// meanwhile a's ledger ends and is let go of
 		s := &p1.shards[shardIndex(aID)]
 		s.mu.Lock()
-		e := p1.endLedger(s, la, ptrace.NewTraces(), &counts{}, p1.now())
+		e := p1.endLedger(s, la, ptrace.NewTraces(), &counts{}, p1.now(), relCapacity)
 		s.mu.Unlock()
 		require.NoError(t, p1.forgetLedgers(bg, e))
 		if !bothFirst {
@@ -436,7 +436,7 @@ func TestStayedChunkLeavesAnEndedLedgerEnded(t *testing.T) {
 	// T2's ledger ends and is let go while A waits
 	s := &p.shards[shardIndex(id2)]
 	s.mu.Lock()
-	e := p.endLedger(s, s.led.byID[id2], ptrace.NewTraces(), &counts{}, p.now())
+	e := p.endLedger(s, s.led.byID[id2], ptrace.NewTraces(), &counts{}, p.now(), relCapacity)
 	s.mu.Unlock()
 	require.NoError(t, p.forgetLedgers(bg, e))
 	close(gA.release)
