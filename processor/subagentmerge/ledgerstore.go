@@ -88,8 +88,10 @@ func (p *subagentMerge) forgetLedgers(ctx context.Context, ends ...ended) error 
 // back is counted when it ends for good, and one whose re-emissions were refused is
 // taken back before it gets here (reinstate).
 func (p *subagentMerge) endedHolds(ctx context.Context, ends []ended) (holds []chunkHold, revived []ended) {
+	if len(ends) == 0 {
+		return nil, nil
+	}
 	var c counts
-	defer func() { p.tel.record(ctx, &c) }()
 	for _, e := range ends {
 		s := &p.shards[shardIndex(e.l.id)]
 		s.mu.Lock()
@@ -110,6 +112,7 @@ func (p *subagentMerge) endedHolds(ctx context.Context, ends []ended) (holds []c
 			holds = append(holds, chunkHold{e.l.id, seq})
 		}
 	}
+	p.tel.record(ctx, &c)
 	return holds, revived
 }
 
