@@ -143,10 +143,14 @@ type subagentMerge struct {
 	unmarshaler ptrace.ProtoUnmarshaler
 	now         func() int64
 
-	stop     chan struct{}
-	done     chan struct{}
-	started  atomic.Bool
-	shutOnce sync.Once
+	stop chan struct{}
+	done chan struct{}
+	// cancelSweep cancels the sweeper's context at shutdown: a send of its re-emissions
+	// that waits at the next consumer (a blocking sending queue) gives up, and they go
+	// out at shutdown instead (flushAll), under the caller's context
+	cancelSweep context.CancelFunc
+	started     atomic.Bool
+	shutOnce    sync.Once
 }
 
 var _ processor.Traces = (*subagentMerge)(nil)
@@ -214,7 +218,9 @@ func (p *subagentMerge) Start(ctx context.Context, host component.Host) error {
 		if p.afterRoot > 0 {
 			every = min(every, time.Duration(p.afterRoot))
 		}
-		go p.sweepLoop(sweepInterval(every))
+		sctx, cancel := context.WithCancel(context.Background())
+		p.cancelSweep = cancel
+		go p.sweepLoop(sctx, sweepInterval(every))
 		if p.queued {
 			p.startDeliver()
 		}
@@ -235,6 +241,7 @@ func (p *subagentMerge) Shutdown(ctx context.Context) error {
 	p.shutOnce.Do(func() {
 		if p.started.Load() {
 			close(p.stop)
+			p.cancelSweep()
 			<-p.done
 			if p.queued {
 				p.stopDeliver()
@@ -247,13 +254,18 @@ func (p *subagentMerge) Shutdown(ctx context.Context) error {
 		}
 		err = errors.Join(err, p.tel.shutdown())
 		if p.store != nil {
+			// what failed writes left waits for the sweeper's next write, which does not
+			// come now: chunks of ledgers that ended would bring them back at the restart
+			if ferr := p.store.flush(ctx); ferr != nil {
+				err = errors.Join(err, fmt.Errorf("subagentmerge: storage: writing what earlier writes failed to, at shutdown: %w", ferr))
+			}
 			err = errors.Join(err, p.store.close(ctx))
 		}
 	})
 	return err
 }
 
-func (p *subagentMerge) sweepLoop(every time.Duration) {
+func (p *subagentMerge) sweepLoop(ctx context.Context, every time.Duration) {
 	defer close(p.done)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -265,14 +277,14 @@ func (p *subagentMerge) sweepLoop(every time.Duration) {
 		case <-t.C:
 			now := p.now()
 			if p.stream {
-				if err := p.sweepStream(context.Background(), now); err != nil {
+				if err := p.sweepStream(ctx, now); err != nil {
 					p.logger.Error("re-emitting corrected spans or ending idle ledgers failed", zap.Error(err))
 				}
 			} else {
 				if !p.queued { // queued delivery has its own goroutine
-					p.drainUnsent(context.Background(), now)
+					p.drainUnsent(ctx, now)
 				}
-				if err := p.releaseDue(context.Background(), now); err != nil {
+				if err := p.releaseDue(ctx, now); err != nil {
 					p.logger.Error("releasing idle or settled traces failed", zap.Error(err))
 				}
 			}
@@ -281,10 +293,10 @@ func (p *subagentMerge) sweepLoop(every time.Duration) {
 			}
 			if p.store != nil && now-lastLow >= int64(time.Second) {
 				lastLow = now
-				if err := p.store.write(context.Background(), 0, nil); err != nil {
+				if err := p.store.write(ctx, 0, nil); err != nil {
 					p.logger.Error("storage: writing buffered spans still fails", zap.Error(err))
 				}
-				if err := p.store.advanceLow(context.Background()); err != nil {
+				if err := p.store.advanceLow(ctx); err != nil {
 					p.logger.Error("storage: recording the buffer's low mark failed", zap.Error(err))
 				}
 			}
