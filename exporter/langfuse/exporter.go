@@ -121,11 +121,12 @@ func (e *langfuseExporter) convert(ctx context.Context, td ptrace.Traces) (xexpo
 	plan := e.shaper.Plan(td)
 	defer plan.Release()
 	// What the batch taught the trace memory is on disk before the batch is queued. A
-	// write that fails does not refuse the batch (exporterhelper drops a batch whose
-	// conversion fails): its values go with the next write, and a failing disk refuses
-	// the batch anyway when the queue stores it.
+	// write that fails does not fail the conversion (exporterhelper drops a batch whose
+	// conversion fails, for good): the batch is queued and then refused, retryably
+	// (vendorhttp.Unstored), and its values go with the next write, the retry's.
 	if err := e.shaper.Write(ctx); err != nil {
 		e.logger.Warn("the trace values of a batch are not on disk yet; they go with the next write", zap.Error(err))
+		vendorhttp.Unstored(ctx, fmt.Errorf("langfuse: trace values: %w", err))
 	}
 	raw, err := otlpwire.Encode(ctx, &e.marshaler, td) // read-only: the gather's too
 	if err != nil {

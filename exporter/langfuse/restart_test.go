@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/exporter/internal/vendorhttp"
@@ -64,6 +65,17 @@ func waitInput(t *testing.T, srv *langfusefake.Server, id string, n int64) {
 	}, 30*time.Second, 10*time.Millisecond)
 }
 
+// staleRevision1Stays sends, with td's spans, a revision 1 of chat older than the
+// revision 2 Langfuse has (revision2Stays).
+func staleRevision1Stays(t *testing.T, srv *langfusefake.Server, exp exporter.Traces, td ptrace.Traces, chat pcommon.SpanID) {
+	t.Helper()
+	stale := fakevendor.Reemission(td, chat, 1, genai.Usage{Input: 7000, Output: 700})
+	copied := ptrace.NewTraces()
+	td.CopyTo(copied)
+	copied.ResourceSpans().MoveAndAppendTo(stale.ResourceSpans())
+	revision2Stays(t, srv, exp, stale, chat.String())
+}
+
 // revision2Stays sends stale (nothing, when empty) with a trace of its own through exp,
 // in one batch, waits until that trace is at Langfuse (so the batch was pushed, or what
 // a queue held before it), and checks that chat's row is still its revision 2.
@@ -101,11 +113,7 @@ func TestRevisionsLetOutSurviveARestart(t *testing.T) {
 
 	exp = onStorage(t, srv, id, ext)
 	defer func() { require.NoError(t, exp.Shutdown(ctx)) }()
-	stale := fakevendor.Reemission(td, chat, 1, genai.Usage{Input: 7000, Output: 700})
-	copied := ptrace.NewTraces()
-	td.CopyTo(copied)
-	copied.ResourceSpans().MoveAndAppendTo(stale.ResourceSpans())
-	revision2Stays(t, srv, exp, stale, chat.String())
+	staleRevision1Stays(t, srv, exp, td, chat)
 }
 
 // The case the record is for: revision 1 failed and waits in the persistent queue for its

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"go.uber.org/zap"
 
@@ -79,4 +81,49 @@ func (q packedQueue) Shutdown(ctx context.Context) error {
 		err = errors.Join(err, r.Detach(ctx))
 	}
 	return err
+}
+
+// ConsumeTraces queues td. What the exporter remembered of it is written before it is
+// queued, by its conversion; when that write fails (Unstored) the batch is refused once
+// queued, retryably: acknowledged, it would be remembered in memory only, and a kill -9
+// would lose it. The sender's retry writes it (the batch is queued twice; a vendor that
+// upserts takes the same version again).
+func (q packedQueue) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	if len(q.remembered) == 0 {
+		return q.Traces.ConsumeTraces(ctx, td)
+	}
+	u := new(unstored)
+	if err := q.Traces.ConsumeTraces(context.WithValue(ctx, unstoredKey{}, u), td); err != nil {
+		return err
+	}
+	if err := u.get(); err != nil {
+		return fmt.Errorf("storage: the batch is queued, but what the exporter remembers of it is not on disk; send it again: %w", err)
+	}
+	return nil
+}
+
+type unstoredKey struct{}
+
+// unstored is what a conversion reports through Unstored.
+type unstored struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (u *unstored) get() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.err
+}
+
+// Unstored says, from the conversion of a batch being queued, that what the exporter
+// remembered of it could not be written (err): the batch is refused once queued
+// (packedQueue.ConsumeTraces). A batch read back from the queue is converted without
+// that context: nothing is recorded, and its values go with the next write.
+func Unstored(ctx context.Context, err error) {
+	if u, ok := ctx.Value(unstoredKey{}).(*unstored); ok {
+		u.mu.Lock()
+		u.err = errors.Join(u.err, err)
+		u.mu.Unlock()
+	}
 }
