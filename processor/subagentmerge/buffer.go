@@ -143,6 +143,10 @@ type entry struct {
 	// rank of each such span
 	versions int
 	ranks    map[pcommon.SpanID]int64
+	// restored: some of its chunks were read back at start; the previous process may
+	// have delivered them (a delivery whose record the disk failed to write), so a first
+	// emission of them is not coalesced with a later version (coalesce's keepFirst)
+	restored bool
 	// its places in the shard's chains: by lastSeen (idle and capacity release), among
 	// the entries holding hot spans by hotSince (compaction), among the settling entries
 	// by settleAt
@@ -161,6 +165,7 @@ type held struct {
 	seqs   []uint64 // its stored chunks (persist.go)
 	// versions: it holds later versions of some of its spans (gather mode)
 	versions bool
+	restored bool            // entry.restored
 	spans    int             // how many spans its chunks and hot spans hold
 	id       pcommon.TraceID // its trace (queued delivery's lane)
 	slot     *slot           // queued delivery: its release's place among the trace's calls (landing.go)
@@ -175,7 +180,7 @@ func holdsOf(dst []chunkHold, h held) []chunkHold {
 }
 
 func (e *entry) take() held {
-	h := held{chunks: e.chunks, hot: e.hot, hasHot: e.hotSince != 0, seqs: e.seqs, versions: e.versions > 0, id: e.id}
+	h := held{chunks: e.chunks, hot: e.hot, hasHot: e.hotSince != 0, seqs: e.seqs, versions: e.versions > 0, id: e.id, restored: e.restored}
 	e.chunks, e.hot, e.hotSince, e.seqs = nil, ptrace.Traces{}, 0, nil
 	return h
 }

@@ -121,7 +121,7 @@ func (p *subagentMerge) gatherBatch(ctx context.Context, td ptrace.Traces, sc *s
 	case versions && p.queued:
 		sc.versions = true // coalesced by the sender, once it decoded them
 	case versions:
-		coalesce(out)
+		coalesce(out, false) // inline delivery keeps no records: nothing tells it what went
 	}
 	return out, errors.Join(errs...)
 }
@@ -430,7 +430,12 @@ const coalesceMaxPooled = 1 << 16
 // content: the sink has not had it yet, and gets it created once, in its last state,
 // instead of created and then updated. The tombstone's ranks then drop versions older
 // than it that come later.
-func coalesce(td ptrace.Traces) {
+//
+// With keepFirst (spans read back at start, which the previous process may have
+// delivered without its record reaching the disk) a span's first emission goes as it
+// is, followed by its newest version as an update: a repeated post is ignored (409),
+// and a first emission carrying the newest content would lose it with it.
+func coalesce(td ptrace.Traces, keepFirst bool) {
 	mp := coalesceMaps.Get().(*map[traceSpan]spanVersions)
 	byID := *mp
 	defer func() {
@@ -464,9 +469,11 @@ func coalesce(td ptrace.Traces) {
 		switch {
 		case v.newest < 0:
 			return at != v.first
+		case keepFirst && at == v.first:
+			return false
 		case at != v.newest:
 			return true
-		case v.first >= 0:
+		case v.first >= 0 && !keepFirst:
 			asFirstEmission(sp.Attributes())
 		}
 		return false

@@ -103,6 +103,7 @@ func (p *subagentMerge) enqueue(ctx context.Context, q queuedOut, held chunkWrit
 		b.spans += h.spans
 		b.parts = append(b.parts, h.chunks...)
 		b.seqs = holdsOf(b.seqs, h)
+		b.keepFirst = b.keepFirst || h.restored
 	}
 	var chunk []byte // what goes on disk: a pooled buffer, the persister copies what it keeps
 	store := q.restSeq < 0 && p.store != nil
@@ -122,13 +123,14 @@ func (p *subagentMerge) enqueue(ctx context.Context, q queuedOut, held chunkWrit
 		}
 		b := &batches[lane]
 		b.enc, b.spans = r.enc, b.spans+r.spans
+		b.keepFirst = b.keepFirst || q.restSeq >= 0 // read back at start
 		if store {
 			chunk = append(chunk, r.enc...) // one chunk for all lanes: they decode as one
 		}
 	}
 	follows := make([]unsentBatch, len(q.follows))
 	for i, f := range q.follows {
-		follows[i] = unsentBatch{enc: f.enc, spans: f.spans, versions: q.versions}
+		follows[i] = unsentBatch{enc: f.enc, spans: f.spans, versions: q.versions, keepFirst: q.restSeq >= 0}
 		if store && f.spans > 0 {
 			chunk = append(chunk, f.enc...)
 		}

@@ -352,6 +352,7 @@ func (p *subagentMerge) addEncoded(sc *scratch, e *entry, b []byte) error {
 		return nil
 	}
 	if sc.restoring {
+		e.restored = true
 		e.seqs = append(e.seqs, sc.restoreAt)
 		p.store.ref(sc.restoreAt)
 		sc.adopted = true

@@ -242,17 +242,7 @@ func propertyHoldRestart(t *testing.T, diskFails bool) {
 	} {
 		for seed := uint64(1); seed <= 15; seed++ {
 			r := rand.New(rand.NewPCG(seed, 41))
-			all := map[pcommon.SpanID]bool{}
-			var queues [][]ptrace.Traces
-			for k := range uint64(2 + r.IntN(4)) {
-				in, _ := randomAgentTraceWithWant(r, seed*10+k, true)
-				for id := range spanIDSet(in) {
-					all[id] = true
-				}
-				queues = append(queues, realTime(in))
-			}
-			reqs, _ := mixIntoRequests(r, queues, 4)
-			cut := 1 + r.IntN(len(reqs)-1)
+			reqs, all, cut := randomRequests(r, seed)
 			st := storagetest.New()
 			var mu sync.Mutex
 			got := map[pcommon.SpanID]int{}
@@ -315,4 +305,21 @@ func propertyHoldRestart(t *testing.T, diskFails bool) {
 			assert.Zero(t, st.Count("end/"), "%s seed %d: markers left", mk.name, seed)
 		}
 	}
+}
+
+// randomRequests mixes 2 to 5 random agent traces, each one's spans in the order they
+// end, into requests, and returns them with every span id among them and where to cut
+// them (a kill): at least one request before it and one after.
+func randomRequests(r *rand.Rand, seed uint64) (reqs []ptrace.Traces, all map[pcommon.SpanID]bool, cut int) {
+	all = map[pcommon.SpanID]bool{}
+	var queues [][]ptrace.Traces
+	for k := range uint64(2 + r.IntN(4)) {
+		in, _ := randomAgentTraceWithWant(r, seed*10+k, true)
+		for id := range spanIDSet(in) {
+			all[id] = true
+		}
+		queues = append(queues, realTime(in))
+	}
+	reqs, _ = mixIntoRequests(r, queues, 4)
+	return reqs, all, 1 + r.IntN(len(reqs)-1)
 }

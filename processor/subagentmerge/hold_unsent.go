@@ -42,10 +42,11 @@ type unsentBatch struct {
 	enc []byte // ptrace.ProtoMarshaler's encoding, decoded for each attempt
 	// more encodings that follow enc (queued delivery: a released trace's chunks as
 	// they were stored, not copied into one)
-	parts    [][]byte
-	seqs     []chunkHold
-	spans    int
-	versions bool // some span may be in it more than once (queued delivery coalesces)
+	parts     [][]byte
+	seqs      []chunkHold
+	spans     int
+	versions  bool // some span may be in it more than once (queued delivery coalesces)
+	keepFirst bool // read back at start: coalesced keeping first emissions (coalesce)
 }
 
 // size is the bytes b holds.
@@ -193,7 +194,7 @@ const maxDeliverSpans = 2048
 // said in the log. Only the goroutine holding u.sending calls it.
 func (p *subagentMerge) nextDelivery(ctx context.Context, u *unsent) (int, ptrace.Traces) {
 	var parts [][]byte
-	took, spans, versions := 0, 0, false
+	took, spans, versions, keep := 0, 0, false, false
 	u.mu.Lock()
 	for took < len(u.items) && (took == 0 || spans+u.items[took].spans <= maxDeliverSpans) {
 		b := &u.items[took]
@@ -201,7 +202,7 @@ func (p *subagentMerge) nextDelivery(ctx context.Context, u *unsent) (int, ptrac
 		if len(b.enc) > 0 {
 			parts = append(parts, b.enc)
 		}
-		took, spans, versions = took+1, spans+b.spans, versions || b.versions
+		took, spans, versions, keep = took+1, spans+b.spans, versions || b.versions, keep || b.keepFirst
 	}
 	u.mu.Unlock()
 	td, err := p.decodeChunks(parts, nil)
@@ -209,7 +210,7 @@ func (p *subagentMerge) nextDelivery(ctx context.Context, u *unsent) (int, ptrac
 		return p.nextDeliveryEach(ctx, u)
 	}
 	if versions {
-		coalesce(td)
+		coalesce(td, keep)
 	}
 	return took, td
 }
@@ -218,7 +219,7 @@ func (p *subagentMerge) nextDelivery(ctx context.Context, u *unsent) (int, ptrac
 // decode is found and dropped.
 func (p *subagentMerge) nextDeliveryEach(ctx context.Context, u *unsent) (int, ptrace.Traces) {
 	td := ptrace.NewTraces()
-	took, spans, versions := 0, 0, false
+	took, spans, versions, keep := 0, 0, false, false
 	for {
 		u.mu.Lock()
 		if took == len(u.items) || (took > 0 && spans+u.items[took].spans > maxDeliverSpans) {
@@ -234,10 +235,10 @@ func (p *subagentMerge) nextDeliveryEach(ctx context.Context, u *unsent) (int, p
 			continue
 		}
 		one.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
-		took, spans, versions = took+1, spans+b.spans, versions || b.versions
+		took, spans, versions, keep = took+1, spans+b.spans, versions || b.versions, keep || b.keepFirst
 	}
 	if versions {
-		coalesce(td)
+		coalesce(td, keep)
 	}
 	return took, td
 }
@@ -318,7 +319,7 @@ func (p *subagentMerge) deliverAlone(ctx context.Context, u *unsent, n int) bool
 			err = consumererror.NewPermanent(fmt.Errorf("subagentmerge: a queued batch does not decode: %w", err))
 		} else {
 			if b.versions {
-				coalesce(td)
+				coalesce(td, b.keepFirst)
 			}
 			err = p.next.ConsumeTraces(ctx, td)
 		}

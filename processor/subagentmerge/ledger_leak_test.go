@@ -115,10 +115,7 @@ func ledgersAllEnd(t *testing.T, seed uint64, storage string, bgSweeper bool) {
 	require.NoError(t, p.Start(ctx, host))
 	if !bgSweeper {
 		// only the test sweeps, so that it knows when nothing is in flight
-		close(p.stop)
-		p.cancelSweep()
-		<-p.done
-		p.started.Store(false)
+		stopSweeper(p)
 	}
 
 	// the test's own sweeper, on the test's clock, while the senders send

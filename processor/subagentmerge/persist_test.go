@@ -49,6 +49,7 @@ func startWithStorageTo(t *testing.T, st *storagetest.Storage, cfg *Config, next
 // released (the sweeper is stopped so the test leaks no goroutine).
 func kill(p *subagentMerge) {
 	close(p.stop)
+	p.cancelSweep()
 	<-p.done
 	if p.queued {
 		p.stopDeliver()
