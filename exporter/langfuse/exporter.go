@@ -125,7 +125,7 @@ func (e *langfuseExporter) convert(ctx context.Context, td ptrace.Traces) (xexpo
 	// conversion fails, for good): the batch is queued and then refused, retryably
 	// (vendorhttp.Unstored), and its values go with the next write, the retry's.
 	if err := e.shaper.Write(ctx); err != nil {
-		e.logger.Warn("the trace values of a batch are not on disk yet; they go with the next write", zap.Error(err))
+		e.logger.Warn("the trace values of a batch are not on disk; the batch is queued and refused (retryable), and they go with the next write", zap.Error(err))
 		vendorhttp.Unstored(ctx, fmt.Errorf("langfuse: trace values: %w", err))
 	}
 	raw, err := otlpwire.Encode(ctx, &e.marshaler, td) // read-only: the gather's too

@@ -44,7 +44,9 @@ func (p *subagentMerge) gatherBatch(ctx context.Context, td ptrace.Traces, sc *s
 	p.indexBatch(td, sc, false)
 	now := p.now()
 	var errs []error
-	versions := false
+	// keepFirst: spans read back at start (restoring, or held by a restored trace) may
+	// have gone out before without anything saying so (coalesce)
+	versions, keepFirst := false, sc.restoring
 	for gi := range sc.groups {
 		v, err := p.gatherPlace(ctx, td, sc, gi, now, c)
 		versions = versions || v
@@ -64,6 +66,7 @@ func (p *subagentMerge) gatherBatch(ctx context.Context, td ptrace.Traces, sc *s
 			sc.landings = append(sc.landings, landingOf{g.id, g.slot})
 		}
 		versions = versions || g.prev.versions
+		keepFirst = keepFirst || g.prev.restored
 		if p.queued {
 			sc.raw = append(sc.raw, g.prev) // sent from its chunks, which it holds
 		} else {
@@ -77,6 +80,7 @@ func (p *subagentMerge) gatherBatch(ctx context.Context, td ptrace.Traces, sc *s
 	}
 	for _, h := range sc.evicted {
 		versions = versions || h.versions
+		keepFirst = keepFirst || h.restored
 		if p.queued {
 			sc.raw = append(sc.raw, h)
 			continue
@@ -121,7 +125,7 @@ func (p *subagentMerge) gatherBatch(ctx context.Context, td ptrace.Traces, sc *s
 	case versions && p.queued:
 		sc.versions = true // coalesced by the sender, once it decoded them
 	case versions:
-		coalesce(out, false) // inline delivery keeps no records: nothing tells it what went
+		coalesce(out, keepFirst)
 	}
 	return out, errors.Join(errs...)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -359,6 +360,122 @@ func TestQueuedTakenNotAnsweredCorrectionReachesTheRunAfterRestart(t *testing.T)
 	require.Eventually(t, func() bool { return p2.unsentSpans() == 0 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, p2.Shutdown(ctx))
 	runs, _ := langsmithView(sink.AllTraces())
+	v, _ := runs[dispatcher.SpanID()].Attributes().Get(testVersionKey)
+	assert.Equal(t, int64(2), v.Int(), "the acknowledged correction reached the run")
+}
+
+// A send read back at start, refused in part, is joined into one batch (joinHead) that
+// still keeps its spans' first emissions apart from their newest versions: sent again
+// with a fresh correction behind it, the repeated first emission is not coalesced with
+// the correction into one first emission (a post LangSmith ignores).
+func TestQueuedRestoredSendRefusedInPartKeepsItsFirstEmissions(t *testing.T) {
+	ctx := context.Background()
+	st := storagetest.New()
+	sink := new(consumertest.TracesSink)
+	entered := make(chan struct{})
+	var once sync.Once
+	first, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
+		_ = sink.ConsumeTraces(ctx, td) // LangSmith took it, the answer never came
+		once.Do(func() { close(entered) })
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	require.NoError(t, err)
+	p := startWithStorageTo(t, st, queuedTestConfig(), first)
+	full := buildOneTask()
+	dispatcher := findChatWithCalls(t, full)
+	require.NoError(t, p.ConsumeTraces(ctx, clone(full)))
+	<-entered
+	require.NoError(t, p.ConsumeTraces(ctx, versionOf(dispatcher, 2)))
+	kill(p)
+
+	inFirst, proceed := make(chan struct{}), make(chan struct{})
+	calls := 0
+	var mu sync.Mutex
+	next, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n > 1 {
+			return sink.ConsumeTraces(ctx, td)
+		}
+		close(inFirst)
+		<-proceed
+		// a sending queue that took one piece: one span other than the dispatcher's
+		rest := ptrace.NewTraces()
+		td.CopyTo(rest)
+		taken := ptrace.NewTraces()
+		done := false
+		spaniter.RemoveIf(rest, func(sp ptrace.Span) bool {
+			if done || sp.SpanID() == dispatcher.SpanID() {
+				return false
+			}
+			done = true
+			sp.CopyTo(taken.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty())
+			return true
+		})
+		_ = sink.ConsumeTraces(ctx, taken)
+		return consumererror.NewTraces(errors.New("sending queue full"), rest)
+	})
+	require.NoError(t, err)
+	p2 := startWithStorageTo(t, st, queuedTestConfig(), next)
+	<-inFirst
+	require.NoError(t, p2.ConsumeTraces(ctx, versionOf(dispatcher, 3)), "a fresh correction")
+	close(proceed)
+	require.Eventually(t, func() bool { return p2.unsentSpans() == 0 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, p2.Shutdown(ctx))
+	runs, _ := langsmithView(sink.AllTraces())
+	v, _ := runs[dispatcher.SpanID()].Attributes().Get(testVersionKey)
+	assert.Equal(t, int64(3), v.Int(), "the correction reached the run")
+}
+
+// Inline delivery: the idle release of a trace is taken by the next consumer, the answer
+// never comes (kill -9); a correction, refused meanwhile, waits on disk. The restart
+// holds the trace's chunks again with the correction as a later version; released, the
+// first emission goes as it is and the correction as an update, which reaches the run.
+func TestInlineRestoredCorrectionReachesTheRun(t *testing.T) {
+	ctx := context.Background()
+	cfg := func() *Config {
+		c := gatherTestConfig()
+		c.WaitDuration = 30 * time.Millisecond
+		c.SettleTime = 0
+		return c
+	}
+	st := storagetest.New()
+	sink := new(consumertest.TracesSink)
+	entered := make(chan struct{})
+	var once sync.Once
+	var first atomic.Bool
+	first.Store(true)
+	next, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
+		for sp := range spaniter.All(td) {
+			if genai.IsReemission(sp.Attributes()) {
+				return errors.New("LangSmith is down for patches")
+			}
+		}
+		if first.CompareAndSwap(true, false) {
+			_ = sink.ConsumeTraces(ctx, td) // taken ...
+			once.Do(func() { close(entered) })
+			<-ctx.Done() // ... never answered
+			return ctx.Err()
+		}
+		return sink.ConsumeTraces(ctx, td)
+	})
+	require.NoError(t, err)
+	p := startWithStorageTo(t, st, cfg(), next)
+	full := buildOneTask()
+	part := withoutRoot(full)
+	dispatcher := findChatWithCalls(t, full)
+	require.NoError(t, p.ConsumeTraces(ctx, clone(part))) // held, released idle
+	<-entered
+	require.NoError(t, p.ConsumeTraces(ctx, versionOf(dispatcher, 2)), "acknowledged: on disk")
+	kill(p)
+
+	p2, sink2 := startWithStorage(t, st, cfg())
+	require.Eventually(t, func() bool { return p2.nTraces.Load() == 0 && p2.unsentSpans() == 0 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, p2.Shutdown(ctx))
+	runs, _ := langsmithView(append(sink.AllTraces(), sink2.AllTraces()...))
 	v, _ := runs[dispatcher.SpanID()].Attributes().Get(testVersionKey)
 	assert.Equal(t, int64(2), v.Int(), "the acknowledged correction reached the run")
 }

@@ -96,7 +96,7 @@ func (p *subagentMerge) sendReleased(ctx context.Context, bufs []held, c *counts
 		}
 	}
 	if p.gather && slices.ContainsFunc(bufs, func(b held) bool { return b.versions }) {
-		coalesce(out, false) // inline delivery keeps no records: nothing tells it what went
+		coalesce(out, slices.ContainsFunc(bufs, func(b held) bool { return b.restored }))
 	}
 	p.tel.record(ctx, c)
 	var seqs []chunkHold

@@ -352,6 +352,10 @@ func (p *subagentMerge) joinHead(u *unsent, n int, rest ptrace.Traces) error {
 	for _, b := range u.items[:n] {
 		joined.seqs = append(joined.seqs, b.seqs...)
 		oldBytes, oldSpans = oldBytes+int(b.size()), oldSpans+b.spans
+		// rest was coalesced; read back at start, it keeps a span's first emission
+		// beside its newest version, which the next send coalesces alike
+		joined.versions = joined.versions || b.versions
+		joined.keepFirst = joined.keepFirst || b.keepFirst
 	}
 	u.items = append([]unsentBatch{joined}, u.items[n:]...)
 	u.mu.Unlock()

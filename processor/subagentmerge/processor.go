@@ -278,14 +278,14 @@ func (p *subagentMerge) sweepLoop(ctx context.Context, every time.Duration) {
 			now := p.now()
 			if p.stream {
 				if err := p.sweepStream(ctx, now); err != nil {
-					p.logger.Error("re-emitting corrected spans or ending idle ledgers failed", zap.Error(err))
+					p.sweepFailed(ctx, "re-emitting corrected spans or ending idle ledgers failed", err)
 				}
 			} else {
 				if !p.queued { // queued delivery has its own goroutine
 					p.drainUnsent(ctx, now)
 				}
 				if err := p.releaseDue(ctx, now); err != nil {
-					p.logger.Error("releasing idle or settled traces failed", zap.Error(err))
+					p.sweepFailed(ctx, "releasing idle or settled traces failed", err)
 				}
 			}
 			if p.compactAfter > 0 && p.store == nil && !p.stream {
@@ -293,15 +293,26 @@ func (p *subagentMerge) sweepLoop(ctx context.Context, every time.Duration) {
 			}
 			if p.store != nil && now-lastLow >= int64(time.Second) {
 				lastLow = now
-				if err := p.store.write(ctx, 0, nil); err != nil {
+				sctx := context.WithoutCancel(ctx) // storage: not given up at shutdown
+				if err := p.store.write(sctx, 0, nil); err != nil {
 					p.logger.Error("storage: writing buffered spans still fails", zap.Error(err))
 				}
-				if err := p.store.advanceLow(ctx); err != nil {
+				if err := p.store.advanceLow(sctx); err != nil {
 					p.logger.Error("storage: recording the buffer's low mark failed", zap.Error(err))
 				}
 			}
 		}
 	}
+}
+
+// sweepFailed logs a sweep's failure; one that Shutdown cancelled (its send waited at
+// the next consumer) is not one: what it carried goes out at shutdown.
+func (p *subagentMerge) sweepFailed(ctx context.Context, what string, err error) {
+	if ctx.Err() != nil {
+		p.logger.Info("a sweep stopped by shutdown; what it carried goes out at shutdown", zap.Error(err))
+		return
+	}
+	p.logger.Error(what, zap.Error(err))
 }
 
 // notTaken is what of td the next consumer did not take when it refused it with err: a

@@ -393,6 +393,9 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 			forget = append(forget, e)
 		}
 	}
+	// what follows is storage: not given up when Shutdown cancels the sweep (the send
+	// above is)
+	ctx = context.WithoutCancel(ctx)
 	p.tel.record(ctx, &c)
 	for _, f := range sent {
 		s := &p.shards[shardIndex(f.l.id)]

@@ -110,3 +110,32 @@ func TestReleasedCountsARefusedIdleEndWhenItStays(t *testing.T) {
 	assert.Equal(t, int64(1), released.of("idle"))
 	require.NoError(t, p.Shutdown(bg))
 }
+
+func TestReleasedCountsARevivedIdleEndWhenItEnds(t *testing.T) {
+	bg := context.Background()
+	t1 := buildParallel()
+	id1 := traceIDOf(t1)
+	cfg := streamTestConfig()
+	p, g := gated(t, cfg, nil)
+	released := tallyReleased(p)
+	clock := stepClock(p)
+	require.NoError(t, p.ConsumeTraces(bg, withoutRoot(t1)))
+
+	gate := g.arm(id1, nil)
+	clock.Add(int64(cfg.WaitDuration) + 1)
+	swept := make(chan error, 1)
+	go func() { swept <- p.sweepStream(bg, clock.Load()) }()
+	<-gate.entered
+	require.Nil(t, liveLedger(p, id1), "the sweep ended t1's ledger")
+	require.NoError(t, p.ConsumeTraces(bg, only(t1, isLocalRoot)), "t1's root takes it back")
+	close(gate.release)
+	require.NoError(t, <-swept)
+	require.NotNil(t, liveLedger(p, id1))
+	assert.Zero(t, released.of("idle"), "the sweep's end did not stay")
+
+	clock.Add(int64(cfg.WaitDuration) + 1)
+	require.NoError(t, p.sweepStream(bg, clock.Load()))
+	require.Nil(t, liveLedger(p, id1))
+	assert.Equal(t, int64(1), released.of("idle"))
+	require.NoError(t, p.Shutdown(bg))
+}
