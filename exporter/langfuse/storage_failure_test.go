@@ -230,40 +230,36 @@ func reemittedKeepsValues(t *testing.T, srv *langfusefake.Server, dir string, td
 	assert.Equal(t, first.SessionID, got.SessionID, "session kept")
 }
 
-// The trace values' write failed (only their file), the batch was acknowledged and
-// sent, the disk came back, and the process was killed before the next write.
-func TestTraceValuesFailedWriteThenKill(t *testing.T) {
-	srv := langfusefake.New(t)
-	td, _, ids := langfusefake.AgentTrace(langfusefake.DefaultAgentRun())
-	chat := ids[langfusefake.RoleLeadChat1]
-	dir := traceValuesFailThen(t, srv, td, chat, func(_ interface{ Shutdown(context.Context) error }, disk *failingFile) error {
-		disk.fail.Store(false)
-		return nil // kill -9: nothing more
-	})
-	reemittedKeepsValues(t, srv, dir, td, chat)
-}
-
-// The same, stopped with Shutdown once the disk is back: Shutdown makes the write.
-func TestTraceValuesFailedWriteThenShutdown(t *testing.T) {
-	srv := langfusefake.New(t)
-	td, _, ids := langfusefake.AgentTrace(langfusefake.DefaultAgentRun())
-	chat := ids[langfusefake.RoleLeadChat1]
-	dir := traceValuesFailThen(t, srv, td, chat, func(exp interface{ Shutdown(context.Context) error }, disk *failingFile) error {
-		disk.fail.Store(false)
-		return exp.Shutdown(context.Background())
-	})
-	reemittedKeepsValues(t, srv, dir, td, chat)
-}
-
-// The same, with the disk still failing at Shutdown.
-func TestTraceValuesFailedWriteThroughShutdown(t *testing.T) {
-	srv := langfusefake.New(t)
-	td, _, ids := langfusefake.AgentTrace(langfusefake.DefaultAgentRun())
-	chat := ids[langfusefake.RoleLeadChat1]
-	dir := traceValuesFailThen(t, srv, td, chat, func(exp interface{ Shutdown(context.Context) error }, disk *failingFile) error {
-		return exp.Shutdown(context.Background())
-	})
-	reemittedKeepsValues(t, srv, dir, td, chat)
+// The trace values' write fails (only their file) for a batch. Then the process is
+// killed with the disk back, stopped with Shutdown with the disk back, or stopped with
+// Shutdown while the disk still fails. A re-emission after the restart keeps the trace
+// values either way.
+func TestTraceValuesFailedWriteSurviveAStop(t *testing.T) {
+	type stoppable = interface{ Shutdown(context.Context) error }
+	for _, c := range []struct {
+		name string
+		stop func(exp stoppable, disk *failingFile) error
+	}{
+		{"kill", func(_ stoppable, disk *failingFile) error {
+			disk.fail.Store(false)
+			return nil // kill -9: nothing more
+		}},
+		{"shutdown", func(exp stoppable, disk *failingFile) error {
+			disk.fail.Store(false)
+			return exp.Shutdown(context.Background())
+		}},
+		{"shutdown while the disk fails", func(exp stoppable, _ *failingFile) error {
+			return exp.Shutdown(context.Background())
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := langfusefake.New(t)
+			td, _, ids := langfusefake.AgentTrace(langfusefake.DefaultAgentRun())
+			chat := ids[langfusefake.RoleLeadChat1]
+			dir := traceValuesFailThen(t, srv, td, chat, c.stop)
+			reemittedKeepsValues(t, srv, dir, td, chat)
+		})
+	}
 }
 
 // Shutdown while a push carrying revision 2 waits for an in-flight push of revision

@@ -153,9 +153,7 @@ func TestQueuedIdleDeliveryUnrecordedCorrectionReachesTheRunAfterRestart(t *test
 	require.Eventually(t, func() bool { return p2.nTraces.Load() == 0 && p2.unsentSpans() == 0 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, p2.Shutdown(ctx))
 
-	runs, _ := langsmithView(r.sink.AllTraces())
-	v, _ := runs[dispatcher.SpanID()].Attributes().Get(testVersionKey)
-	assert.Equal(t, int64(2), v.Int(), "the acknowledged correction reached the run")
+	assert.Equal(t, int64(2), runVersion(r.sink.AllTraces(), dispatcher.SpanID()), "the acknowledged correction reached the run")
 }
 
 // The same with a working disk: the record makes the restart send the correction as an
@@ -339,29 +337,12 @@ func TestQueuedTakenNotAnsweredCorrectionReachesTheRunAfterRestart(t *testing.T)
 	ctx := context.Background()
 	st := storagetest.New()
 	sink := new(consumertest.TracesSink)
-	entered := make(chan struct{})
-	var once sync.Once
-	first, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
-		_ = sink.ConsumeTraces(ctx, td) // LangSmith took it ...
-		once.Do(func() { close(entered) })
-		<-ctx.Done() // ... the answer never comes back
-		return ctx.Err()
-	})
-	require.NoError(t, err)
-	p := startWithStorageTo(t, st, queuedTestConfig(), first)
-	full := buildOneTask()
-	dispatcher := findChatWithCalls(t, full)
-	require.NoError(t, p.ConsumeTraces(ctx, clone(full)))
-	<-entered
-	require.NoError(t, p.ConsumeTraces(ctx, versionOf(dispatcher, 2)), "acknowledged: on disk")
-	kill(p)
+	dispatcher := correctionBehindAnUnansweredSend(t, st, sink)
 
 	p2 := startWithStorageTo(t, st, queuedTestConfig(), sink)
 	require.Eventually(t, func() bool { return p2.unsentSpans() == 0 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, p2.Shutdown(ctx))
-	runs, _ := langsmithView(sink.AllTraces())
-	v, _ := runs[dispatcher.SpanID()].Attributes().Get(testVersionKey)
-	assert.Equal(t, int64(2), v.Int(), "the acknowledged correction reached the run")
+	assert.Equal(t, int64(2), runVersion(sink.AllTraces(), dispatcher.SpanID()), "the acknowledged correction reached the run")
 }
 
 // A send read back at start, refused in part, is joined into one batch (joinHead) that
@@ -372,22 +353,7 @@ func TestQueuedRestoredSendRefusedInPartKeepsItsFirstEmissions(t *testing.T) {
 	ctx := context.Background()
 	st := storagetest.New()
 	sink := new(consumertest.TracesSink)
-	entered := make(chan struct{})
-	var once sync.Once
-	first, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
-		_ = sink.ConsumeTraces(ctx, td) // LangSmith took it, the answer never came
-		once.Do(func() { close(entered) })
-		<-ctx.Done()
-		return ctx.Err()
-	})
-	require.NoError(t, err)
-	p := startWithStorageTo(t, st, queuedTestConfig(), first)
-	full := buildOneTask()
-	dispatcher := findChatWithCalls(t, full)
-	require.NoError(t, p.ConsumeTraces(ctx, clone(full)))
-	<-entered
-	require.NoError(t, p.ConsumeTraces(ctx, versionOf(dispatcher, 2)))
-	kill(p)
+	dispatcher := correctionBehindAnUnansweredSend(t, st, sink)
 
 	inFirst, proceed := make(chan struct{}), make(chan struct{})
 	calls := 0
@@ -425,9 +391,7 @@ func TestQueuedRestoredSendRefusedInPartKeepsItsFirstEmissions(t *testing.T) {
 	close(proceed)
 	require.Eventually(t, func() bool { return p2.unsentSpans() == 0 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, p2.Shutdown(ctx))
-	runs, _ := langsmithView(sink.AllTraces())
-	v, _ := runs[dispatcher.SpanID()].Attributes().Get(testVersionKey)
-	assert.Equal(t, int64(3), v.Int(), "the correction reached the run")
+	assert.Equal(t, int64(3), runVersion(sink.AllTraces(), dispatcher.SpanID()), "the correction reached the run")
 }
 
 // Inline delivery: the idle release of a trace is taken by the next consumer, the answer
@@ -475,7 +439,39 @@ func TestInlineRestoredCorrectionReachesTheRun(t *testing.T) {
 	p2, sink2 := startWithStorage(t, st, cfg())
 	require.Eventually(t, func() bool { return p2.nTraces.Load() == 0 && p2.unsentSpans() == 0 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, p2.Shutdown(ctx))
-	runs, _ := langsmithView(append(sink.AllTraces(), sink2.AllTraces()...))
-	v, _ := runs[dispatcher.SpanID()].Attributes().Get(testVersionKey)
-	assert.Equal(t, int64(2), v.Int(), "the acknowledged correction reached the run")
+	assert.Equal(t, int64(2), runVersion(append(sink.AllTraces(), sink2.AllTraces()...), dispatcher.SpanID()), "the acknowledged correction reached the run")
+}
+
+// correctionBehindAnUnansweredSend runs a queued processor on st whose next consumer
+// takes the one-task trace into sink and never answers (LangSmith took it; the process
+// dies before the answer comes back), acknowledges a correction (version 2) of its
+// dispatcher behind it on the lane, and kills the process. It returns the dispatcher.
+func correctionBehindAnUnansweredSend(t *testing.T, st *storagetest.Storage, sink *consumertest.TracesSink) ptrace.Span {
+	t.Helper()
+	ctx := context.Background()
+	entered := make(chan struct{})
+	var once sync.Once
+	first, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
+		_ = sink.ConsumeTraces(ctx, td)
+		once.Do(func() { close(entered) })
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	require.NoError(t, err)
+	p := startWithStorageTo(t, st, queuedTestConfig(), first)
+	full := buildOneTask()
+	dispatcher := findChatWithCalls(t, full)
+	require.NoError(t, p.ConsumeTraces(ctx, clone(full)))
+	<-entered
+	require.NoError(t, p.ConsumeTraces(ctx, versionOf(dispatcher, 2)), "acknowledged: on disk")
+	kill(p)
+	return dispatcher
+}
+
+// runVersion is the version (testVersionKey) LangSmith keeps of span id's run, given
+// everything sent to it.
+func runVersion(tds []ptrace.Traces, id pcommon.SpanID) int64 {
+	runs, _ := langsmithView(tds)
+	v, _ := runs[id].Attributes().Get(testVersionKey)
+	return v.Int()
 }

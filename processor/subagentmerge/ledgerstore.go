@@ -128,12 +128,18 @@ func (p *subagentMerge) settleRevived(ctx context.Context, revived []ended) erro
 	}
 	err := p.commitSettled(ctx, items)
 	for _, e := range revived {
-		s := &p.shards[shardIndex(e.l.id)]
-		s.mu.Lock()
-		e.l.waiting--
-		s.mu.Unlock()
+		p.unwait(e.l)
 	}
 	return err
+}
+
+// unwait ends a wait on l (ledger.waiting) once the call or sweep that waited on it was
+// answered and what it settled or kept is stored: from then on l may end.
+func (p *subagentMerge) unwait(l *ledger) {
+	s := &p.shards[shardIndex(l.id)]
+	s.mu.Lock()
+	l.waiting--
+	s.mu.Unlock()
 }
 
 // holdChunk counts chunk seq on l, which then holds it until it ends, and reports

@@ -425,10 +425,7 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 		errs = append(errs, fmt.Errorf("subagentmerge: storing settled calls: %w", err))
 	}
 	for _, f := range sent {
-		s := &p.shards[shardIndex(f.l.id)]
-		s.mu.Lock()
-		f.l.waiting-- // answered, and what it settled stored: it may end from now on
-		s.mu.Unlock()
+		p.unwait(f.l)
 	}
 	p.reinstate(back, again)
 	if err := p.forgetLedgers(ctx, forget...); err != nil {

@@ -89,11 +89,7 @@ func (p *subagentMerge) rollback(ctx context.Context, sc *scratch) {
 	}
 	p.commitStayed(ctx, sc, stay)
 	for i := range sc.touched {
-		l := sc.touched[i].l
-		s := &p.shards[shardIndex(l.id)]
-		s.mu.Lock()
-		l.waiting-- // answered, and what stays stored: it may end from now on
-		s.mu.Unlock()
+		p.unwait(sc.touched[i].l)
 	}
 	// the call's chunk is never written: what it recorded was refused
 	sc.chunkSkel, sc.chunkSent = sc.chunkSkel[:0], sc.chunkSent[:0]

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
@@ -96,25 +95,17 @@ func (q packedQueue) ConsumeTraces(ctx context.Context, td ptrace.Traces) error 
 	if err := q.Traces.ConsumeTraces(context.WithValue(ctx, unstoredKey{}, u), td); err != nil {
 		return err
 	}
-	if err := u.get(); err != nil {
-		return fmt.Errorf("storage: the batch is queued, but what the exporter remembers of it is not on disk; send it again: %w", err)
+	if u.err != nil {
+		return fmt.Errorf("storage: the batch is queued, but what the exporter remembers of it is not on disk; send it again: %w", u.err)
 	}
 	return nil
 }
 
 type unstoredKey struct{}
 
-// unstored is what a conversion reports through Unstored.
-type unstored struct {
-	mu  sync.Mutex
-	err error
-}
-
-func (u *unstored) get() error {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.err
-}
+// unstored is what the conversion of one batch reports through Unstored (in the call
+// that queues it: exporterhelper converts before it returns).
+type unstored struct{ err error }
 
 // Unstored says, from the conversion of a batch being queued, that what the exporter
 // remembered of it could not be written (err): the batch is refused once queued
@@ -122,8 +113,6 @@ func (u *unstored) get() error {
 // that context: nothing is recorded, and its values go with the next write.
 func Unstored(ctx context.Context, err error) {
 	if u, ok := ctx.Value(unstoredKey{}).(*unstored); ok {
-		u.mu.Lock()
 		u.err = errors.Join(u.err, err)
-		u.mu.Unlock()
 	}
 }
