@@ -108,22 +108,24 @@ func (r *usageReceiver) ingestRuns(w http.ResponseWriter, req *http.Request, ops
 	r.runsMu.Lock()
 	plan := r.runs.Plan(ops)
 	defer plan.Release()
+	// Storage first: the runs held from now on are on disk before the SDK is answered,
+	// and the runs that go on are off it before they go, so neither the SDK's retry of
+	// a 503 nor a restart sends one twice.
+	if err := r.syncRuns(req.Context(), plan.Park, plan.Complete); err != nil {
+		r.runsMu.Unlock()
+		r.set.Logger.Error("agentusage: storing held runs failed; answering 503", zap.Error(err))
+		r.writeRefused(w, err, http.StatusServiceUnavailable)
+		return
+	}
 	if err := r.consume(req.Context(), plan.Build(), formatLangSmith); err != nil {
+		r.unsyncRuns(context.WithoutCancel(req.Context()), plan)
 		r.runsMu.Unlock()
 		r.writeRefused(w, err, http.StatusServiceUnavailable)
 		return
 	}
-	evicted := plan.Commit(r.now())
-	serr := r.syncRuns(req.Context(), plan.Park, plan.Complete)
+	out := plan.Commit(r.now())
 	r.runsMu.Unlock()
-	r.emitRuns(context.WithoutCancel(req.Context()), evicted, false)
-	if serr != nil {
-		// held in memory, not on disk: ask the SDK to send again (its retry is merged
-		// into the held runs by id)
-		r.set.Logger.Error("agentusage: storing held runs failed; answering 503", zap.Error(serr))
-		r.writeRefused(w, serr, http.StatusServiceUnavailable)
-		return
-	}
+	r.emitRuns(context.WithoutCancel(req.Context()), out, evicted)
 	resp := map[string]any{"accepted": len(ops), "errors": nonNil(errs)}
 	if len(errs) > 0 {
 		writeJSON(w, http.StatusMultiStatus, resp)
@@ -163,20 +165,23 @@ func (r *usageReceiver) handleLangfuseIngestion(w http.ResponseWriter, req *http
 	}
 	r.eventsMu.Lock()
 	plan := r.lfEvents.Plan(events)
+	held := append(append([]langfuse.Observation(nil), plan.Park...), plan.Roots...)
+	// storage first, as for LangSmith runs (ingestRuns)
+	if err := r.syncObservations(req.Context(), held, plan.Complete); err != nil {
+		r.eventsMu.Unlock()
+		r.set.Logger.Error("agentusage: storing held observations failed; answering 503", zap.Error(err))
+		r.writeRefused(w, err, http.StatusServiceUnavailable)
+		return
+	}
 	if err := r.consume(req.Context(), plan.Build(), formatLFIngest); err != nil {
+		r.unsyncObservations(context.WithoutCancel(req.Context()), append(held, plan.Complete...))
 		r.eventsMu.Unlock()
 		r.writeRefused(w, err, http.StatusTooManyRequests)
 		return
 	}
-	evicted := plan.Commit(r.now())
-	serr := r.syncObservations(req.Context(), append(append([]langfuse.Observation(nil), plan.Park...), plan.Roots...), plan.Complete)
+	out := plan.Commit(r.now())
 	r.eventsMu.Unlock()
-	r.emitObservations(context.WithoutCancel(req.Context()), evicted, false)
-	if serr != nil {
-		r.set.Logger.Error("agentusage: storing held observations failed; answering 503", zap.Error(serr))
-		r.writeRefused(w, serr, http.StatusServiceUnavailable)
-		return
-	}
+	r.emitObservations(context.WithoutCancel(req.Context()), out, evicted)
 	resp := langfuse.Response{Successes: []langfuse.Success{}, Errors: nonNil(errs)}
 	for _, ev := range events {
 		resp.Successes = append(resp.Successes, langfuse.Success{ID: ev.ID, Status: http.StatusCreated})

@@ -19,9 +19,11 @@ import (
 // With `storage` set, the runs and observations the receiver holds while they wait for
 // their PATCH / update (acknowledged to the SDK already) are also kept through a
 // storage extension (file_storage): one key per held entity, written before the SDK's
-// request is answered, deleted once the entity went on. At start every stored entity
-// is held again, so a restart after kill -9 still emits it (on its PATCH, or at
-// pending_timeout). A failed write answers the SDK with 503 (retryable).
+// request is answered, deleted before the entity goes on (and written again if the
+// pipeline refuses it). At start every stored entity is held again, so a restart after
+// kill -9 still emits it (on its PATCH, or at pending_timeout), and an entity that went
+// on is not emitted again. A failed write answers the SDK with 503 (retryable) before
+// anything of its request went on.
 const (
 	prefixRun = "langsmith/"
 	prefixObs = "langfuse/"
@@ -79,8 +81,8 @@ func (r *usageReceiver) restore(ctx context.Context) error {
 	if len(runs)+len(obs) > 0 {
 		r.set.Logger.Info("agentusage: restored held runs from storage", zap.Int("langsmith_runs", len(runs)), zap.Int("langfuse_entities", len(obs)))
 	}
-	r.emitRuns(ctx, evictedRuns, false)
-	r.emitObservations(ctx, evictedObs, false)
+	r.emitRuns(ctx, evictedRuns, evicted)
+	r.emitObservations(ctx, evictedObs, evicted)
 	return nil
 }
 
@@ -101,6 +103,31 @@ func (r *usageReceiver) syncRuns(ctx context.Context, held, gone []langsmith.Run
 		ops = append(ops, storage.SetOperation(prefixRun+h.ID, b))
 	}
 	return r.store.client.Batch(ctx, ops...)
+}
+
+// unsyncRuns puts the disk back to what the translator holds for the runs of a plan
+// the pipeline refused (its request is answered with a retryable refusal): stored
+// before the pipeline was asked, they must not outlive the refusal, and the runs it
+// completed are still held.
+func (r *usageReceiver) unsyncRuns(ctx context.Context, plan *langsmith.Plan) {
+	if r.store == nil {
+		return
+	}
+	held, gone := r.runs.Held(append(append([]langsmith.Run(nil), plan.Park...), plan.Complete...))
+	if err := r.syncRuns(ctx, held, gone); err != nil {
+		r.set.Logger.Error("agentusage: restoring stored runs after a refusal failed; a kill -9 may lose or resend them", zap.Error(err))
+	}
+}
+
+// unsyncObservations is unsyncRuns for Langfuse observations and trace roots.
+func (r *usageReceiver) unsyncObservations(ctx context.Context, obs []langfuse.Observation) {
+	if r.store == nil {
+		return
+	}
+	held, gone := r.lfEvents.Held(obs)
+	if err := r.syncObservations(ctx, held, gone); err != nil {
+		r.set.Logger.Error("agentusage: restoring stored observations after a refusal failed; a kill -9 may lose or resend them", zap.Error(err))
+	}
 }
 
 // syncObservations stores the observations and roots now held and deletes those that went on.

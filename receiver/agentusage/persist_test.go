@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
@@ -18,13 +19,16 @@ import (
 
 // startStored starts a receiver whose held runs live in st; kill ends it the way
 // kill -9 does as far as held runs go (the server goes, nothing is drained).
-func startStored(t *testing.T, st *storagetest.Storage, sink *consumertest.TracesSink) (string, *usageReceiver) {
+func startStored(t *testing.T, st *storagetest.Storage, next consumer.Traces, mut ...func(*Config)) (string, *usageReceiver) {
 	t.Helper()
 	id := component.MustNewID("file_storage")
 	cfg := createDefaultConfig().(*Config)
 	cfg.ServerConfig.NetAddr.Endpoint = freeAddr(t)
 	cfg.Storage = &id
-	rcv, err := NewFactory().CreateTraces(context.Background(), receivertest.NewNopSettings(Type), cfg, sink)
+	for _, m := range mut {
+		m(cfg)
+	}
+	rcv, err := NewFactory().CreateTraces(context.Background(), receivertest.NewNopSettings(Type), cfg, next)
 	require.NoError(t, err)
 	require.NoError(t, rcv.Start(context.Background(), st.Host(id)))
 	return "http://" + cfg.ServerConfig.NetAddr.Endpoint, rcv.(*usageReceiver)

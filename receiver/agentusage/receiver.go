@@ -120,8 +120,8 @@ func (r *usageReceiver) Shutdown(ctx context.Context) error {
 	}
 	r.wg.Wait()
 	if r.server != nil {
-		r.emitRuns(ctx, r.runs.Drain(), false)
-		r.emitObservations(ctx, r.lfEvents.Drain(), false)
+		r.emitRuns(ctx, r.runs.Drain(), drained)
+		r.emitObservations(ctx, r.lfEvents.Drain(), drained)
 	}
 	if r.store != nil {
 		err = errors.Join(err, r.store.client.Close(ctx))
@@ -142,46 +142,81 @@ func (r *usageReceiver) flushLoop() {
 			now := r.now()
 			ctx := context.Background()
 			r.runsMu.Lock()
-			r.emitRuns(ctx, r.runs.Expired(now), true)
+			r.emitRuns(ctx, r.runs.Expired(now), timedOut)
 			r.runsMu.Unlock()
 			r.eventsMu.Lock()
-			r.emitObservations(ctx, r.lfEvents.Expired(now), true)
+			r.emitObservations(ctx, r.lfEvents.Expired(now), timedOut)
 			r.eventsMu.Unlock()
 		}
 	}
 }
 
-// emitRuns sends parked runs that will get no PATCH (timeout, eviction, shutdown).
-// A refused batch is parked again when repark is set, so it is retried later.
-func (r *usageReceiver) emitRuns(ctx context.Context, runs []langsmith.Run, repark bool) {
-	if len(runs) == 0 {
-		return
-	}
-	if err := r.consume(ctx, r.runs.BuildRuns(runs), formatLangSmith); err != nil {
-		r.set.Logger.Warn("agentusage: pipeline refused unfinished LangSmith runs", zap.Int("runs", len(runs)), zap.Error(err))
-		if repark {
-			r.emitRuns(ctx, r.runs.Repark(runs, r.now()), false)
-		}
-		return // with storage, still on disk: the next start holds them again
-	}
-	if err := r.syncRuns(ctx, nil, runs); err != nil {
-		r.set.Logger.Warn("agentusage: deleting emitted runs from storage failed; a restart emits them again", zap.Error(err))
-	}
+// emitReason is why held runs or observations go on without their update; it decides
+// what happens to them when storage or the pipeline refuses.
+type emitReason int
+
+const (
+	timedOut emitReason = iota // the flush loop: held again when refused
+	evicted                    // pushed out of a full store: nowhere to hold them again
+	drained                    // Shutdown: the next start holds what is still stored
+)
+
+// heldFace is what emitHeld needs of a stateful face.
+type heldFace[T any] struct {
+	name, format string
+	build        func([]T) ptrace.Traces
+	sync         func(ctx context.Context, held, gone []T) error
+	repark       func([]T, time.Time) []T
 }
 
-func (r *usageReceiver) emitObservations(ctx context.Context, obs []langfuse.Observation, repark bool) {
-	if len(obs) == 0 {
+func (r *usageReceiver) runFace() heldFace[langsmith.Run] {
+	return heldFace[langsmith.Run]{name: "LangSmith runs", format: formatLangSmith, build: r.runs.BuildRuns, sync: r.syncRuns, repark: r.runs.Repark}
+}
+
+func (r *usageReceiver) observationFace() heldFace[langfuse.Observation] {
+	return heldFace[langfuse.Observation]{name: "Langfuse observations", format: formatLFIngest, build: r.lfEvents.BuildObservations, sync: r.syncObservations, repark: r.lfEvents.Repark}
+}
+
+// emitRuns sends held runs that will get no PATCH (timeout, eviction, shutdown).
+func (r *usageReceiver) emitRuns(ctx context.Context, runs []langsmith.Run, why emitReason) {
+	emitHeld(ctx, r, r.runFace(), runs, why)
+}
+
+func (r *usageReceiver) emitObservations(ctx context.Context, obs []langfuse.Observation, why emitReason) {
+	emitHeld(ctx, r, r.observationFace(), obs, why)
+}
+
+// emitHeld takes held items off the disk, then hands them to the pipeline: sent while
+// still stored, a restart would send them again. What the pipeline refuses is stored
+// again (and, on a timeout, held again), so it goes on later.
+func emitHeld[T any](ctx context.Context, r *usageReceiver, f heldFace[T], items []T, why emitReason) {
+	if len(items) == 0 {
 		return
 	}
-	if err := r.consume(ctx, r.lfEvents.BuildObservations(obs), formatLFIngest); err != nil {
-		r.set.Logger.Warn("agentusage: pipeline refused unfinished Langfuse observations", zap.Int("observations", len(obs)), zap.Error(err))
-		if repark {
-			r.emitObservations(ctx, r.lfEvents.Repark(obs, r.now()), false)
+	log := r.set.Logger.With(zap.String("face", f.name), zap.Int("count", len(items)))
+	if err := f.sync(ctx, nil, items); err != nil {
+		switch why {
+		case timedOut:
+			log.Warn("agentusage: deleting held entries from storage failed; they are held until the next flush", zap.Error(err))
+			emitHeld(ctx, r, f, f.repark(items, r.now()), evicted)
+			return
+		case drained:
+			log.Warn("agentusage: deleting held entries from storage failed; they stay stored and go on at the next start", zap.Error(err))
+			return
 		}
-		return // with storage, still on disk: the next start holds them again
+		// Evicted: the store has no room for them, and kept on disk alone a later update
+		// of the same id would overwrite them there. They go on now, and the next start
+		// sends them again unless a later deletion succeeds.
+		log.Warn("agentusage: deleting evicted entries from storage failed; a restart sends them again", zap.Error(err))
 	}
-	if err := r.syncObservations(ctx, nil, obs); err != nil {
-		r.set.Logger.Warn("agentusage: deleting emitted observations from storage failed; a restart emits them again", zap.Error(err))
+	if err := r.consume(ctx, f.build(items), f.format); err != nil {
+		log.Warn("agentusage: pipeline refused held entries", zap.Error(err))
+		if serr := f.sync(ctx, items, nil); serr != nil {
+			log.Error("agentusage: storing refused entries again failed; a kill -9 loses them", zap.Error(serr))
+		}
+		if why == timedOut {
+			emitHeld(ctx, r, f, f.repark(items, r.now()), evicted)
+		}
 	}
 }
 

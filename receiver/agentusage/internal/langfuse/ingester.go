@@ -193,6 +193,23 @@ func (in *Ingester) Repark(obs []Observation, now time.Time) []Observation {
 	return evicted
 }
 
+// Held splits observations and trace roots by whether the ingester holds an entity of
+// their key: held are the versions it holds, gone those it does not hold.
+func (in *Ingester) Held(obs []Observation) (held, gone []Observation) {
+	for _, o := range obs {
+		store := in.pending
+		if o.IsTrace {
+			store = in.roots
+		}
+		if h, ok := store.Get(entityKey(o)); ok {
+			held = append(held, h)
+		} else {
+			gone = append(gone, o)
+		}
+	}
+	return held, gone
+}
+
 // Pending is the number of parked observations and held roots.
 func (in *Ingester) Pending() int { return in.pending.Len() + in.roots.Len() }
 

@@ -184,6 +184,19 @@ func (t *Translator) Repark(runs []Run, now time.Time) []Run {
 	return evicted
 }
 
+// Held splits runs by whether the translator holds a run of their id: held are the
+// versions it holds, gone the runs it does not hold.
+func (t *Translator) Held(runs []Run) (held, gone []Run) {
+	for _, r := range runs {
+		if h, ok := t.pending.Get(r.ID); ok {
+			held = append(held, h)
+		} else {
+			gone = append(gone, r)
+		}
+	}
+	return held, gone
+}
+
 // Pending is the number of parked runs.
 func (t *Translator) Pending() int { return t.pending.Len() }
 

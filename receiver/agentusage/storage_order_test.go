@@ -1,0 +1,217 @@
+package agentusage
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+
+	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/storagetest"
+)
+
+// These tests hold the receiver to "sent once" when its storage fails: a run or
+// observation leaves the disk before it goes on, and a request whose storage fails is
+// answered 503 before anything of it went on. Sent first and deleted after, a failed
+// deletion sends it again: on the SDK's retry of the 503, after a kill -9, or at the
+// next start after a Shutdown.
+
+const (
+	heldRunID = "01a22a31-cdeb-7000-8000-037a8c6bd3b1"
+	runPatch  = `{"end_time":"2026-01-02T03:04:09Z","outputs":{"usage_metadata":{"input_tokens":7,"output_tokens":3}}}`
+)
+
+var errDiskFull = errors.New("disk full")
+
+// chatsIn are the chat spans every sink got, in sink order.
+func chatsIn(sinks ...*consumertest.TracesSink) int {
+	n := 0
+	for _, s := range sinks {
+		n += len(spansNamed(s, "chat gpt-4o"))
+	}
+	return n
+}
+
+func postHeldRun(t *testing.T, url string) {
+	t.Helper()
+	code, _, resp := do(t, http.MethodPost, url+"/runs", "application/json", []byte(lsRun(heldRunID, "", "llm", false)), nil)
+	require.Equal(t, http.StatusAccepted, code, resp)
+}
+
+// The SDK's PATCH comes while the disk fails, then the collector is killed; after the
+// restart the SDK sends the PATCH again. The run is one span with the PATCH's usage.
+func TestFailingDiskPatchThenKillSendsTheRunOnce(t *testing.T) {
+	st := storagetest.New()
+	sink1 := new(consumertest.TracesSink)
+	url1, r1 := startStored(t, st, sink1)
+	postHeldRun(t, url1)
+
+	st.Fail(errDiskFull)
+	code, hdr, _ := do(t, http.MethodPatch, url1+"/runs/"+heldRunID, "application/json", []byte(runPatch), nil)
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	assert.NotEmpty(t, hdr.Get("Retry-After"))
+	assert.Zero(t, chatsIn(sink1), "nothing of a request answered 503 went on")
+	kill(t, r1)
+	st.Fail(nil)
+
+	sink2 := new(consumertest.TracesSink)
+	url2, r2 := startStored(t, st, sink2)
+	code, _, _ = do(t, http.MethodPatch, url2+"/runs/"+heldRunID, "application/json", []byte(runPatch), nil)
+	require.Equal(t, http.StatusAccepted, code)
+	require.NoError(t, r2.Shutdown(context.Background()))
+	require.Equal(t, 1, chatsIn(sink1, sink2))
+	u, _ := genai.UsageFromMap(spansNamed(sink2, "chat gpt-4o")[0].Attributes())
+	assert.Equal(t, genai.Usage{Input: 7, Output: 3}, u)
+	assert.Zero(t, st.Count(prefixRun))
+}
+
+// A batch that finishes a held run, answered 503 because the disk refused the run's
+// deletion, is sent again by the SDK: the run goes on once.
+func TestFailingDiskBatchRetrySendsTheRunOnce(t *testing.T) {
+	st := storagetest.New()
+	sink := new(consumertest.TracesSink)
+	url, r := startStored(t, st, sink)
+	defer func() { require.NoError(t, r.Shutdown(context.Background())) }()
+	postHeldRun(t, url)
+
+	batch := `{"patch":[{"id":"` + heldRunID + `","trace_id":"01a22a31-cdc6-7000-8000-016bd484a2ba","end_time":"2026-01-02T03:04:09Z","outputs":{"usage_metadata":{"input_tokens":7,"output_tokens":3}}}]}`
+	st.Fail(errDiskFull)
+	code, _, _ := do(t, http.MethodPost, url+"/runs/batch", "application/json", []byte(batch), nil)
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Zero(t, chatsIn(sink))
+	assert.Equal(t, 1, r.runs.Pending(), "a refused request leaves the run held")
+
+	st.Fail(nil)
+	code, _, resp := do(t, http.MethodPost, url+"/runs/batch", "application/json", []byte(batch), nil)
+	require.Equal(t, http.StatusAccepted, code, resp)
+	assert.Equal(t, 1, chatsIn(sink))
+	assert.Zero(t, st.Count(prefixRun))
+}
+
+// Shutdown drains held runs; while the disk refuses their deletion they stay stored
+// and go on at the next start, once.
+func TestFailingDiskAtShutdownLeavesTheRunToTheNextStart(t *testing.T) {
+	st := storagetest.New()
+	sink1 := new(consumertest.TracesSink)
+	url1, r1 := startStored(t, st, sink1)
+	postHeldRun(t, url1)
+	st.Fail(errDiskFull)
+	require.NoError(t, r1.Shutdown(context.Background()))
+	assert.Zero(t, chatsIn(sink1), "still stored, so not sent")
+	st.Fail(nil)
+
+	sink2 := new(consumertest.TracesSink)
+	_, r2 := startStored(t, st, sink2)
+	require.NoError(t, r2.Shutdown(context.Background()))
+	assert.Equal(t, 1, chatsIn(sink1, sink2))
+	assert.Zero(t, st.Count(prefixRun))
+}
+
+// A run whose pending_timeout passes while the disk refuses its deletion is held for
+// the next flush; a kill -9 after it went on does not send it again.
+func TestFailingDiskAtTimeoutHoldsTheRunForTheNextFlush(t *testing.T) {
+	st := storagetest.New()
+	short := func(c *Config) { c.PendingTimeout = 100 * time.Millisecond }
+	sink1 := new(consumertest.TracesSink)
+	url1, r1 := startStored(t, st, sink1, short)
+	st.Fail(errDiskFull)
+	code, _, _ := do(t, http.MethodPost, url1+"/runs", "application/json", []byte(lsRun(heldRunID, "", "llm", false)), nil)
+	require.Equal(t, http.StatusServiceUnavailable, code, "the first write fails too")
+	st.Fail(nil)
+	postHeldRun(t, url1)
+	st.Fail(errDiskFull)
+	time.Sleep(500 * time.Millisecond) // several flushes past the timeout
+	assert.Zero(t, chatsIn(sink1), "not sent while it cannot leave the disk")
+	assert.Equal(t, 1, r1.runs.Pending())
+
+	st.Fail(nil)
+	require.Eventually(t, func() bool { return chatsIn(sink1) == 1 }, 5*time.Second, 20*time.Millisecond)
+	kill(t, r1)
+	sink2 := new(consumertest.TracesSink)
+	_, r2 := startStored(t, st, sink2, short)
+	require.NoError(t, r2.Shutdown(context.Background()))
+	assert.Equal(t, 1, chatsIn(sink1, sink2))
+}
+
+// A request the pipeline refuses leaves the disk as the receiver's memory is: the
+// held run it would have finished is still stored, a run it would have held is not.
+func TestRefusedRequestLeavesTheDiskAsItWas(t *testing.T) {
+	st := storagetest.New()
+	sink1 := new(consumertest.TracesSink)
+	gate := &switchable{next: sink1}
+	url1, r1 := startStored(t, st, gate)
+	postHeldRun(t, url1)
+
+	gate.refuse = true
+	code, _, _ := do(t, http.MethodPatch, url1+"/runs/"+heldRunID, "application/json", []byte(runPatch), nil)
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	other := "01a22a31-cdeb-7000-8000-037a8c6bd3b2"
+	code, _, _ = do(t, http.MethodPost, url1+"/runs/batch", "application/json",
+		[]byte(`{"post":[`+lsRun(other, "", "llm", false)+`,`+lsRun("01a22a31-cdeb-7000-8000-037a8c6bd3b3", "", "llm", true)+`]}`), nil)
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Equal(t, 1, st.Count(prefixRun), "only the run held before the refusals")
+	kept, err := st.Get(context.Background(), prefixRun+heldRunID)
+	require.NoError(t, err)
+	assert.NotNil(t, kept, "the held run the refused PATCH would have finished")
+	kill(t, r1)
+
+	sink2 := new(consumertest.TracesSink)
+	url2, r2 := startStored(t, st, sink2)
+	code, _, _ = do(t, http.MethodPatch, url2+"/runs/"+heldRunID, "application/json", []byte(runPatch), nil)
+	require.Equal(t, http.StatusAccepted, code)
+	require.NoError(t, r2.Shutdown(context.Background()))
+	chats := spansNamed(sink2, "chat gpt-4o")
+	require.Len(t, chats, 1, "the refused POSTs are the SDK's to send again")
+	assert.Equal(t, 0, chatsIn(sink1))
+	u, _ := genai.UsageFromMap(chats[0].Attributes())
+	assert.Equal(t, genai.Usage{Input: 7, Output: 3}, u)
+}
+
+// The Langfuse ingestion face: an update answered 503 by a failing disk, then a kill,
+// then the SDK's retry after the restart, make one generation; a refused update leaves
+// the create and its trace root stored.
+func TestLangfuseFailingDiskAndRefusalSendTheGenerationOnce(t *testing.T) {
+	lines := strings.Split(lfBatch, "\n")
+	createOnly := `{"batch":[` + lines[1] + strings.TrimSuffix(lines[2], ",") + `]}`
+	update := `{"batch":[` + lines[3] + `]}`
+	for _, tc := range []struct {
+		name string
+		fail func(st *storagetest.Storage, gate *switchable)
+		want int
+	}{
+		{"failing disk", func(st *storagetest.Storage, _ *switchable) { st.Fail(errDiskFull) }, http.StatusServiceUnavailable},
+		{"refusing pipeline", func(_ *storagetest.Storage, gate *switchable) { gate.refuse = true }, http.StatusTooManyRequests},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := storagetest.New()
+			sink1 := new(consumertest.TracesSink)
+			gate := &switchable{next: sink1}
+			url1, r1 := startStored(t, st, gate)
+			code, _, resp := do(t, http.MethodPost, url1+"/api/public/ingestion", "application/json", []byte(createOnly), nil)
+			require.Equal(t, http.StatusMultiStatus, code, resp)
+			tc.fail(st, gate)
+			code, _, _ = do(t, http.MethodPost, url1+"/api/public/ingestion", "application/json", []byte(update), nil)
+			require.Equal(t, tc.want, code)
+			assert.Zero(t, chatsIn(sink1))
+			assert.Equal(t, 2, st.Count(prefixObs), "the generation and its trace root stay stored")
+			kill(t, r1)
+			st.Fail(nil)
+
+			sink2 := new(consumertest.TracesSink)
+			url2, r2 := startStored(t, st, sink2)
+			code, _, resp = do(t, http.MethodPost, url2+"/api/public/ingestion", "application/json", []byte(update), nil)
+			require.Equal(t, http.StatusMultiStatus, code, resp)
+			require.NoError(t, r2.Shutdown(context.Background()))
+			require.Equal(t, 1, chatsIn(sink1, sink2))
+			u, _ := genai.UsageFromMap(spansNamed(sink2, "chat gpt-4o")[0].Attributes())
+			assert.Equal(t, genai.Usage{Input: 100, Output: 20, CacheRead: 30, Reasoning: 5}, u)
+			assert.Zero(t, st.Count(prefixObs))
+		})
+	}
+}
