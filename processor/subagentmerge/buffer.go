@@ -247,7 +247,10 @@ func (s *shard) init(records *atomic.Int64) {
 	s.lru.of, s.hot.of, s.settling.of = entryLRU, entryHot, entrySettle
 	s.led.byID = map[pcommon.TraceID]*ledger{}
 	s.led.ending = map[pcommon.TraceID]*ledger{}
-	s.led.lru.of, s.led.done.of, s.led.due.of, s.led.hot.of = ledgerLRU, ledgerDone, ledgerDue, ledgerHot
+	s.led.lru.of, s.led.done.of, s.led.due.of = ledgerLRU, ledgerDone, ledgerDue
+	for i := range s.led.hot {
+		s.led.hot[i].of = ledgerHot
+	}
 }
 
 func shardIndex(id pcommon.TraceID) int {

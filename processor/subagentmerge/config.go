@@ -118,7 +118,9 @@ type Config struct {
 	// mode always does: it may not keep the batch's spans). In stream mode it is how long a
 	// ledger stays as it is after its last new span or
 	// re-emission before the sweeper compresses it whole (a third of its bytes on agent
-	// runs); the next call that needs it decompresses it.
+	// runs); the next call that needs it decompresses it, and each such thaw doubles how
+	// long that ledger stays as it is (up to 64 times compact_after), so a long run whose
+	// spans come seconds apart is not compressed again between each two.
 	// Default: 1s.
 	CompactAfter time.Duration `mapstructure:"compact_after"`
 

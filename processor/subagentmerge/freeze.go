@@ -135,30 +135,59 @@ func (l *ledger) thaw() error {
 	return nil
 }
 
-// warm thaws l for a call that reads or changes its bytes, and puts it back on its
-// shard's chain of thawed ledgers, to be frozen again compact_after later (called
-// under s's lock). A ledger that ended meanwhile (a refused call's, taken back after
-// another call ended it for room) is thawed only: its bytes are counted off already,
-// and freezing it again would count them back.
+// maxFreezeDoublings bounds how long a ledger stays thawed: compact_after times 2 to
+// this power (64 s as shipped).
+const maxFreezeDoublings = 6
+
+// hotChains are a shard's thawed ledgers, one chain per number of thaws, each by
+// hotSince: a ledger thawed n times freezes compact_after·2ⁿ after it was last needed.
+// A long run whose steps come seconds apart (a model call, a tool) would otherwise be
+// thawed and frozen again at every span: its whole ledger decompressed, its merge facts
+// read again from the skeleton, and compressed again, a cost that grows with the run.
+// Doubling keeps that to a few times in its life, and a ledger nothing needs again
+// still freezes compact_after after its last use.
+type hotChains [maxFreezeDoublings + 1]chain[ledger]
+
+// remove takes l out of the chain it is in, if any.
+func (h *hotChains) remove(l *ledger) { h[l.thaws].remove(l) }
+
+// has reports whether l is in one of the chains.
+func (h *hotChains) has(l *ledger) bool { return h[l.thaws].has(l) }
+
+// warm thaws l for a call that reads or changes its bytes, and puts it back among its
+// shard's thawed ledgers, to be frozen again later (called under s's lock). A ledger
+// that ended meanwhile (a refused call's, taken back after another call ended it for
+// room) is thawed only: its bytes are counted off already, and freezing it again would
+// count them back.
 func (p *subagentMerge) warm(s *shard, l *ledger, now int64) error {
+	wasCold := l.cold != nil
 	err := l.thaw()
 	if s.led.byID[l.id] == l {
+		s.led.hot.remove(l)
+		if wasCold && l.thaws < maxFreezeDoublings {
+			l.thaws++
+		}
 		l.hotSince = now
-		s.led.hot.moveToBack(l)
+		s.led.hot[l.thaws].pushBack(l)
 	}
 	return err
 }
 
-// freezeIdle freezes the ledgers of s thawed at or before cutoff, except those due to
-// re-emit (their flush would thaw them at once). Called under s's lock.
-func (p *subagentMerge) freezeIdle(s *shard, cutoff int64) {
-	for l := s.led.hot.head; l != nil && l.hotSince <= cutoff; l = s.led.hot.head {
-		s.led.hot.remove(l)
-		if l.scheduled() {
-			continue // its flush warms it again
+// freezeIdle freezes the ledgers of s that were not needed for their time (compact_after
+// doubled per thaw) at now, except those due to re-emit (their flush would thaw them at
+// once). Called under s's lock.
+func (p *subagentMerge) freezeIdle(s *shard, now int64) {
+	for n := range s.led.hot {
+		hot := &s.led.hot[n]
+		cutoff := now - p.compactAfter<<n
+		for l := hot.head; l != nil && l.hotSince <= cutoff; l = hot.head {
+			hot.remove(l)
+			if l.scheduled() {
+				continue // its flush warms it again
+			}
+			l.freeze()
+			p.ledgerBytes.Add(l.cost() - l.size)
+			l.size = l.cost()
 		}
-		l.freeze()
-		p.ledgerBytes.Add(l.cost() - l.size)
-		l.size = l.cost()
 	}
 }

@@ -3,7 +3,10 @@ package subagentmerge
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -51,7 +54,7 @@ func TestFrozenLedgerThawsAndMergesOn(t *testing.T) {
 	if l.scheduled() {
 		s.led.unschedule(l) // a dirty ledger is not frozen; here it must be
 	}
-	p.freezeIdle(s, p.now()+1)
+	p.freezeIdle(s, math.MaxInt64)
 	require.NotNil(t, l.cold, "frozen")
 	assert.Nil(t, l.skel)
 	assert.Less(t, l.cost(), before, "frozen is smaller")
@@ -160,7 +163,7 @@ func TestDuplicatesThawAFrozenLedgerAndAreCounted(t *testing.T) {
 	if l.scheduled() {
 		s.led.unschedule(l)
 	}
-	p.freezeIdle(s, p.now()+1)
+	p.freezeIdle(s, math.MaxInt64)
 	require.NotNil(t, l.cold, "frozen")
 	s.mu.Unlock()
 	require.NoError(t, p.ConsumeTraces(context.Background(), withoutRoot(full)), "a sender's retry: all duplicates")
@@ -186,4 +189,53 @@ func BenchmarkFreezeThaw(b *testing.B) {
 	}
 	s.mu.Unlock()
 	require.NoError(b, p.Shutdown(context.Background()))
+}
+
+// A long run whose spans come seconds apart (each more than compact_after after the
+// last) thaws its ledger a few times in its life, not at every span: each thaw doubles
+// how long the ledger stays thawed after its last use, up to compact_after·2⁶. A ledger
+// that nothing needs again still freezes, and its run merges exactly.
+func TestSlowRunThawsItsLedgerSeldom(t *testing.T) {
+	cfg := streamTestConfig()
+	cfg.WaitDuration = 24 * time.Hour
+	p, sink, _ := newTestProcessor(t, cfg)
+	stopSweeper(p)
+	clock := int64(1_000_000_000)
+	p.now = func() int64 { return clock }
+	batches := slowRun(1, 60)
+	id := batches[0].ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID()
+	s := &p.shards[shardIndex(id)]
+	thaws := 0
+	for _, td := range batches {
+		clock += int64(3 * time.Second)
+		require.NoError(t, p.sweepStream(context.Background(), clock))
+		s.mu.Lock()
+		l := s.led.byID[id]
+		cold := l != nil && l.cold != nil
+		s.mu.Unlock()
+		require.NoError(t, p.ConsumeTraces(context.Background(), td))
+		if cold {
+			thaws++
+		}
+	}
+	// 3 s apart: frozen after 1 s, 2 s (both before the next span), then thawed for 4 s
+	// and more, longer than the gaps
+	assert.Equal(t, 2, thaws, "of %d spans", len(batches))
+	l := ledgerOf(t, p, id)
+	assert.Equal(t, uint8(2), l.thaws)
+
+	// quiet past compact_after·2²: it freezes
+	clock += int64(4*time.Second) + 1
+	require.NoError(t, p.sweepStream(context.Background(), clock))
+	s.mu.Lock()
+	assert.NotNil(t, l.cold, "frozen once nothing needed it for its time")
+	s.mu.Unlock()
+	ledgerBytesAddUp(t, p)
+	require.NoError(t, p.Shutdown(context.Background()))
+
+	out := canonical(lastVersions(sink.AllTraces()...)...)
+	for i := 3; i < 60; i += 4 {
+		call := fmt.Sprintf("call_%d", i)
+		assertSubagent(t, spanByCalls(t, out, call), genai.Usage{Input: 700, Output: 70}, 1, call)
+	}
 }

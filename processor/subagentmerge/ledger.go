@@ -75,9 +75,12 @@ type ledger struct {
 	// in waiting until the ender's answer, which settles what the end re-emitted
 	revived bool
 	// cold is skel and the kept spans' encodings packed into one block while the
-	// ledger is frozen (freeze.go); nil: thawed. hotSince is when it was last thawed.
+	// ledger is frozen (freeze.go); nil: thawed. hotSince is when it was last thawed;
+	// thaws counts the times it was needed again after it froze (at most
+	// maxFreezeDoublings): each doubles how long it stays thawed.
 	cold     []byte
 	hotSince int64
+	thaws    uint8
 	// its places in the shard's chains: by lastSeen, oldest first, among the ledgers of
 	// its kind (complete or not); among the dirty ledgers by dueAt, earliest first;
 	// among the thawed ones by hotSince
@@ -133,7 +136,7 @@ type ledgers struct {
 	lru    chain[ledger] // traces not complete, by lastSeen
 	done   chain[ledger] // complete traces, by lastSeen
 	due    chain[ledger] // dirty, by dueAt
-	hot    chain[ledger] // thawed, by hotSince: frozen after compact_after
+	hot    hotChains     // thawed, by hotSince: frozen after compact_after, or longer
 }
 
 // ageChain is the lastSeen order l is in.

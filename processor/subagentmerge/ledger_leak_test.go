@@ -287,7 +287,9 @@ func allEnded(t *testing.T, p *subagentMerge, st *storagetest.Storage) {
 		assert.True(t, s.led.lru.head == nil, "shard %d: lru chain", i)
 		assert.True(t, s.led.done.head == nil, "shard %d: done chain", i)
 		assert.True(t, s.led.due.head == nil, "shard %d: due chain", i)
-		assert.True(t, s.led.hot.head == nil, "shard %d: hot chain", i)
+		for n := range s.led.hot {
+			assert.True(t, s.led.hot[n].head == nil, "shard %d: hot chain %d", i, n)
+		}
 		s.mu.Unlock()
 	}
 	if st == nil {

@@ -372,7 +372,7 @@ func (p *subagentMerge) sweepStream(ctx context.Context, now int64) error {
 			l.waiting++                                  // until the send is answered
 			sent = append(sent, f)
 		}
-		p.freezeIdle(s, now-p.compactAfter)
+		p.freezeIdle(s, now)
 		s.mu.Unlock()
 	}
 	var nerr error
