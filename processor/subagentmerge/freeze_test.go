@@ -202,7 +202,7 @@ func TestSlowRunThawsItsLedgerSeldom(t *testing.T) {
 	stopSweeper(p)
 	clock := int64(1_000_000_000)
 	p.now = func() int64 { return clock }
-	batches := slowRun(1, 60)
+	batches := slowRun(1, 60, false)
 	id := batches[0].ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID()
 	s := &p.shards[shardIndex(id)]
 	thaws := 0

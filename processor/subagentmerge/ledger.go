@@ -110,6 +110,9 @@ type keptSpan struct {
 	// unanswered: the call that brought it pending waits for the next consumer's
 	// answer; it is not pruned meanwhile, so that rollback finds it
 	unanswered bool
+	// outFP is the fingerprint of what the merge outcome hashed outHash writes on it
+	// (mergedView.fingerprint); outHash 0: none read yet
+	outHash, outFP uint64
 }
 
 // cost is what a ledger counts against ledger_limit_mib: its skeleton and facts, its

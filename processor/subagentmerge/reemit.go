@@ -115,15 +115,15 @@ func (p *subagentMerge) reemit(l *ledger, view *mergedView, out ptrace.Traces, c
 	l.lastEmit = now
 	var errs []error
 	for id, k := range l.kept {
-		v, ok := view.attrs(id)
+		fp, ok := view.fingerprint(id, k)
 		if !ok {
 			continue
 		}
-		fp := fingerprint(v)
-		settle := k.pending && (final || p.settled(l, id, v))
+		settle := k.pending && (final || p.settled(l, id, view.namesCaller(id)))
 		if fp == k.fp && !settle {
 			continue
 		}
+		v, _ := view.attrs(id)
 		d, err := p.unmarshaler.UnmarshalTraces(k.enc)
 		if err != nil || d.SpanCount() != 1 {
 			errs = append(errs, fmt.Errorf("a kept span does not decode: %w", err))

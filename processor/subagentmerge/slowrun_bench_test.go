@@ -17,14 +17,20 @@ import (
 
 // slowRun is a long lead-agent run as it is exported live, one span a request in the
 // order its spans end: steps model calls, each asking for one tool call, every fourth a
-// task with a subagent of two model calls; the lead's root comes last.
-func slowRun(traceNo uint64, steps int) []ptrace.Traces {
+// task with a subagent of two model calls; the lead's root comes last. With named, every
+// model call names its caller, as the agentmeter runtime writes it; without, none does
+// (OpenLLMetry), so each waits for the trace's shape until the root comes.
+func slowRun(traceNo uint64, steps int, named bool) []ptrace.Traces {
 	b := newTraceBuilder(traceNo)
 	lead := b.agent(pcommon.SpanID{}, genai.LeadAgentName)
 	var order []ptrace.Span
 	for i := range steps {
 		call := fmt.Sprintf("call_%d", i)
-		order = append(order, b.chat(lead.SpanID(), usage(1000, 100), call))
+		chat := b.chat(lead.SpanID(), usage(1000, 100), call)
+		if named {
+			chat.Attributes().PutStr(genai.AttrCaller, genai.BucketLeadAgent)
+		}
+		order = append(order, chat)
 		if i%4 != 3 {
 			order = append(order, b.tool(lead.SpanID(), "web_search", call))
 			continue
@@ -33,7 +39,12 @@ func slowRun(traceNo uint64, steps int) []ptrace.Traces {
 		tool.Attributes().PutStr(genai.AttrSubagentStatus, genai.SubagentCompleted)
 		sub := b.agent(tool.SpanID(), "researcher")
 		sub.Attributes().PutStr(genai.AttrToolCallID, call)
-		order = append(order, b.chat(sub.SpanID(), usage(300, 30)), b.chat(sub.SpanID(), usage(400, 40)), sub, tool)
+		c1, c2 := b.chat(sub.SpanID(), usage(300, 30)), b.chat(sub.SpanID(), usage(400, 40))
+		if named {
+			c1.Attributes().PutStr(genai.AttrCaller, genai.SubagentCaller("researcher"))
+			c2.Attributes().PutStr(genai.AttrCaller, genai.SubagentCaller("researcher"))
+		}
+		order = append(order, c1, c2, sub, tool)
 	}
 	order = append(order, b.chat(lead.SpanID(), usage(2000, 500)), lead)
 	out := make([]ptrace.Traces, len(order))
@@ -50,16 +61,26 @@ func slowRun(traceNo uint64, steps int) []ptrace.Traces {
 	return out
 }
 
-// BenchmarkSlowRun sends long runs whose spans come gap apart (a model call or a
+// BenchmarkSlowRun sends long runs whose spans come gap apart (callers named as the
+// agentmeter runtime names them, or not) (a model call or a
 // tool takes seconds), sweeping before each span as the sweeper would: read ns/span,
 // the merge's cost per span of such a run, freezes and thaws of its ledger included.
 func BenchmarkSlowRun(b *testing.B) {
 	for _, c := range []struct {
 		steps int
 		gap   time.Duration
-	}{{50, 500 * time.Millisecond}, {50, 3 * time.Second}, {200, 500 * time.Millisecond}, {200, 3 * time.Second}} {
+		named bool
+	}{
+		{50, 500 * time.Millisecond, false}, {50, 3 * time.Second, false},
+		{200, 500 * time.Millisecond, false}, {200, 3 * time.Second, false},
+		{200, 3 * time.Second, true},
+	} {
 		steps := c.steps
-		b.Run(fmt.Sprintf("steps=%d/gap=%s", steps, c.gap), func(b *testing.B) {
+		name := fmt.Sprintf("steps=%d/gap=%s", steps, c.gap)
+		if c.named {
+			name += "/callers_named"
+		}
+		b.Run(name, func(b *testing.B) {
 			cfg := streamTestConfig()
 			cfg.WaitDuration = 24 * time.Hour
 			p, err := newProcessor(processortest.NewNopSettings(Type), cfg, consumertest.NewNop())
@@ -77,7 +98,7 @@ func BenchmarkSlowRun(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				traceNo++
-				batches := slowRun(traceNo, steps)
+				batches := slowRun(traceNo, steps, c.named)
 				b.StartTimer()
 				for _, td := range batches {
 					clock += int64(c.gap)

@@ -352,14 +352,14 @@ func (p *subagentMerge) keep(l *ledger, se *spanEncoder, sp ptrace.Span, res pco
 // dirty reports whether a kept span now reads differently from its last version out.
 func (p *subagentMerge) dirty(l *ledger, view *mergedView) bool {
 	for id, k := range l.kept {
-		v, ok := view.attrs(id)
+		fp, ok := view.fingerprint(id, k)
 		if !ok {
 			continue
 		}
-		if fingerprint(v) != k.fp {
+		if fp != k.fp {
 			return true
 		}
-		if k.pending && p.settled(l, id, v) {
+		if k.pending && p.settled(l, id, view.namesCaller(id)) {
 			return true
 		}
 	}
@@ -367,13 +367,11 @@ func (p *subagentMerge) dirty(l *ledger, view *mergedView) bool {
 }
 
 // settled reports whether the caller of kept model call id is settled: the merge gave
-// it one (view, what the merge says of the span), or every ancestor of it is there. A
-// zero view checks only the latter.
-func (p *subagentMerge) settled(l *ledger, id pcommon.SpanID, view pcommon.Map) bool {
-	if view != (pcommon.Map{}) {
-		if _, ok := view.Get(genai.AttrCaller); ok {
-			return true
-		}
+// it one (named: what the merge says of the span names a caller,
+// mergedView.namesCaller), or every ancestor of it is there.
+func (p *subagentMerge) settled(l *ledger, id pcommon.SpanID, named bool) bool {
+	if named {
+		return true
 	}
 	i := l.spans.find(id)
 	return i >= 0 && l.spans.rooted(l.spans.keys[i])
@@ -386,7 +384,7 @@ func (p *subagentMerge) pendingRooted(l *ledger) bool {
 		return false
 	}
 	for id, k := range l.kept {
-		if k.pending && p.settled(l, id, pcommon.Map{}) {
+		if k.pending && p.settled(l, id, false) {
 			return true
 		}
 	}

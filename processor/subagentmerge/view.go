@@ -44,6 +44,41 @@ func (v *mergedView) attrs(id pcommon.SpanID) (pcommon.Map, bool) {
 	return m, true
 }
 
+// fingerprint is fingerprint(v.attrs(id)), taken from k when the run's outcome for the
+// span is the one k's last fingerprint was read from: what attrs returns is the span's
+// fact (the same for the same span) with the outcome written over it, so the same
+// outcome reads the same. A re-emission checks every kept span of its ledger, and most
+// have not changed; building their attributes was most of its cost on long runs.
+func (v *mergedView) fingerprint(id pcommon.SpanID, k *keptSpan) (uint64, bool) {
+	i, ok := v.idx[id]
+	if !ok {
+		return 0, false
+	}
+	var o merge.Outcome
+	if v.out != nil {
+		o = v.out[i]
+	}
+	h := o.Hash()
+	if h == k.outHash {
+		return k.outFP, true
+	}
+	m, _ := v.attrs(id)
+	fp := fingerprint(m)
+	k.outHash, k.outFP = h, fp
+	return fp, true
+}
+
+// namesCaller reports whether attrs(id) names a caller: the span's own, or the one the
+// run gives it (the attributes the span arrived with that attrs starts from are only
+// merge-written ones, merge.Written, which the caller is not).
+func (v *mergedView) namesCaller(id pcommon.SpanID) bool {
+	i, ok := v.idx[id]
+	if !ok {
+		return false
+	}
+	return v.facts[i].HasCaller || (v.out != nil && v.out[i].Caller != "")
+}
+
 // mergeLedger runs the merge over l's facts. The facts of a thawed ledger's spans are
 // read as they arrive (streamTrace); those of parts that came back from storage or a
 // frozen block are read here, from the skeleton, once.

@@ -82,6 +82,16 @@ func TestLedgerFactsMergeAsTheSkeletonDoes(t *testing.T) {
 			got, ok := view.attrs(id)
 			require.True(t, ok, "seed %d span %s", seed, id)
 			assert.Equal(t, w, mergeSays(got), "seed %d span %s", seed, id)
+			// the shortcuts re-emission takes read the same as the attributes
+			_, named := got.Get(genai.AttrCaller)
+			assert.Equal(t, named, view.namesCaller(id), "seed %d span %s", seed, id)
+			fp := fingerprint(got)
+			var k keptSpan
+			for range 2 { // read, then from k
+				got, ok := view.fingerprint(id, &k)
+				require.True(t, ok)
+				assert.Equal(t, fp, got, "seed %d span %s", seed, id)
+			}
 		}
 	}
 }

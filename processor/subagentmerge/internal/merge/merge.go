@@ -5,6 +5,9 @@
 package merge
 
 import (
+	"encoding/binary"
+	"hash/maphash"
+	"math"
 	"slices"
 	"sync"
 
@@ -93,6 +96,41 @@ var nodeBufs = sync.Pool{New: func() any { return new([]node) }}
 
 // maxPooledNodes bounds the nodes kept for the next run (some 9 MiB).
 const maxPooledNodes = 1 << 16
+
+// Hash is a hash of everything o writes: two outcomes with the same hash write the same
+// attributes onto the same span. It is never 0, and only comparable within the process.
+func (o *Outcome) Hash() uint64 {
+	var h maphash.Hash
+	h.SetSeed(outcomeSeed)
+	var b [8]byte
+	put := func(u uint64) {
+		binary.LittleEndian.PutUint64(b[:], u)
+		_, _ = h.Write(b[:])
+	}
+	_, _ = h.WriteString(o.Status)
+	_ = h.WriteByte(0)
+	_, _ = h.WriteString(o.Caller)
+	_ = h.WriteByte(0)
+	if d := o.Dispatch; d != nil {
+		for _, n := range [...]int64{d.Usage.Input, d.Usage.Output, d.Usage.CacheRead, d.Usage.CacheCreation, d.Usage.Reasoning, d.Unpriced} {
+			put(uint64(n))
+		}
+		for _, c := range [...]float64{d.Cost.Input, d.Cost.CacheRead, d.Cost.CacheCreation, d.Cost.Output, d.Cost.Reasoning, d.Cost.Total} {
+			put(math.Float64bits(c))
+		}
+		if d.Priced {
+			_ = h.WriteByte(1)
+		}
+		put(uint64(len(d.IDs)))
+		for _, id := range d.IDs {
+			_, _ = h.WriteString(id)
+			_ = h.WriteByte(0)
+		}
+	}
+	return max(h.Sum64(), 1)
+}
+
+var outcomeSeed = maphash.MakeSeed()
 
 // WriteTo writes o onto the attributes m of its span: the caller and the merge status
 // as they are, the dispatch on top of what an earlier run wrote.

@@ -1,0 +1,62 @@
+package merge
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/agentmeter/agentmeter/genai"
+)
+
+// Outcomes that write the same attributes hash the same, whatever their Dispatch's
+// address; changing any one thing an outcome writes changes its hash.
+func TestOutcomeHashCoversWhatItWrites(t *testing.T) {
+	base := func() Outcome {
+		return Outcome{Status: genai.MergeMerged, Caller: "lead_agent", Dispatch: &Dispatch{
+			Usage:    genai.Usage{Input: 1, Output: 2, CacheRead: 3, CacheCreation: 4, Reasoning: 5},
+			Cost:     genai.Cost{Input: 0.1, CacheRead: 0.2, CacheCreation: 0.3, Output: 0.4, Reasoning: 0.5, Total: 1.5},
+			Priced:   true,
+			Unpriced: 6,
+			IDs:      []string{"call_a", "call_b"},
+		}}
+	}
+	b := base()
+	h := b.Hash()
+	other := base()
+	assert.Equal(t, h, other.Hash(), "same content, another Dispatch")
+	assert.NotZero(t, (&Outcome{}).Hash())
+
+	changes := map[string]func(o *Outcome){
+		"status":         func(o *Outcome) { o.Status = genai.MergeOrphan },
+		"caller":         func(o *Outcome) { o.Caller = "researcher" },
+		"caller/status":  func(o *Outcome) { o.Status, o.Caller = genai.MergeMerged+"lead_agent", "" },
+		"no dispatch":    func(o *Outcome) { o.Dispatch = nil },
+		"input":          func(o *Outcome) { o.Dispatch.Usage.Input++ },
+		"output":         func(o *Outcome) { o.Dispatch.Usage.Output++ },
+		"cache read":     func(o *Outcome) { o.Dispatch.Usage.CacheRead++ },
+		"cache creation": func(o *Outcome) { o.Dispatch.Usage.CacheCreation++ },
+		"reasoning":      func(o *Outcome) { o.Dispatch.Usage.Reasoning++ },
+		"unpriced":       func(o *Outcome) { o.Dispatch.Unpriced++ },
+		"cost input":     func(o *Outcome) { o.Dispatch.Cost.Input += 0.01 },
+		"cost cached":    func(o *Outcome) { o.Dispatch.Cost.CacheRead += 0.01 },
+		"cost creation":  func(o *Outcome) { o.Dispatch.Cost.CacheCreation += 0.01 },
+		"cost output":    func(o *Outcome) { o.Dispatch.Cost.Output += 0.01 },
+		"cost reasoning": func(o *Outcome) { o.Dispatch.Cost.Reasoning += 0.01 },
+		"cost total":     func(o *Outcome) { o.Dispatch.Cost.Total += 0.01 },
+		"priced":         func(o *Outcome) { o.Dispatch.Priced = false },
+		"one id less":    func(o *Outcome) { o.Dispatch.IDs = o.Dispatch.IDs[:1] },
+		"ids joined":     func(o *Outcome) { o.Dispatch.IDs = []string{"call_acall_b"} },
+		"ids in order":   func(o *Outcome) { o.Dispatch.IDs = []string{"call_b", "call_a"} },
+	}
+	seen := map[uint64]string{h: "base"}
+	for name, change := range changes {
+		o := base()
+		change(&o)
+		got := o.Hash()
+		assert.NotEqual(t, h, got, name)
+		if prev, dup := seen[got]; dup {
+			t.Errorf("%s hashes as %s", name, prev)
+		}
+		seen[got] = name
+	}
+}
