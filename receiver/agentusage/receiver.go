@@ -157,7 +157,7 @@ type emitReason int
 
 const (
 	timedOut emitReason = iota // the flush loop: held again when refused
-	evicted                    // pushed out of a full store: nowhere to hold them again
+	evicted                    // pushed out of a full store (max_pending)
 	drained                    // Shutdown: the next start holds what is still stored
 )
 
@@ -167,14 +167,15 @@ type heldFace[T any] struct {
 	build        func([]T) ptrace.Traces
 	sync         func(ctx context.Context, held, gone []T) error
 	repark       func([]T, time.Time) []T
+	hold         func([]T, time.Time)
 }
 
 func (r *usageReceiver) runFace() heldFace[langsmith.Run] {
-	return heldFace[langsmith.Run]{name: "LangSmith runs", format: formatLangSmith, build: r.runs.BuildRuns, sync: r.syncRuns, repark: r.runs.Repark}
+	return heldFace[langsmith.Run]{name: "LangSmith runs", format: formatLangSmith, build: r.runs.BuildRuns, sync: r.syncRuns, repark: r.runs.Repark, hold: r.runs.Hold}
 }
 
 func (r *usageReceiver) observationFace() heldFace[langfuse.Observation] {
-	return heldFace[langfuse.Observation]{name: "Langfuse observations", format: formatLFIngest, build: r.lfEvents.BuildObservations, sync: r.syncObservations, repark: r.lfEvents.Repark}
+	return heldFace[langfuse.Observation]{name: "Langfuse observations", format: formatLFIngest, build: r.lfEvents.BuildObservations, sync: r.syncObservations, repark: r.lfEvents.Repark, hold: r.lfEvents.Hold}
 }
 
 // emitRuns sends held runs that will get no PATCH (timeout, eviction, shutdown).
@@ -204,10 +205,13 @@ func emitHeld[T any](ctx context.Context, r *usageReceiver, f heldFace[T], items
 			log.Warn("agentusage: deleting held entries from storage failed; they stay stored and go on at the next start", zap.Error(err))
 			return
 		}
-		// Evicted: the store has no room for them, and kept on disk alone a later update
-		// of the same id would overwrite them there. They go on now, and the next start
-		// sends them again unless a later deletion succeeds.
-		log.Warn("agentusage: deleting evicted entries from storage failed; a restart sends them again", zap.Error(err))
+		// Evicted: held again past max_pending (kept on disk alone, a later update of
+		// the same id would overwrite them there), to go on at pending_timeout. The
+		// store passes its bound only while the disk refuses deletions, and then it
+		// refuses the writes of new requests too, so few come in meanwhile.
+		log.Warn("agentusage: deleting evicted entries from storage failed; they are held past max_pending", zap.Error(err))
+		f.hold(items, r.now())
+		return
 	}
 	if err := r.consume(ctx, f.build(items), f.format); err != nil {
 		log.Warn("agentusage: pipeline refused held entries", zap.Error(err))

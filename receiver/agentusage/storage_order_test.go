@@ -215,3 +215,33 @@ func TestLangfuseFailingDiskAndRefusalSendTheGenerationOnce(t *testing.T) {
 		})
 	}
 }
+
+// Runs a full store pushes out while the disk refuses their deletion are held past
+// max_pending, not sent: sent while still stored, the next start would send them
+// again. Here the restart holds two stored runs with room for one, on a failing disk.
+func TestFailingDiskEvictionHoldsTheRunPastTheBound(t *testing.T) {
+	st := storagetest.New()
+	sink1 := new(consumertest.TracesSink)
+	url1, r1 := startStored(t, st, sink1)
+	postHeldRun(t, url1)
+	second := "01a22a31-cdeb-7000-8000-037a8c6bd3b2"
+	code, _, resp := do(t, http.MethodPost, url1+"/runs", "application/json", []byte(lsRun(second, "", "llm", false)), nil)
+	require.Equal(t, http.StatusAccepted, code, resp)
+	kill(t, r1)
+
+	st.Fail(errDiskFull)
+	oneRoom := func(c *Config) { c.MaxPending = 1 }
+	sink2 := new(consumertest.TracesSink)
+	_, r2 := startStored(t, st, sink2, oneRoom)
+	assert.Zero(t, sink2.SpanCount(), "the evicted run is still stored: not sent")
+	assert.Equal(t, 2, r2.runs.Pending(), "held past max_pending")
+	st.Fail(nil)
+	require.NoError(t, r2.Shutdown(context.Background()))
+	assert.Equal(t, 2, chatsIn(sink2))
+	assert.Zero(t, st.Count(prefixRun))
+
+	sink3 := new(consumertest.TracesSink)
+	_, r3 := startStored(t, st, sink3, oneRoom)
+	require.NoError(t, r3.Shutdown(context.Background()))
+	assert.Equal(t, 2, chatsIn(sink1, sink2, sink3), "each run once")
+}

@@ -193,6 +193,17 @@ func (in *Ingester) Repark(obs []Observation, now time.Time) []Observation {
 	return evicted
 }
 
+// Hold holds observations and trace roots again past max_pending (Translator.Hold).
+func (in *Ingester) Hold(obs []Observation, now time.Time) {
+	for _, o := range obs {
+		if o.IsTrace {
+			in.roots.Hold(entityKey(o), o, now)
+			continue
+		}
+		in.pending.Hold(entityKey(o), o, now)
+	}
+}
+
 // Held splits observations and trace roots by whether the ingester holds an entity of
 // their key: held are the versions it holds, gone those it does not hold.
 func (in *Ingester) Held(obs []Observation) (held, gone []Observation) {

@@ -184,6 +184,14 @@ func (t *Translator) Repark(runs []Run, now time.Time) []Run {
 	return evicted
 }
 
+// Hold holds runs again past max_pending: runs a full store evicted whose stored copies
+// could not be deleted, which go on only once they can.
+func (t *Translator) Hold(runs []Run, now time.Time) {
+	for _, r := range runs {
+		t.pending.Hold(r.ID, r, now)
+	}
+}
+
 // Held splits runs by whether the translator holds a run of their id: held are the
 // versions it holds, gone the runs it does not hold.
 func (t *Translator) Held(runs []Run) (held, gone []Run) {

@@ -68,6 +68,18 @@ func (p *Store[T]) Put(id string, v T, now time.Time) []T {
 	return evicted
 }
 
+// Hold stores v under id as Put does, but past the bound when the store is full: for an
+// item Put evicted that could not be handed on and must not be lost.
+func (p *Store[T]) Hold(id string, v T, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.items[id]; ok {
+		e.v = v
+		return
+	}
+	p.items[id] = &entry[T]{v: v, added: now}
+}
+
 // Select returns (without removing) the items for which keep is true.
 func (p *Store[T]) Select(keep func(T) bool) []T {
 	p.mu.Lock()

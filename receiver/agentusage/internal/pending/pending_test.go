@@ -40,3 +40,18 @@ func TestPendingAndRecent(t *testing.T) {
 	}
 	assert.Len(t, r.m, 2, "bounded")
 }
+
+// Hold keeps an item past the bound and evicts nothing; the next Put evicts down to it.
+func TestHoldPassesTheBound(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	p := NewStore[int](time.Minute, 1)
+	assert.Empty(t, p.Put("a", 1, t0))
+	p.Hold("b", 2, t0.Add(time.Second))
+	assert.Equal(t, 2, p.Len())
+	p.Hold("b", 3, t0.Add(2*time.Second))
+	v, _ := p.Get("b")
+	assert.Equal(t, 3, v, "an update keeps its place")
+	assert.Equal(t, []int{1, 3}, p.Put("c", 4, t0.Add(3*time.Second)), "a Put makes room for itself")
+	assert.Empty(t, p.Expired(t0.Add(62*time.Second)))
+	assert.Equal(t, []int{4}, p.Expired(t0.Add(63*time.Second)))
+}
