@@ -11,8 +11,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
-// Stream mode: a ledger that was not extended or re-emitted for compact_after is
-// frozen by the sweeper: its skeleton parts and its kept spans' encodings go into one
+// Stream mode: a ledger that was not extended or re-emitted for compact_after (doubled
+// each time it thawed, below: hotChains) is frozen by the sweeper: its skeleton parts and its kept spans' encodings go into one
 // S2 block. Most ledgers wait out wait_duration after their trace completed, in case
 // late spans come, and a whole trace's parts compress several times (every span
 // repeats the same attribute keys and resource), where a part on its own, a few hundred
@@ -144,8 +144,9 @@ const maxFreezeDoublings = 6
 // A long run whose steps come seconds apart (a model call, a tool) would otherwise be
 // thawed and frozen again at every span: its whole ledger decompressed, its merge facts
 // read again from the skeleton, and compressed again, a cost that grows with the run.
-// Doubling keeps that to a few times in its life, and a ledger nothing needs again
-// still freezes compact_after after its last use.
+// Doubling keeps that to a few times in its life. A ledger never thawed freezes
+// compact_after after its last use, and when the ledgers are over ledger_limit_mib every
+// ledger idle that long freezes before any ends for room (freezeForRoom).
 type hotChains [maxFreezeDoublings + 1]chain[ledger]
 
 // remove takes l out of the chain it is in, if any.
@@ -177,10 +178,22 @@ func (p *subagentMerge) warm(s *shard, l *ledger, now int64) error {
 // doubled per thaw) at now, except those due to re-emit (their flush would thaw them at
 // once). Called under s's lock.
 func (p *subagentMerge) freezeIdle(s *shard, now int64) {
+	p.freezeHot(s, func(n int) int64 { return now - p.compactAfter<<n })
+}
+
+// freezeForRoom freezes the ledgers of s not needed for compact_after at now, however
+// often they thawed: room under ledger_limit_mib is taken back from idle thawed ledgers
+// before a ledger ends for it (endOverCapacity). Called under s's lock.
+func (p *subagentMerge) freezeForRoom(s *shard, now int64) {
+	p.freezeHot(s, func(int) int64 { return now - p.compactAfter })
+}
+
+// freezeHot freezes, in each chain n of s, the ledgers thawed at or before cutoff(n).
+func (p *subagentMerge) freezeHot(s *shard, cutoff func(n int) int64) {
 	for n := range s.led.hot {
 		hot := &s.led.hot[n]
-		cutoff := now - p.compactAfter<<n
-		for l := hot.head; l != nil && l.hotSince <= cutoff; l = hot.head {
+		before := cutoff(n)
+		for l := hot.head; l != nil && l.hotSince <= before; l = hot.head {
 			hot.remove(l)
 			if l.scheduled() {
 				continue // its flush warms it again

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
 )
 
 // ledgerOf returns trace id's ledger.
@@ -238,4 +240,81 @@ func TestSlowRunThawsItsLedgerSeldom(t *testing.T) {
 		call := fmt.Sprintf("call_%d", i)
 		assertSubagent(t, spanByCalls(t, out, call), genai.Usage{Input: 700, Output: 70}, 1, call)
 	}
+}
+
+// slowRunsAtOnce sends runs slow runs interleaved, one span of each in turn, 3 s between
+// two spans of a run, sweeping before each span; with freezeAll it also freezes every
+// ledger idle for compact_after, whatever its thaws (as before thaws doubled it). It
+// returns the most ledger bytes counted, how many ledgers ended, and what went out.
+func slowRunsAtOnce(t *testing.T, runs int, limit int64, freezeAll bool) (peak int64, ended int, out ptrace.Traces) {
+	cfg := streamTestConfig()
+	cfg.WaitDuration = time.Hour
+	p, sink, _ := newTestProcessor(t, cfg)
+	stopSweeper(p)
+	if limit > 0 {
+		p.maxLedgerBytes = limit
+	}
+	clock := int64(1_000_000_000)
+	p.now = func() int64 { return clock }
+	var queues [][]ptrace.Traces
+	for r := range runs {
+		queues = append(queues, slowRun(uint64(r+1), 40, false))
+	}
+	started := 0
+	for k := 0; ; k++ {
+		sent := false
+		for r := range queues {
+			if k >= len(queues[r]) {
+				continue
+			}
+			sent = true
+			clock += int64(3*time.Second) / int64(runs)
+			require.NoError(t, p.sweepStream(context.Background(), clock))
+			if freezeAll {
+				for i := range p.shards {
+					s := &p.shards[i]
+					s.mu.Lock()
+					p.freezeForRoom(s, clock)
+					s.mu.Unlock()
+				}
+			}
+			require.NoError(t, p.ConsumeTraces(context.Background(), queues[r][k]))
+			if k == 0 {
+				started++
+			}
+			peak = max(peak, p.ledgerBytes.Load())
+			ended = max(ended, started-int(p.nLedgers.Load()))
+		}
+		if !sent {
+			break
+		}
+	}
+	require.NoError(t, p.Shutdown(context.Background()))
+	return peak, ended, canonical(lastVersions(sink.AllTraces()...)...)
+}
+
+// Ledgers a thaw keeps thawed longer give their room back before any ledger ends for it:
+// 40 slow runs at once fit a ledger_limit_mib that fits them when every idle ledger
+// freezes after compact_after, and every dispatcher ends merged. (Found by review, test
+// by a reviewer, adapted: thawed ledgers ended runs in flight, 10–15 dispatchers lost
+// their subagents' usage.)
+func TestThawedLedgersGiveRoomBackBeforeRunsEnd(t *testing.T) {
+	const runs = 40
+	frozenPeak, _, _ := slowRunsAtOnce(t, runs, 0, true)
+	thawedPeak, _, _ := slowRunsAtOnce(t, runs, 0, false)
+	require.Greater(t, thawedPeak, frozenPeak, "thaws keep ledgers thawed longer")
+	_, ended, out := slowRunsAtOnce(t, runs, frozenPeak*5/4, false)
+	assert.Zero(t, ended, "no ledger of a run in flight ended for room")
+	wrong := 0
+	for i := 3; i < 40; i += 4 {
+		call := fmt.Sprintf("call_%d", i)
+		for sp := range spaniter.All(out) {
+			if slices.Contains(genai.StringsFromMap(sp.Attributes(), genai.AttrResponseToolCallIDs), call) {
+				if u, _ := genai.SubagentUsageFromMap(sp.Attributes()); u != (genai.Usage{Input: 700, Output: 70}) {
+					wrong++
+				}
+			}
+		}
+	}
+	assert.Zero(t, wrong, "dispatchers without their subagent's usage")
 }

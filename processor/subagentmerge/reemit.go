@@ -267,6 +267,14 @@ type ended struct {
 // their chunks once the next consumer took out, or, refused, takes them back (reinstate).
 func (p *subagentMerge) endOverCapacity(now int64, c *counts, out ptrace.Traces) []ended {
 	var gone []ended
+	if p.ledgerBytes.Load() > p.maxLedgerBytes {
+		for i := range p.shards {
+			s := &p.shards[i]
+			s.mu.Lock()
+			p.freezeForRoom(s, now)
+			s.mu.Unlock()
+		}
+	}
 	for p.ledgerBytes.Load() > p.maxLedgerBytes || p.nLedgers.Load() > int64(p.cfg.NumTraces) {
 		// the least recently extended ledger of a complete trace first; a run in flight's
 		// only when no complete trace has one

@@ -27,7 +27,8 @@ type Config struct {
 	// emitted as it is. Default: 5m.
 	PendingTimeout time.Duration `mapstructure:"pending_timeout"`
 	// MaxPending bounds how many unfinished runs/observations are held per face; when
-	// full, the oldest is emitted early. Default: 10000.
+	// full, the oldest is emitted early, with the request that needs its room.
+	// Default: 10000.
 	MaxPending int `mapstructure:"max_pending"`
 	// RetryAfter is the Retry-After the receiver sends with 429/503 when the pipeline
 	// refuses data. Default: 1s.

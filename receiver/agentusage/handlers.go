@@ -109,9 +109,11 @@ func (r *usageReceiver) ingestRuns(w http.ResponseWriter, req *http.Request, ops
 	plan := r.runs.Plan(ops)
 	defer plan.Release()
 	// Storage first: the runs held from now on are on disk before the SDK is answered,
-	// and the runs that go on are off it before they go, so neither the SDK's retry of
-	// a 503 nor a restart sends one twice.
-	if err := r.syncRuns(req.Context(), plan.Park, plan.Complete); err != nil {
+	// and the runs that go on (those a full store pushes out for the new ones too) are
+	// off it before they go, so neither the SDK's retry of a 503 nor a restart sends one
+	// twice.
+	gone := append(append([]langsmith.Run(nil), plan.Complete...), plan.Evict...)
+	if err := r.syncRuns(req.Context(), plan.Park, gone); err != nil {
 		r.runsMu.Unlock()
 		r.set.Logger.Error("agentusage: storing held runs failed; answering 503", zap.Error(err))
 		r.writeRefused(w, err, http.StatusServiceUnavailable)
@@ -123,9 +125,8 @@ func (r *usageReceiver) ingestRuns(w http.ResponseWriter, req *http.Request, ops
 		r.writeRefused(w, err, http.StatusServiceUnavailable)
 		return
 	}
-	out := plan.Commit(r.now())
+	plan.Commit(r.now())
 	r.runsMu.Unlock()
-	r.emitRuns(context.WithoutCancel(req.Context()), out, evicted)
 	resp := map[string]any{"accepted": len(ops), "errors": nonNil(errs)}
 	if len(errs) > 0 {
 		writeJSON(w, http.StatusMultiStatus, resp)
@@ -166,22 +167,22 @@ func (r *usageReceiver) handleLangfuseIngestion(w http.ResponseWriter, req *http
 	r.eventsMu.Lock()
 	plan := r.lfEvents.Plan(events)
 	held := append(append([]langfuse.Observation(nil), plan.Park...), plan.Roots...)
+	gone := append(append([]langfuse.Observation(nil), plan.Complete...), plan.Evict...)
 	// storage first, as for LangSmith runs (ingestRuns)
-	if err := r.syncObservations(req.Context(), held, plan.Complete); err != nil {
+	if err := r.syncObservations(req.Context(), held, gone); err != nil {
 		r.eventsMu.Unlock()
 		r.set.Logger.Error("agentusage: storing held observations failed; answering 503", zap.Error(err))
 		r.writeRefused(w, err, http.StatusServiceUnavailable)
 		return
 	}
 	if err := r.consume(req.Context(), plan.Build(), formatLFIngest); err != nil {
-		r.unsyncObservations(context.WithoutCancel(req.Context()), append(held, plan.Complete...))
+		r.unsyncObservations(context.WithoutCancel(req.Context()), append(held, gone...))
 		r.eventsMu.Unlock()
 		r.writeRefused(w, err, http.StatusTooManyRequests)
 		return
 	}
-	out := plan.Commit(r.now())
+	plan.Commit(r.now())
 	r.eventsMu.Unlock()
-	r.emitObservations(context.WithoutCancel(req.Context()), out, evicted)
 	resp := langfuse.Response{Successes: []langfuse.Success{}, Errors: nonNil(errs)}
 	for _, ev := range events {
 		resp.Successes = append(resp.Successes, langfuse.Success{ID: ev.ID, Status: http.StatusCreated})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.opentelemetry.io/collector/component"
@@ -113,7 +114,7 @@ func (r *usageReceiver) unsyncRuns(ctx context.Context, plan *langsmith.Plan) {
 	if r.store == nil {
 		return
 	}
-	held, gone := r.runs.Held(append(append([]langsmith.Run(nil), plan.Park...), plan.Complete...))
+	held, gone := r.runs.Held(slices.Concat(plan.Park, plan.Complete, plan.Evict))
 	if err := r.syncRuns(ctx, held, gone); err != nil {
 		r.set.Logger.Error("agentusage: restoring stored runs after a refusal failed; a kill -9 may lose or resend them", zap.Error(err))
 	}

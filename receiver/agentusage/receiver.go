@@ -157,7 +157,7 @@ type emitReason int
 
 const (
 	timedOut emitReason = iota // the flush loop: held again when refused
-	evicted                    // pushed out of a full store (max_pending)
+	evicted                    // more were stored than max_pending at start: held again when refused
 	drained                    // Shutdown: the next start holds what is still stored
 )
 
@@ -166,19 +166,18 @@ type heldFace[T any] struct {
 	name, format string
 	build        func([]T) ptrace.Traces
 	sync         func(ctx context.Context, held, gone []T) error
-	repark       func([]T, time.Time) []T
 	hold         func([]T, time.Time)
 }
 
 func (r *usageReceiver) runFace() heldFace[langsmith.Run] {
-	return heldFace[langsmith.Run]{name: "LangSmith runs", format: formatLangSmith, build: r.runs.BuildRuns, sync: r.syncRuns, repark: r.runs.Repark, hold: r.runs.Hold}
+	return heldFace[langsmith.Run]{name: "LangSmith runs", format: formatLangSmith, build: r.runs.BuildRuns, sync: r.syncRuns, hold: r.runs.Hold}
 }
 
 func (r *usageReceiver) observationFace() heldFace[langfuse.Observation] {
-	return heldFace[langfuse.Observation]{name: "Langfuse observations", format: formatLFIngest, build: r.lfEvents.BuildObservations, sync: r.syncObservations, repark: r.lfEvents.Repark, hold: r.lfEvents.Hold}
+	return heldFace[langfuse.Observation]{name: "Langfuse observations", format: formatLFIngest, build: r.lfEvents.BuildObservations, sync: r.syncObservations, hold: r.lfEvents.Hold}
 }
 
-// emitRuns sends held runs that will get no PATCH (timeout, eviction, shutdown).
+// emitRuns sends held runs that will get no PATCH (timeout, eviction at start, shutdown).
 func (r *usageReceiver) emitRuns(ctx context.Context, runs []langsmith.Run, why emitReason) {
 	emitHeld(ctx, r, r.runFace(), runs, why)
 }
@@ -188,28 +187,23 @@ func (r *usageReceiver) emitObservations(ctx context.Context, obs []langfuse.Obs
 }
 
 // emitHeld takes held items off the disk, then hands them to the pipeline: sent while
-// still stored, a restart would send them again. What the pipeline refuses is stored
-// again (and, on a timeout, held again), so it goes on later.
+// still stored, a restart would send them again. What cannot leave the disk, or what
+// the pipeline refuses (stored again), is held again for another pending_timeout, past
+// max_pending if it must: held in memory, its update still finds it (on disk alone, an
+// update would be taken for a run never seen, and its storage would delete it). The
+// items were held before they came here, so holding them again takes no new room. At
+// Shutdown they stay stored for the next start instead.
 func emitHeld[T any](ctx context.Context, r *usageReceiver, f heldFace[T], items []T, why emitReason) {
 	if len(items) == 0 {
 		return
 	}
 	log := r.set.Logger.With(zap.String("face", f.name), zap.Int("count", len(items)))
 	if err := f.sync(ctx, nil, items); err != nil {
-		switch why {
-		case timedOut:
-			log.Warn("agentusage: deleting held entries from storage failed; they are held until the next flush", zap.Error(err))
-			emitHeld(ctx, r, f, f.repark(items, r.now()), evicted)
-			return
-		case drained:
+		if why == drained {
 			log.Warn("agentusage: deleting held entries from storage failed; they stay stored and go on at the next start", zap.Error(err))
 			return
 		}
-		// Evicted: held again past max_pending (kept on disk alone, a later update of
-		// the same id would overwrite them there), to go on at pending_timeout. The
-		// store passes its bound only while the disk refuses deletions, and then it
-		// refuses the writes of new requests too, so few come in meanwhile.
-		log.Warn("agentusage: deleting evicted entries from storage failed; they are held past max_pending", zap.Error(err))
+		log.Warn("agentusage: deleting held entries from storage failed; they are held for another pending_timeout", zap.Error(err))
 		f.hold(items, r.now())
 		return
 	}
@@ -218,8 +212,8 @@ func emitHeld[T any](ctx context.Context, r *usageReceiver, f heldFace[T], items
 		if serr := f.sync(ctx, items, nil); serr != nil {
 			log.Error("agentusage: storing refused entries again failed; a kill -9 loses them", zap.Error(serr))
 		}
-		if why == timedOut {
-			emitHeld(ctx, r, f, f.repark(items, r.now()), evicted)
+		if why != drained {
+			f.hold(items, r.now())
 		}
 	}
 }

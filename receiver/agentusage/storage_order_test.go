@@ -4,16 +4,22 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 
 	"github.com/agentmeter/agentmeter/genai"
+	"github.com/agentmeter/agentmeter/internal/spaniter"
+	"github.com/agentmeter/agentmeter/internal/storageclient"
 	"github.com/agentmeter/agentmeter/internal/storagetest"
+	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/ids"
 )
 
 // These tests hold the receiver to "sent once" when its storage fails: a run or
@@ -114,8 +120,8 @@ func TestFailingDiskAtShutdownLeavesTheRunToTheNextStart(t *testing.T) {
 }
 
 // A run whose pending_timeout passes while the disk refuses its deletion is held for
-// the next flush; a kill -9 after it went on does not send it again.
-func TestFailingDiskAtTimeoutHoldsTheRunForTheNextFlush(t *testing.T) {
+// another pending_timeout, not sent; a kill -9 after it went on does not send it again.
+func TestFailingDiskAtTimeoutHoldsTheRunAgain(t *testing.T) {
 	st := storagetest.New()
 	short := func(c *Config) { c.PendingTimeout = 100 * time.Millisecond }
 	sink1 := new(consumertest.TracesSink)
@@ -244,4 +250,143 @@ func TestFailingDiskEvictionHoldsTheRunPastTheBound(t *testing.T) {
 	_, r3 := startStored(t, st, sink3, oneRoom)
 	require.NoError(t, r3.Shutdown(context.Background()))
 	assert.Equal(t, 2, chatsIn(sink1, sink2, sink3), "each run once")
+}
+
+// hookedClient runs before, once, ahead of the first batch that match accepts.
+type hookedClient struct {
+	storageclient.WalkClient
+	fired  atomic.Bool
+	match  func(ops []*storage.Operation) bool
+	before func()
+}
+
+func (c *hookedClient) Batch(ctx context.Context, ops ...*storage.Operation) error {
+	if c.match(ops) && c.fired.CompareAndSwap(false, true) {
+		c.before()
+	}
+	return c.WalkClient.Batch(ctx, ops...)
+}
+
+// A full store pushes a held run out in the request that needs its room, and the run's
+// PATCH can come while that request runs. The PATCH waits for the request (it was
+// handled in between, deleting its stored copy after: a kill -9 lost it), and goes on
+// after the evicted POST. (Found by review, test by a reviewer, adapted.)
+func TestEvictedRunAndItsRacingPatchLoseNothing(t *testing.T) {
+	st := storagetest.New()
+	sink1 := new(consumertest.TracesSink)
+	url1, r1 := startStored(t, st, sink1, func(c *Config) { c.MaxPending = 1 })
+	postHeldRun(t, url1)
+
+	var patchCode atomic.Int64
+	patched := make(chan struct{})
+	r1.store.client = &hookedClient{
+		WalkClient: r1.store.client,
+		match: func(ops []*storage.Operation) bool {
+			return slices.ContainsFunc(ops, func(op *storage.Operation) bool {
+				return op.Type == storage.Delete && op.Key == prefixRun+heldRunID
+			})
+		},
+		before: func() { // the SDK's PATCH comes while the run is pushed out
+			go func() {
+				defer close(patched)
+				code, _, _ := do(t, http.MethodPatch, url1+"/runs/"+heldRunID, "application/json", []byte(runPatch), nil)
+				patchCode.Store(int64(code))
+			}()
+			select { // let it through, unless it waits for this request
+			case <-patched:
+			case <-time.After(300 * time.Millisecond):
+			}
+		},
+	}
+	other := "01a22a31-cdeb-7000-8000-037a8c6bd3b2"
+	code, _, resp := do(t, http.MethodPost, url1+"/runs", "application/json", []byte(lsRun(other, "", "chain", false)), nil)
+	require.Equal(t, http.StatusAccepted, code, resp)
+	<-patched
+	require.Equal(t, int64(http.StatusAccepted), patchCode.Load())
+	kill(t, r1)
+
+	assert.Equal(t, 2, ofRun(heldRunID, sink1), "the evicted POST went on, then its PATCH")
+	assert.Equal(t, 1, st.Count(prefixRun), "only the run held now")
+	sink2 := new(consumertest.TracesSink)
+	_, r2 := startStored(t, st, sink2)
+	require.NoError(t, r2.Shutdown(context.Background()))
+	assert.Zero(t, ofRun(heldRunID, sink2), "nothing of it was left to send again")
+	assert.Equal(t, 1, ofRun(other, sink2), "the run held at the kill")
+	assert.Zero(t, st.Count(prefixRun))
+}
+
+// The pipeline refuses a request that pushes a held run out: the request is answered
+// 503 and the run stays held, so its PATCH still finds it. (The run went on alone,
+// stored on disk only, and its PATCH, taken for a run already sent, deleted it there.)
+func TestRefusedEvictionKeepsTheRunHeld(t *testing.T) {
+	st := storagetest.New()
+	sink := new(consumertest.TracesSink)
+	gate := &switchable{next: sink}
+	url, r := startStored(t, st, gate, func(c *Config) { c.MaxPending = 1 })
+	defer func() { require.NoError(t, r.Shutdown(context.Background())) }()
+	postHeldRun(t, url)
+
+	gate.refuse = true
+	other := "01a22a31-cdeb-7000-8000-037a8c6bd3b2"
+	body := []byte(lsRun(other, "", "chain", false))
+	code, _, _ := do(t, http.MethodPost, url+"/runs", "application/json", body, nil)
+	require.Equal(t, http.StatusServiceUnavailable, code, "its eviction was refused with it")
+	assert.Equal(t, 1, r.runs.Pending())
+	assert.Equal(t, 1, st.Count(prefixRun))
+	code, _, _ = do(t, http.MethodPatch, url+"/runs/"+heldRunID, "application/json", []byte(runPatch), nil)
+	require.Equal(t, http.StatusServiceUnavailable, code)
+
+	gate.refuse = false
+	code, _, _ = do(t, http.MethodPatch, url+"/runs/"+heldRunID, "application/json", []byte(runPatch), nil)
+	require.Equal(t, http.StatusAccepted, code)
+	code, _, _ = do(t, http.MethodPost, url+"/runs", "application/json", body, nil)
+	require.Equal(t, http.StatusAccepted, code)
+	chats := spansNamed(sink, "chat gpt-4o")
+	require.Len(t, chats, 1, "the POST and its PATCH, one span")
+	u, _ := genai.UsageFromMap(chats[0].Attributes())
+	assert.Equal(t, genai.Usage{Input: 7, Output: 3}, u)
+}
+
+// ofRun counts the spans of LangSmith run id the sinks got.
+func ofRun(id string, sinks ...*consumertest.TracesSink) int {
+	want := ids.SpanID("langsmith/run", id)
+	n := 0
+	for _, s := range sinks {
+		for sp := range spaniter.In(s.AllTraces()) {
+			if sp.SpanID() == want {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// The same for Langfuse: a batch whose new generation pushes a held one out of the
+// full store sends it in its own request, so a refusal leaves both as they were, and
+// the retry sends the held one once.
+func TestLangfuseEvictionGoesWithItsBatch(t *testing.T) {
+	lines := strings.Split(lfBatch, "\n")
+	create := func(id string) []byte {
+		return []byte(`{"batch":[` + lines[1] + strings.ReplaceAll(strings.TrimSuffix(lines[2], ","), "gen-1", id) + `]}`)
+	}
+	st := storagetest.New()
+	sink := new(consumertest.TracesSink)
+	gate := &switchable{next: sink}
+	url, r := startStored(t, st, gate, func(c *Config) { c.MaxPending = 1 })
+	defer func() { require.NoError(t, r.Shutdown(context.Background())) }()
+	code, _, resp := do(t, http.MethodPost, url+"/api/public/ingestion", "application/json", create("gen-1"), nil)
+	require.Equal(t, http.StatusMultiStatus, code, resp)
+
+	gate.refuse = true
+	code, _, _ = do(t, http.MethodPost, url+"/api/public/ingestion", "application/json", create("gen-2"), nil)
+	require.Equal(t, http.StatusTooManyRequests, code)
+	assert.Equal(t, 2, r.lfEvents.Pending(), "gen-1 and the trace root, held as before")
+	assert.Equal(t, 2, st.Count(prefixObs))
+
+	gate.refuse = false
+	code, _, resp = do(t, http.MethodPost, url+"/api/public/ingestion", "application/json", create("gen-2"), nil)
+	require.Equal(t, http.StatusMultiStatus, code, resp)
+	assert.Len(t, spansNamed(sink, "chat gpt-4o"), 1, "gen-1, pushed out as it was")
+	assert.Equal(t, 2, r.lfEvents.Pending(), "gen-2 and the trace root")
+	assert.Equal(t, 2, st.Count(prefixObs))
 }

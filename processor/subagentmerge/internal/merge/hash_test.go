@@ -47,6 +47,10 @@ func TestOutcomeHashCoversWhatItWrites(t *testing.T) {
 		"one id less":    func(o *Outcome) { o.Dispatch.IDs = o.Dispatch.IDs[:1] },
 		"ids joined":     func(o *Outcome) { o.Dispatch.IDs = []string{"call_acall_b"} },
 		"ids in order":   func(o *Outcome) { o.Dispatch.IDs = []string{"call_b", "call_a"} },
+		// ids and callers are the emitter's strings: a 0 byte in one must not move a
+		// boundary (found by review)
+		"nul in an id":  func(o *Outcome) { o.Dispatch.IDs = []string{"call_a\x00call_b"} },
+		"nul in caller": func(o *Outcome) { o.Caller = "lead_agent\x00" },
 	}
 	seen := map[uint64]string{h: "base"}
 	for name, change := range changes {
@@ -59,4 +63,15 @@ func TestOutcomeHashCoversWhatItWrites(t *testing.T) {
 		}
 		seen[got] = name
 	}
+}
+
+// Two outcomes whose ids hold a 0 byte at different places write different attributes,
+// so they hash apart (a hash that ended each string with a 0 byte took them as one).
+func TestOutcomeHashKeepsStringBoundaries(t *testing.T) {
+	a := Outcome{Dispatch: &Dispatch{Usage: genai.Usage{Input: 1}, IDs: []string{"a\x00b", "c"}}}
+	b := Outcome{Dispatch: &Dispatch{Usage: genai.Usage{Input: 1}, IDs: []string{"a", "b\x00c"}}}
+	assert.NotEqual(t, a.Hash(), b.Hash())
+	c := Outcome{Status: "x\x00", Caller: "y"}
+	d := Outcome{Status: "x", Caller: "\x00y"}
+	assert.NotEqual(t, c.Hash(), d.Hash())
 }

@@ -107,25 +107,32 @@ func (o *Outcome) Hash() uint64 {
 		binary.LittleEndian.PutUint64(b[:], u)
 		_, _ = h.Write(b[:])
 	}
-	_, _ = h.WriteString(o.Status)
-	_ = h.WriteByte(0)
-	_, _ = h.WriteString(o.Caller)
-	_ = h.WriteByte(0)
-	if d := o.Dispatch; d != nil {
-		for _, n := range [...]int64{d.Usage.Input, d.Usage.Output, d.Usage.CacheRead, d.Usage.CacheCreation, d.Usage.Reasoning, d.Unpriced} {
-			put(uint64(n))
-		}
-		for _, c := range [...]float64{d.Cost.Input, d.Cost.CacheRead, d.Cost.CacheCreation, d.Cost.Output, d.Cost.Reasoning, d.Cost.Total} {
-			put(math.Float64bits(c))
-		}
-		if d.Priced {
-			_ = h.WriteByte(1)
-		}
-		put(uint64(len(d.IDs)))
-		for _, id := range d.IDs {
-			_, _ = h.WriteString(id)
-			_ = h.WriteByte(0)
-		}
+	str := func(s string) { // its length first: no string can move a boundary
+		put(uint64(len(s)))
+		_, _ = h.WriteString(s)
+	}
+	str(o.Status)
+	str(o.Caller)
+	d := o.Dispatch
+	if d == nil {
+		_ = h.WriteByte(0)
+		return max(h.Sum64(), 1)
+	}
+	_ = h.WriteByte(1)
+	for _, n := range [...]int64{d.Usage.Input, d.Usage.Output, d.Usage.CacheRead, d.Usage.CacheCreation, d.Usage.Reasoning, d.Unpriced} {
+		put(uint64(n))
+	}
+	for _, c := range [...]float64{d.Cost.Input, d.Cost.CacheRead, d.Cost.CacheCreation, d.Cost.Output, d.Cost.Reasoning, d.Cost.Total} {
+		put(math.Float64bits(c))
+	}
+	priced := byte(0)
+	if d.Priced {
+		priced = 1
+	}
+	_ = h.WriteByte(priced)
+	put(uint64(len(d.IDs)))
+	for _, id := range d.IDs {
+		str(id)
 	}
 	return max(h.Sum64(), 1)
 }

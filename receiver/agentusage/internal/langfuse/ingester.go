@@ -49,7 +49,12 @@ type Plan struct {
 	Park     []Observation
 	// Roots are the batch's trace-creates (merged with held ones), held until quiet.
 	Roots []Observation
-	in    *Ingester
+	// Evict are held observations and roots full stores push out to hold Park and
+	// Roots: they go on as they are, in this batch, so a refusal of it leaves them held
+	Evict      []Observation
+	evictObs   []string
+	evictRoots []string
+	in         *Ingester
 }
 
 func entityKey(o Observation) string {
@@ -124,15 +129,27 @@ func (in *Ingester) Plan(events []Event) *Plan {
 			return known[o.TraceID] && o.finished() && !inBatch
 		})...)
 	}
+	var obs, roots []Observation
+	p.evictObs, obs = in.pending.Evictions(keys(p.Complete), keys(p.Park))
+	p.evictRoots, roots = in.roots.Evictions(nil, keys(p.Roots))
+	p.Evict = append(obs, roots...)
 	return p
 }
 
-// Build turns the complete observations into spans.
+func keys(obs []Observation) []string {
+	ks := make([]string, len(obs))
+	for i, o := range obs {
+		ks[i] = entityKey(o)
+	}
+	return ks
+}
+
+// Build turns the complete observations, and those the plan evicts, into spans.
 func (p *Plan) Build() ptrace.Traces {
 	for _, r := range p.Roots { // their attributes reach observations of this batch
 		p.in.rememberTrace(r)
 	}
-	return p.in.build(p.Complete)
+	return p.in.build(append(append([]Observation(nil), p.Complete...), p.Evict...))
 }
 
 func (in *Ingester) rememberTrace(o Observation) {
@@ -140,18 +157,16 @@ func (in *Ingester) rememberTrace(o Observation) {
 	in.traces.Put(o.ID, traceInfo{Name: o.Name, SessionID: o.SessionID, UserID: o.UserID, Caller: genai.CallerFromTags(o.Tags), RunID: runID})
 }
 
-// Commit records the plan once the pipeline accepted its spans and returns
-// observations evicted from a full store.
-func (p *Plan) Commit(now time.Time) []Observation {
-	for _, o := range p.Complete {
-		p.in.pending.Remove(entityKey(o))
-	}
-	var evicted []Observation
-	for _, o := range p.Park {
-		evicted = append(evicted, p.in.pending.Put(entityKey(o), o, now)...)
+// Commit records the plan once the pipeline accepted its spans.
+func (p *Plan) Commit(now time.Time) {
+	p.in.pending.Remove(keys(p.Complete)...)
+	p.in.pending.Remove(p.evictObs...)
+	p.in.roots.Remove(p.evictRoots...)
+	for _, o := range p.Park { // Evictions made the room
+		p.in.pending.Hold(entityKey(o), o, now)
 	}
 	for _, r := range p.Roots {
-		evicted = append(evicted, p.in.roots.Put(entityKey(r), r, now)...)
+		p.in.roots.Hold(entityKey(r), r, now)
 		p.in.roots.Touch(entityKey(r), now)
 	}
 	touched, some := "", false // a batch's observations mostly share one trace
@@ -164,7 +179,6 @@ func (p *Plan) Commit(now time.Time) []Observation {
 			touched, some = o.TraceID, true
 		}
 	}
-	return evicted
 }
 
 func rootKey(traceID string) string { return entityKey(Observation{IsTrace: true, ID: traceID}) }
@@ -180,7 +194,8 @@ func (in *Ingester) Drain() []Observation {
 	return append(in.pending.Drain(), in.roots.Drain()...)
 }
 
-// Repark puts observations back after a refused flush.
+// Repark holds observations and roots again and returns those full stores pushed out
+// for them (Restore).
 func (in *Ingester) Repark(obs []Observation, now time.Time) []Observation {
 	var evicted []Observation
 	for _, o := range obs {

@@ -116,12 +116,16 @@ func TestExpiredAndEvicted(t *testing.T) {
 		op, err := DecodeRun([]byte(`{"id":"`+id+`","name":"n","run_type":"chain","start_time":"2026-01-01T00:00:00Z"}`), false, "")
 		require.NoError(t, err)
 		p := tr.Plan([]Op{op})
-		evicted := p.Commit(t0.Add(time.Duration(i) * time.Second))
 		if i == 2 {
-			require.Len(t, evicted, 1, "the oldest run leaves a full store")
-			assert.Equal(t, llmID, evicted[0].ID)
+			require.Len(t, p.Evict, 1, "the oldest run leaves a full store, in the request that needs its room")
+			assert.Equal(t, llmID, p.Evict[0].ID)
+			assert.Equal(t, 1, p.Build().SpanCount(), "it goes on as it is")
+		} else {
+			assert.Empty(t, p.Evict)
 		}
+		p.Commit(t0.Add(time.Duration(i) * time.Second))
 	}
+	assert.Equal(t, 2, tr.Pending())
 	assert.Empty(t, tr.Expired(t0.Add(30*time.Second)))
 	assert.Len(t, tr.Expired(t0.Add(2*time.Minute)), 2)
 }

@@ -34,9 +34,7 @@ func translateRequests(t *testing.T, requests [][]Op, prepare bool) string {
 		}
 		p := tr.Plan(ops)
 		emit(p.Build())
-		for _, r := range p.Commit(t0) {
-			emit(tr.BuildRuns([]Run{r}))
-		}
+		p.Commit(t0)
 	}
 	rest := tr.Drain()
 	for _, r := range rest {

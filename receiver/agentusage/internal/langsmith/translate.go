@@ -55,6 +55,10 @@ func NewTranslator(pendingTimeout time.Duration, maxPending int) *Translator {
 type Plan struct {
 	Complete []Run
 	Park     []Run
+	// Evict are held runs a full store pushes out to hold Park: they go on as they
+	// are, in this request, so a refusal of it leaves them held
+	Evict    []Run
+	evictIDs []string
 	t        *Translator
 	buf      *[]Run // Complete's backing array, recycled by Release
 }
@@ -112,7 +116,16 @@ func (t *Translator) Plan(ops []Op) *Plan {
 	clear(runs[n:]) // drop references the plan no longer holds
 	p.Complete = runs[:n]
 	sortByDottedOrder(p.Complete)
+	p.evictIDs, p.Evict = t.pending.Evictions(runIDs(p.Complete), runIDs(p.Park))
 	return p
+}
+
+func runIDs(runs []Run) []string {
+	ids := make([]string, len(runs))
+	for i := range runs {
+		ids[i] = runs[i].ID
+	}
+	return ids
 }
 
 func sortByDottedOrder(runs []Run) {
@@ -132,9 +145,13 @@ func sortByDottedOrder(runs []Run) {
 	})
 }
 
-// Build turns the plan's complete runs into spans.
+// Build turns the plan's complete runs, and the runs it evicts, into spans.
 func (p *Plan) Build() ptrace.Traces {
-	return p.t.build(p.Complete, p.Park)
+	td := p.t.build(p.Complete, p.Park)
+	if len(p.Evict) > 0 {
+		p.t.BuildRuns(p.Evict).ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+	}
+	return td
 }
 
 // runBufs recycles the run lists of plans (see Plan.Release).
@@ -153,20 +170,15 @@ func (p *Plan) Release() {
 	p.buf, p.Complete = nil, nil
 }
 
-// Commit records the plan after the pipeline accepted its spans: completed runs leave
-// the pending store, unfinished ones enter it. It returns runs evicted because the
-// store is full; the caller emits them as they are.
-func (p *Plan) Commit(now time.Time) []Run {
-	ids := make([]string, 0, len(p.Complete))
-	for _, r := range p.Complete {
-		ids = append(ids, r.ID)
-	}
-	p.t.pending.Remove(ids...)
-	var evicted []Run
+// Commit records the plan after the pipeline accepted its spans: completed and evicted
+// runs leave the pending store, unfinished ones enter it.
+func (p *Plan) Commit(now time.Time) {
+	p.t.pending.Remove(runIDs(p.Complete)...)
+	p.t.pending.Remove(p.evictIDs...)
 	for _, r := range p.Park {
-		evicted = append(evicted, p.t.pending.Put(r.ID, r.detach(), now)...)
+		p.t.pending.Hold(r.ID, r.detach(), now) // Evictions made the room
+
 	}
-	return evicted
 }
 
 // Expired removes and returns parked runs older than the timeout.
@@ -175,7 +187,8 @@ func (t *Translator) Expired(now time.Time) []Run { return t.pending.Expired(now
 // Drain removes and returns all parked runs (shutdown).
 func (t *Translator) Drain() []Run { return t.pending.Drain() }
 
-// Repark puts runs back after the pipeline refused them on a timeout flush.
+// Repark holds runs again (read back from storage at start) and returns those a full
+// store pushed out for them.
 func (t *Translator) Repark(runs []Run, now time.Time) []Run {
 	var evicted []Run
 	for _, r := range runs {

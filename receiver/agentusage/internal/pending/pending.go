@@ -3,6 +3,8 @@
 package pending
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -66,6 +68,49 @@ func (p *Store[T]) Put(id string, v T, now time.Time) []T {
 	}
 	p.items[id] = &entry[T]{v: v, added: now}
 	return evicted
+}
+
+// Evictions returns what a full store would push out to make room for the ids of add
+// once the ids of remove are gone: the oldest items, none of them in remove or add
+// (ties by id, so the choice does not depend on map order). Nothing changes: the caller
+// removes them with remove when it commits, and Put then evicts nothing.
+func (p *Store[T]) Evictions(remove, add []string) (ids []string, items []T) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	named := make(map[string]bool, len(remove)+len(add))
+	size := len(p.items)
+	for _, id := range remove {
+		if _, ok := p.items[id]; ok && !named[id] {
+			size--
+		}
+		named[id] = true
+	}
+	for _, id := range add {
+		if _, ok := p.items[id]; !ok && !named[id] {
+			size++
+		}
+		named[id] = true
+	}
+	over := size - p.max
+	if over <= 0 {
+		return nil, nil
+	}
+	for id := range p.items {
+		if !named[id] {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		if c := p.items[a].added.Compare(p.items[b].added); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	ids = ids[:min(over, len(ids))]
+	for _, id := range ids {
+		items = append(items, p.items[id].v)
+	}
+	return ids, items
 }
 
 // Hold stores v under id as Put does, but past the bound when the store is full: for an
