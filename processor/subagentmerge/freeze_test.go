@@ -295,9 +295,9 @@ func slowRunsAtOnce(t *testing.T, runs int, limit int64, freezeAll bool) (peak i
 
 // Ledgers a thaw keeps thawed longer give their room back before any ledger ends for it:
 // 40 slow runs at once fit a ledger_limit_mib that fits them when every idle ledger
-// freezes after compact_after, and every dispatcher ends merged. (Found by review, test
-// by a reviewer, adapted: thawed ledgers ended runs in flight, 10–15 dispatchers lost
-// their subagents' usage.)
+// freezes after compact_after, and every dispatcher ends merged. (Found by review:
+// thawed ledgers ended runs in flight, and 10–15 dispatchers lost their subagents'
+// usage.)
 func TestThawedLedgersGiveRoomBackBeforeRunsEnd(t *testing.T) {
 	const runs = 40
 	frozenPeak, _, _ := slowRunsAtOnce(t, runs, 0, true)

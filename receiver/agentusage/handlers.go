@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -108,24 +109,25 @@ func (r *usageReceiver) ingestRuns(w http.ResponseWriter, req *http.Request, ops
 	r.runsMu.Lock()
 	plan := r.runs.Plan(ops)
 	defer plan.Release()
-	// Storage first: the runs held from now on are on disk before the SDK is answered,
-	// and the runs that go on (those a full store pushes out for the new ones too) are
-	// off it before they go, so neither the SDK's retry of a 503 nor a restart sends one
-	// twice.
-	gone := append(append([]langsmith.Run(nil), plan.Complete...), plan.Evict...)
-	if err := r.syncRuns(req.Context(), plan.Park, gone); err != nil {
+	// The runs held from now on are on disk before anything of the request goes on (a
+	// failed write is a 503 with nothing sent, so the SDK's retry sends nothing twice);
+	// the runs that went on (those a full store pushed out for the new ones too) leave
+	// it after (heldDisk).
+	ctx := context.WithoutCancel(req.Context())
+	if err := r.runDisk.write(ctx, plan.Park); err != nil {
 		r.runsMu.Unlock()
 		r.set.Logger.Error("agentusage: storing held runs failed; answering 503", zap.Error(err))
 		r.writeRefused(w, err, http.StatusServiceUnavailable)
 		return
 	}
 	if err := r.consume(req.Context(), plan.Build(), formatLangSmith); err != nil {
-		r.unsyncRuns(context.WithoutCancel(req.Context()), plan)
+		r.runDisk.restore(ctx, plan.Park)
 		r.runsMu.Unlock()
 		r.writeRefused(w, err, http.StatusServiceUnavailable)
 		return
 	}
 	plan.Commit(r.now())
+	r.runDisk.remove(ctx, slices.Concat(plan.Complete, plan.Evict))
 	r.runsMu.Unlock()
 	resp := map[string]any{"accepted": len(ops), "errors": nonNil(errs)}
 	if len(errs) > 0 {
@@ -166,22 +168,23 @@ func (r *usageReceiver) handleLangfuseIngestion(w http.ResponseWriter, req *http
 	}
 	r.eventsMu.Lock()
 	plan := r.lfEvents.Plan(events)
-	held := append(append([]langfuse.Observation(nil), plan.Park...), plan.Roots...)
-	gone := append(append([]langfuse.Observation(nil), plan.Complete...), plan.Evict...)
-	// storage first, as for LangSmith runs (ingestRuns)
-	if err := r.syncObservations(req.Context(), held, gone); err != nil {
+	held := slices.Concat(plan.Park, plan.Roots)
+	ctx := context.WithoutCancel(req.Context())
+	// storage around the send as for LangSmith runs (ingestRuns)
+	if err := r.obsDisk.write(ctx, held); err != nil {
 		r.eventsMu.Unlock()
 		r.set.Logger.Error("agentusage: storing held observations failed; answering 503", zap.Error(err))
 		r.writeRefused(w, err, http.StatusServiceUnavailable)
 		return
 	}
 	if err := r.consume(req.Context(), plan.Build(), formatLFIngest); err != nil {
-		r.unsyncObservations(context.WithoutCancel(req.Context()), append(held, gone...))
+		r.obsDisk.restore(ctx, held)
 		r.eventsMu.Unlock()
 		r.writeRefused(w, err, http.StatusTooManyRequests)
 		return
 	}
 	plan.Commit(r.now())
+	r.obsDisk.remove(ctx, slices.Concat(plan.Complete, plan.Evict))
 	r.eventsMu.Unlock()
 	resp := langfuse.Response{Successes: []langfuse.Success{}, Errors: nonNil(errs)}
 	for _, ev := range events {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"go.opentelemetry.io/collector/component"
@@ -19,12 +18,12 @@ import (
 
 // With `storage` set, the runs and observations the receiver holds while they wait for
 // their PATCH / update (acknowledged to the SDK already) are also kept through a
-// storage extension (file_storage): one key per held entity, written before the SDK's
-// request is answered, deleted before the entity goes on (and written again if the
-// pipeline refuses it). At start every stored entity is held again, so a restart after
-// kill -9 still emits it (on its PATCH, or at pending_timeout), and an entity that went
-// on is not emitted again. A failed write answers the SDK with 503 (retryable) before
-// anything of its request went on.
+// storage extension (file_storage): one key per held entity, written before anything
+// of the SDK's request goes on (a failed write answers 503, retryable, with nothing
+// sent), deleted after the entity went on (heldDisk). At start every stored entity is
+// held again, so a restart after kill -9 still emits it (on its PATCH, or at
+// pending_timeout); one that went on is emitted again only if its deletion had not
+// succeeded yet.
 const (
 	prefixRun = "langsmith/"
 	prefixObs = "langfuse/"
@@ -87,65 +86,105 @@ func (r *usageReceiver) restore(ctx context.Context) error {
 	return nil
 }
 
-// syncRuns stores the runs now held and deletes those that went on.
-func (r *usageReceiver) syncRuns(ctx context.Context, held, gone []langsmith.Run) error {
-	if r.store == nil || len(held)+len(gone) == 0 {
+// heldDisk is one face's held entities on disk (under the face's lock, as every use):
+// written before anything of their request goes on, deleted after they went on. A
+// deletion the disk refuses is remembered and tried again at every flush and at
+// Shutdown; a kill -9 before it succeeds sends them again at the next start. Deleted
+// before they went on, a kill -9 while the pipeline had them would lose them instead.
+type heldDisk[T any] struct {
+	r         *usageReceiver
+	what      string // "runs", "observations": for errors and logs
+	key       func(T) string
+	encode    func(T) ([]byte, error)
+	held      func([]T) (held, gone []T)
+	undeleted map[string]struct{}
+}
+
+func newHeldDisk[T any](r *usageReceiver, what string, key func(T) string, encode func(T) ([]byte, error), held func([]T) (held, gone []T)) *heldDisk[T] {
+	return &heldDisk[T]{r: r, what: what, key: key, encode: encode, held: held, undeleted: map[string]struct{}{}}
+}
+
+// write stores items, as held now; a deletion still owed for one of them is dropped.
+func (d *heldDisk[T]) write(ctx context.Context, items []T) error {
+	if d.r.store == nil || len(items) == 0 {
 		return nil
 	}
-	ops := make([]*storage.Operation, 0, len(held)+len(gone))
-	for _, g := range gone {
-		ops = append(ops, storage.DeleteOperation(prefixRun+g.ID))
-	}
-	for _, h := range held {
-		b, err := langsmith.EncodeRun(h)
+	ops := make([]*storage.Operation, 0, len(items))
+	for _, it := range items {
+		b, err := d.encode(it)
 		if err != nil {
-			return fmt.Errorf("storage: encoding run %s: %w", h.ID, err)
+			return fmt.Errorf("storage: encoding held %s %s: %w", d.what, d.key(it), err)
 		}
-		ops = append(ops, storage.SetOperation(prefixRun+h.ID, b))
+		ops = append(ops, storage.SetOperation(d.key(it), b))
 	}
-	return r.store.client.Batch(ctx, ops...)
+	if err := d.r.store.client.Batch(ctx, ops...); err != nil {
+		return err
+	}
+	for _, it := range items {
+		delete(d.undeleted, d.key(it))
+	}
+	return nil
 }
 
-// unsyncRuns puts the disk back to what the translator holds for the runs of a plan
-// the pipeline refused (its request is answered with a retryable refusal): stored
-// before the pipeline was asked, they must not outlive the refusal, and the runs it
-// completed are still held.
-func (r *usageReceiver) unsyncRuns(ctx context.Context, plan *langsmith.Plan) {
-	if r.store == nil {
+// remove deletes items that went on, with the deletions still owed.
+func (d *heldDisk[T]) remove(ctx context.Context, items []T) {
+	if d.r.store == nil {
 		return
 	}
-	held, gone := r.runs.Held(slices.Concat(plan.Park, plan.Complete, plan.Evict))
-	if err := r.syncRuns(ctx, held, gone); err != nil {
-		r.set.Logger.Error("agentusage: restoring stored runs after a refusal failed; a kill -9 may lose or resend them", zap.Error(err))
+	for _, it := range items {
+		d.undeleted[d.key(it)] = struct{}{}
+	}
+	if err := d.retry(ctx); err != nil {
+		d.r.set.Logger.Warn("agentusage: deleting held "+d.what+" that went on from storage failed; tried again at the next flush, a restart before then sends them again", zap.Int("count", len(d.undeleted)), zap.Error(err))
 	}
 }
 
-// unsyncObservations is unsyncRuns for Langfuse observations and trace roots.
-func (r *usageReceiver) unsyncObservations(ctx context.Context, obs []langfuse.Observation) {
-	if r.store == nil {
-		return
-	}
-	held, gone := r.lfEvents.Held(obs)
-	if err := r.syncObservations(ctx, held, gone); err != nil {
-		r.set.Logger.Error("agentusage: restoring stored observations after a refusal failed; a kill -9 may lose or resend them", zap.Error(err))
-	}
-}
-
-// syncObservations stores the observations and roots now held and deletes those that went on.
-func (r *usageReceiver) syncObservations(ctx context.Context, held, gone []langfuse.Observation) error {
-	if r.store == nil || len(held)+len(gone) == 0 {
+// retry deletes what is still owed.
+func (d *heldDisk[T]) retry(ctx context.Context) error {
+	if d.r.store == nil || len(d.undeleted) == 0 {
 		return nil
 	}
-	ops := make([]*storage.Operation, 0, len(held)+len(gone))
-	for _, g := range gone {
-		ops = append(ops, storage.DeleteOperation(prefixObs+langfuse.StorageKey(g)))
+	ops := make([]*storage.Operation, 0, len(d.undeleted))
+	for k := range d.undeleted {
+		ops = append(ops, storage.DeleteOperation(k))
 	}
-	for _, h := range held {
-		b, err := json.Marshal(h)
-		if err != nil {
-			return fmt.Errorf("storage: encoding observation %s: %w", h.ID, err)
-		}
-		ops = append(ops, storage.SetOperation(prefixObs+langfuse.StorageKey(h), b))
+	if err := d.r.store.client.Batch(ctx, ops...); err != nil {
+		return err
 	}
-	return r.store.client.Batch(ctx, ops...)
+	clear(d.undeleted)
+	return nil
 }
+
+// restore puts the disk back to what the face holds for items a refused request had
+// written: the held version of each, or none.
+func (d *heldDisk[T]) restore(ctx context.Context, items []T) {
+	if d.r.store == nil || len(items) == 0 {
+		return
+	}
+	held, gone := d.held(items)
+	ops := make([]*storage.Operation, 0, len(items))
+	for _, g := range gone {
+		ops = append(ops, storage.DeleteOperation(d.key(g)))
+	}
+	var errs []error
+	for _, h := range held {
+		b, err := d.encode(h)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ops = append(ops, storage.SetOperation(d.key(h), b))
+	}
+	if err := d.r.store.client.Batch(ctx, ops...); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		d.r.set.Logger.Error("agentusage: restoring stored "+d.what+" after a refusal failed", zap.Error(err))
+	}
+}
+
+func runKey(run langsmith.Run) string { return prefixRun + run.ID }
+
+func observationKey(o langfuse.Observation) string { return prefixObs + langfuse.StorageKey(o) }
+
+func encodeObservation(o langfuse.Observation) ([]byte, error) { return json.Marshal(o) }

@@ -36,7 +36,11 @@ type usageReceiver struct {
 	store    *pendingStore // nil unless `storage` is set (persist.go)
 	runs     *langsmith.Translator
 	lfEvents *langfuse.Ingester
-	keys     [][]byte
+	// runDisk and obsDisk are what each face holds on disk (persist.go), used under
+	// runsMu and eventsMu
+	runDisk *heldDisk[langsmith.Run]
+	obsDisk *heldDisk[langfuse.Observation]
+	keys    [][]byte
 
 	// runsMu and eventsMu serialise plan → emit → commit per stateful face, so a PATCH
 	// (or an update) handled concurrently with its POST (or create) always finds it.
@@ -70,6 +74,8 @@ func newReceiver(set receiver.Settings, cfg *Config, next consumer.Traces) (*usa
 	for _, k := range cfg.APIKeys {
 		r.keys = append(r.keys, []byte(string(k)))
 	}
+	r.runDisk = newHeldDisk(r, "runs", runKey, langsmith.EncodeRun, r.runs.Held)
+	r.obsDisk = newHeldDisk(r, "observations", observationKey, encodeObservation, r.lfEvents.Held)
 	return r, nil
 }
 
@@ -120,8 +126,20 @@ func (r *usageReceiver) Shutdown(ctx context.Context) error {
 	}
 	r.wg.Wait()
 	if r.server != nil {
+		// under the faces' locks: a request the server's Shutdown gave up on may still
+		// be sending what it completes
+		r.runsMu.Lock()
 		r.emitRuns(ctx, r.runs.Drain(), drained)
+		if rerr := r.runDisk.retry(ctx); rerr != nil {
+			r.set.Logger.Error("agentusage: deleting LangSmith runs that went on from storage failed; the next start sends them again", zap.Error(rerr))
+		}
+		r.runsMu.Unlock()
+		r.eventsMu.Lock()
 		r.emitObservations(ctx, r.lfEvents.Drain(), drained)
+		if rerr := r.obsDisk.retry(ctx); rerr != nil {
+			r.set.Logger.Error("agentusage: deleting Langfuse observations that went on from storage failed; the next start sends them again", zap.Error(rerr))
+		}
+		r.eventsMu.Unlock()
 	}
 	if r.store != nil {
 		err = errors.Join(err, r.store.client.Close(ctx))
@@ -142,9 +160,11 @@ func (r *usageReceiver) flushLoop() {
 			now := r.now()
 			ctx := context.Background()
 			r.runsMu.Lock()
+			_ = r.runDisk.retry(ctx) // logged when it was first refused
 			r.emitRuns(ctx, r.runs.Expired(now), timedOut)
 			r.runsMu.Unlock()
 			r.eventsMu.Lock()
+			_ = r.obsDisk.retry(ctx)
 			r.emitObservations(ctx, r.lfEvents.Expired(now), timedOut)
 			r.eventsMu.Unlock()
 		}
@@ -165,16 +185,16 @@ const (
 type heldFace[T any] struct {
 	name, format string
 	build        func([]T) ptrace.Traces
-	sync         func(ctx context.Context, held, gone []T) error
+	disk         *heldDisk[T]
 	hold         func([]T, time.Time)
 }
 
 func (r *usageReceiver) runFace() heldFace[langsmith.Run] {
-	return heldFace[langsmith.Run]{name: "LangSmith runs", format: formatLangSmith, build: r.runs.BuildRuns, sync: r.syncRuns, hold: r.runs.Hold}
+	return heldFace[langsmith.Run]{name: "LangSmith runs", format: formatLangSmith, build: r.runs.BuildRuns, disk: r.runDisk, hold: r.runs.Hold}
 }
 
 func (r *usageReceiver) observationFace() heldFace[langfuse.Observation] {
-	return heldFace[langfuse.Observation]{name: "Langfuse observations", format: formatLFIngest, build: r.lfEvents.BuildObservations, sync: r.syncObservations, hold: r.lfEvents.Hold}
+	return heldFace[langfuse.Observation]{name: "Langfuse observations", format: formatLFIngest, build: r.lfEvents.BuildObservations, disk: r.obsDisk, hold: r.lfEvents.Hold}
 }
 
 // emitRuns sends held runs that will get no PATCH (timeout, eviction at start, shutdown).
@@ -186,36 +206,22 @@ func (r *usageReceiver) emitObservations(ctx context.Context, obs []langfuse.Obs
 	emitHeld(ctx, r, r.observationFace(), obs, why)
 }
 
-// emitHeld takes held items off the disk, then hands them to the pipeline: sent while
-// still stored, a restart would send them again. What cannot leave the disk, or what
-// the pipeline refuses (stored again), is held again for another pending_timeout, past
-// max_pending if it must: held in memory, its update still finds it (on disk alone, an
-// update would be taken for a run never seen, and its storage would delete it). The
-// items were held before they came here, so holding them again takes no new room. At
-// Shutdown they stay stored for the next start instead.
+// emitHeld hands held items to the pipeline, then takes them off the disk. What the
+// pipeline refuses is still stored: it is held again (past max_pending if it must; it
+// held room before), so its update still finds it, and at Shutdown it waits on disk for
+// the next start.
 func emitHeld[T any](ctx context.Context, r *usageReceiver, f heldFace[T], items []T, why emitReason) {
 	if len(items) == 0 {
 		return
 	}
-	log := r.set.Logger.With(zap.String("face", f.name), zap.Int("count", len(items)))
-	if err := f.sync(ctx, nil, items); err != nil {
-		if why == drained {
-			log.Warn("agentusage: deleting held entries from storage failed; they stay stored and go on at the next start", zap.Error(err))
-			return
-		}
-		log.Warn("agentusage: deleting held entries from storage failed; they are held for another pending_timeout", zap.Error(err))
-		f.hold(items, r.now())
-		return
-	}
 	if err := r.consume(ctx, f.build(items), f.format); err != nil {
-		log.Warn("agentusage: pipeline refused held entries", zap.Error(err))
-		if serr := f.sync(ctx, items, nil); serr != nil {
-			log.Error("agentusage: storing refused entries again failed; a kill -9 loses them", zap.Error(serr))
-		}
+		r.set.Logger.Warn("agentusage: pipeline refused held entries; they stay held", zap.String("face", f.name), zap.Int("count", len(items)), zap.Error(err))
 		if why != drained {
 			f.hold(items, r.now())
 		}
+		return
 	}
+	f.disk.remove(ctx, items)
 }
 
 // consume hands spans to the pipeline, recording the outcome in obsreport.

@@ -1,6 +1,7 @@
 package agentusage
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -12,8 +13,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
 	"github.com/agentmeter/agentmeter/internal/spaniter"
@@ -22,11 +25,12 @@ import (
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/ids"
 )
 
-// These tests hold the receiver to "sent once" when its storage fails: a run or
-// observation leaves the disk before it goes on, and a request whose storage fails is
-// answered 503 before anything of it went on. Sent first and deleted after, a failed
-// deletion sends it again: on the SDK's retry of the 503, after a kill -9, or at the
-// next start after a Shutdown.
+// These tests hold the receiver to its storage order when the disk or the pipeline
+// fails: what a request holds is written before anything of it goes on (a failed write
+// is a 503 with nothing sent, so the SDK's retry sends nothing twice), and what went on
+// leaves the disk after, its deletion tried again until the disk takes it (deleted
+// before, a kill -9 while the pipeline had it lost it). Only a kill -9 before a refused
+// deletion succeeds sends a run again, at the next start.
 
 const (
 	heldRunID = "01a22a31-cdeb-7000-8000-037a8c6bd3b1"
@@ -50,99 +54,74 @@ func postHeldRun(t *testing.T, url string) {
 	require.Equal(t, http.StatusAccepted, code, resp)
 }
 
-// The SDK's PATCH comes while the disk fails, then the collector is killed; after the
-// restart the SDK sends the PATCH again. The run is one span with the PATCH's usage.
-func TestFailingDiskPatchThenKillSendsTheRunOnce(t *testing.T) {
-	st := storagetest.New()
-	sink1 := new(consumertest.TracesSink)
-	url1, r1 := startStored(t, st, sink1)
-	postHeldRun(t, url1)
-
-	st.Fail(errDiskFull)
-	code, hdr, _ := do(t, http.MethodPatch, url1+"/runs/"+heldRunID, "application/json", []byte(runPatch), nil)
-	require.Equal(t, http.StatusServiceUnavailable, code)
-	assert.NotEmpty(t, hdr.Get("Retry-After"))
-	assert.Zero(t, chatsIn(sink1), "nothing of a request answered 503 went on")
-	kill(t, r1)
-	st.Fail(nil)
-
-	sink2 := new(consumertest.TracesSink)
-	url2, r2 := startStored(t, st, sink2)
-	code, _, _ = do(t, http.MethodPatch, url2+"/runs/"+heldRunID, "application/json", []byte(runPatch), nil)
-	require.Equal(t, http.StatusAccepted, code)
-	require.NoError(t, r2.Shutdown(context.Background()))
-	require.Equal(t, 1, chatsIn(sink1, sink2))
-	u, _ := genai.UsageFromMap(spansNamed(sink2, "chat gpt-4o")[0].Attributes())
-	assert.Equal(t, genai.Usage{Input: 7, Output: 3}, u)
-	assert.Zero(t, st.Count(prefixRun))
-}
-
-// A batch that finishes a held run, answered 503 because the disk refused the run's
-// deletion, is sent again by the SDK: the run goes on once.
-func TestFailingDiskBatchRetrySendsTheRunOnce(t *testing.T) {
+// A failed write answers 503 before anything of the request went on: the SDK's retry
+// of a batch that finishes one run and holds another sends the finished one once.
+func TestFailingDiskWriteSendsNothing(t *testing.T) {
 	st := storagetest.New()
 	sink := new(consumertest.TracesSink)
 	url, r := startStored(t, st, sink)
 	defer func() { require.NoError(t, r.Shutdown(context.Background())) }()
-	postHeldRun(t, url)
-
-	batch := `{"patch":[{"id":"` + heldRunID + `","trace_id":"01a22a31-cdc6-7000-8000-016bd484a2ba","end_time":"2026-01-02T03:04:09Z","outputs":{"usage_metadata":{"input_tokens":7,"output_tokens":3}}}]}`
+	finished := "01a22a31-cdeb-7000-8000-037a8c6bd3b4"
+	batch := []byte(`{"post":[` + lsRun(finished, "", "llm", true) + `,` + lsRun(heldRunID, "", "llm", false) + `]}`)
 	st.Fail(errDiskFull)
-	code, _, _ := do(t, http.MethodPost, url+"/runs/batch", "application/json", []byte(batch), nil)
+	code, hdr, _ := do(t, http.MethodPost, url+"/runs/batch", "application/json", batch, nil)
 	require.Equal(t, http.StatusServiceUnavailable, code)
-	assert.Zero(t, chatsIn(sink))
-	assert.Equal(t, 1, r.runs.Pending(), "a refused request leaves the run held")
+	assert.NotEmpty(t, hdr.Get("Retry-After"))
+	assert.Zero(t, sink.SpanCount(), "nothing of a request answered 503 went on")
+	assert.Zero(t, r.runs.Pending())
 
 	st.Fail(nil)
-	code, _, resp := do(t, http.MethodPost, url+"/runs/batch", "application/json", []byte(batch), nil)
+	code, _, resp := do(t, http.MethodPost, url+"/runs/batch", "application/json", batch, nil)
 	require.Equal(t, http.StatusAccepted, code, resp)
-	assert.Equal(t, 1, chatsIn(sink))
-	assert.Zero(t, st.Count(prefixRun))
+	assert.Equal(t, 1, ofRun(finished, sink))
+	assert.Equal(t, 1, st.Count(prefixRun), "the unfinished run is held on disk")
 }
 
-// Shutdown drains held runs; while the disk refuses their deletion they stay stored
-// and go on at the next start, once.
-func TestFailingDiskAtShutdownLeavesTheRunToTheNextStart(t *testing.T) {
-	st := storagetest.New()
-	sink1 := new(consumertest.TracesSink)
-	url1, r1 := startStored(t, st, sink1)
-	postHeldRun(t, url1)
-	st.Fail(errDiskFull)
-	require.NoError(t, r1.Shutdown(context.Background()))
-	assert.Zero(t, chatsIn(sink1), "still stored, so not sent")
-	st.Fail(nil)
+// A run that went on while the disk refused its deletion stays stored until a flush
+// deletes it; then a kill -9 sends nothing again. Through a PATCH, a timeout and
+// Shutdown's drain: Shutdown tries the deletions still owed before it stops.
+func TestRefusedDeletionIsTriedAgain(t *testing.T) {
+	short := func(c *Config) { c.PendingTimeout = 150 * time.Millisecond }
+	for _, tc := range []struct {
+		name string
+		goOn func(t *testing.T, url string, r *usageReceiver, sink *consumertest.TracesSink)
+		stop func(t *testing.T, r *usageReceiver)
+	}{
+		{"patch", func(t *testing.T, url string, _ *usageReceiver, sink *consumertest.TracesSink) {
+			code, _, _ := do(t, http.MethodPatch, url+"/runs/"+heldRunID, "application/json", []byte(runPatch), nil)
+			require.Equal(t, http.StatusAccepted, code, "it went on: the SDK has nothing to send again")
+		}, func(t *testing.T, r *usageReceiver) { kill(t, r) }},
+		{"timeout", func(t *testing.T, _ string, _ *usageReceiver, sink *consumertest.TracesSink) {
+			require.Eventually(t, func() bool { return chatsIn(sink) == 1 }, 5*time.Second, 10*time.Millisecond)
+		}, func(t *testing.T, r *usageReceiver) { kill(t, r) }},
+		{"shutdown", func(t *testing.T, url string, r *usageReceiver, _ *consumertest.TracesSink) {
+			r.stopOnce.Do(func() { close(r.stop) }) // no more flushes: Shutdown must delete it
+			code, _, _ := do(t, http.MethodPatch, url+"/runs/"+heldRunID, "application/json", []byte(runPatch), nil)
+			require.Equal(t, http.StatusAccepted, code)
+		}, func(t *testing.T, r *usageReceiver) { require.NoError(t, r.Shutdown(context.Background())) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := storagetest.New()
+			sink1 := new(consumertest.TracesSink)
+			url1, r1 := startStored(t, st, sink1, short)
+			postHeldRun(t, url1)
+			st.Fail(errDiskFull)
+			tc.goOn(t, url1, r1, sink1)
+			assert.Equal(t, 1, chatsIn(sink1))
+			assert.Equal(t, 1, st.Count(prefixRun), "still stored: the disk refused the deletion")
+			st.Fail(nil)
+			if tc.name != "shutdown" {
+				require.Eventually(t, func() bool { return st.Count(prefixRun) == 0 }, 5*time.Second, 10*time.Millisecond, "deleted at a flush")
+			}
+			tc.stop(t, r1)
+			assert.Zero(t, st.Count(prefixRun))
 
-	sink2 := new(consumertest.TracesSink)
-	_, r2 := startStored(t, st, sink2)
-	require.NoError(t, r2.Shutdown(context.Background()))
-	assert.Equal(t, 1, chatsIn(sink1, sink2))
-	assert.Zero(t, st.Count(prefixRun))
-}
-
-// A run whose pending_timeout passes while the disk refuses its deletion is held for
-// another pending_timeout, not sent; a kill -9 after it went on does not send it again.
-func TestFailingDiskAtTimeoutHoldsTheRunAgain(t *testing.T) {
-	st := storagetest.New()
-	short := func(c *Config) { c.PendingTimeout = 100 * time.Millisecond }
-	sink1 := new(consumertest.TracesSink)
-	url1, r1 := startStored(t, st, sink1, short)
-	st.Fail(errDiskFull)
-	code, _, _ := do(t, http.MethodPost, url1+"/runs", "application/json", []byte(lsRun(heldRunID, "", "llm", false)), nil)
-	require.Equal(t, http.StatusServiceUnavailable, code, "the first write fails too")
-	st.Fail(nil)
-	postHeldRun(t, url1)
-	st.Fail(errDiskFull)
-	time.Sleep(500 * time.Millisecond) // several flushes past the timeout
-	assert.Zero(t, chatsIn(sink1), "not sent while it cannot leave the disk")
-	assert.Equal(t, 1, r1.runs.Pending())
-
-	st.Fail(nil)
-	require.Eventually(t, func() bool { return chatsIn(sink1) == 1 }, 5*time.Second, 20*time.Millisecond)
-	kill(t, r1)
-	sink2 := new(consumertest.TracesSink)
-	_, r2 := startStored(t, st, sink2, short)
-	require.NoError(t, r2.Shutdown(context.Background()))
-	assert.Equal(t, 1, chatsIn(sink1, sink2))
+			sink2 := new(consumertest.TracesSink)
+			_, r2 := startStored(t, st, sink2, short)
+			require.NoError(t, r2.Shutdown(context.Background()))
+			assert.Equal(t, 1, chatsIn(sink1, sink2), "once")
+		})
+	}
 }
 
 // A request the pipeline refuses leaves the disk as the receiver's memory is: the
@@ -179,53 +158,62 @@ func TestRefusedRequestLeavesTheDiskAsItWas(t *testing.T) {
 	assert.Equal(t, genai.Usage{Input: 7, Output: 3}, u)
 }
 
-// The Langfuse ingestion face: an update answered 503 by a failing disk, then a kill,
-// then the SDK's retry after the restart, make one generation; a refused update leaves
-// the create and its trace root stored.
+// The Langfuse ingestion face: an update that goes on while the disk refuses the
+// generation's deletion stays stored until a flush deletes it; an update the pipeline
+// refuses leaves the create and its trace root stored. Either way the generation goes
+// on once, with the usage of its create.
 func TestLangfuseFailingDiskAndRefusalSendTheGenerationOnce(t *testing.T) {
 	lines := strings.Split(lfBatch, "\n")
 	createOnly := `{"batch":[` + lines[1] + strings.TrimSuffix(lines[2], ",") + `]}`
 	update := `{"batch":[` + lines[3] + `]}`
-	for _, tc := range []struct {
-		name string
-		fail func(st *storagetest.Storage, gate *switchable)
-		want int
-	}{
-		{"failing disk", func(st *storagetest.Storage, _ *switchable) { st.Fail(errDiskFull) }, http.StatusServiceUnavailable},
-		{"refusing pipeline", func(_ *storagetest.Storage, gate *switchable) { gate.refuse = true }, http.StatusTooManyRequests},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			st := storagetest.New()
-			sink1 := new(consumertest.TracesSink)
-			gate := &switchable{next: sink1}
-			url1, r1 := startStored(t, st, gate)
-			code, _, resp := do(t, http.MethodPost, url1+"/api/public/ingestion", "application/json", []byte(createOnly), nil)
-			require.Equal(t, http.StatusMultiStatus, code, resp)
-			tc.fail(st, gate)
-			code, _, _ = do(t, http.MethodPost, url1+"/api/public/ingestion", "application/json", []byte(update), nil)
-			require.Equal(t, tc.want, code)
-			assert.Zero(t, chatsIn(sink1))
-			assert.Equal(t, 2, st.Count(prefixObs), "the generation and its trace root stay stored")
-			kill(t, r1)
-			st.Fail(nil)
+	t.Run("failing disk", func(t *testing.T) {
+		st := storagetest.New()
+		sink1 := new(consumertest.TracesSink)
+		url1, r1 := startStored(t, st, sink1)
+		code, _, resp := do(t, http.MethodPost, url1+"/api/public/ingestion", "application/json", []byte(createOnly), nil)
+		require.Equal(t, http.StatusMultiStatus, code, resp)
+		st.Fail(errDiskFull)
+		code, _, resp = do(t, http.MethodPost, url1+"/api/public/ingestion", "application/json", []byte(update), nil)
+		require.Equal(t, http.StatusMultiStatus, code, resp)
+		assert.Equal(t, 1, chatsIn(sink1))
+		assert.Equal(t, 2, st.Count(prefixObs), "the generation still stored")
+		st.Fail(nil)
+		require.Eventually(t, func() bool { return st.Count(prefixObs) == 1 }, 5*time.Second, 10*time.Millisecond, "deleted at a flush; the root waits")
+		kill(t, r1)
+		sink2 := new(consumertest.TracesSink)
+		_, r2 := startStored(t, st, sink2)
+		require.NoError(t, r2.Shutdown(context.Background()))
+		assert.Equal(t, 1, chatsIn(sink1, sink2))
+	})
+	t.Run("refusing pipeline", func(t *testing.T) {
+		st := storagetest.New()
+		sink1 := new(consumertest.TracesSink)
+		gate := &switchable{next: sink1}
+		url1, r1 := startStored(t, st, gate)
+		code, _, resp := do(t, http.MethodPost, url1+"/api/public/ingestion", "application/json", []byte(createOnly), nil)
+		require.Equal(t, http.StatusMultiStatus, code, resp)
+		gate.refuse = true
+		code, _, _ = do(t, http.MethodPost, url1+"/api/public/ingestion", "application/json", []byte(update), nil)
+		require.Equal(t, http.StatusTooManyRequests, code)
+		assert.Zero(t, chatsIn(sink1))
+		assert.Equal(t, 2, st.Count(prefixObs), "the generation and its trace root stay stored")
+		kill(t, r1)
 
-			sink2 := new(consumertest.TracesSink)
-			url2, r2 := startStored(t, st, sink2)
-			code, _, resp = do(t, http.MethodPost, url2+"/api/public/ingestion", "application/json", []byte(update), nil)
-			require.Equal(t, http.StatusMultiStatus, code, resp)
-			require.NoError(t, r2.Shutdown(context.Background()))
-			require.Equal(t, 1, chatsIn(sink1, sink2))
-			u, _ := genai.UsageFromMap(spansNamed(sink2, "chat gpt-4o")[0].Attributes())
-			assert.Equal(t, genai.Usage{Input: 100, Output: 20, CacheRead: 30, Reasoning: 5}, u)
-			assert.Zero(t, st.Count(prefixObs))
-		})
-	}
+		sink2 := new(consumertest.TracesSink)
+		url2, r2 := startStored(t, st, sink2)
+		code, _, resp = do(t, http.MethodPost, url2+"/api/public/ingestion", "application/json", []byte(update), nil)
+		require.Equal(t, http.StatusMultiStatus, code, resp)
+		require.NoError(t, r2.Shutdown(context.Background()))
+		require.Equal(t, 1, chatsIn(sink1, sink2))
+		u, _ := genai.UsageFromMap(spansNamed(sink2, "chat gpt-4o")[0].Attributes())
+		assert.Equal(t, genai.Usage{Input: 100, Output: 20, CacheRead: 30, Reasoning: 5}, u)
+		assert.Zero(t, st.Count(prefixObs))
+	})
 }
 
-// Runs a full store pushes out while the disk refuses their deletion are held past
-// max_pending, not sent: sent while still stored, the next start would send them
-// again. Here the restart holds two stored runs with room for one, on a failing disk.
-func TestFailingDiskEvictionHoldsTheRunPastTheBound(t *testing.T) {
+// A restart that finds more stored than max_pending sends the oldest at once; while
+// the disk refuses their deletion they stay stored, and go on once all the same.
+func TestRestartOverTheBoundSendsEachRunOnce(t *testing.T) {
 	st := storagetest.New()
 	sink1 := new(consumertest.TracesSink)
 	url1, r1 := startStored(t, st, sink1)
@@ -239,8 +227,9 @@ func TestFailingDiskEvictionHoldsTheRunPastTheBound(t *testing.T) {
 	oneRoom := func(c *Config) { c.MaxPending = 1 }
 	sink2 := new(consumertest.TracesSink)
 	_, r2 := startStored(t, st, sink2, oneRoom)
-	assert.Zero(t, sink2.SpanCount(), "the evicted run is still stored: not sent")
-	assert.Equal(t, 2, r2.runs.Pending(), "held past max_pending")
+	assert.Equal(t, 1, chatsIn(sink2), "the oldest went on")
+	assert.Equal(t, 1, r2.runs.Pending())
+	assert.Equal(t, 2, st.Count(prefixRun), "its deletion is owed")
 	st.Fail(nil)
 	require.NoError(t, r2.Shutdown(context.Background()))
 	assert.Equal(t, 2, chatsIn(sink2))
@@ -270,7 +259,7 @@ func (c *hookedClient) Batch(ctx context.Context, ops ...*storage.Operation) err
 // A full store pushes a held run out in the request that needs its room, and the run's
 // PATCH can come while that request runs. The PATCH waits for the request (it was
 // handled in between, deleting its stored copy after: a kill -9 lost it), and goes on
-// after the evicted POST. (Found by review, test by a reviewer, adapted.)
+// after the evicted POST. (Found by review.)
 func TestEvictedRunAndItsRacingPatchLoseNothing(t *testing.T) {
 	st := storagetest.New()
 	sink1 := new(consumertest.TracesSink)
@@ -389,4 +378,138 @@ func TestLangfuseEvictionGoesWithItsBatch(t *testing.T) {
 	assert.Len(t, spansNamed(sink, "chat gpt-4o"), 1, "gen-1, pushed out as it was")
 	assert.Equal(t, 2, r.lfEvents.Pending(), "gen-2 and the trace root")
 	assert.Equal(t, 2, st.Count(prefixObs))
+}
+
+// One request that holds more new runs (or trace roots) than max_pending holds no more
+// than max_pending: the rest go on at once, as a full store's oldest would.
+func TestOneRequestHoldsNoMoreThanMaxPending(t *testing.T) {
+	two := func(c *Config) { c.MaxPending = 2 }
+	t.Run("langsmith", func(t *testing.T) {
+		st := storagetest.New()
+		sink := new(consumertest.TracesSink)
+		url, r := startStored(t, st, sink, two)
+		defer func() { require.NoError(t, r.Shutdown(context.Background())) }()
+		body := `{"post":[` + lsRun("01a22a31-cdeb-7000-8000-037a8c6bd3c1", "", "llm", false) + `,` +
+			lsRun("01a22a31-cdeb-7000-8000-037a8c6bd3c2", "", "llm", false) + `,` +
+			lsRun("01a22a31-cdeb-7000-8000-037a8c6bd3c3", "", "llm", false) + `]}`
+		code, _, resp := do(t, http.MethodPost, url+"/runs/batch", "application/json", []byte(body), nil)
+		require.Equal(t, http.StatusAccepted, code, resp)
+		assert.Equal(t, 2, r.runs.Pending())
+		assert.Equal(t, 2, st.Count(prefixRun))
+		assert.Equal(t, 1, chatsIn(sink), "the third went on")
+	})
+	t.Run("langfuse roots", func(t *testing.T) {
+		st := storagetest.New()
+		sink := new(consumertest.TracesSink)
+		url, r := startStored(t, st, sink, two)
+		defer func() { require.NoError(t, r.Shutdown(context.Background())) }()
+		body := `{"batch":[
+ {"id":"e1","type":"trace-create","timestamp":"2026-01-02T03:04:05.000Z","body":{"id":"trace-1","name":"a"}},
+ {"id":"e2","type":"trace-create","timestamp":"2026-01-02T03:04:05.000Z","body":{"id":"trace-2","name":"b"}},
+ {"id":"e3","type":"trace-create","timestamp":"2026-01-02T03:04:05.000Z","body":{"id":"trace-3","name":"c"}}
+]}`
+		code, _, resp := do(t, http.MethodPost, url+"/api/public/ingestion", "application/json", []byte(body), nil)
+		require.Equal(t, http.StatusMultiStatus, code, resp)
+		assert.Equal(t, 2, r.lfEvents.Pending())
+		assert.Equal(t, 2, st.Count(prefixObs))
+		assert.Equal(t, 1, sink.SpanCount(), "the third root went on")
+	})
+}
+
+// gatedNext blocks the first ConsumeTraces after arm until release; released with drop,
+// it passes nothing on (the process is gone).
+type gatedNext struct {
+	next    consumer.Traces
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+	drop    atomic.Bool
+}
+
+func newGatedNext(next consumer.Traces) *gatedNext {
+	return &gatedNext{next: next, entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gatedNext) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+
+func (g *gatedNext) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	if g.armed.CompareAndSwap(true, false) {
+		close(g.entered)
+		<-g.release
+		if g.drop.Load() {
+			return nil
+		}
+	}
+	return g.next.ConsumeTraces(ctx, td)
+}
+
+// doAsync sends a request from another goroutine; its status (0: no answer) comes on
+// the channel.
+func doAsync(t *testing.T, method, url string, body []byte) chan int {
+	done := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(method, url, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		_ = resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	return done
+}
+
+// kill -9 while a request's spans are with the pipeline: the run it pushed out of the
+// full store is still stored, so the restart sends it. (Deleted before it went on, it
+// was lost. Found by review.)
+func TestKillWhileAnEvictedRunIsWithThePipelineLosesNothing(t *testing.T) {
+	st := storagetest.New()
+	sink1 := new(consumertest.TracesSink)
+	g := newGatedNext(sink1)
+	oneRoom := func(c *Config) { c.MaxPending = 1 }
+	url1, r1 := startStored(t, st, g, oneRoom)
+	postHeldRun(t, url1)
+
+	g.armed.Store(true)
+	other := "01a22a31-cdeb-7000-8000-037a8c6bd3b2"
+	body := []byte(lsRun(other, "", "chain", false))
+	answered := doAsync(t, http.MethodPost, url1+"/runs", body)
+	<-g.entered
+	kill(t, r1)
+	assert.Zero(t, <-answered, "no answer: the SDK sends it again")
+	g.drop.Store(true)
+	defer close(g.release)
+
+	sink2 := new(consumertest.TracesSink)
+	url2, r2 := startStored(t, st, sink2) // room for both: the restart evicts neither
+	code, _, resp := do(t, http.MethodPost, url2+"/runs", "application/json", body, nil)
+	require.Equal(t, http.StatusAccepted, code, resp)
+	require.NoError(t, r2.Shutdown(context.Background()))
+	assert.Equal(t, 1, ofRun(other, sink1, sink2))
+	assert.Equal(t, 1, ofRun(heldRunID, sink1, sink2), "the evicted run, acknowledged long before")
+}
+
+// Shutdown whose context ends while a request is with the pipeline drains the held runs
+// only after that request: the run it completes goes on once. (Found by review.)
+func TestShutdownTimeoutDrainsAfterTheRequestInFlight(t *testing.T) {
+	st := storagetest.New()
+	sink := new(consumertest.TracesSink)
+	g := newGatedNext(sink)
+	url, r := startStored(t, st, g)
+	postHeldRun(t, url)
+
+	g.armed.Store(true)
+	answered := doAsync(t, http.MethodPatch, url+"/runs/"+heldRunID, []byte(runPatch))
+	<-g.entered
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Shutdown(ctx) }()
+	time.Sleep(300 * time.Millisecond) // the server's Shutdown gave up on the request
+	close(g.release)
+	<-answered
+	<-stopped
+	assert.Equal(t, 1, ofRun(heldRunID, sink), "by the PATCH, not again by the drain")
 }

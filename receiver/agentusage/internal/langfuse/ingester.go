@@ -1,6 +1,7 @@
 package langfuse
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -130,10 +131,28 @@ func (in *Ingester) Plan(events []Event) *Plan {
 		})...)
 	}
 	var obs, roots []Observation
-	p.evictObs, obs = in.pending.Evictions(keys(p.Complete), keys(p.Park))
-	p.evictRoots, roots = in.roots.Evictions(nil, keys(p.Roots))
+	var shortObs, shortRoots int
+	p.evictObs, obs, shortObs = in.pending.Evictions(keys(p.Complete), keys(p.Park))
+	p.evictRoots, roots, shortRoots = in.roots.Evictions(nil, keys(p.Roots))
 	p.Evict = append(obs, roots...)
+	// more new entities than a store has room for: the rest go on now, as they are
+	p.Park, p.Evict = overflow(in.pending, p.Park, p.Evict, shortObs)
+	p.Roots, p.Evict = overflow(in.roots, p.Roots, p.Evict, shortRoots)
 	return p
+}
+
+// overflow moves short of the entities in want that store does not hold to out.
+func overflow(store *pending.Store[Observation], want, out []Observation, short int) (kept, moved []Observation) {
+	for i := 0; short > 0 && i < len(want); {
+		if _, held := store.Get(entityKey(want[i])); held {
+			i++
+			continue
+		}
+		out = append(out, want[i])
+		want = slices.Delete(want, i, i+1)
+		short--
+	}
+	return want, out
 }
 
 func keys(obs []Observation) []string {

@@ -116,7 +116,18 @@ func (t *Translator) Plan(ops []Op) *Plan {
 	clear(runs[n:]) // drop references the plan no longer holds
 	p.Complete = runs[:n]
 	sortByDottedOrder(p.Complete)
-	p.evictIDs, p.Evict = t.pending.Evictions(runIDs(p.Complete), runIDs(p.Park))
+	var short int
+	p.evictIDs, p.Evict, short = t.pending.Evictions(runIDs(p.Complete), runIDs(p.Park))
+	// more new runs than the store has room for: the rest go on now, as they are
+	for i := 0; short > 0 && i < len(p.Park); {
+		if _, held := t.pending.Get(p.Park[i].ID); held {
+			i++
+			continue
+		}
+		p.Evict = append(p.Evict, p.Park[i])
+		p.Park = slices.Delete(p.Park, i, i+1)
+		short--
+	}
 	return p
 }
 
@@ -177,7 +188,6 @@ func (p *Plan) Commit(now time.Time) {
 	p.t.pending.Remove(p.evictIDs...)
 	for _, r := range p.Park {
 		p.t.pending.Hold(r.ID, r.detach(), now) // Evictions made the room
-
 	}
 }
 

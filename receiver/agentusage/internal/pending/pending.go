@@ -11,7 +11,8 @@ import (
 
 // Store holds half-finished items (a LangSmith run POSTed without end_time, a
 // Langfuse observation created without endTime) until their update arrives or they
-// time out. It is bounded: when full, the oldest item is handed back for emission, so
+// time out. It is bounded: when full, the oldest item is handed back for emission (Put,
+// or Evictions ahead of a Hold), so
 // memory never grows with clients that never send the update.
 //
 // Items are removed only by the caller (Remove after a successful hand-off to the
@@ -73,8 +74,10 @@ func (p *Store[T]) Put(id string, v T, now time.Time) []T {
 // Evictions returns what a full store would push out to make room for the ids of add
 // once the ids of remove are gone: the oldest items, none of them in remove or add
 // (ties by id, so the choice does not depend on map order). Nothing changes: the caller
-// removes them with remove when it commits, and Put then evicts nothing.
-func (p *Store[T]) Evictions(remove, add []string) (ids []string, items []T) {
+// removes them when it commits, and holds add (Hold). short is how many of add's new
+// ids still find no room when every other item is out: the caller hands that many on
+// instead of holding them.
+func (p *Store[T]) Evictions(remove, add []string) (ids []string, items []T, short int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	named := make(map[string]bool, len(remove)+len(add))
@@ -93,7 +96,7 @@ func (p *Store[T]) Evictions(remove, add []string) (ids []string, items []T) {
 	}
 	over := size - p.max
 	if over <= 0 {
-		return nil, nil
+		return nil, nil, 0
 	}
 	for id := range p.items {
 		if !named[id] {
@@ -106,15 +109,17 @@ func (p *Store[T]) Evictions(remove, add []string) (ids []string, items []T) {
 		}
 		return strings.Compare(a, b)
 	})
+	short = max(over-len(ids), 0)
 	ids = ids[:min(over, len(ids))]
 	for _, id := range ids {
 		items = append(items, p.items[id].v)
 	}
-	return ids, items
+	return ids, items, short
 }
 
-// Hold stores v under id as Put does, but past the bound when the store is full: for an
-// item Put evicted that could not be handed on and must not be lost.
+// Hold stores v under id as Put does, but evicts nothing: for items the caller made room
+// for (Evictions), and for items that went back to the store after they could not be
+// handed on, which must not be lost (they held room before).
 func (p *Store[T]) Hold(id string, v T, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
