@@ -82,8 +82,12 @@ func langsmithView(tds []ptrace.Traces) (runs map[pcommon.SpanID]ptrace.Span, re
 
 // Random agent trees × every arrival order, through a stream merge and a gather-mode
 // instance: every span reaches the sink once as a first emission (never posted twice),
-// and once its patches are applied each dispatching span carries the exact merged
-// usage and each task span ends merged, with own usage unchanged.
+// with own usage unchanged; with queued delivery (TestPropertyQueuedGatherAfterStream
+// EveryArrivalOrder) also each dispatching span carries the exact merged usage once its
+// patches are applied, and each task span ends merged. Inline delivery, this test's,
+// can pass a correction on before the release it corrects when the two race (a
+// sweeper's release and a call's correction), as docs/subagentmerge.md says; on a
+// loaded machine this test saw it.
 func TestPropertyGatherAfterStreamEveryArrivalOrder(t *testing.T) {
 	propertyGatherAfterStream(t, 30, func(*Config) {})
 }
@@ -115,9 +119,13 @@ func propertyGatherAfterStream(t *testing.T, seeds uint64, gather func(*Config))
 				require.Empty(t, reposted, "%s: a run posted twice", msg)
 				require.Len(t, runs, in.SpanCount(), "%s: every span reaches the sink", msg)
 				var own genai.Usage
+				exact := gc.Delivery == DeliveryQueued
 				for id, sp := range runs {
 					u, _ := genai.UsageFromMap(sp.Attributes())
 					own = own.Add(u)
+					if !exact {
+						continue
+					}
 					got, has := genai.SubagentUsageFromMap(sp.Attributes())
 					w, dispatcher := want[id]
 					require.Equal(t, dispatcher, has, "%s span %s", msg, id)
@@ -125,7 +133,9 @@ func propertyGatherAfterStream(t *testing.T, seeds uint64, gather func(*Config))
 						require.Equal(t, w, got, "%s: dispatching span %s", msg, id)
 					}
 				}
-				requireTasksMerged(t, runs, msg)
+				if exact {
+					requireTasksMerged(t, runs, msg)
+				}
 				require.Equal(t, ownUsageSum(in), own, "%s: own usage unchanged", msg)
 			}
 		})
