@@ -121,7 +121,7 @@ func (r *usageReceiver) ingestRuns(w http.ResponseWriter, req *http.Request, ops
 		return
 	}
 	if err := r.consume(req.Context(), plan.Build(), formatLangSmith); err != nil {
-		r.runDisk.restore(ctx, plan.Park)
+		r.runDisk.undo(ctx, plan.Park)
 		r.runsMu.Unlock()
 		r.writeRefused(w, err, http.StatusServiceUnavailable)
 		return
@@ -178,7 +178,7 @@ func (r *usageReceiver) handleLangfuseIngestion(w http.ResponseWriter, req *http
 		return
 	}
 	if err := r.consume(req.Context(), plan.Build(), formatLFIngest); err != nil {
-		r.obsDisk.restore(ctx, held)
+		r.obsDisk.undo(ctx, held)
 		r.eventsMu.Unlock()
 		r.writeRefused(w, err, http.StatusTooManyRequests)
 		return

@@ -55,6 +55,7 @@ func (r *usageReceiver) restore(ctx context.Context) error {
 				return []*storage.Operation{storage.DeleteOperation(key)}, nil
 			}
 			runs = append(runs, run)
+			r.runDisk.stored[key] = struct{}{}
 		case strings.HasPrefix(key, prefixObs):
 			var o langfuse.Observation
 			if err := json.Unmarshal(value, &o); err != nil {
@@ -62,6 +63,7 @@ func (r *usageReceiver) restore(ctx context.Context) error {
 				return []*storage.Operation{storage.DeleteOperation(key)}, nil
 			}
 			obs = append(obs, o)
+			r.obsDisk.stored[key] = struct{}{}
 		}
 		return nil, nil
 	})
@@ -86,11 +88,13 @@ func (r *usageReceiver) restore(ctx context.Context) error {
 	return nil
 }
 
-// heldDisk is one face's held entities on disk (under the face's lock, as every use):
-// written before anything of their request goes on, deleted after they went on. A
-// deletion the disk refuses is remembered and tried again at every flush and at
-// Shutdown; a kill -9 before it succeeds sends them again at the next start. Deleted
-// before they went on, a kill -9 while the pipeline had them would lose them instead.
+// heldDisk is one face's held entities on disk (used under the face's lock, or at start
+// before anything else runs): written before anything of their request goes on,
+// deleted after they went on. A deletion the disk refuses is remembered and tried again
+// at every flush and at Shutdown; a kill -9 before it succeeds sends them again at the
+// next start. Deleted before they went on, a kill -9 while the pipeline had them would
+// lose them instead. Only what is stored is deleted: most runs come finished and are
+// never written.
 type heldDisk[T any] struct {
 	r         *usageReceiver
 	what      string // "runs", "observations": for errors and logs
@@ -98,10 +102,11 @@ type heldDisk[T any] struct {
 	encode    func(T) ([]byte, error)
 	held      func([]T) (held, gone []T)
 	undeleted map[string]struct{}
+	stored    map[string]struct{} // keys on disk: written, or read back at start
 }
 
 func newHeldDisk[T any](r *usageReceiver, what string, key func(T) string, encode func(T) ([]byte, error), held func([]T) (held, gone []T)) *heldDisk[T] {
-	return &heldDisk[T]{r: r, what: what, key: key, encode: encode, held: held, undeleted: map[string]struct{}{}}
+	return &heldDisk[T]{r: r, what: what, key: key, encode: encode, held: held, undeleted: map[string]struct{}{}, stored: map[string]struct{}{}}
 }
 
 // write stores items, as held now; a deletion still owed for one of them is dropped.
@@ -122,6 +127,7 @@ func (d *heldDisk[T]) write(ctx context.Context, items []T) error {
 	}
 	for _, it := range items {
 		delete(d.undeleted, d.key(it))
+		d.stored[d.key(it)] = struct{}{}
 	}
 	return nil
 }
@@ -132,7 +138,9 @@ func (d *heldDisk[T]) remove(ctx context.Context, items []T) {
 		return
 	}
 	for _, it := range items {
-		d.undeleted[d.key(it)] = struct{}{}
+		if _, ok := d.stored[d.key(it)]; ok {
+			d.undeleted[d.key(it)] = struct{}{}
+		}
 	}
 	if err := d.retry(ctx); err != nil {
 		d.r.set.Logger.Warn("agentusage: deleting held "+d.what+" that went on from storage failed; tried again at the next flush, a restart before then sends them again", zap.Int("count", len(d.undeleted)), zap.Error(err))
@@ -151,13 +159,16 @@ func (d *heldDisk[T]) retry(ctx context.Context) error {
 	if err := d.r.store.client.Batch(ctx, ops...); err != nil {
 		return err
 	}
+	for k := range d.undeleted {
+		delete(d.stored, k)
+	}
 	clear(d.undeleted)
 	return nil
 }
 
-// restore puts the disk back to what the face holds for items a refused request had
+// undo puts the disk back to what the face holds for items a refused request had
 // written: the held version of each, or none.
-func (d *heldDisk[T]) restore(ctx context.Context, items []T) {
+func (d *heldDisk[T]) undo(ctx context.Context, items []T) {
 	if d.r.store == nil || len(items) == 0 {
 		return
 	}
@@ -177,6 +188,13 @@ func (d *heldDisk[T]) restore(ctx context.Context, items []T) {
 	}
 	if err := d.r.store.client.Batch(ctx, ops...); err != nil {
 		errs = append(errs, err)
+		for _, g := range gone { // owed, as remove owes a refused deletion
+			d.undeleted[d.key(g)] = struct{}{}
+		}
+	} else {
+		for _, g := range gone {
+			delete(d.stored, d.key(g))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		d.r.set.Logger.Error("agentusage: restoring stored "+d.what+" after a refusal failed", zap.Error(err))

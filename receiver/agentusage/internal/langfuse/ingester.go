@@ -50,8 +50,9 @@ type Plan struct {
 	Park     []Observation
 	// Roots are the batch's trace-creates (merged with held ones), held until quiet.
 	Roots []Observation
-	// Evict are held observations and roots full stores push out to hold Park and
-	// Roots: they go on as they are, in this batch, so a refusal of it leaves them held
+	// Evict go on as they are, in this batch: held observations and roots full stores
+	// push out to hold Park and Roots (a refusal of the batch leaves them held), and
+	// new ones past max_pending that nothing held can make room for
 	Evict      []Observation
 	evictObs   []string
 	evictRoots []string
@@ -135,7 +136,8 @@ func (in *Ingester) Plan(events []Event) *Plan {
 	p.evictObs, obs, shortObs = in.pending.Evictions(keys(p.Complete), keys(p.Park))
 	p.evictRoots, roots, shortRoots = in.roots.Evictions(nil, keys(p.Roots))
 	p.Evict = append(obs, roots...)
-	// more new entities than a store has room for: the rest go on now, as they are
+	// more new entities than a store has room for: the first of them go on now, as
+	// they are
 	p.Park, p.Evict = overflow(in.pending, p.Park, p.Evict, shortObs)
 	p.Roots, p.Evict = overflow(in.roots, p.Roots, p.Evict, shortRoots)
 	return p
@@ -227,7 +229,7 @@ func (in *Ingester) Repark(obs []Observation, now time.Time) []Observation {
 	return evicted
 }
 
-// Hold holds observations and trace roots again past max_pending (Translator.Hold).
+// Hold holds observations and trace roots without evicting any (Translator.Hold).
 func (in *Ingester) Hold(obs []Observation, now time.Time) {
 	for _, o := range obs {
 		if o.IsTrace {

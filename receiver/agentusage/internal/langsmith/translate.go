@@ -55,8 +55,9 @@ func NewTranslator(pendingTimeout time.Duration, maxPending int) *Translator {
 type Plan struct {
 	Complete []Run
 	Park     []Run
-	// Evict are held runs a full store pushes out to hold Park: they go on as they
-	// are, in this request, so a refusal of it leaves them held
+	// Evict go on unfinished, as they are, in this request: held runs a full store
+	// pushes out to hold Park (a refusal of the request leaves them held), and new
+	// runs past max_pending that no held run can make room for
 	Evict    []Run
 	evictIDs []string
 	t        *Translator
@@ -118,7 +119,8 @@ func (t *Translator) Plan(ops []Op) *Plan {
 	sortByDottedOrder(p.Complete)
 	var short int
 	p.evictIDs, p.Evict, short = t.pending.Evictions(runIDs(p.Complete), runIDs(p.Park))
-	// more new runs than the store has room for: the rest go on now, as they are
+	// more new runs than the store has room for: the first of them go on now, as
+	// they are
 	for i := 0; short > 0 && i < len(p.Park); {
 		if _, held := t.pending.Get(p.Park[i].ID); held {
 			i++
@@ -158,7 +160,8 @@ func sortByDottedOrder(runs []Run) {
 
 // Build turns the plan's complete runs, and the runs it evicts, into spans.
 func (p *Plan) Build() ptrace.Traces {
-	td := p.t.build(p.Complete, p.Park)
+	// runs this request holds or hands on unfinished still place their children
+	td := p.t.build(p.Complete, slices.Concat(p.Park, p.Evict))
 	if len(p.Evict) > 0 {
 		p.t.BuildRuns(p.Evict).ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
 	}
@@ -207,8 +210,9 @@ func (t *Translator) Repark(runs []Run, now time.Time) []Run {
 	return evicted
 }
 
-// Hold holds runs again past max_pending: runs a full store evicted whose stored copies
-// could not be deleted, which go on only once they can.
+// Hold holds runs without evicting any: those a plan made room for, and those that
+// were held before and could not go on (the pipeline refused them), past max_pending
+// if they must.
 func (t *Translator) Hold(runs []Run, now time.Time) {
 	for _, r := range runs {
 		t.pending.Hold(r.ID, r, now)
