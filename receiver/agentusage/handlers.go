@@ -127,7 +127,7 @@ func (r *usageReceiver) ingestRuns(w http.ResponseWriter, req *http.Request, ops
 		return
 	}
 	plan.Commit(r.now())
-	r.runDisk.remove(ctx, slices.Concat(plan.Complete, plan.Evict))
+	r.runDisk.remove(ctx, plan.Complete, plan.Evict)
 	r.runsMu.Unlock()
 	resp := map[string]any{"accepted": len(ops), "errors": nonNil(errs)}
 	if len(errs) > 0 {
@@ -184,7 +184,7 @@ func (r *usageReceiver) handleLangfuseIngestion(w http.ResponseWriter, req *http
 		return
 	}
 	plan.Commit(r.now())
-	r.obsDisk.remove(ctx, slices.Concat(plan.Complete, plan.Evict))
+	r.obsDisk.remove(ctx, plan.Complete, plan.Evict)
 	r.eventsMu.Unlock()
 	resp := langfuse.Response{Successes: []langfuse.Success{}, Errors: nonNil(errs)}
 	for _, ev := range events {

@@ -55,7 +55,7 @@ func (r *usageReceiver) restore(ctx context.Context) error {
 				return []*storage.Operation{storage.DeleteOperation(key)}, nil
 			}
 			runs = append(runs, run)
-			r.runDisk.stored[key] = struct{}{}
+			r.runDisk.stored[strings.TrimPrefix(key, prefixRun)] = struct{}{}
 		case strings.HasPrefix(key, prefixObs):
 			var o langfuse.Observation
 			if err := json.Unmarshal(value, &o); err != nil {
@@ -63,7 +63,7 @@ func (r *usageReceiver) restore(ctx context.Context) error {
 				return []*storage.Operation{storage.DeleteOperation(key)}, nil
 			}
 			obs = append(obs, o)
-			r.obsDisk.stored[key] = struct{}{}
+			r.obsDisk.stored[strings.TrimPrefix(key, prefixObs)] = struct{}{}
 		}
 		return nil, nil
 	})
@@ -96,17 +96,19 @@ func (r *usageReceiver) restore(ctx context.Context) error {
 // lose them instead. Only what is stored is deleted: most runs come finished and are
 // never written.
 type heldDisk[T any] struct {
-	r         *usageReceiver
-	what      string // "runs", "observations": for errors and logs
-	key       func(T) string
-	encode    func(T) ([]byte, error)
-	held      func([]T) (held, gone []T)
-	undeleted map[string]struct{}
-	stored    map[string]struct{} // keys on disk: written, or read back at start
+	r      *usageReceiver
+	what   string // "runs", "observations": for errors and logs
+	prefix string // of its keys in the storage
+	id     func(T) string
+	encode func(T) ([]byte, error)
+	held   func([]T) (held, gone []T)
+	// stored are the ids on disk (written, or read back at start), undeleted those
+	// whose deletion the disk refused
+	stored, undeleted map[string]struct{}
 }
 
-func newHeldDisk[T any](r *usageReceiver, what string, key func(T) string, encode func(T) ([]byte, error), held func([]T) (held, gone []T)) *heldDisk[T] {
-	return &heldDisk[T]{r: r, what: what, key: key, encode: encode, held: held, undeleted: map[string]struct{}{}, stored: map[string]struct{}{}}
+func newHeldDisk[T any](r *usageReceiver, what, prefix string, id func(T) string, encode func(T) ([]byte, error), held func([]T) (held, gone []T)) *heldDisk[T] {
+	return &heldDisk[T]{r: r, what: what, prefix: prefix, id: id, encode: encode, held: held, undeleted: map[string]struct{}{}, stored: map[string]struct{}{}}
 }
 
 // write stores items, as held now; a deletion still owed for one of them is dropped.
@@ -118,28 +120,31 @@ func (d *heldDisk[T]) write(ctx context.Context, items []T) error {
 	for _, it := range items {
 		b, err := d.encode(it)
 		if err != nil {
-			return fmt.Errorf("storage: encoding held %s %s: %w", d.what, d.key(it), err)
+			return fmt.Errorf("storage: encoding held %s %s: %w", d.what, d.id(it), err)
 		}
-		ops = append(ops, storage.SetOperation(d.key(it), b))
+		ops = append(ops, storage.SetOperation(d.prefix+d.id(it), b))
 	}
 	if err := d.r.store.client.Batch(ctx, ops...); err != nil {
 		return err
 	}
 	for _, it := range items {
-		delete(d.undeleted, d.key(it))
-		d.stored[d.key(it)] = struct{}{}
+		delete(d.undeleted, d.id(it))
+		d.stored[d.id(it)] = struct{}{}
 	}
 	return nil
 }
 
-// remove deletes items that went on, with the deletions still owed.
-func (d *heldDisk[T]) remove(ctx context.Context, items []T) {
-	if d.r.store == nil {
-		return
+// remove deletes the items of groups that went on, with the deletions still owed. It
+// runs for every request: most hold nothing, and most runs were never stored.
+func (d *heldDisk[T]) remove(ctx context.Context, groups ...[]T) {
+	if d.r.store == nil || len(d.stored) == 0 {
+		return // undeleted is a part of stored
 	}
-	for _, it := range items {
-		if _, ok := d.stored[d.key(it)]; ok {
-			d.undeleted[d.key(it)] = struct{}{}
+	for _, items := range groups {
+		for _, it := range items {
+			if _, ok := d.stored[d.id(it)]; ok {
+				d.undeleted[d.id(it)] = struct{}{}
+			}
 		}
 	}
 	if err := d.retry(ctx); err != nil {
@@ -153,14 +158,14 @@ func (d *heldDisk[T]) retry(ctx context.Context) error {
 		return nil
 	}
 	ops := make([]*storage.Operation, 0, len(d.undeleted))
-	for k := range d.undeleted {
-		ops = append(ops, storage.DeleteOperation(k))
+	for id := range d.undeleted {
+		ops = append(ops, storage.DeleteOperation(d.prefix+id))
 	}
 	if err := d.r.store.client.Batch(ctx, ops...); err != nil {
 		return err
 	}
-	for k := range d.undeleted {
-		delete(d.stored, k)
+	for id := range d.undeleted {
+		delete(d.stored, id)
 	}
 	clear(d.undeleted)
 	return nil
@@ -175,7 +180,7 @@ func (d *heldDisk[T]) undo(ctx context.Context, items []T) {
 	held, gone := d.held(items)
 	ops := make([]*storage.Operation, 0, len(items))
 	for _, g := range gone {
-		ops = append(ops, storage.DeleteOperation(d.key(g)))
+		ops = append(ops, storage.DeleteOperation(d.prefix+d.id(g)))
 	}
 	var errs []error
 	for _, h := range held {
@@ -184,16 +189,16 @@ func (d *heldDisk[T]) undo(ctx context.Context, items []T) {
 			errs = append(errs, err)
 			continue
 		}
-		ops = append(ops, storage.SetOperation(d.key(h), b))
+		ops = append(ops, storage.SetOperation(d.prefix+d.id(h), b))
 	}
 	if err := d.r.store.client.Batch(ctx, ops...); err != nil {
 		errs = append(errs, err)
 		for _, g := range gone { // owed, as remove owes a refused deletion
-			d.undeleted[d.key(g)] = struct{}{}
+			d.undeleted[d.id(g)] = struct{}{}
 		}
 	} else {
 		for _, g := range gone {
-			delete(d.stored, d.key(g))
+			delete(d.stored, d.id(g))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -201,8 +206,6 @@ func (d *heldDisk[T]) undo(ctx context.Context, items []T) {
 	}
 }
 
-func runKey(run langsmith.Run) string { return prefixRun + run.ID }
-
-func observationKey(o langfuse.Observation) string { return prefixObs + langfuse.StorageKey(o) }
+func runID(run langsmith.Run) string { return run.ID }
 
 func encodeObservation(o langfuse.Observation) ([]byte, error) { return json.Marshal(o) }

@@ -74,8 +74,8 @@ func newReceiver(set receiver.Settings, cfg *Config, next consumer.Traces) (*usa
 	for _, k := range cfg.APIKeys {
 		r.keys = append(r.keys, []byte(string(k)))
 	}
-	r.runDisk = newHeldDisk(r, "runs", runKey, langsmith.EncodeRun, r.runs.Held)
-	r.obsDisk = newHeldDisk(r, "observations", observationKey, encodeObservation, r.lfEvents.Held)
+	r.runDisk = newHeldDisk(r, "runs", prefixRun, runID, langsmith.EncodeRun, r.runs.Held)
+	r.obsDisk = newHeldDisk(r, "observations", prefixObs, langfuse.StorageKey, encodeObservation, r.lfEvents.Held)
 	return r, nil
 }
 

@@ -53,10 +53,8 @@ type Plan struct {
 	// Evict go on as they are, in this batch: held observations and roots full stores
 	// push out to hold Park and Roots (a refusal of the batch leaves them held), and
 	// new ones past max_pending that nothing held can make room for
-	Evict      []Observation
-	evictObs   []string
-	evictRoots []string
-	in         *Ingester
+	Evict []Observation
+	in    *Ingester
 }
 
 func entityKey(o Observation) string {
@@ -131,30 +129,20 @@ func (in *Ingester) Plan(events []Event) *Plan {
 			return known[o.TraceID] && o.finished() && !inBatch
 		})...)
 	}
-	var obs, roots []Observation
-	var shortObs, shortRoots int
-	p.evictObs, obs, shortObs = in.pending.Evictions(keys(p.Complete), keys(p.Park))
-	p.evictRoots, roots, shortRoots = in.roots.Evictions(nil, keys(p.Roots))
-	p.Evict = append(obs, roots...)
-	// more new entities than a store has room for: the first of them go on now, as
-	// they are
-	p.Park, p.Evict = overflow(in.pending, p.Park, p.Evict, shortObs)
-	p.Roots, p.Evict = overflow(in.roots, p.Roots, p.Evict, shortRoots)
+	p.Park, p.Evict = makeRoom(in.pending, p.Complete, p.Park, p.Evict)
+	p.Roots, p.Evict = makeRoom(in.roots, nil, p.Roots, p.Evict)
 	return p
 }
 
-// overflow moves short of the entities in want that store does not hold to out.
-func overflow(store *pending.Store[Observation], want, out []Observation, short int) (kept, moved []Observation) {
-	for i := 0; short > 0 && i < len(want); {
-		if _, held := store.Get(entityKey(want[i])); held {
-			i++
-			continue
-		}
-		out = append(out, want[i])
-		want = slices.Delete(want, i, i+1)
-		short--
+// makeRoom appends to out what store pushes out to hold want once gone has left it,
+// and, when want has more new entities than it has room for, the first of them, which
+// go on now, as they are (taken out of want).
+func makeRoom(store *pending.Store[Observation], gone, want, out []Observation) (kept, moved []Observation) {
+	if len(want) == 0 || store.Fits(len(want)) {
+		return want, out
 	}
-	return want, out
+	pushed, refused := store.Evictions(keys(gone), keys(want))
+	return pending.Refused(want, append(out, pushed...), refused)
 }
 
 func keys(obs []Observation) []string {
@@ -170,7 +158,10 @@ func (p *Plan) Build() ptrace.Traces {
 	for _, r := range p.Roots { // their attributes reach observations of this batch
 		p.in.rememberTrace(r)
 	}
-	return p.in.build(append(append([]Observation(nil), p.Complete...), p.Evict...))
+	if len(p.Evict) == 0 {
+		return p.in.build(p.Complete)
+	}
+	return p.in.build(slices.Concat(p.Complete, p.Evict))
 }
 
 func (in *Ingester) rememberTrace(o Observation) {
@@ -180,9 +171,16 @@ func (in *Ingester) rememberTrace(o Observation) {
 
 // Commit records the plan once the pipeline accepted its spans.
 func (p *Plan) Commit(now time.Time) {
-	p.in.pending.Remove(keys(p.Complete)...)
-	p.in.pending.Remove(p.evictObs...)
-	p.in.roots.Remove(p.evictRoots...)
+	for _, o := range p.Complete {
+		p.in.pending.Remove(entityKey(o))
+	}
+	for _, o := range p.Evict { // those it never held are not there
+		if o.IsTrace {
+			p.in.roots.Remove(entityKey(o))
+		} else {
+			p.in.pending.Remove(entityKey(o))
+		}
+	}
 	for _, o := range p.Park { // Evictions made the room
 		p.in.pending.Hold(entityKey(o), o, now)
 	}
@@ -218,15 +216,15 @@ func (in *Ingester) Drain() []Observation {
 // Repark holds observations and roots again and returns those full stores pushed out
 // for them (Restore).
 func (in *Ingester) Repark(obs []Observation, now time.Time) []Observation {
-	var evicted []Observation
+	var roots, others []Observation
 	for _, o := range obs {
 		if o.IsTrace {
-			evicted = append(evicted, in.roots.Put(entityKey(o), o, now)...)
-			continue
+			roots = append(roots, o)
+		} else {
+			others = append(others, o)
 		}
-		evicted = append(evicted, in.pending.Put(entityKey(o), o, now)...)
 	}
-	return evicted
+	return append(in.pending.Admit(keys(others), others, now), in.roots.Admit(keys(roots), roots, now)...)
 }
 
 // Hold holds observations and trace roots without evicting any (Translator.Hold).

@@ -58,10 +58,9 @@ type Plan struct {
 	// Evict go on unfinished, as they are, in this request: held runs a full store
 	// pushes out to hold Park (a refusal of the request leaves them held), and new
 	// runs past max_pending that no held run can make room for
-	Evict    []Run
-	evictIDs []string
-	t        *Translator
-	buf      *[]Run // Complete's backing array, recycled by Release
+	Evict []Run
+	t     *Translator
+	buf   *[]Run // Complete's backing array, recycled by Release
 }
 
 // Plan merges ops with parked runs. A run is complete when it has an end_time.
@@ -117,19 +116,13 @@ func (t *Translator) Plan(ops []Op) *Plan {
 	clear(runs[n:]) // drop references the plan no longer holds
 	p.Complete = runs[:n]
 	sortByDottedOrder(p.Complete)
-	var short int
-	p.evictIDs, p.Evict, short = t.pending.Evictions(runIDs(p.Complete), runIDs(p.Park))
-	// more new runs than the store has room for: the first of them go on now, as
-	// they are
-	for i := 0; short > 0 && i < len(p.Park); {
-		if _, held := t.pending.Get(p.Park[i].ID); held {
-			i++
-			continue
-		}
-		p.Evict = append(p.Evict, p.Park[i])
-		p.Park = slices.Delete(p.Park, i, i+1)
-		short--
+	if len(p.Park) == 0 || t.pending.Fits(len(p.Park)) {
+		return p
 	}
+	var refused []int
+	p.Evict, refused = t.pending.Evictions(runIDs(p.Complete), runIDs(p.Park))
+	// more new runs than the store has room for: the first of them go on now, as they are
+	p.Park, p.Evict = pending.Refused(p.Park, p.Evict, refused)
 	return p
 }
 
@@ -160,11 +153,12 @@ func sortByDottedOrder(runs []Run) {
 
 // Build turns the plan's complete runs, and the runs it evicts, into spans.
 func (p *Plan) Build() ptrace.Traces {
+	if len(p.Evict) == 0 {
+		return p.t.build(p.Complete, p.Park)
+	}
 	// runs this request holds or hands on unfinished still place their children
 	td := p.t.build(p.Complete, slices.Concat(p.Park, p.Evict))
-	if len(p.Evict) > 0 {
-		p.t.BuildRuns(p.Evict).ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
-	}
+	p.t.BuildRuns(p.Evict).ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
 	return td
 }
 
@@ -188,7 +182,7 @@ func (p *Plan) Release() {
 // runs leave the pending store, unfinished ones enter it.
 func (p *Plan) Commit(now time.Time) {
 	p.t.pending.Remove(runIDs(p.Complete)...)
-	p.t.pending.Remove(p.evictIDs...)
+	p.t.pending.Remove(runIDs(p.Evict)...) // those it never held are not there
 	for _, r := range p.Park {
 		p.t.pending.Hold(r.ID, r.detach(), now) // Evictions made the room
 	}
@@ -203,11 +197,7 @@ func (t *Translator) Drain() []Run { return t.pending.Drain() }
 // Repark holds runs again (read back from storage at start) and returns those a full
 // store pushed out for them.
 func (t *Translator) Repark(runs []Run, now time.Time) []Run {
-	var evicted []Run
-	for _, r := range runs {
-		evicted = append(evicted, t.pending.Put(r.ID, r, now)...)
-	}
-	return evicted
+	return t.pending.Admit(runIDs(runs), runs, now)
 }
 
 // Hold holds runs without evicting any: those a plan made room for, and those that

@@ -11,8 +11,8 @@ import (
 
 // Store holds half-finished items (a LangSmith run POSTed without end_time, a
 // Langfuse observation created without endTime) until their update arrives or they
-// time out. It is bounded: when full, the oldest item is handed back for emission (Put,
-// or Evictions ahead of a Hold), so
+// time out. It is bounded: when full, the oldest item is handed back for emission
+// (Evictions ahead of a Hold, or Admit), so
 // memory never grows with clients that never send the update.
 //
 // Items are removed only by the caller (Remove after a successful hand-off to the
@@ -47,37 +47,40 @@ func (p *Store[T]) Get(id string) (T, bool) {
 	return e.v, true
 }
 
-// Put stores v under id (keeping the first arrival time of an id already present) and
-// returns the items evicted because the store is full (oldest first).
-func (p *Store[T]) Put(id string, v T, now time.Time) []T {
+// Fits reports whether n more items fit without pushing any out: most requests hold
+// few runs, and skip Evictions.
+func (p *Store[T]) Fits(n int) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e, ok := p.items[id]; ok {
-		e.v = v
-		return nil
-	}
-	var evicted []T
-	for len(p.items) >= p.max && len(p.items) > 0 {
-		oldestID, oldest := "", time.Time{}
-		for k, e := range p.items {
-			if oldestID == "" || e.added.Before(oldest) {
-				oldestID, oldest = k, e.added
-			}
-		}
-		evicted = append(evicted, p.items[oldestID].v)
-		delete(p.items, oldestID)
-	}
-	p.items[id] = &entry[T]{v: v, added: now}
-	return evicted
+	return len(p.items)+n <= p.max
 }
 
 // Evictions returns what a full store would push out to make room for the ids of add
 // once the ids of remove are gone: the oldest items, none of them in remove or add
 // (ties by id, so the choice does not depend on map order). Nothing changes: the caller
-// removes them when it commits, and holds add (Hold). short is how many of add's new
-// ids still find no room when every other item is out: the caller hands that many on
-// instead of holding them.
-func (p *Store[T]) Evictions(remove, add []string) (ids []string, items []T, short int) {
+// removes them when it commits, and holds add (Hold). refused are the indexes in add of
+// the first new ids that still find no room when every other item is out: the caller
+// hands those on instead of holding them (Refused).
+func (p *Store[T]) Evictions(remove, add []string) (items []T, refused []int) {
+	_, items, refused = p.evictions(remove, add)
+	return items, refused
+}
+
+// Admit holds vs under ids now, pushing out what Evictions says, and returns what it
+// pushed out and the new items that found no room.
+func (p *Store[T]) Admit(ids []string, vs []T, now time.Time) []T {
+	out, pushed, refused := p.evictions(nil, ids)
+	p.Remove(out...)
+	keptIDs, _ := Refused(ids, nil, refused)
+	kept, moved := Refused(vs, pushed, refused)
+	for i := range kept {
+		p.Hold(keptIDs[i], kept[i], now)
+	}
+	return moved
+}
+
+// evictions is Evictions, with the ids of the items it pushes out.
+func (p *Store[T]) evictions(remove, add []string) (ids []string, items []T, refused []int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	named := make(map[string]bool, len(remove)+len(add))
@@ -88,15 +91,17 @@ func (p *Store[T]) Evictions(remove, add []string) (ids []string, items []T, sho
 		}
 		named[id] = true
 	}
-	for _, id := range add {
+	var fresh []int // add's new ids, by index
+	for i, id := range add {
 		if _, ok := p.items[id]; !ok && !named[id] {
 			size++
+			fresh = append(fresh, i)
 		}
 		named[id] = true
 	}
 	over := size - p.max
 	if over <= 0 {
-		return nil, nil, 0
+		return nil, nil, nil
 	}
 	for id := range p.items {
 		if !named[id] {
@@ -109,15 +114,35 @@ func (p *Store[T]) Evictions(remove, add []string) (ids []string, items []T, sho
 		}
 		return strings.Compare(a, b)
 	})
-	short = max(over-len(ids), 0)
+	refused = fresh[:max(over-len(ids), 0)]
 	ids = ids[:min(over, len(ids))]
 	for _, id := range ids {
 		items = append(items, p.items[id].v)
 	}
-	return ids, items, short
+	return ids, items, refused
 }
 
-// Hold stores v under id as Put does, but evicts nothing: for items the caller made room
+// Refused moves the items of want at the indexes refused (ascending, from Evictions) to
+// out, keeping the others in order.
+func Refused[T any](want, out []T, refused []int) (kept, moved []T) {
+	if len(refused) == 0 {
+		return want, out
+	}
+	kept = want[:0:0]
+	r := 0
+	for i, v := range want {
+		if r < len(refused) && refused[r] == i {
+			out = append(out, v)
+			r++
+			continue
+		}
+		kept = append(kept, v)
+	}
+	return kept, out
+}
+
+// Hold stores v under id (an item already there keeps its arrival time), and evicts
+// nothing: for items the caller made room
 // for (Evictions), and for items that went back to the store after they could not be
 // handed on, which must not be lost (they held room before).
 func (p *Store[T]) Hold(id string, v T, now time.Time) {
