@@ -106,35 +106,44 @@ func (r *usageReceiver) ingestRuns(w http.ResponseWriter, req *http.Request, ops
 	// placing runs against the shared stores has to go one request at a time
 	prep := langsmith.Prepare(ops)
 	defer prep.Release() // after the spans are built and the plan committed
-	r.runsMu.Lock()
-	plan := r.runs.Plan(ops)
-	defer plan.Release()
-	// The runs held from now on are on disk before anything of the request goes on (a
-	// failed write is a 503 with nothing sent, so the SDK's retry sends nothing twice);
-	// the runs that went on (those a full store pushed out for the new ones too) leave
-	// it after (heldDisk).
-	ctx := context.WithoutCancel(req.Context())
-	if err := r.runDisk.write(ctx, plan.Park); err != nil {
-		r.runsMu.Unlock()
-		r.set.Logger.Error("agentusage: storing held runs failed; answering 503", zap.Error(err))
-		r.writeRefused(w, err, http.StatusServiceUnavailable)
+	if status, err := r.placeRuns(req.Context(), ops); err != nil {
+		r.writeRefused(w, err, status)
 		return
 	}
-	if err := r.consume(req.Context(), plan.Build(), formatLangSmith); err != nil {
-		r.runDisk.undo(ctx, plan.Park)
-		r.runsMu.Unlock()
-		r.writeRefused(w, err, http.StatusServiceUnavailable)
-		return
-	}
-	plan.Commit(r.now())
-	r.runDisk.remove(ctx, plan.Complete, plan.Evict)
-	r.runsMu.Unlock()
 	resp := map[string]any{"accepted": len(ops), "errors": nonNil(errs)}
 	if len(errs) > 0 {
 		writeJSON(w, http.StatusMultiStatus, resp)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, resp)
+}
+
+// placeRuns places a request's runs against the held ones and sends what goes on, one
+// request at a time. The lock is released by defer: a panic answered by the server's
+// recoverer must not leave the face locked for every later request, the flush and
+// Shutdown.
+//
+// The runs held from now on are on disk before anything of the request goes on (a
+// failed write is a 503 with nothing sent, so the SDK's retry sends nothing twice); the
+// runs that went on (those a full store pushed out for the new ones too) leave it after
+// (heldDisk).
+func (r *usageReceiver) placeRuns(reqCtx context.Context, ops []langsmith.Op) (int, error) {
+	r.runsMu.Lock()
+	defer r.runsMu.Unlock()
+	plan := r.runs.Plan(ops)
+	defer plan.Release()
+	ctx := context.WithoutCancel(reqCtx)
+	if err := r.runDisk.write(ctx, plan.Park); err != nil {
+		r.set.Logger.Error("agentusage: storing held runs failed; answering 503", zap.Error(err))
+		return http.StatusServiceUnavailable, err
+	}
+	if err := r.consume(reqCtx, plan.Build(), formatLangSmith); err != nil {
+		r.runDisk.undo(ctx, plan.Park)
+		return http.StatusServiceUnavailable, err
+	}
+	plan.Commit(r.now())
+	r.runDisk.remove(ctx, plan.Complete, plan.Evict)
+	return 0, nil
 }
 
 func (r *usageReceiver) handleLangfuseOTLP(w http.ResponseWriter, req *http.Request) {
@@ -166,29 +175,34 @@ func (r *usageReceiver) handleLangfuseIngestion(w http.ResponseWriter, req *http
 		writeJSON(w, http.StatusBadRequest, map[string]any{"message": "Invalid request data", "errors": []string{err.Error()}})
 		return
 	}
-	r.eventsMu.Lock()
-	plan := r.lfEvents.Plan(events)
-	held := slices.Concat(plan.Park, plan.Roots)
-	ctx := context.WithoutCancel(req.Context())
-	// storage around the send as for LangSmith runs (ingestRuns)
-	if err := r.obsDisk.write(ctx, held); err != nil {
-		r.eventsMu.Unlock()
-		r.set.Logger.Error("agentusage: storing held observations failed; answering 503", zap.Error(err))
-		r.writeRefused(w, err, http.StatusServiceUnavailable)
+	if status, err := r.placeObservations(req.Context(), events); err != nil {
+		r.writeRefused(w, err, status)
 		return
 	}
-	if err := r.consume(req.Context(), plan.Build(), formatLFIngest); err != nil {
-		r.obsDisk.undo(ctx, held)
-		r.eventsMu.Unlock()
-		r.writeRefused(w, err, http.StatusTooManyRequests)
-		return
-	}
-	plan.Commit(r.now())
-	r.obsDisk.remove(ctx, plan.Complete, plan.Evict)
-	r.eventsMu.Unlock()
 	resp := langfuse.Response{Successes: []langfuse.Success{}, Errors: nonNil(errs)}
 	for _, ev := range events {
 		resp.Successes = append(resp.Successes, langfuse.Success{ID: ev.ID, Status: http.StatusCreated})
 	}
 	writeJSON(w, http.StatusMultiStatus, resp)
+}
+
+// placeObservations is placeRuns for Langfuse's ingestion events (a refusal of the
+// pipeline is Langfuse's 429).
+func (r *usageReceiver) placeObservations(reqCtx context.Context, events []langfuse.Event) (int, error) {
+	r.eventsMu.Lock()
+	defer r.eventsMu.Unlock()
+	plan := r.lfEvents.Plan(events)
+	held := slices.Concat(plan.Park, plan.Roots)
+	ctx := context.WithoutCancel(reqCtx)
+	if err := r.obsDisk.write(ctx, held); err != nil {
+		r.set.Logger.Error("agentusage: storing held observations failed; answering 503", zap.Error(err))
+		return http.StatusServiceUnavailable, err
+	}
+	if err := r.consume(reqCtx, plan.Build(), formatLFIngest); err != nil {
+		r.obsDisk.undo(ctx, held)
+		return http.StatusTooManyRequests, err
+	}
+	plan.Commit(r.now())
+	r.obsDisk.remove(ctx, plan.Complete, plan.Evict)
+	return 0, nil
 }

@@ -264,3 +264,43 @@ func TestRefusedTimeoutIsHeldAgain(t *testing.T) {
 	u, _ := genai.UsageFromMap(chats[len(chats)-1].Attributes())
 	assert.Equal(t, genai.Usage{Input: 7, Output: 3}, u, "the PATCH found the held run")
 }
+
+// A restart that cannot hand on what it pushed out holds it again, past max_pending. A
+// request that names every held run then has room for none of its new ones: they go on
+// at once, the held ones stay held, and the face answers the next request (a panic
+// while it planned this left the face locked for every later request, the flush and
+// Shutdown).
+func TestRequestPastTheBoundAfterARestart(t *testing.T) {
+	const other, third = "01a22a31-cdeb-7000-8000-037a8c6bd3b2", "01a22a31-cdeb-7000-8000-037a8c6bd3b3"
+	one := func(c *Config) { c.MaxPending = 1; c.PendingTimeout = time.Hour }
+	st := storagetest.New()
+	url1, r1 := startStored(t, st, new(consumertest.TracesSink), one)
+	dc := &deleteFailing{WalkClient: r1.store.client}
+	r1.store.client = dc
+	postHeldRun(t, url1)
+	dc.fail.Store(true)
+	code, _, resp := do(t, http.MethodPost, url1+"/runs", "application/json", []byte(lsRun(other, "", "llm", false)), nil)
+	require.Equal(t, http.StatusAccepted, code, resp)
+	require.Equal(t, 2, st.Count(prefixRun), "the pushed-out run's deletion is owed")
+	kill(t, r1)
+
+	sink := new(consumertest.TracesSink)
+	g := &atomicGate{next: sink}
+	g.refuse.Store(true)
+	url2, r2 := startStored(t, st, g, one)
+	defer func() { require.NoError(t, r2.Shutdown(context.Background())) }()
+	g.refuse.Store(false)
+	require.Equal(t, 2, r2.runs.Pending(), "held again past the bound")
+
+	batch := []byte(`{"post":[` + lsRun(heldRunID, "", "llm", false) + `,` + lsRun(other, "", "llm", false) + `,` +
+		lsRun(third, "", "llm", false) + `]}`)
+	code, _, resp = do(t, http.MethodPost, url2+"/runs/batch", "application/json", batch, nil)
+	require.Equal(t, http.StatusAccepted, code, resp)
+	assert.Equal(t, 1, chatsIn(sink), "the new run went on at once")
+	code, _, resp = do(t, http.MethodPatch, url2+"/runs/"+heldRunID, "application/json", []byte(runPatch), nil)
+	require.Equal(t, http.StatusAccepted, code, resp)
+	assert.Equal(t, 2, chatsIn(sink), "the face still answers: the PATCH completed a held run")
+	r2.runsMu.Lock()
+	assert.Equal(t, 1, r2.runs.Pending())
+	r2.runsMu.Unlock()
+}

@@ -429,3 +429,33 @@ func TestOTLPEmitterContractKeysWin(t *testing.T) {
 	assert.Equal(t, "extension", str(tool, genai.AttrToolType))
 	assert.Equal(t, "session-lf", str(tool, genai.AttrConversationID), "the trace's session reaches spans without one")
 }
+
+// Updates of observations held past max_pending (what a restart could not hand on was
+// held again) keep them held, and a new unfinished observation in the same batch goes on
+// at once, as one past a full store does.
+func TestPlanPastTheBound(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	in := NewIngester(time.Minute, 1)
+	obs := func(id string) Observation {
+		return Observation{ID: id, TraceID: "t", Kind: "generation", Created: true}
+	}
+	in.Hold([]Observation{obs("a"), obs("b")}, t0)
+	var p *Plan
+	require.NotPanics(t, func() {
+		p = in.Plan([]Event{
+			{ID: "e1", Update: true, Obs: Observation{ID: "a", TraceID: "t", Name: "x"}},
+			{ID: "e2", Update: true, Obs: Observation{ID: "b", TraceID: "t", Name: "y"}},
+			{ID: "e3", Obs: obs("c")},
+		})
+	})
+	var parked, evicted []string
+	for _, o := range p.Park {
+		parked = append(parked, o.ID+"="+o.Name)
+	}
+	for _, o := range p.Evict {
+		evicted = append(evicted, o.ID)
+	}
+	assert.ElementsMatch(t, []string{"a=x", "b=y"}, parked)
+	assert.Equal(t, []string{"c"}, evicted)
+	assert.Empty(t, p.Complete)
+}

@@ -60,7 +60,9 @@ func (p *Store[T]) Fits(n int) bool {
 // (ties by id, so the choice does not depend on map order). Nothing changes: the caller
 // removes them when it commits, and holds add (Hold). refused are the indexes in add of
 // the first new ids that still find no room when every other item is out: the caller
-// hands those on instead of holding them (Refused).
+// hands those on instead of holding them (Refused). A store already past its bound (what
+// could not be handed on was held again) that the request names in full refuses every
+// new id.
 func (p *Store[T]) Evictions(remove, add []string) (items []T, refused []int) {
 	_, items, refused = p.evictions(remove, add)
 	return items, refused
@@ -114,7 +116,9 @@ func (p *Store[T]) evictions(remove, add []string) (ids []string, items []T, ref
 		}
 		return strings.Compare(a, b)
 	})
-	refused = fresh[:max(over-len(ids), 0)]
+	// the items of add already held count against the bound too, so more of them than
+	// max leaves room for none of the new
+	refused = fresh[:min(max(over-len(ids), 0), len(fresh))]
 	ids = ids[:min(over, len(ids))]
 	for _, id := range ids {
 		items = append(items, p.items[id].v)

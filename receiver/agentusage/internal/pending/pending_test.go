@@ -56,6 +56,25 @@ func TestHoldPassesTheBound(t *testing.T) {
 	assert.Equal(t, []int{4}, p.Expired(t0.Add(63*time.Second)))
 }
 
+// A store past its bound (what a restart could not hand on was held again) that a
+// request names in full has room for none of the request's new ids, and evicts nothing
+// it names.
+func TestEvictionsPastTheBound(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	p := NewStore[int](time.Minute, 1)
+	p.Hold("a", 1, t0)
+	p.Hold("b", 2, t0)
+	items, refused := p.Evictions(nil, []string{"a", "b"})
+	assert.Empty(t, items)
+	assert.Empty(t, refused, "nothing new")
+	items, refused = p.Evictions(nil, []string{"a", "b", "c"})
+	assert.Empty(t, items)
+	assert.Equal(t, []int{2}, refused, "c goes on at once")
+	items, refused = p.Evictions(nil, []string{"a", "c"})
+	assert.Equal(t, []int{2}, items, "b is not named: out")
+	assert.Equal(t, []int{1}, refused, "a alone fills the store")
+}
+
 // Evictions pushes out the oldest (ties by id) of what is not named, to make room for
 // add's new ids once remove has gone; when that is not enough, the first new ids of add
 // are refused. Admit does the same at once.
