@@ -12,12 +12,13 @@ import (
 )
 
 // Stream mode: a ledger that was not extended or re-emitted for compact_after (doubled
-// each time it thawed, below: hotChains) is frozen by the sweeper: its skeleton parts and its kept spans' encodings go into one
-// S2 block. Most ledgers wait out wait_duration after their trace completed, in case
-// late spans come, and a whole trace's parts compress several times (every span
-// repeats the same attribute keys and resource), where a part on its own, a few hundred
-// bytes, barely does. The first call that needs the bytes again (new spans of the
-// trace, a re-emission, a refusal taken back) thaws it.
+// each time it thawed, below: hotChains) is frozen by the sweeper: its skeleton parts
+// and its kept spans' encodings go into one S2 block. Most ledgers wait out
+// wait_duration after their trace completed, in case late spans come, and a whole
+// trace's parts compress several times (every span repeats the same attribute keys and
+// resource), where a part on its own, a few hundred bytes, barely does. The first call
+// that needs the bytes again (new spans of the trace, a re-emission, a refusal taken
+// back) thaws it.
 //
 // The block is, in order:
 //

@@ -115,7 +115,7 @@ func (p *subagentMerge) reemit(l *ledger, view *mergedView, out ptrace.Traces, c
 	l.lastEmit = now
 	var errs []error
 	for id, k := range l.kept {
-		fp, ok := view.fingerprint(id, k)
+		fp, v, ok := view.fingerprint(id, k)
 		if !ok {
 			continue
 		}
@@ -123,7 +123,9 @@ func (p *subagentMerge) reemit(l *ledger, view *mergedView, out ptrace.Traces, c
 		if fp == k.fp && !settle {
 			continue
 		}
-		v, _ := view.attrs(id)
+		if v == (pcommon.Map{}) { // the fingerprint was kept: read what it was read from
+			v, _ = view.attrs(id)
+		}
 		d, err := p.unmarshaler.UnmarshalTraces(k.enc)
 		if err != nil || d.SpanCount() != 1 {
 			errs = append(errs, fmt.Errorf("a kept span does not decode: %w", err))

@@ -50,21 +50,15 @@ func slowRun(traceNo uint64, steps int, named bool) []ptrace.Traces {
 	out := make([]ptrace.Traces, len(order))
 	rs := b.td.ResourceSpans().At(0)
 	for i, sp := range order {
-		td := ptrace.NewTraces()
-		r := td.ResourceSpans().AppendEmpty()
-		rs.Resource().CopyTo(r.Resource())
-		ss := r.ScopeSpans().AppendEmpty()
-		rs.ScopeSpans().At(0).Scope().CopyTo(ss.Scope())
-		sp.CopyTo(ss.Spans().AppendEmpty())
-		out[i] = td
+		out[i] = batchOf([]arrivalSpan{{rs: rs, ss: rs.ScopeSpans().At(0), sp: sp}})
 	}
 	return out
 }
 
-// BenchmarkSlowRun sends long runs whose spans come gap apart (callers named as the
-// agentmeter runtime names them, or not) (a model call or a
-// tool takes seconds), sweeping before each span as the sweeper would: read ns/span,
-// the merge's cost per span of such a run, freezes and thaws of its ledger included.
+// BenchmarkSlowRun sends long runs whose spans come gap apart (a model call or a tool
+// takes seconds), with callers named as the agentmeter runtime names them or not,
+// sweeping before each span as the sweeper would: read ns/span, the merge's cost per
+// span of such a run, freezes and thaws of its ledger included.
 func BenchmarkSlowRun(b *testing.B) {
 	for _, c := range []struct {
 		steps int

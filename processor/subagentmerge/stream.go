@@ -352,7 +352,7 @@ func (p *subagentMerge) keep(l *ledger, se *spanEncoder, sp ptrace.Span, res pco
 // dirty reports whether a kept span now reads differently from its last version out.
 func (p *subagentMerge) dirty(l *ledger, view *mergedView) bool {
 	for id, k := range l.kept {
-		fp, ok := view.fingerprint(id, k)
+		fp, _, ok := view.fingerprint(id, k)
 		if !ok {
 			continue
 		}

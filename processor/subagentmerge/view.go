@@ -48,11 +48,13 @@ func (v *mergedView) attrs(id pcommon.SpanID) (pcommon.Map, bool) {
 // span is the one k's last fingerprint was read from: what attrs returns is the span's
 // fact (the same for the same span) with the outcome written over it, so the same
 // outcome reads the same. A re-emission checks every kept span of its ledger, and most
-// have not changed; building their attributes was most of its cost on long runs.
-func (v *mergedView) fingerprint(id pcommon.SpanID, k *keptSpan) (uint64, bool) {
+// have not changed; building their attributes was most of its cost on long runs. m is
+// what attrs returned when it was read here (until the next attrs call), zero when the
+// fingerprint came from k.
+func (v *mergedView) fingerprint(id pcommon.SpanID, k *keptSpan) (fp uint64, m pcommon.Map, ok bool) {
 	i, ok := v.idx[id]
 	if !ok {
-		return 0, false
+		return 0, pcommon.Map{}, false
 	}
 	var o merge.Outcome
 	if v.out != nil {
@@ -60,12 +62,12 @@ func (v *mergedView) fingerprint(id pcommon.SpanID, k *keptSpan) (uint64, bool) 
 	}
 	h := o.Hash()
 	if h == k.outHash {
-		return k.outFP, true
+		return k.outFP, pcommon.Map{}, true
 	}
-	m, _ := v.attrs(id)
-	fp := fingerprint(m)
+	m, _ = v.attrs(id)
+	fp = fingerprint(m)
 	k.outHash, k.outFP = h, fp
-	return fp, true
+	return fp, m, true
 }
 
 // namesCaller reports whether attrs(id) names a caller: the span's own, or the one the

@@ -85,12 +85,17 @@ func TestLedgerFactsMergeAsTheSkeletonDoes(t *testing.T) {
 			// the shortcuts re-emission takes read the same as the attributes
 			_, named := got.Get(genai.AttrCaller)
 			assert.Equal(t, named, view.namesCaller(id), "seed %d span %s", seed, id)
-			fp := fingerprint(got)
+			fp, m := fingerprint(got), mergeSays(got)
 			var k keptSpan
-			for range 2 { // read, then from k
-				got, ok := view.fingerprint(id, &k)
+			for i := range 2 { // read, then from k
+				got, read, ok := view.fingerprint(id, &k)
 				require.True(t, ok)
 				assert.Equal(t, fp, got, "seed %d span %s", seed, id)
+				if i == 0 {
+					assert.Equal(t, m, mergeSays(read), "what it read is attrs")
+				} else {
+					assert.Equal(t, pcommon.Map{}, read, "nothing read")
+				}
 			}
 		}
 	}

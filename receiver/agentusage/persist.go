@@ -83,8 +83,8 @@ func (r *usageReceiver) restore(ctx context.Context) error {
 	if len(runs)+len(obs) > 0 {
 		r.set.Logger.Info("agentusage: restored held runs from storage", zap.Int("langsmith_runs", len(runs)), zap.Int("langfuse_entities", len(obs)))
 	}
-	r.emitRuns(ctx, evictedRuns, evicted)
-	r.emitObservations(ctx, evictedObs, evicted)
+	emitHeld(ctx, r, r.runFace(), evictedRuns, holdAgain)
+	emitHeld(ctx, r, r.observationFace(), evictedObs, holdAgain)
 	return nil
 }
 
@@ -205,7 +205,5 @@ func (d *heldDisk[T]) undo(ctx context.Context, items []T) {
 		d.r.set.Logger.Error("agentusage: restoring stored "+d.what+" after a refusal failed", zap.Error(err))
 	}
 }
-
-func runID(run langsmith.Run) string { return run.ID }
 
 func encodeObservation(o langfuse.Observation) ([]byte, error) { return json.Marshal(o) }

@@ -74,7 +74,7 @@ func newReceiver(set receiver.Settings, cfg *Config, next consumer.Traces) (*usa
 	for _, k := range cfg.APIKeys {
 		r.keys = append(r.keys, []byte(string(k)))
 	}
-	r.runDisk = newHeldDisk(r, "runs", prefixRun, runID, langsmith.EncodeRun, r.runs.Held)
+	r.runDisk = newHeldDisk(r, "runs", prefixRun, langsmith.StorageKey, langsmith.EncodeRun, r.runs.Held)
 	r.obsDisk = newHeldDisk(r, "observations", prefixObs, langfuse.StorageKey, encodeObservation, r.lfEvents.Held)
 	return r, nil
 }
@@ -126,20 +126,8 @@ func (r *usageReceiver) Shutdown(ctx context.Context) error {
 	}
 	r.wg.Wait()
 	if r.server != nil {
-		// under the faces' locks: a request the server's Shutdown gave up on may still
-		// be sending what it completes
-		r.runsMu.Lock()
-		r.emitRuns(ctx, r.runs.Drain(), drained)
-		if rerr := r.runDisk.retry(ctx); rerr != nil {
-			r.set.Logger.Error("agentusage: deleting LangSmith runs that went on from storage failed; the next start sends them again", zap.Error(rerr))
-		}
-		r.runsMu.Unlock()
-		r.eventsMu.Lock()
-		r.emitObservations(ctx, r.lfEvents.Drain(), drained)
-		if rerr := r.obsDisk.retry(ctx); rerr != nil {
-			r.set.Logger.Error("agentusage: deleting Langfuse observations that went on from storage failed; the next start sends them again", zap.Error(rerr))
-		}
-		r.eventsMu.Unlock()
+		drainHeld(ctx, r, r.runFace())
+		drainHeld(ctx, r, r.observationFace())
 	}
 	if r.store != nil {
 		err = errors.Join(err, r.store.client.Close(ctx))
@@ -158,65 +146,72 @@ func (r *usageReceiver) flushLoop() {
 			return
 		case <-t.C:
 			now := r.now()
-			ctx := context.Background()
-			r.runsMu.Lock()
-			_ = r.runDisk.retry(ctx) // logged when it was first refused
-			r.emitRuns(ctx, r.runs.Expired(now), timedOut)
-			r.runsMu.Unlock()
-			r.eventsMu.Lock()
-			_ = r.obsDisk.retry(ctx)
-			r.emitObservations(ctx, r.lfEvents.Expired(now), timedOut)
-			r.eventsMu.Unlock()
+			flushHeld(context.Background(), r, r.runFace(), now)
+			flushHeld(context.Background(), r, r.observationFace(), now)
 		}
 	}
 }
 
-// emitReason is why held runs or observations go on without their update; it decides
-// what happens to them when storage or the pipeline refuses.
-type emitReason int
+// whenRefused is what becomes of held items the pipeline refuses.
+type whenRefused int
 
 const (
-	timedOut emitReason = iota // the flush loop: held again when refused
-	evicted                    // more were stored than max_pending at start: held again when refused
-	drained                    // Shutdown: the next start holds what is still stored
+	holdAgain   whenRefused = iota // the flush loop, and a start past max_pending: they held room before
+	leaveStored                    // Shutdown: the next start holds what is still stored
 )
 
-// heldFace is what emitHeld needs of a stateful face.
+// heldFace is a stateful face, for what is done to all it holds.
 type heldFace[T any] struct {
 	name, format string
+	mu           *sync.Mutex // runsMu or eventsMu
 	build        func([]T) ptrace.Traces
 	disk         *heldDisk[T]
 	hold         func([]T, time.Time)
+	expired      func(time.Time) []T
+	drain        func() []T
 }
 
 func (r *usageReceiver) runFace() heldFace[langsmith.Run] {
-	return heldFace[langsmith.Run]{name: "LangSmith runs", format: formatLangSmith, build: r.runs.BuildRuns, disk: r.runDisk, hold: r.runs.Hold}
+	return heldFace[langsmith.Run]{name: "LangSmith runs", format: formatLangSmith, mu: &r.runsMu, build: r.runs.BuildRuns,
+		disk: r.runDisk, hold: r.runs.Hold, expired: r.runs.Expired, drain: r.runs.Drain}
 }
 
 func (r *usageReceiver) observationFace() heldFace[langfuse.Observation] {
-	return heldFace[langfuse.Observation]{name: "Langfuse observations", format: formatLFIngest, build: r.lfEvents.BuildObservations, disk: r.obsDisk, hold: r.lfEvents.Hold}
+	return heldFace[langfuse.Observation]{name: "Langfuse observations", format: formatLFIngest, mu: &r.eventsMu, build: r.lfEvents.BuildObservations,
+		disk: r.obsDisk, hold: r.lfEvents.Hold, expired: r.lfEvents.Expired, drain: r.lfEvents.Drain}
 }
 
-// emitRuns sends held runs that will get no PATCH (timeout, eviction at start, shutdown).
-func (r *usageReceiver) emitRuns(ctx context.Context, runs []langsmith.Run, why emitReason) {
-	emitHeld(ctx, r, r.runFace(), runs, why)
+// flushHeld tries the deletions f owes and sends what timed out.
+func flushHeld[T any](ctx context.Context, r *usageReceiver, f heldFace[T], now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_ = f.disk.retry(ctx) // logged when it was first refused
+	emitHeld(ctx, r, f, f.expired(now), holdAgain)
 }
 
-func (r *usageReceiver) emitObservations(ctx context.Context, obs []langfuse.Observation, why emitReason) {
-	emitHeld(ctx, r, r.observationFace(), obs, why)
+// drainHeld sends all f holds at Shutdown and tries the deletions it owes, under its
+// lock: a request the server's Shutdown gave up on may still be sending what it
+// completes.
+func drainHeld[T any](ctx context.Context, r *usageReceiver, f heldFace[T]) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	emitHeld(ctx, r, f, f.drain(), leaveStored)
+	if err := f.disk.retry(ctx); err != nil {
+		r.set.Logger.Error("agentusage: deleting held entries that went on from storage failed; the next start sends them again", zap.String("face", f.name), zap.Error(err))
+	}
 }
 
 // emitHeld hands held items to the pipeline, then takes them off the disk. What the
 // pipeline refuses is still stored: it is held again (past max_pending if it must; it
 // held room before), so its update still finds it, and at Shutdown it waits on disk for
 // the next start.
-func emitHeld[T any](ctx context.Context, r *usageReceiver, f heldFace[T], items []T, why emitReason) {
+func emitHeld[T any](ctx context.Context, r *usageReceiver, f heldFace[T], items []T, refused whenRefused) {
 	if len(items) == 0 {
 		return
 	}
 	if err := r.consume(ctx, f.build(items), f.format); err != nil {
 		r.set.Logger.Warn("agentusage: pipeline refused held entries; they stay held", zap.String("face", f.name), zap.Int("count", len(items)), zap.Error(err))
-		if why != drained {
+		if refused == holdAgain {
 			f.hold(items, r.now())
 		}
 		return

@@ -1,6 +1,8 @@
 package merge
 
 import (
+	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -22,6 +24,11 @@ func TestOutcomeHashCoversWhatItWrites(t *testing.T) {
 	}
 	b := base()
 	h := b.Hash()
+	for _, path := range leafPaths(reflect.TypeFor[Outcome](), nil) {
+		o := base()
+		changeLeaf(reflect.ValueOf(&o).Elem(), path)
+		assert.NotEqual(t, h, o.Hash(), "field %v: a field Hash does not read", path)
+	}
 	other := base()
 	assert.Equal(t, h, other.Hash(), "same content, another Dispatch")
 	assert.NotZero(t, (&Outcome{}).Hash())
@@ -74,4 +81,45 @@ func TestOutcomeHashKeepsStringBoundaries(t *testing.T) {
 	c := Outcome{Status: "x\x00", Caller: "y"}
 	d := Outcome{Status: "x", Caller: "\x00y"}
 	assert.NotEqual(t, c.Hash(), d.Hash())
+}
+
+// leafPaths are the field index paths of every value typ holds (through pointers and
+// structs), so that a field added to Outcome, Dispatch, genai.Usage or genai.Cost is
+// changed above without a line written for it.
+func leafPaths(typ reflect.Type, at []int) [][]int {
+	if typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	if typ.Kind() != reflect.Struct {
+		return [][]int{at}
+	}
+	var out [][]int
+	for i := range typ.NumField() {
+		out = append(out, leafPaths(typ.Field(i).Type, append(append([]int(nil), at...), i))...)
+	}
+	return out
+}
+
+// changeLeaf changes the value at path in v (a struct), whatever its kind.
+func changeLeaf(v reflect.Value, path []int) {
+	for _, i := range path {
+		if v.Kind() == reflect.Pointer {
+			v = v.Elem()
+		}
+		v = v.Field(i)
+	}
+	switch v.Kind() {
+	case reflect.Int64:
+		v.SetInt(v.Int() + 1)
+	case reflect.Float64:
+		v.SetFloat(v.Float() + 0.25)
+	case reflect.Bool:
+		v.SetBool(!v.Bool())
+	case reflect.String:
+		v.SetString(v.String() + "x")
+	case reflect.Slice:
+		v.Set(reflect.Append(v, reflect.Zero(v.Type().Elem())))
+	default:
+		panic(fmt.Sprintf("changeLeaf: a %s field: teach it, and Hash", v.Kind()))
+	}
 }

@@ -129,20 +129,9 @@ func (in *Ingester) Plan(events []Event) *Plan {
 			return known[o.TraceID] && o.finished() && !inBatch
 		})...)
 	}
-	p.Park, p.Evict = makeRoom(in.pending, p.Complete, p.Park, p.Evict)
-	p.Roots, p.Evict = makeRoom(in.roots, nil, p.Roots, p.Evict)
+	p.Park, p.Evict = in.pending.MakeRoom(entityKey, p.Complete, p.Park, p.Evict)
+	p.Roots, p.Evict = in.roots.MakeRoom(entityKey, nil, p.Roots, p.Evict)
 	return p
-}
-
-// makeRoom appends to out what store pushes out to hold want once gone has left it,
-// and, when want has more new entities than it has room for, the first of them, which
-// go on now, as they are (taken out of want).
-func makeRoom(store *pending.Store[Observation], gone, want, out []Observation) (kept, moved []Observation) {
-	if len(want) == 0 || store.Fits(len(want)) {
-		return want, out
-	}
-	pushed, refused := store.Evictions(keys(gone), keys(want))
-	return pending.Refused(want, append(out, pushed...), refused)
 }
 
 func keys(obs []Observation) []string {
@@ -175,13 +164,9 @@ func (p *Plan) Commit(now time.Time) {
 		p.in.pending.Remove(entityKey(o))
 	}
 	for _, o := range p.Evict { // those it never held are not there
-		if o.IsTrace {
-			p.in.roots.Remove(entityKey(o))
-		} else {
-			p.in.pending.Remove(entityKey(o))
-		}
+		p.in.storeOf(o).Remove(entityKey(o))
 	}
-	for _, o := range p.Park { // Evictions made the room
+	for _, o := range p.Park { // MakeRoom made the room
 		p.in.pending.Hold(entityKey(o), o, now)
 	}
 	for _, r := range p.Roots {
@@ -230,23 +215,24 @@ func (in *Ingester) Repark(obs []Observation, now time.Time) []Observation {
 // Hold holds observations and trace roots without evicting any (Translator.Hold).
 func (in *Ingester) Hold(obs []Observation, now time.Time) {
 	for _, o := range obs {
-		if o.IsTrace {
-			in.roots.Hold(entityKey(o), o, now)
-			continue
-		}
-		in.pending.Hold(entityKey(o), o, now)
+		in.storeOf(o).Hold(entityKey(o), o, now)
 	}
+}
+
+// storeOf is where o is held: trace roots until their trace is quiet, the others until
+// their update.
+func (in *Ingester) storeOf(o Observation) *pending.Store[Observation] {
+	if o.IsTrace {
+		return in.roots
+	}
+	return in.pending
 }
 
 // Held splits observations and trace roots by whether the ingester holds an entity of
 // their key: held are the versions it holds, gone those it does not hold.
 func (in *Ingester) Held(obs []Observation) (held, gone []Observation) {
 	for _, o := range obs {
-		store := in.pending
-		if o.IsTrace {
-			store = in.roots
-		}
-		if h, ok := store.Get(entityKey(o)); ok {
+		if h, ok := in.storeOf(o).Get(entityKey(o)); ok {
 			held = append(held, h)
 		} else {
 			gone = append(gone, o)

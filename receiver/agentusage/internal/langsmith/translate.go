@@ -116,15 +116,13 @@ func (t *Translator) Plan(ops []Op) *Plan {
 	clear(runs[n:]) // drop references the plan no longer holds
 	p.Complete = runs[:n]
 	sortByDottedOrder(p.Complete)
-	if len(p.Park) == 0 || t.pending.Fits(len(p.Park)) {
-		return p
-	}
-	var refused []int
-	p.Evict, refused = t.pending.Evictions(runIDs(p.Complete), runIDs(p.Park))
-	// more new runs than the store has room for: the first of them go on now, as they are
-	p.Park, p.Evict = pending.Refused(p.Park, p.Evict, refused)
+	p.Park, p.Evict = t.pending.MakeRoom(StorageKey, p.Complete, p.Park, nil)
 	return p
 }
+
+// StorageKey is the key under which a held run is stored (the receiver's `storage`)
+// and held: its id.
+func StorageKey(r Run) string { return r.ID }
 
 func runIDs(runs []Run) []string {
 	ids := make([]string, len(runs))
@@ -184,7 +182,7 @@ func (p *Plan) Commit(now time.Time) {
 	p.t.pending.Remove(runIDs(p.Complete)...)
 	p.t.pending.Remove(runIDs(p.Evict)...) // those it never held are not there
 	for _, r := range p.Park {
-		p.t.pending.Hold(r.ID, r.detach(), now) // Evictions made the room
+		p.t.pending.Hold(r.ID, r.detach(), now) // MakeRoom made the room
 	}
 }
 

@@ -12,8 +12,8 @@ import (
 // Store holds half-finished items (a LangSmith run POSTed without end_time, a
 // Langfuse observation created without endTime) until their update arrives or they
 // time out. It is bounded: when full, the oldest item is handed back for emission
-// (Evictions ahead of a Hold, or Admit), so
-// memory never grows with clients that never send the update.
+// (MakeRoom ahead of a Hold, or Admit), so memory never grows with clients that never
+// send the update.
 //
 // Items are removed only by the caller (Remove after a successful hand-off to the
 // pipeline, or Expired/Drain which remove and return), so a refused update leaves the
@@ -47,41 +47,56 @@ func (p *Store[T]) Get(id string) (T, bool) {
 	return e.v, true
 }
 
-// Fits reports whether n more items fit without pushing any out: most requests hold
-// few runs, and skip Evictions.
-func (p *Store[T]) Fits(n int) bool {
+// fits reports whether n more items fit without pushing any out: most requests hold
+// few runs, and skip evictions.
+func (p *Store[T]) fits(n int) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.items)+n <= p.max
 }
 
-// Evictions returns what a full store would push out to make room for the ids of add
-// once the ids of remove are gone: the oldest items, none of them in remove or add
-// (ties by id, so the choice does not depend on map order). Nothing changes: the caller
-// removes them when it commits, and holds add (Hold). refused are the indexes in add of
-// the first new ids that still find no room when every other item is out: the caller
-// hands those on instead of holding them (Refused). A store already past its bound (what
-// could not be handed on was held again) that the request names in full refuses every
-// new id.
-func (p *Store[T]) Evictions(remove, add []string) (items []T, refused []int) {
-	_, items, refused = p.evictions(remove, add)
-	return items, refused
+// MakeRoom is what a request does to hold want (items by key) once gone has left the
+// store, so that it never holds more than its bound. It appends to out what the store
+// pushes out for them: the oldest items, none of them in gone or want (ties by key, so
+// the choice does not depend on map order). When want has more new items than there is
+// room for with every other item out, the first of them are moved from want to out too:
+// they go on now, as they are. A store already past its bound (what could not be handed
+// on was held again) that want names in full keeps none of want's new items. Nothing
+// changes here: once the request went on, the caller removes gone and out and holds
+// kept (Hold).
+func (p *Store[T]) MakeRoom(key func(T) string, gone, want, out []T) (kept, moved []T) {
+	if len(want) == 0 || p.fits(len(want)) {
+		return want, out
+	}
+	_, pushed, refused := p.evictions(keysOf(key, gone), keysOf(key, want))
+	return moveRefused(want, append(out, pushed...), refused)
 }
 
-// Admit holds vs under ids now, pushing out what Evictions says, and returns what it
-// pushed out and the new items that found no room.
+func keysOf[T any](key func(T) string, items []T) []string {
+	ks := make([]string, len(items))
+	for i, it := range items {
+		ks[i] = key(it)
+	}
+	return ks
+}
+
+// Admit holds vs under ids now, pushing out what MakeRoom would, and returns what it
+// pushed out and the new items that found no room (at start, before anything else uses
+// the store: its two steps are not one).
 func (p *Store[T]) Admit(ids []string, vs []T, now time.Time) []T {
 	out, pushed, refused := p.evictions(nil, ids)
 	p.Remove(out...)
-	keptIDs, _ := Refused(ids, nil, refused)
-	kept, moved := Refused(vs, pushed, refused)
+	keptIDs, _ := moveRefused(ids, nil, refused)
+	kept, moved := moveRefused(vs, pushed, refused)
 	for i := range kept {
 		p.Hold(keptIDs[i], kept[i], now)
 	}
 	return moved
 }
 
-// evictions is Evictions, with the ids of the items it pushes out.
+// evictions returns what the store pushes out to make room for the ids of add once the
+// ids of remove are gone (MakeRoom), with their ids, and the indexes in add of the new
+// ids that still find no room.
 func (p *Store[T]) evictions(remove, add []string) (ids []string, items []T, refused []int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -126,9 +141,9 @@ func (p *Store[T]) evictions(remove, add []string) (ids []string, items []T, ref
 	return ids, items, refused
 }
 
-// Refused moves the items of want at the indexes refused (ascending, from Evictions) to
-// out, keeping the others in order.
-func Refused[T any](want, out []T, refused []int) (kept, moved []T) {
+// moveRefused moves the items of want at the indexes refused (ascending, from
+// evictions) to out, keeping the others in order.
+func moveRefused[T any](want, out []T, refused []int) (kept, moved []T) {
 	if len(refused) == 0 {
 		return want, out
 	}
@@ -146,9 +161,9 @@ func Refused[T any](want, out []T, refused []int) (kept, moved []T) {
 }
 
 // Hold stores v under id (an item already there keeps its arrival time), and evicts
-// nothing: for items the caller made room
-// for (Evictions), and for items that went back to the store after they could not be
-// handed on, which must not be lost (they held room before).
+// nothing: for items the caller made room for (MakeRoom), and for items that went back
+// to the store after they could not be handed on, which must not be lost (they held
+// room before).
 func (p *Store[T]) Hold(id string, v T, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -56,56 +56,58 @@ func TestHoldPassesTheBound(t *testing.T) {
 	assert.Equal(t, []int{4}, p.Expired(t0.Add(63*time.Second)))
 }
 
+func self(s string) string { return s }
+
 // A store past its bound (what a restart could not hand on was held again) that a
-// request names in full has room for none of the request's new ids, and evicts nothing
-// it names.
-func TestEvictionsPastTheBound(t *testing.T) {
+// request names in full has room for none of the request's new items, and pushes out
+// nothing it names.
+func TestMakeRoomPastTheBound(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	p := NewStore[int](time.Minute, 1)
-	p.Hold("a", 1, t0)
-	p.Hold("b", 2, t0)
-	items, refused := p.Evictions(nil, []string{"a", "b"})
-	assert.Empty(t, items)
-	assert.Empty(t, refused, "nothing new")
-	items, refused = p.Evictions(nil, []string{"a", "b", "c"})
-	assert.Empty(t, items)
-	assert.Equal(t, []int{2}, refused, "c goes on at once")
-	items, refused = p.Evictions(nil, []string{"a", "c"})
-	assert.Equal(t, []int{2}, items, "b is not named: out")
-	assert.Equal(t, []int{1}, refused, "a alone fills the store")
+	p := NewStore[string](time.Minute, 1)
+	p.Hold("a", "a", t0)
+	p.Hold("b", "b", t0)
+	kept, moved := p.MakeRoom(self, nil, []string{"a", "b"}, nil)
+	assert.Equal(t, []string{"a", "b"}, kept, "nothing new")
+	assert.Empty(t, moved)
+	kept, moved = p.MakeRoom(self, nil, []string{"a", "b", "c"}, nil)
+	assert.Equal(t, []string{"a", "b"}, kept)
+	assert.Equal(t, []string{"c"}, moved, "c goes on at once")
+	kept, moved = p.MakeRoom(self, nil, []string{"a", "c"}, nil)
+	assert.Equal(t, []string{"a"}, kept, "a alone fills the store")
+	assert.Equal(t, []string{"b", "c"}, moved, "b is not named: out, and c")
 }
 
-// Evictions pushes out the oldest (ties by id) of what is not named, to make room for
-// add's new ids once remove has gone; when that is not enough, the first new ids of add
-// are refused. Admit does the same at once.
-func TestEvictionsAndAdmit(t *testing.T) {
+// MakeRoom pushes out the oldest (ties by key) of what is not named, to make room for
+// want's new items once gone has left; when that is not enough, the first new items of
+// want go on too. Admit does the same at once.
+func TestMakeRoomAndAdmit(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	p := NewStore[int](time.Minute, 3)
-	assert.Empty(t, p.Admit([]string{"a", "b", "c"}, []int{1, 2, 3}, t0))
-	assert.True(t, p.Fits(0))
-	assert.False(t, p.Fits(1))
+	p := NewStore[string](time.Minute, 3)
+	assert.Empty(t, p.Admit([]string{"a", "b", "c"}, []string{"a", "b", "c"}, t0))
+	assert.True(t, p.fits(0))
+	assert.False(t, p.fits(1))
 
-	items, refused := p.Evictions([]string{"a"}, []string{"b", "d"})
-	assert.Empty(t, items, "a leaves: room for d")
-	assert.Empty(t, refused)
-	items, refused = p.Evictions(nil, []string{"d", "b", "e"})
-	assert.Equal(t, []int{1, 3}, items, "a and c, by id at the same age; b is named")
-	assert.Empty(t, refused)
-	items, refused = p.Evictions(nil, []string{"d", "e", "f", "g", "b"})
-	assert.Equal(t, []int{1, 3}, items)
-	assert.Equal(t, []int{0, 1}, refused, "b held; of d, e, f, g only two fit: d and e are refused")
-	assert.Equal(t, 3, p.Len(), "Evictions changes nothing")
+	kept, moved := p.MakeRoom(self, []string{"a"}, []string{"b", "d"}, nil)
+	assert.Equal(t, []string{"b", "d"}, kept)
+	assert.Empty(t, moved, "a leaves: room for d")
+	kept, moved = p.MakeRoom(self, nil, []string{"d", "b", "e"}, []string{"x"})
+	assert.Equal(t, []string{"d", "b", "e"}, kept)
+	assert.Equal(t, []string{"x", "a", "c"}, moved, "after out's own: a and c, by key at the same age; b is named")
+	kept, moved = p.MakeRoom(self, nil, []string{"d", "e", "f", "g", "b"}, nil)
+	assert.Equal(t, []string{"f", "g", "b"}, kept)
+	assert.Equal(t, []string{"a", "c", "d", "e"}, moved, "b held; of d, e, f, g only two fit: d and e go on")
+	assert.Equal(t, 3, p.Len(), "MakeRoom changes nothing")
 
-	kept, moved := Refused([]string{"d", "e", "f", "g"}, []string{"x"}, []int{0, 2})
+	kept, moved = moveRefused([]string{"d", "e", "f", "g"}, []string{"x"}, []int{0, 2})
 	assert.Equal(t, []string{"e", "g"}, kept)
 	assert.Equal(t, []string{"x", "d", "f"}, moved)
 
-	assert.Equal(t, []int{1, 2, 3, 10}, p.Admit([]string{"d", "e", "f", "g"}, []int{10, 11, 12, 13}, t0.Add(time.Second)),
+	assert.Equal(t, []string{"a", "b", "c", "d"}, p.Admit([]string{"d", "e", "f", "g"}, []string{"d", "e", "f", "g"}, t0.Add(time.Second)),
 		"all three held ones out, and d")
 	assert.Equal(t, 3, p.Len())
-	for id, want := range map[string]int{"e": 11, "f": 12, "g": 13} {
+	for _, id := range []string{"e", "f", "g"} {
 		got, ok := p.Get(id)
 		assert.True(t, ok, id)
-		assert.Equal(t, want, got, id)
+		assert.Equal(t, id, got, id)
 	}
 }
