@@ -134,14 +134,6 @@ func (in *Ingester) Plan(events []Event) *Plan {
 	return p
 }
 
-func keys(obs []Observation) []string {
-	ks := make([]string, len(obs))
-	for i, o := range obs {
-		ks[i] = entityKey(o)
-	}
-	return ks
-}
-
 // Build turns the complete observations, and those the plan evicts, into spans.
 func (p *Plan) Build() ptrace.Traces {
 	for _, r := range p.Roots { // their attributes reach observations of this batch
@@ -209,7 +201,7 @@ func (in *Ingester) Repark(obs []Observation, now time.Time) []Observation {
 			others = append(others, o)
 		}
 	}
-	return append(in.pending.Admit(keys(others), others, now), in.roots.Admit(keys(roots), roots, now)...)
+	return append(in.pending.Admit(entityKey, others, now), in.roots.Admit(entityKey, roots, now)...)
 }
 
 // Hold holds observations and trace roots without evicting any (Translator.Hold).

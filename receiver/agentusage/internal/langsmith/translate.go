@@ -195,7 +195,7 @@ func (t *Translator) Drain() []Run { return t.pending.Drain() }
 // Repark holds runs again (read back from storage at start) and returns those a full
 // store pushed out for them.
 func (t *Translator) Repark(runs []Run, now time.Time) []Run {
-	return t.pending.Admit(runIDs(runs), runs, now)
+	return t.pending.Admit(StorageKey, runs, now)
 }
 
 // Hold holds runs without evicting any: those a plan made room for, and those that

@@ -80,16 +80,15 @@ func keysOf[T any](key func(T) string, items []T) []string {
 	return ks
 }
 
-// Admit holds vs under ids now, pushing out what MakeRoom would, and returns what it
+// Admit holds vs (by key) now, pushing out what MakeRoom would, and returns what it
 // pushed out and the new items that found no room (at start, before anything else uses
 // the store: its two steps are not one).
-func (p *Store[T]) Admit(ids []string, vs []T, now time.Time) []T {
-	out, pushed, refused := p.evictions(nil, ids)
+func (p *Store[T]) Admit(key func(T) string, vs []T, now time.Time) []T {
+	out, pushed, refused := p.evictions(nil, keysOf(key, vs))
 	p.Remove(out...)
-	keptIDs, _ := moveRefused(ids, nil, refused)
 	kept, moved := moveRefused(vs, pushed, refused)
-	for i := range kept {
-		p.Hold(keptIDs[i], kept[i], now)
+	for _, v := range kept {
+		p.Hold(key(v), v, now)
 	}
 	return moved
 }

@@ -7,17 +7,25 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
+// item is a stored value with its key, so that an update can change the value.
+type item struct {
+	id string
+	v  int
+}
+
+func itemKey(it item) string { return it.id }
+
 func TestPendingAndRecent(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	p := NewStore[int](time.Minute, 2)
-	assert.Empty(t, p.Admit([]string{"a"}, []int{1}, t0))
-	assert.Empty(t, p.Admit([]string{"b"}, []int{2}, t0.Add(time.Second)))
-	assert.Empty(t, p.Admit([]string{"a"}, []int{3}, t0.Add(2*time.Second)), "an update keeps its place")
+	p := NewStore[item](time.Minute, 2)
+	assert.Empty(t, p.Admit(itemKey, []item{{"a", 1}}, t0))
+	assert.Empty(t, p.Admit(itemKey, []item{{"b", 2}}, t0.Add(time.Second)))
+	assert.Empty(t, p.Admit(itemKey, []item{{"a", 3}}, t0.Add(2*time.Second)), "an update keeps its place")
 	v, _ := p.Get("a")
-	assert.Equal(t, 3, v)
-	assert.Equal(t, []int{3}, p.Admit([]string{"c"}, []int{4}, t0.Add(3*time.Second)), "full: the oldest is handed back")
-	assert.Equal(t, []int{2}, p.Expired(t0.Add(61*time.Second)))
-	assert.Equal(t, []int{4}, p.Select(func(v int) bool { return v == 4 }))
+	assert.Equal(t, 3, v.v)
+	assert.Equal(t, []item{{"a", 3}}, p.Admit(itemKey, []item{{"c", 4}}, t0.Add(3*time.Second)), "full: the oldest is handed back")
+	assert.Equal(t, []item{{"b", 2}}, p.Expired(t0.Add(61*time.Second)))
+	assert.Equal(t, []item{{"c", 4}}, p.Select(func(it item) bool { return it.v == 4 }))
 	p.Remove("c")
 	assert.Equal(t, 0, p.Len())
 
@@ -44,16 +52,16 @@ func TestPendingAndRecent(t *testing.T) {
 // Hold keeps an item past the bound and evicts nothing; the next Admit evicts down to it.
 func TestHoldPassesTheBound(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	p := NewStore[int](time.Minute, 1)
-	assert.Empty(t, p.Admit([]string{"a"}, []int{1}, t0))
-	p.Hold("b", 2, t0.Add(time.Second))
+	p := NewStore[item](time.Minute, 1)
+	assert.Empty(t, p.Admit(itemKey, []item{{"a", 1}}, t0))
+	p.Hold("b", item{"b", 2}, t0.Add(time.Second))
 	assert.Equal(t, 2, p.Len())
-	p.Hold("b", 3, t0.Add(2*time.Second))
+	p.Hold("b", item{"b", 3}, t0.Add(2*time.Second))
 	v, _ := p.Get("b")
-	assert.Equal(t, 3, v, "an update keeps its place")
-	assert.Equal(t, []int{1, 3}, p.Admit([]string{"c"}, []int{4}, t0.Add(3*time.Second)), "it makes room for itself")
+	assert.Equal(t, 3, v.v, "an update keeps its place")
+	assert.Equal(t, []item{{"a", 1}, {"b", 3}}, p.Admit(itemKey, []item{{"c", 4}}, t0.Add(3*time.Second)), "it makes room for itself")
 	assert.Empty(t, p.Expired(t0.Add(62*time.Second)))
-	assert.Equal(t, []int{4}, p.Expired(t0.Add(63*time.Second)))
+	assert.Equal(t, []item{{"c", 4}}, p.Expired(t0.Add(63*time.Second)))
 }
 
 func self(s string) string { return s }
@@ -83,7 +91,7 @@ func TestMakeRoomPastTheBound(t *testing.T) {
 func TestMakeRoomAndAdmit(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	p := NewStore[string](time.Minute, 3)
-	assert.Empty(t, p.Admit([]string{"a", "b", "c"}, []string{"a", "b", "c"}, t0))
+	assert.Empty(t, p.Admit(self, []string{"a", "b", "c"}, t0))
 	assert.True(t, p.fits(0))
 	assert.False(t, p.fits(1))
 
@@ -102,7 +110,7 @@ func TestMakeRoomAndAdmit(t *testing.T) {
 	assert.Equal(t, []string{"e", "g"}, kept)
 	assert.Equal(t, []string{"x", "d", "f"}, moved)
 
-	assert.Equal(t, []string{"a", "b", "c", "d"}, p.Admit([]string{"d", "e", "f", "g"}, []string{"d", "e", "f", "g"}, t0.Add(time.Second)),
+	assert.Equal(t, []string{"a", "b", "c", "d"}, p.Admit(self, []string{"d", "e", "f", "g"}, t0.Add(time.Second)),
 		"all three held ones out, and d")
 	assert.Equal(t, 3, p.Len())
 	for _, id := range []string{"e", "f", "g"} {
