@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,6 +22,13 @@ import (
 // kill -9 does as far as held runs go (the server goes, nothing is drained).
 func startStored(t *testing.T, st *storagetest.Storage, next consumer.Traces, mut ...func(*Config)) (string, *usageReceiver) {
 	t.Helper()
+	return startStoredAt(t, st, next, time.Now, mut...)
+}
+
+// startStoredAt is startStored with the receiver's clock (its flush loop's and its
+// holds') set to now.
+func startStoredAt(t *testing.T, st *storagetest.Storage, next consumer.Traces, now func() time.Time, mut ...func(*Config)) (string, *usageReceiver) {
+	t.Helper()
 	id := component.MustNewID("file_storage")
 	cfg := createDefaultConfig().(*Config)
 	cfg.ServerConfig.NetAddr.Endpoint = freeAddr(t)
@@ -30,6 +38,7 @@ func startStored(t *testing.T, st *storagetest.Storage, next consumer.Traces, mu
 	}
 	rcv, err := NewFactory().CreateTraces(context.Background(), receivertest.NewNopSettings(Type), cfg, next)
 	require.NoError(t, err)
+	rcv.(*usageReceiver).now = now
 	require.NoError(t, rcv.Start(context.Background(), st.Host(id)))
 	return "http://" + cfg.ServerConfig.NetAddr.Endpoint, rcv.(*usageReceiver)
 }

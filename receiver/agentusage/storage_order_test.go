@@ -72,20 +72,24 @@ func TestFailingDiskWriteSendsNothing(t *testing.T) {
 // deletes it; then a kill -9 sends nothing again. Through a PATCH, a timeout and
 // Shutdown's drain: Shutdown tries the deletions still owed before it stops.
 func TestRefusedDeletionIsTriedAgain(t *testing.T) {
+	// only the timeout case times out: in the others a slow machine must not send the
+	// run before its PATCH comes
 	short := func(c *Config) { c.PendingTimeout = 150 * time.Millisecond }
+	long := func(*Config) {}
 	for _, tc := range []struct {
 		name string
+		cfg  func(*Config)
 		goOn func(t *testing.T, url string, r *usageReceiver, sink *consumertest.TracesSink)
 		stop func(t *testing.T, r *usageReceiver)
 	}{
-		{"patch", func(t *testing.T, url string, _ *usageReceiver, sink *consumertest.TracesSink) {
+		{"patch", long, func(t *testing.T, url string, _ *usageReceiver, sink *consumertest.TracesSink) {
 			code, _, _ := do(t, http.MethodPatch, url+"/runs/"+heldRunID, "application/json", []byte(runPatch), nil)
 			require.Equal(t, http.StatusAccepted, code, "it went on: the SDK has nothing to send again")
 		}, func(t *testing.T, r *usageReceiver) { kill(t, r) }},
-		{"timeout", func(t *testing.T, _ string, _ *usageReceiver, sink *consumertest.TracesSink) {
+		{"timeout", short, func(t *testing.T, _ string, _ *usageReceiver, sink *consumertest.TracesSink) {
 			require.Eventually(t, func() bool { return chatsIn(sink) == 1 }, 5*time.Second, 10*time.Millisecond)
 		}, func(t *testing.T, r *usageReceiver) { kill(t, r) }},
-		{"shutdown", func(t *testing.T, url string, r *usageReceiver, _ *consumertest.TracesSink) {
+		{"shutdown", long, func(t *testing.T, url string, r *usageReceiver, _ *consumertest.TracesSink) {
 			r.stopOnce.Do(func() { close(r.stop) }) // no more flushes: Shutdown must delete it
 			code, _, _ := do(t, http.MethodPatch, url+"/runs/"+heldRunID, "application/json", []byte(runPatch), nil)
 			require.Equal(t, http.StatusAccepted, code)
@@ -94,7 +98,7 @@ func TestRefusedDeletionIsTriedAgain(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := storagetest.New()
 			sink1 := new(consumertest.TracesSink)
-			url1, r1 := startStored(t, st, sink1, short)
+			url1, r1 := startStored(t, st, sink1, tc.cfg)
 			postHeldRun(t, url1)
 			st.Fail(errDiskFull)
 			tc.goOn(t, url1, r1, sink1)
@@ -108,7 +112,7 @@ func TestRefusedDeletionIsTriedAgain(t *testing.T) {
 			assert.Zero(t, st.Count(prefixRun))
 
 			sink2 := new(consumertest.TracesSink)
-			_, r2 := startStored(t, st, sink2, short)
+			_, r2 := startStored(t, st, sink2, tc.cfg)
 			require.NoError(t, r2.Shutdown(context.Background()))
 			assert.Equal(t, 1, chatsIn(sink1, sink2), "once")
 		})

@@ -228,30 +228,37 @@ func TestRewrittenKeyIsNotDeletedByAnOwedDeletion(t *testing.T) {
 
 // atomicGate refuses while refuse is set (read by the flush loop too).
 type atomicGate struct {
-	next   consumer.Traces
-	refuse atomic.Bool
+	next    consumer.Traces
+	refuse  atomic.Bool
+	refused atomic.Int32 // the sends it refused
 }
 
 func (g *atomicGate) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
 func (g *atomicGate) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	if g.refuse.Load() {
+		g.refused.Add(1)
 		return errors.New("refused")
 	}
 	return g.next.ConsumeTraces(ctx, td)
 }
 
 // A timed-out run the pipeline refuses is held again, still stored: its PATCH then
-// completes it into one span with its usage.
+// completes it into one span with its usage. The receiver's clock stands still once the
+// run timed out, so the run cannot time out again before its PATCH comes.
 func TestRefusedTimeoutIsHeldAgain(t *testing.T) {
 	st := storagetest.New()
 	sink := new(consumertest.TracesSink)
 	g := &atomicGate{next: sink}
-	url, r := startStored(t, st, g, func(c *Config) { c.PendingTimeout = 150 * time.Millisecond })
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	url, r := startStoredAt(t, st, g, now, func(c *Config) { c.PendingTimeout = 150 * time.Millisecond })
 	defer func() { require.NoError(t, r.Shutdown(context.Background())) }()
 	g.refuse.Store(true)
 	postHeldRun(t, url)
-	time.Sleep(400 * time.Millisecond) // timed out, refused
-	r.runsMu.Lock()
+	clock.Add(int64(time.Second)) // past pending_timeout: the next flush sends it, refused
+	require.Eventually(t, func() bool { return g.refused.Load() > 0 }, 10*time.Second, 5*time.Millisecond)
+	r.runsMu.Lock() // the flush holds it while it sends and holds the run again
 	held := r.runs.Pending()
 	r.runsMu.Unlock()
 	assert.Equal(t, 1, held, "held again")
@@ -260,7 +267,7 @@ func TestRefusedTimeoutIsHeldAgain(t *testing.T) {
 	code, _, _ := do(t, http.MethodPatch, url+"/runs/"+heldRunID, "application/json", []byte(runPatch), nil)
 	require.Equal(t, http.StatusAccepted, code)
 	chats := spansNamed(sink, "chat gpt-4o")
-	require.NotEmpty(t, chats)
-	u, _ := genai.UsageFromMap(chats[len(chats)-1].Attributes())
+	require.Len(t, chats, 1, "one span: the run completed by its PATCH")
+	u, _ := genai.UsageFromMap(chats[0].Attributes())
 	assert.Equal(t, genai.Usage{Input: 7, Output: 3}, u, "the PATCH found the held run")
 }
