@@ -11,9 +11,10 @@ import (
 )
 
 // Config sections of config.yaml (docs/middleware.md). Section and key names follow the
-// seed article's config skeleton so a user who copies it gets what
-// they expect; defaults are DeerFlow's. Every section is registered (the sections list below)
-// with config.RegisterSection, so unknown keys are errors naming the key.
+// DeerFlow middleware config skeleton users copy (its [app_config.<section>] tables), so a
+// user who copies it gets what they expect; defaults are DeerFlow's. Every section is
+// registered (the sections list below) with config.RegisterSection, so unknown keys are
+// errors naming the key.
 const (
 	SectionCircuitBreaker     = "circuit_breaker"
 	SectionGuardrails         = "guardrails"

@@ -10,7 +10,8 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/config"
 )
 
-// The seed article's config skeleton in YAML (docs/middleware.md#configuration).
+// DeerFlow's middleware config skeleton, as users copy it, in YAML
+// (docs/middleware.md#configuration).
 const seedYAML = `
 models:
   - name: lead

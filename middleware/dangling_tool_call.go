@@ -30,7 +30,7 @@ const (
 // results regrouped after their call, orphans dropped, missing answers replaced by
 // synthetic error ToolMessages (DeerFlow's DanglingToolCallMiddleware). It works in wrap_model_call because a
 // before_model state update would append the placeholders at the end, where the provider
-// would see them in the wrong position (seed article §5.2).
+// would see them in the wrong position.
 type DanglingToolCallMiddleware struct{}
 
 // NewDanglingToolCallMiddleware returns the middleware.

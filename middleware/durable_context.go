@@ -27,7 +27,7 @@ const (
 // terminalStatus are delegation statuses that are never downgraded.
 var terminalStatus = map[string]bool{"completed": true, "failed": true, "cancelled": true, "timed_out": true, "polling_timed_out": true}
 
-// DurableContextMiddleware keeps what compaction must not lose (§6): the delegation ledger
+// DurableContextMiddleware keeps what compaction must not lose: the delegation ledger
 // (state "delegations", ≤50 entries: id, description ≤200, subagent_type, status, result
 // brief ≤2000 + sha256, run_id) and the summary. before_model captures task results into
 // the ledger before SummarizationMiddleware may compact them away; after_model captures the

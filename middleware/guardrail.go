@@ -70,7 +70,7 @@ func (p ToolPolicyProvider) Evaluate(_ context.Context, req GuardrailRequest) (G
 }
 
 // GuardrailMiddleware evaluates every tool call with its provider before it runs; a
-// denial becomes an error ToolMessage, and provider errors follow fail_closed (§6).
+// denial becomes an error ToolMessage, and provider errors follow fail_closed.
 type GuardrailMiddleware struct {
 	provider   GuardrailProvider
 	failClosed bool

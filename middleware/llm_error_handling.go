@@ -334,7 +334,7 @@ func (m *LLMErrorHandlingMiddleware) WrapModelCall(ctx context.Context, req *age
 
 // journalFallback reports the fallback answer to the run journal like a response without
 // usage, so the journal marks the run as ended by an LLM-error fallback (the gateway then
-// finalises it with status error, §5.5). No tokens are counted: no model answered.
+// finalises it with status error). No tokens are counted: no model answered.
 func journalFallback(rt *agent.Runtime, resp *agent.ModelResponse) *agent.ModelResponse {
 	if rt != nil && rt.Journal != nil {
 		rt.Journal.OnLLMEnd("fallback:"+resp.Message.ID, rt.Caller, []message.Message{resp.Message}, 0)

@@ -132,10 +132,11 @@ func nonNegativeInt(v any) (int64, bool) {
 	return 0, false // bool, string, nil, ...
 }
 
-// MergeSubagentUsage is §3.3: walk back over the contiguous ToolMessages before the last
-// message; add each unattributed, valid subagent usage onto the nearest earlier AIMessage
-// that has the tool call, accumulating parallel dispatches into one update, and mark each
-// merged ToolMessage attributed. Updates are returned in ascending message order.
+// MergeSubagentUsage is DeerFlow's subagent-usage merge: walk back over the contiguous
+// ToolMessages before the last message; add each unattributed, valid subagent usage onto
+// the nearest earlier AIMessage that has the tool call, accumulating parallel dispatches
+// into one update, and mark each merged ToolMessage attributed. Updates are returned in
+// ascending message order.
 func MergeSubagentUsage(msgs []message.Message) []message.Message {
 	if len(msgs) < 2 {
 		return nil
@@ -202,8 +203,8 @@ func hasToolCallID(m message.Message, id string) bool {
 	return false
 }
 
-// BuildAttribution is §3.5: the token_usage_attribution of an AI message given the todos
-// before it.
+// BuildAttribution is DeerFlow's attribution annotation: the token_usage_attribution of
+// an AI message given the todos before it.
 func BuildAttribution(ai message.Message, todos []state.Todo) map[string]any {
 	prev := make([]normTodo, 0, len(todos))
 	for _, t := range todos {

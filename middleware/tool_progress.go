@@ -62,7 +62,7 @@ type toolProgressRun struct {
 	hints []string
 }
 
-// ToolProgressMiddleware (opt-in) is a per-(run, tool) stagnation state machine (§6):
+// ToolProgressMiddleware (opt-in) is a per-(run, tool) stagnation state machine:
 // each result is compared with the previous result of the same tool (Jaccard similarity of
 // word sets); stagnation_threshold near-identical results in a row queue a hint for the
 // next request, escalation more block the tool for the rest of the run. It must be outer to

@@ -38,7 +38,8 @@ func TestCheckConfigStruct(t *testing.T) {
 	require.NoError(t, componenttest.CheckConfigStruct(newConfig(envconfig.FromMap(nil))))
 }
 
-// DeerFlow A1 cases for Langfuse, plus the truthy and trimming rules of §1.1, through a
+// The Langfuse cases of DeerFlow's test_tracing_config.py, plus its truthy and trimming
+// rules for the environment variables, through a
 // bare `langfuse:` entry.
 func TestEnvDefaults(t *testing.T) {
 	const msgPrefix = "Langfuse tracing is enabled but required settings are missing: "

@@ -16,11 +16,12 @@ import (
 	"github.com/agentmeter/agentmeter/genai"
 )
 
-// AgentRun builds one DeerFlow-shaped run (docs/contract.md#spans) as OTLP spans: the lead agent
-// dispatches a web search, then two parallel `task` calls (subagents using 10/5 and
-// 20/7 tokens, DeerFlow's pinned case A8), and the second subagent dispatches a nested task
-// (3/1 tokens). The spans come back in two batches as an SDK exports them, by end
-// time: everything but the root first, then the root.
+// AgentRun builds one DeerFlow-shaped run (docs/contract.md#spans) as OTLP spans: the
+// lead agent dispatches a web search, then two parallel `task` calls (subagents using
+// 10/5 and 20/7 tokens, DeerFlow's pinned case "reused tool_call_id keeps usage scoped"),
+// and the second subagent dispatches a nested task (3/1 tokens). The spans come back in
+// two batches as an SDK exports them, by end time: everything but the root first, then
+// the root.
 func AgentRun(traceNo uint64) (early, root ptrace.Traces) {
 	b := &runBuilder{traceNo: traceNo}
 	early, root = newBatch(), newBatch()

@@ -23,7 +23,8 @@ func TestTruthy(t *testing.T) {
 	}
 }
 
-// DeerFlow A1 test_langsmith_tracing_false_overrides_langchain_tracing_v2_true.
+// DeerFlow's test_tracing_config.py:
+// test_langsmith_tracing_false_overrides_langchain_tracing_v2_true.
 func TestExplicitFalseBeatsLegacyTrue(t *testing.T) {
 	l := FromMap(map[string]string{"LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "true"})
 	assert.False(t, l.Enabled("LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2", "LANGCHAIN_TRACING"))

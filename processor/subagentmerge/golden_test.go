@@ -42,7 +42,8 @@ var goldenCases = []goldenCase{
 		assert.Equal(t, genai.MergeMerged, status(t, out, "call_task_1"))
 	}},
 	{"parallel_tasks", buildParallel, func(t *testing.T, out ptrace.Traces) {
-		// DeerFlow's fixture (its pinned case A8): 10/5/15 + 20/7/27 → 30/12/42 on dispatch2 only.
+		// DeerFlow's fixture (its pinned case "reused tool_call_id keeps usage scoped"):
+		// 10/5/15 + 20/7/27 → 30/12/42 on dispatch2 only.
 		d := spanByCalls(t, out, "call_a", "call_b")
 		assertSubagent(t, d, genai.Usage{Input: 30, Output: 12}, 2, "call_a", "call_b")
 		tot, _ := d.Attributes().Get(genai.AttrSubagentTotal)
@@ -70,7 +71,8 @@ var goldenCases = []goldenCase{
 		assertNoSubagentUsage(t, out)
 	}},
 	{"reused_call_id", buildReusedCallID, func(t *testing.T, out ptrace.Traces) {
-		// DeerFlow's pinned case A8 "reused tool_call_id keeps usage scoped": each dispatcher gets its own.
+		// DeerFlow's pinned case "reused tool_call_id keeps usage scoped": each
+		// dispatcher gets its own.
 		var got []int64
 		for sp := range spaniter.All(out) {
 			if u, ok := genai.SubagentUsageFromMap(sp.Attributes()); ok {

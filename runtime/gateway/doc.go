@@ -17,11 +17,12 @@
 //	GET  /api/threads/{thread_id}/runs/{run_id}        one run                  threads:read
 //	GET  /api/threads/{thread_id}/runs/{run_id}/stream SSE: messages, task_*    threads:read
 //	POST /api/threads/{thread_id}/runs/{run_id}/cancel cancel a running run     threads:write
-//	GET  /api/threads/{thread_id}/token-usage          §7.4 aggregate           threads:read
+//	GET  /api/threads/{thread_id}/token-usage          token usage aggregate    threads:read
 //	GET  /metrics, GET /healthz                        no auth (no user data)
 //
-// Access follows §7.1: no or unknown key → 401 "Authentication required"; a key without
-// the scope → 403 "Permission denied: threads:read"; a thread owned by another user →
-// 404 "Thread <id> not found" (never 403, never its data). Threads without an owner row
-// (legacy) or with no owner (shared) are readable by every authenticated caller.
+// Access follows DeerFlow's rules (docs/gateway.md#api): no or unknown key → 401
+// "Authentication required"; a key without the scope → 403 "Permission denied:
+// threads:read"; a thread owned by another user → 404 "Thread <id> not found" (never 403,
+// never its data). Threads without an owner row (legacy) or with no owner (shared) are
+// readable by every authenticated caller.
 package gateway

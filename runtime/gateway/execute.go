@@ -33,8 +33,8 @@ type streamObserver struct {
 	threadID string
 }
 
-// usageSum is the cumulative usage of the streamed AI messages (the end event's usage,
-// A17): missing keys count as zero and total is never derived.
+// usageSum is the cumulative usage of the streamed AI messages (the end event's usage, as
+// DeerFlow's embedded client sums it): missing keys count as zero and total is never derived.
 type usageSum struct {
 	InputTokens  int64 `json:"input_tokens"`
 	OutputTokens int64 `json:"output_tokens"`
@@ -143,7 +143,7 @@ func (s *Server) execute(ar *activeRun, run store.Run) {
 	switch {
 	case runErr == nil:
 		if detail, failed := j.ErrorFallback(); failed {
-			c.Status, c.Error = store.StatusError, detail // §5.5: a fallback answer finalises as error
+			c.Status, c.Error = store.StatusError, detail // a fallback answer finalises the run as error
 		}
 	case errors.Is(cause, errCancelled):
 		c.Status, c.Error = store.StatusInterrupted, errCancelled.Error()

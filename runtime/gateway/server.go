@@ -238,8 +238,8 @@ func (s *Server) instrument(route string, h http.Handler) http.Handler {
 	})
 }
 
-// authorize applies steps 1–2 of §7.1 and validates path ids (400 for malformed ones,
-// before anything is looked up).
+// authorize checks the key and its scope (docs/gateway.md#api) and validates path ids
+// (400 for malformed ones, before anything is looked up).
 func (s *Server) authorize(scope string, h func(http.ResponseWriter, *http.Request, Principal)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := s.auth.authenticate(r)
@@ -262,9 +262,9 @@ func (s *Server) authorize(scope string, h func(http.ResponseWriter, *http.Reque
 	})
 }
 
-// checkOwner is step 3 of §7.1 in permissive mode: allowed when no thread row exists
-// (legacy), the row has no owner (shared) or the caller owns it. Otherwise it writes
-// 404 — never 403, so a thread's existence is not revealed — and returns false.
+// checkOwner is the owner check in DeerFlow's permissive mode: allowed when no thread row
+// exists (legacy), the row has no owner (shared) or the caller owns it. Otherwise it
+// writes 404 — never 403, so a thread's existence is not revealed — and returns false.
 func (s *Server) checkOwner(w http.ResponseWriter, r *http.Request, p Principal, threadID string) (store.Thread, bool, bool) {
 	t, err := s.store.GetThread(r.Context(), threadID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -369,7 +369,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 }
 
-// ContextUsage is §7.4's context_usage.
+// ContextUsage is the token-usage response's context_usage.
 type ContextUsage struct {
 	TokenCount       int64    `json:"token_count"`
 	MaxContextTokens *int64   `json:"max_context_tokens"`
@@ -393,7 +393,8 @@ func (f PyFloat) MarshalJSON() ([]byte, error) {
 	return b, nil
 }
 
-// TokenUsageResponse is the exact body of §7.4.
+// TokenUsageResponse is the exact body of DeerFlow's token-usage response
+// (docs/gateway.md#api).
 type TokenUsageResponse struct {
 	ThreadID string `json:"thread_id"`
 	store.TokenUsage

@@ -7,7 +7,7 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/message"
 )
 
-// TokenCollector is the per-subagent-execution usage collector of §4.1. It is created
+// TokenCollector is DeerFlow's per-subagent-execution usage collector. It is created
 // with caller "subagent:<name>" and fed every model call of that execution (OnLLMEnd);
 // records are deduplicated by model-call id. Safe for concurrent use.
 type TokenCollector struct {

@@ -16,7 +16,7 @@ func gen(in, out, total int64, meta map[string]any) *message.Message {
 	return &m
 }
 
-// A9 test_subagent_token_collector.py
+// DeerFlow's test_subagent_token_collector.py
 func TestCollector(t *testing.T) {
 	c := NewTokenCollector("subagent:test")
 	c.OnLLMEnd("run-1", []*message.Message{gen(100, 50, 150, map[string]any{"model_name": "subagent-model"})})

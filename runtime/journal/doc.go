@@ -1,12 +1,12 @@
-// Package journal is DeerFlow's RunJournal (docs/runtime.md#journal): the
-// run-scoped accountant of one lead-agent run. It counts tokens per caller bucket and per
-// model, deduplicates inline model calls by model-call id and external usage records by
+// Package journal is DeerFlow's RunJournal (docs/runtime.md#journal): the run-scoped
+// accountant of one lead-agent run. It counts tokens per caller bucket and per model,
+// deduplicates inline model calls by model-call id and external usage records by
 // source_run_id, keeps the message summary (message_count, first human and last AI
-// message), records run/middleware events, and produces CompletionData (§5.5), which the
-// CLI prints and the run store persists.
+// message), records run/middleware events, and produces CompletionData
+// (get_completion_data()), which the CLI prints and the run store persists.
 //
-// It also holds TokenCollector, the per-subagent-execution collector of §4.1, whose
-// records reach the parent journal once as external records (§4.5).
+// It also holds TokenCollector, the per-subagent-execution collector, whose records
+// reach the parent journal once as external records.
 //
 // # Who feeds it
 //

@@ -40,7 +40,7 @@ type ThreadBaseline struct {
 // BaselineContextKey is the run-context key of a ThreadBaseline.
 const BaselineContextKey = "journal.thread_baseline"
 
-// CompletionData is get_completion_data() of §5.5, with DeerFlow's field names.
+// CompletionData is DeerFlow's get_completion_data(), with its field names.
 // Invariants: the per-model totals and the three caller buckets each sum to TotalTokens.
 type CompletionData struct {
 	TotalInputTokens  int64                 `json:"total_input_tokens"`
@@ -103,12 +103,12 @@ func (r UsageRecord) usage() genai.Usage {
 	return genai.Usage{Input: r.InputTokens, Output: r.OutputTokens, CacheRead: r.CacheReadTokens, CacheCreation: r.CacheCreationTokens, Reasoning: r.ReasoningTokens}
 }
 
-// UsageRecorder is what the task tool looks for to report subagent usage (§4.5).
+// UsageRecorder is what the task tool looks for to report subagent usage.
 type UsageRecorder interface {
 	RecordExternalLLMUsageRecords(records []UsageRecord)
 }
 
-// Event is one journal event (§5.2, §5.6).
+// Event is one journal event: a model call's, the run's, a middleware's.
 type Event struct {
 	Type     string         `json:"event_type"`
 	Category string         `json:"category"`
@@ -177,8 +177,8 @@ func New(opts Options) *RunJournal {
 func (j *RunJournal) RunID() string    { return j.runID }
 func (j *RunJournal) ThreadID() string { return j.threadID }
 
-// IdentifyCaller applies §5.1: the first tag equal to "lead_agent" or starting with
-// "subagent:" or "middleware:" wins, verbatim; otherwise "lead_agent".
+// IdentifyCaller picks the caller from a call's tags: the first tag equal to "lead_agent"
+// or starting with "subagent:" or "middleware:" wins, verbatim; otherwise "lead_agent".
 func IdentifyCaller(tags []string) string {
 	for _, t := range tags {
 		if t == genai.BucketLeadAgent || strings.HasPrefix(t, genai.BucketSubagent+":") || strings.HasPrefix(t, genai.BucketMiddleware+":") {
@@ -188,7 +188,7 @@ func IdentifyCaller(tags []string) string {
 	return genai.BucketLeadAgent
 }
 
-// OnLLMEnd accounts one finished model call (§5.2). callID is the model-call id
+// OnLLMEnd accounts one finished model call. callID is the model-call id
 // (LangChain's run_id); caller is the caller tag; generations are the response messages
 // (normally one AI message).
 func (j *RunJournal) OnLLMEnd(callID, caller string, generations []message.Message, latency time.Duration) {
@@ -323,7 +323,7 @@ func (j *RunJournal) addCostLocked(caller, model string, u genai.Usage, write1h 
 	j.data.TokenUsageByModel[model] = b
 }
 
-// RecordExternalLLMUsageRecords adds records produced elsewhere (§5.4): skipped when
+// RecordExternalLLMUsageRecords adds records produced elsewhere: skipped when
 // tracking is off, for empty or already seen source_run_id, and when the total (or
 // input+output) is not positive. llm_call_count is not incremented.
 func (j *RunJournal) RecordExternalLLMUsageRecords(records []UsageRecord) {
@@ -443,7 +443,7 @@ func (j *RunJournal) snapshotLocked() CompletionData {
 }
 
 // ErrorFallback reports whether a response was an LLM-error fallback, with its detail;
-// the run is then finalised with status error (§5.5).
+// the run is then finalised with status error.
 func (j *RunJournal) ErrorFallback() (string, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()

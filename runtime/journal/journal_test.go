@@ -26,7 +26,8 @@ func end(j *RunJournal, id, caller string, msgs ...message.Message) {
 
 func off() *bool { f := false; return &f }
 
-// A11 test_token_accumulation / test_total_tokens_computed_from_input_output
+// DeerFlow's test_run_journal.py: test_token_accumulation /
+// test_total_tokens_computed_from_input_output
 func TestTokenAccumulation(t *testing.T) {
 	j := New(Options{})
 	end(j, "r1", "", ai("a", 10, 5, 15, ""))
@@ -42,7 +43,8 @@ func TestTokenAccumulation(t *testing.T) {
 	assert.Equal(t, int64(150), j.CompletionData().TotalTokens)
 }
 
-// A11 caller classification and bucketing, A10 per-model buckets.
+// test_run_journal.py: caller classification and bucketing; test_token_usage_by_model.py:
+// per-model buckets.
 func TestCallerBucketsAndModels(t *testing.T) {
 	j := New(Options{})
 	end(j, "r1", "lead_agent", ai("x", 10, 5, 15, "lead-model"))
@@ -71,7 +73,7 @@ func assertInvariants(t *testing.T, d CompletionData) {
 	assert.Equal(t, d.TotalTokens, d.LeadAgentTokens+d.SubagentTokens+d.MiddlewareTokens, "buckets sum == total")
 }
 
-// A10 model fallback ("model" key) and aggregation across calls.
+// test_token_usage_by_model.py: model fallback ("model" key) and aggregation across calls.
 func TestModelNameFallbackAndAggregation(t *testing.T) {
 	j := New(Options{})
 	m := ai("x", 7, 3, 10, "")
@@ -83,7 +85,8 @@ func TestModelNameFallbackAndAggregation(t *testing.T) {
 	assert.Equal(t, ModelUsage{InputTokens: 14, OutputTokens: 6, TotalTokens: 20, CacheReadTokens: 0}, j.CompletionData().TokenUsageByModel["provider-model"])
 }
 
-// A11 dedupe by run id; first callback without usage does not block the second.
+// test_run_journal.py: dedupe by run id; first callback without usage does not block the
+// second.
 func TestDedupeByCallID(t *testing.T) {
 	j := New(Options{})
 	end(j, "r1", "", ai("Answer", 10, 5, 15, "m"))
@@ -103,7 +106,7 @@ func TestDedupeByCallID(t *testing.T) {
 	assert.Len(t, j.Events(), 2, "the event is still emitted for the duplicate")
 }
 
-// A11 test_usage_metadata_none_no_crash / zero usage ignored / tracking disabled.
+// test_run_journal.py: test_usage_metadata_none_no_crash / zero usage ignored / tracking disabled.
 func TestNoUsageZeroUsageAndTrackingOff(t *testing.T) {
 	j := New(Options{})
 	end(j, "r1", "", message.AI("x"))
@@ -124,7 +127,8 @@ func TestNoUsageZeroUsageAndTrackingOff(t *testing.T) {
 	assert.Len(t, j.Events(), 1, "events still recorded")
 }
 
-// A11 TestExternalUsageRecords, A10 external records and cache read.
+// test_run_journal.py: TestExternalUsageRecords; test_token_usage_by_model.py: external
+// records and cache read.
 func TestExternalRecords(t *testing.T) {
 	j := New(Options{})
 	end(j, "r1", "", ai("x", 10, 5, 15, "lead-model"))
@@ -147,7 +151,7 @@ func TestExternalRecords(t *testing.T) {
 	assertInvariants(t, d)
 }
 
-// A10 cache read is a sparse key accumulated per model.
+// test_token_usage_by_model.py: cache read is a sparse key accumulated per model.
 func TestCacheReadSparse(t *testing.T) {
 	j := New(Options{})
 	m := ai("x", 100, 10, 110, "m")
@@ -159,7 +163,7 @@ func TestCacheReadSparse(t *testing.T) {
 	assert.Equal(t, ModelUsage{InputTokens: 1, OutputTokens: 1, TotalTokens: 2, CacheReadTokens: 0}, j.CompletionData().TokenUsageByModel["n"])
 }
 
-// A11 TestConvenienceFields.
+// test_run_journal.py: TestConvenienceFields.
 func TestMessageSummary(t *testing.T) {
 	j := New(Options{})
 	j.OnHumanInput(message.Human("Question"))
@@ -210,7 +214,7 @@ func TestEventsAndErrorFallback(t *testing.T) {
 	assert.Equal(t, "HTTP 503", detail)
 }
 
-// A11 TestProgressSnapshots.
+// test_run_journal.py: TestProgressSnapshots.
 func TestProgressSnapshots(t *testing.T) {
 	var mu sync.Mutex
 	var got []CompletionData
@@ -269,7 +273,7 @@ type valueError struct{}
 
 func (valueError) Error() string { return "bad value" }
 
-// A11 test_on_chain_error_writes_run_error, test_on_llm_end_with_tool_calls_produces_ai_tool_call,
+// test_run_journal.py: test_on_chain_error_writes_run_error, test_on_llm_end_with_tool_calls_produces_ai_tool_call,
 // test_on_llm_end_subagent_no_ai_message, test_middleware_tag_variants.
 func TestLifecycleAndToolCallEvents(t *testing.T) {
 	j := New(Options{})

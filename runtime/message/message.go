@@ -34,7 +34,7 @@ const (
 	// KwargSubagentStatus is the terminal subagent status on the task ToolMessage.
 	KwargSubagentStatus = "subagent_status"
 	// KwargErrorFallback marks an AIMessage produced by LLM error handling instead of a
-	// model (DeerFlow's deerflow_error_fallback; the journal reports it, §5.2).
+	// model (DeerFlow's deerflow_error_fallback; the journal reports it).
 	KwargErrorFallback = "deerflow_error_fallback"
 )
 

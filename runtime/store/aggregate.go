@@ -18,8 +18,8 @@ type CallerTokens struct {
 	Middleware int64 `json:"middleware"`
 }
 
-// TokenUsage is the aggregate of §7.3. Encoded with encoding/json its map keys are
-// sorted, so equal values are byte-identical JSON.
+// TokenUsage is the token-usage aggregate of a thread. Encoded with encoding/json its map
+// keys are sorted, so equal values are byte-identical JSON.
 type TokenUsage struct {
 	TotalTokens       int64                  `json:"total_tokens"`
 	TotalInputTokens  int64                  `json:"total_input_tokens"`
@@ -49,7 +49,7 @@ type AggregateRow struct {
 	CostUSDByCaller *journal.CallerCost
 }
 
-// Aggregate reduces rows as DeerFlow does in application code (§7.3): plain sums for the
+// Aggregate reduces rows as DeerFlow does in application code: plain sums for the
 // totals and callers; by_model from each row's per-model JSON (a run using several models
 // counts once per model), or — for legacy rows with empty JSON — the row's total under
 // its model_name ("unknown" when empty).

@@ -36,7 +36,7 @@ func (s Status) Final() bool {
 	return s == StatusSuccess || s == StatusError || s == StatusTimeout || s == StatusInterrupted
 }
 
-// OperationRun is the operation_kind of agent runs; only these are aggregated (§7.2).
+// OperationRun is the operation_kind of agent runs; only these are aggregated.
 // DeerFlow's other kinds (checkpoint_write, artifact_write, delete) share the table.
 const OperationRun = "run"
 
@@ -114,19 +114,20 @@ type RunStore interface {
 	MarkRunning(ctx context.Context, runID string) (bool, error)
 	// SetTraceID records the trace id the run exported.
 	SetTraceID(ctx context.Context, runID, traceID string) error
-	// UpdateRunProgress writes a progress snapshot only while the run is running (§6);
+	// UpdateRunProgress writes a progress snapshot only while the run is running;
 	// it reports whether a row changed.
 	UpdateRunProgress(ctx context.Context, runID string, usage journal.CompletionData) (bool, error)
 	// UpdateRunCompletion writes the final status and counters only if the current status
 	// is pending, running or the target itself — or interrupted when the target is error
-	// (§6); it reports whether a row changed. Everything is one statement: a run row is
-	// never half-written.
+	// (DeerFlow's status guard); it reports whether a row changed. Everything is one
+	// statement: a run row is never half-written.
 	UpdateRunCompletion(ctx context.Context, runID string, c Completion) (bool, error)
 	// InterruptRuns marks the given runs interrupted if they are still pending or running
 	// (graceful shutdown) and returns how many changed.
 	InterruptRuns(ctx context.Context, runIDs []string, reason string) (int64, error)
-	// AggregateTokensByThread is §7.3: the thread's run-kind rows with status success or
-	// error (plus running with includeActive), reduced by Aggregate.
+	// AggregateTokensByThread is DeerFlow's token-usage aggregation: the thread's
+	// run-kind rows with status success or error (plus running with includeActive),
+	// reduced by Aggregate.
 	AggregateTokensByThread(ctx context.Context, threadID string, includeActive bool) (TokenUsage, error)
 	// AggregateTokensByUser is the same reduction over every thread of one user (the
 	// per-user budget's baseline).
@@ -137,7 +138,7 @@ type RunStore interface {
 	Close() error
 }
 
-// AggregatedStatuses are the statuses §7.2 counts.
+// AggregatedStatuses are the statuses the token-usage aggregation counts.
 func AggregatedStatuses(includeActive bool) []Status {
 	if includeActive {
 		return []Status{StatusSuccess, StatusError, StatusRunning}

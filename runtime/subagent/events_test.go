@@ -16,8 +16,9 @@ type event struct {
 	payload map[string]any
 }
 
-// A13: every event carries task_id = the tool call id; running events carry the
-// cumulative usage; terminal events carry the summed usage, or null without records.
+// DeerFlow's test_task_tool_core_logic.py: every event carries task_id = the tool call
+// id; running events carry the cumulative usage; terminal events carry the summed usage,
+// or null without records.
 func TestTaskEventsCarryCumulativeUsage(t *testing.T) {
 	tt, _, env, _ := newTask(t, scriptedModel(t, finalTurn), probe{}, Options{})
 	var mu sync.Mutex
@@ -54,7 +55,8 @@ func TestTerminalEventUsageNullWithoutRecords(t *testing.T) {
 	assert.Empty(t, rec.get())
 }
 
-// A12: no recorder (nil Env, nil Usage — a subagent's own tools) is not an error.
+// DeerFlow's test_task_tool_usage_recorder.py: no recorder (nil Env, nil Usage — a
+// subagent's own tools) is not an error.
 func TestNoRecorderShapes(t *testing.T) {
 	tt, _, _, _ := newTask(t, scriptedModel(t, finalTurn), probe{}, Options{})
 	for _, env := range []*tool.Env{nil, {}, {Usage: nil}} {

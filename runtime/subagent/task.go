@@ -82,7 +82,7 @@ func (t *TaskTool) Call(ctx context.Context, call tool.Call) (tool.Result, error
 
 	out := t.Executor.Execute(ctx, task)
 
-	// Report to the parent journal exactly once (§4.5); no recorder (a subagent) or no
+	// Report to the parent journal exactly once; no recorder (a subagent) or no
 	// records means nothing to report.
 	if env.Usage != nil && len(out.Records) > 0 {
 		env.Usage.RecordExternalLLMUsageRecords(out.Records)

@@ -187,8 +187,9 @@ func TestConfigErrors(t *testing.T) {
 	assert.True(t, strings.Contains(strings.Join(model.Providers(), ","), ProviderName))
 }
 
-// DeepSeek's raw usage (A10 test_deepseek_raw_usage_normalizes_to_cache_read): 106 prompt
-// (64 cache hits, 42 misses), 112 completion → cache_read 64, input − cache_read = 42.
+// DeepSeek's raw usage (DeerFlow's test_deepseek_raw_usage_normalizes_to_cache_read): 106
+// prompt (64 cache hits, 42 misses), 112 completion → cache_read 64, input − cache_read =
+// 42.
 func TestDeepSeekPromptCacheHitTokens(t *testing.T) {
 	f := &providertest.Server{Path: apiPath, Handler: func(w http.ResponseWriter, _ map[string]any) {
 		sse(w,

@@ -337,7 +337,7 @@ func (s *Store) SetTraceID(ctx context.Context, runID, traceID string) error {
 	return err
 }
 
-// UpdateRunProgress implements store.RunStore: only while running (§6).
+// UpdateRunProgress implements store.RunStore: only while running.
 func (s *Store) UpdateRunProgress(ctx context.Context, runID string, u journal.CompletionData) (bool, error) {
 	byModel, err := encodeByModel(u.TokenUsageByModel)
 	if err != nil {
@@ -358,7 +358,7 @@ func (s *Store) UpdateRunProgress(ctx context.Context, runID string, u journal.C
 		micros(s.now()), runID)
 }
 
-// UpdateRunCompletion implements store.RunStore with DeerFlow's status guard (§6).
+// UpdateRunCompletion implements store.RunStore with DeerFlow's status guard.
 func (s *Store) UpdateRunCompletion(ctx context.Context, runID string, c store.Completion) (bool, error) {
 	if !c.Status.Valid() {
 		return false, fmt.Errorf("complete run %q: status %q is not a run status", runID, c.Status)
@@ -417,7 +417,7 @@ func placeholders(n int) string {
 }
 
 // AggregateTokensByThread implements store.RunStore: one SELECT of the per-row columns
-// with no GROUP BY (§7.3, A15), reduced by store.Aggregate.
+// with no GROUP BY, reduced by store.Aggregate (as DeerFlow reduces in application code).
 func (s *Store) AggregateTokensByThread(ctx context.Context, threadID string, includeActive bool) (store.TokenUsage, error) {
 	return s.aggregate(ctx, "thread_id", threadID, includeActive)
 }

@@ -341,7 +341,7 @@ func testInterruptRuns(t *testing.T, s store.RunStore) {
 	}
 }
 
-// PinnedExampleJSON is DeerFlow's pinned aggregation (DeerFlow's token-usage response body, A15).
+// PinnedExampleJSON is DeerFlow's pinned aggregation (DeerFlow's token-usage response body).
 const PinnedExampleJSON = `{"total_tokens":150,"total_input_tokens":90,"total_output_tokens":60,"total_runs":2,"by_model":{"unknown":{"tokens":150,"runs":2}},"by_caller":{"lead_agent":120,"subagent":25,"middleware":5}}`
 
 // SeedPinnedExample writes the rows of the pinned example into thread (and one run of
@@ -376,10 +376,10 @@ func testAggregateEmpty(t *testing.T, s store.RunStore) {
 	wantJSON(t, "empty thread, include_active", aggregateJSON(t, s, "nothing-here", true), EmptyJSON)
 }
 
-// ByModelJSON is A10's store invariant case.
+// ByModelJSON is the store invariant case of DeerFlow's test_token_usage_by_model.py.
 const ByModelJSON = `{"total_tokens":422,"total_input_tokens":0,"total_output_tokens":0,"total_runs":3,"by_model":{"lead-model":{"tokens":100,"runs":1},"lead-model-b":{"tokens":80,"runs":1},"legacy-model":{"tokens":42,"runs":1},"middleware-model":{"tokens":50,"runs":1},"subagent-model":{"tokens":150,"runs":1}},"by_caller":{"lead_agent":222,"subagent":150,"middleware":50}}`
 
-// SeedByModel writes A10's three completed runs: 300 tokens over three models with
+// SeedByModel writes that case's three completed runs: 300 tokens over three models with
 // per-model JSON, 80 on lead-model-b, and a legacy row of 42 with empty JSON.
 func SeedByModel(t *testing.T, s store.RunStore, thread string) {
 	seed(t, s, thread, thread+"-multi", store.StatusSuccess, usage(300, 0, 0, 100, 150, 50, map[string]journal.ModelUsage{

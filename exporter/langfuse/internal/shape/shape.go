@@ -33,8 +33,8 @@ type traceInfo struct {
 // emitter, or from an earlier plan applied to it) is never added again, and
 // gen_ai.usage.* is never touched (docs/contract.md#usage).
 //
-// It adds only what Langfuse's server would not derive by itself from the span (vendor
-// notes §1.7): every byte added is gzipped and sent for every span.
+// It adds only what Langfuse's server would not derive by itself from the span (its OTel
+// ingestion's mappers): every byte added is gzipped and sent for every span.
 //
 // Trace-level values are taken from the spans of the same trace in this batch (and, with
 // a Shaper, from earlier batches too).
@@ -373,7 +373,8 @@ func (p *Plan) addSpan(attrs pcommon.Map, f *spanFacts) {
 }
 
 // inferredType is the observation type Langfuse's server gives a span without
-// langfuse.observation.type (§1.7 mappers, the ones our spans can trigger), or "" when
+// langfuse.observation.type (its OTel ingestion's mappers, the ones our spans can
+// trigger), or "" when
 // another framework's attribute (openinference.span.kind) would decide.
 func inferredType(f *spanFacts) string {
 	if f.hasOIKind {

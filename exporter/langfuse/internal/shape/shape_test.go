@@ -164,7 +164,7 @@ func TestTypeAndModelWhereInferenceDiffers(t *testing.T) {
 	assert.Equal(t, TypeGeneration, get(t, spanAt(td, 1), AttrObservationType))
 }
 
-// Caller-provided langfuse.* values win (DeerFlow's set-if-absent, A4) and spread to
+// Caller-provided langfuse.* values win (DeerFlow's set-if-absent) and spread to
 // the spans that lack them.
 func TestEmitterValuesWin(t *testing.T) {
 	td := twoSpanTrace(func(root, chat ptrace.Span) {
@@ -253,7 +253,8 @@ func BenchmarkTraces(b *testing.B) {
 	}
 }
 
-// DeerFlow A3: no env and no model → no tags key; no thread → no session, user still set.
+// DeerFlow's test_tracing_metadata.py: no env and no model → no tags key; no thread → no
+// session, user still set.
 func TestDeerFlowMetadataEdgeCases(t *testing.T) {
 	td := twoSpanTrace(func(root, chat ptrace.Span) {
 		chat.Attributes().Remove(genai.AttrRequestModel)
