@@ -335,7 +335,7 @@ func (e *OrderingError) Error() string {
 }
 
 // AssertOrdering checks the ordering invariants of a chain (DeerFlow's per-hook order, Safety and Clarification last, and
-// H/extensions/ordering.py), whatever custom or extension middlewares were inserted:
+// deerflow/extensions/ordering.py), whatever custom or extension middlewares were inserted:
 //   - names are unique;
 //   - ThreadData < Uploads < Sandbox (paths before uploads before the sandbox);
 //   - DanglingToolCall < LLMErrorHandling (retries see the patched history);

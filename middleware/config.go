@@ -190,7 +190,8 @@ type ToolFreqOverride struct {
 	HardLimit int `yaml:"hard_limit"`
 }
 
-// LoopDetectionConfig configures LoopDetectionMiddleware (H/config/loop_detection_config.py).
+// LoopDetectionConfig configures LoopDetectionMiddleware (DeerFlow's
+// deerflow/config/loop_detection_config.py).
 type LoopDetectionConfig struct {
 	Enabled           bool                        `yaml:"enabled"`              // default true
 	WindowSize        int                         `yaml:"window_size"`          // default 20
@@ -300,7 +301,7 @@ func (c *SummarizationConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// TitleConfig configures TitleMiddleware (H/config/title_config.py).
+// TitleConfig configures TitleMiddleware (DeerFlow's deerflow/config/title_config.py).
 type TitleConfig struct {
 	Enabled  bool `yaml:"enabled"`   // default true
 	MaxWords int  `yaml:"max_words"` // default 6, 1..20

@@ -26,7 +26,8 @@ type GuardrailDecision struct {
 	Reason string
 }
 
-// GuardrailProvider evaluates tool calls (H/guardrails). Safe for concurrent use.
+// GuardrailProvider evaluates tool calls (DeerFlow's deerflow/guardrails). Safe for
+// concurrent use.
 type GuardrailProvider interface {
 	Evaluate(ctx context.Context, req GuardrailRequest) (GuardrailDecision, error)
 }

@@ -1,5 +1,5 @@
 // Package state is the thread state of one agent run (DeerFlow's ThreadState,
-// H/agents/thread_state.py) and the update value through which hooks and tools change it.
+// deerflow/agents/thread_state.py) and the update value through which hooks and tools change it.
 //
 // It sits below runtime/agent, runtime/tool and middleware/ so that all three share one
 // definition without importing each other.
