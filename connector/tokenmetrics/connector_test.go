@@ -10,10 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/connector/connectortest"
 	"go.opentelemetry.io/collector/consumer"
-	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/agentmeter/agentmeter/genai"
@@ -459,45 +456,6 @@ func (h *harness) modelCalls(outcome string) int64 {
 	return metrictest.SumInt64Where(h.t, m, "outcome", outcome)
 }
 
-// The cost counter sums each model call's own cost (agentmeter.cost.*) by cost type with
-// the token labels: never the merged subagent cost, never a correction, never a negative.
-func TestCostCounter(t *testing.T) {
-	h := newHarness(t, nil)
-	b := newTrace("agent")
-	priced := func(model string, c genai.Cost, extra map[string]any) {
-		b.chat(model, genai.Usage{Input: 100, Output: 10}, extra)
-		genai.PutCost(b.ss.Spans().At(b.ss.Spans().Len()-1).Attributes(), c, genai.CostSourceTable)
-	}
-	priced("gpt-4o", genai.Cost{Input: 0.001, CacheRead: 0.0005, Output: 0.002, Total: 0.0035}, map[string]any{
-		genai.AttrSubagentCostTotal: 9.0, genai.AttrCaller: "lead_agent"})
-	priced("gpt-4o", genai.Cost{Input: 0.004, Output: 0.001, Reasoning: 0.003, Total: 0.008}, map[string]any{genai.AttrCaller: "subagent:researcher"})
-	priced("sonar", genai.Cost{Total: 0.02}, nil)           // a provider total without parts
-	priced("gpt-4o", genai.Cost{Input: -1, Total: -1}, nil) // broken: tokens count, cost does not
-	priced("gpt-4o", genai.Cost{Input: 5, Total: 5}, map[string]any{genai.AttrMergeStatus: genai.MergeCorrected})
-	b.chat("unpriced", genai.Usage{Input: 1, Output: 1}, nil)
-	h.send(b.traces())
-
-	pts := latest(t, h.sink)
-	const mCost = genai.MetricCost
-	assert.InDelta(t, 0.0315, total(t, pts, mCost, nil), 1e-12)
-	got := by(pts, mCost, "cost_type")
-	for typ, v := range map[string]float64{"input": 0.005, "cache_read": 0.0005, "output": 0.003, "reasoning": 0.003, "unsplit": 0.02} {
-		assert.InDelta(t, v, got[typ], 1e-12, typ)
-	}
-	assert.NotContains(t, got, "cache_creation", "no series for a cost type that was always 0")
-	assert.InDelta(t, 0.008, total(t, pts, mCost, map[string]any{"agent": "researcher", "caller": "subagent"}), 1e-12)
-	assert.InDelta(t, 0.02, total(t, pts, mCost, map[string]any{"model": "sonar", "provider": "openai"}), 1e-12)
-	assert.Equal(t, float64(4*110+2), total(t, pts, mTokens, nil), "the broken-cost call's tokens still count; the correction's do not")
-	for _, md := range h.sink.AllMetrics() {
-		ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
-		for i := 0; i < ms.Len(); i++ {
-			if ms.At(i).Name() == mCost {
-				assert.Equal(t, "{USD}", ms.At(i).Unit())
-			}
-		}
-	}
-}
-
 // A refusal downstream is not handed back to the traces pipeline (whose retry would count
 // the same calls twice); the totals stay counted and the next batch carries them.
 func TestDownstreamErrorNotReturned(t *testing.T) {
@@ -524,61 +482,4 @@ func (f *failOnce) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error
 		return errors.New("queue full")
 	}
 	return f.next.ConsumeMetrics(ctx, md)
-}
-
-// With flush_interval the series changed since the last flush go out together, once per
-// interval, with their cumulative values; whatever is still unsent goes out at shutdown.
-func TestFlushInterval(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.FlushInterval = 20 * time.Millisecond })
-	h.c.now = time.Now // the flush loop runs on the real clock
-	for i := 0; i < 10; i++ {
-		h.send(newTrace("agent").chat("gpt-4o", genai.Usage{Input: 10, Output: 1}, nil).traces())
-	}
-	require.Eventually(t, func() bool { return len(h.sink.AllMetrics()) > 0 }, 5*time.Second, 5*time.Millisecond)
-	assert.Less(t, len(h.sink.AllMetrics()), 10, "batches were flushed together")
-	require.Eventually(t, func() bool {
-		return total(t, latest(t, h.sink), mTokens, nil) == 110
-	}, 5*time.Second, 5*time.Millisecond)
-
-	// shutdown emits what the last interval did not
-	sink := new(consumertest.MetricsSink)
-	cfg := createDefaultConfig()
-	cfg.FlushInterval = time.Hour
-	c, err := newConnector(connectortest.NewNopSettings(Type), cfg, sink)
-	require.NoError(t, err)
-	require.NoError(t, c.Start(context.Background(), componenttest.NewNopHost()))
-	require.NoError(t, c.ConsumeTraces(context.Background(), newTrace("agent").chat("o3", genai.Usage{Input: 7, Output: 2}, nil).traces()))
-	assert.Empty(t, sink.AllMetrics(), "not before the interval")
-	require.NoError(t, c.Shutdown(context.Background()))
-	assert.Equal(t, float64(9), total(t, latest(t, sink), mTokens, nil))
-}
-
-// Traces arriving from many goroutines at once (the merge releases from each request's
-// goroutine) while the flush loop runs: every call is counted once, and every series'
-// points stay in order (latest checks that values never go down).
-func TestConcurrentBatchesAndFlushes(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.FlushInterval = time.Millisecond })
-	h.c.now = time.Now
-	const workers, perWorker = 4, 200
-	done := make(chan struct{})
-	for w := 0; w < workers; w++ {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			for i := 0; i < perWorker; i++ {
-				model := []string{"gpt-4o", "o3", "claude"}[i%3]
-				td := newTrace([]string{"a", "b"}[i%2]).chat(model, genai.Usage{Input: 3, Output: 1, CacheRead: 1}, nil).traces()
-				if err := h.c.ConsumeTraces(context.Background(), td); err != nil {
-					t.Error(err)
-				}
-			}
-		}()
-	}
-	for w := 0; w < workers; w++ {
-		<-done
-	}
-	require.NoError(t, h.c.Shutdown(context.Background())) // the last flush
-	pts := latest(t, h.sink)
-	calls := float64(workers * perWorker)
-	assert.Equal(t, map[string]float64{"input": 3 * calls, "output": calls, "cache_read": calls}, by(pts, mTokens, "token_type"))
-	assert.Equal(t, uint64(workers*perWorker), countWhere(t, pts, mOpInput, nil))
 }
