@@ -10,11 +10,9 @@ import (
 	"github.com/agentmeter/agentmeter/runtime/config"
 )
 
-// Config sections of config.yaml (docs/middleware.md). Section and key names follow the
-// DeerFlow middleware config skeleton users copy (its [app_config.<section>] tables), so a
-// user who copies it gets what they expect; defaults are DeerFlow's. Every section is
-// registered (the sections list below) with config.RegisterSection, so unknown keys are
-// errors naming the key.
+// Config sections of config.yaml (docs/middleware.md): the names of the DeerFlow config
+// skeleton users copy ([app_config.<section>]), DeerFlow's defaults. Each is registered
+// with config.RegisterSection (the list below), so unknown keys are errors naming the key.
 const (
 	SectionCircuitBreaker     = "circuit_breaker"
 	SectionGuardrails         = "guardrails"
