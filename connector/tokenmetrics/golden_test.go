@@ -10,7 +10,6 @@ import (
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/agentmeter/agentmeter/genai"
@@ -60,14 +59,13 @@ func TestGolden(t *testing.T) {
 			// usage of each model call, once, whatever was merged onto it
 			own := ownUsage(in)
 			assert.Positive(t, own.Input, "the case has model calls")
-			for tokenType, want := range map[string]int64{
-				"input": own.Input, "output": own.Output, "cache_read": own.CacheRead,
-				"cache_creation": own.CacheCreation, "reasoning": own.Reasoning,
-			} {
-				assert.Equal(t, want, sumTokens(got[0], "agentmeter.tokens", "token_type", tokenType), "agentmeter.tokens %s", tokenType)
-			}
-			assert.Equal(t, own.Input, sumTokens(got[0], "gen_ai.client.inference.usage.input_tokens", "", ""), "semconv input counter")
-			assert.Equal(t, own.Output, sumTokens(got[0], "gen_ai.client.inference.usage.output_tokens", "", ""), "semconv output counter")
+			pts := latest(t, h.sink)
+			assert.Equal(t, map[string]float64{
+				"input": float64(own.Input), "output": float64(own.Output), "cache_read": float64(own.CacheRead),
+				"cache_creation": float64(own.CacheCreation), "reasoning": float64(own.Reasoning),
+			}, withZeros(by(pts, "agentmeter.tokens", "token_type"), "input", "output", "cache_read", "cache_creation", "reasoning"))
+			assert.Equal(t, float64(own.Input), total(t, pts, "gen_ai.client.inference.usage.input_tokens", nil), "semconv input counter")
+			assert.Equal(t, float64(own.Output), total(t, pts, "gen_ai.client.inference.usage.output_tokens", nil), "semconv output counter")
 		})
 	}
 }
@@ -88,32 +86,10 @@ func ownUsage(td ptrace.Traces) genai.Usage {
 	return sum
 }
 
-// sumTokens adds the values of metric name's sum data points, only those whose
-// attribute key is value when key is set.
-func sumTokens(md pmetric.Metrics, name, key, value string) int64 {
-	var n int64
-	rms := md.ResourceMetrics()
-	for i := range rms.Len() {
-		sms := rms.At(i).ScopeMetrics()
-		for j := range sms.Len() {
-			ms := sms.At(j).Metrics()
-			for k := range ms.Len() {
-				m := ms.At(k)
-				if m.Name() != name || m.Type() != pmetric.MetricTypeSum {
-					continue
-				}
-				dps := m.Sum().DataPoints()
-				for d := range dps.Len() {
-					dp := dps.At(d)
-					if key != "" {
-						if v, ok := dp.Attributes().Get(key); !ok || v.Str() != value {
-							continue
-						}
-					}
-					n += dp.IntValue()
-				}
-			}
-		}
+// withZeros is totals with each of keys present, 0 where no series had it.
+func withZeros(totals map[string]float64, keys ...string) map[string]float64 {
+	for _, k := range keys {
+		totals[k] += 0
 	}
-	return n
+	return totals
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"time"
 
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
 	"github.com/agentmeter/agentmeter/receiver/agentusage/internal/langfuse"
@@ -122,28 +124,12 @@ func (r *usageReceiver) ingestRuns(w http.ResponseWriter, req *http.Request, ops
 // request at a time. The lock is released by defer: a panic answered by the server's
 // recoverer must not leave the face locked for every later request, the flush and
 // Shutdown.
-//
-// The runs held from now on are on disk before anything of the request goes on (a
-// failed write is a 503 with nothing sent, so the SDK's retry sends nothing twice); the
-// runs that went on (those a full store pushed out for the new ones too) leave it after
-// (heldDisk).
 func (r *usageReceiver) placeRuns(reqCtx context.Context, ops []langsmith.Op) (int, error) {
 	r.runsMu.Lock()
 	defer r.runsMu.Unlock()
 	plan := r.runs.Plan(ops)
 	defer plan.Release()
-	ctx := context.WithoutCancel(reqCtx)
-	if err := r.runDisk.write(ctx, plan.Park); err != nil {
-		r.set.Logger.Error("agentusage: storing held runs failed; answering 503", zap.Error(err))
-		return http.StatusServiceUnavailable, err
-	}
-	if err := r.consume(reqCtx, plan.Build(), formatLangSmith); err != nil {
-		r.runDisk.undo(ctx, plan.Park)
-		return http.StatusServiceUnavailable, err
-	}
-	plan.Commit(r.now())
-	r.runDisk.remove(ctx, plan.Complete, plan.Evict)
-	return 0, nil
+	return placeHeld(reqCtx, r, r.runFace(), plan.Park, plan.Build, plan.Commit, http.StatusServiceUnavailable, plan.Complete, plan.Evict)
 }
 
 func (r *usageReceiver) handleLangfuseOTLP(w http.ResponseWriter, req *http.Request) {
@@ -192,17 +178,26 @@ func (r *usageReceiver) placeObservations(reqCtx context.Context, events []langf
 	r.eventsMu.Lock()
 	defer r.eventsMu.Unlock()
 	plan := r.lfEvents.Plan(events)
-	held := slices.Concat(plan.Park, plan.Roots)
+	return placeHeld(reqCtx, r, r.observationFace(), slices.Concat(plan.Park, plan.Roots), plan.Build, plan.Commit, http.StatusTooManyRequests, plan.Complete, plan.Evict)
+}
+
+// placeHeld sends what a face's plan lets go on, with storage around the send (called
+// under the face's lock). The items held from now on are on disk before anything of the
+// request goes on: a failed write is a 503 with nothing sent, so the SDK's retry sends
+// nothing twice. A refusal of the pipeline (refusedStatus) takes them off again; once the
+// request went on, the plan is committed and what left the store (gone) leaves the disk.
+func placeHeld[T any](reqCtx context.Context, r *usageReceiver, f heldFace[T], held []T, build func() ptrace.Traces,
+	commit func(time.Time), refusedStatus int, gone ...[]T) (int, error) {
 	ctx := context.WithoutCancel(reqCtx)
-	if err := r.obsDisk.write(ctx, held); err != nil {
-		r.set.Logger.Error("agentusage: storing held observations failed; answering 503", zap.Error(err))
+	if err := f.disk.write(ctx, held); err != nil {
+		r.set.Logger.Error("agentusage: storing held entries failed; answering 503", zap.String("face", f.name), zap.Error(err))
 		return http.StatusServiceUnavailable, err
 	}
-	if err := r.consume(reqCtx, plan.Build(), formatLFIngest); err != nil {
-		r.obsDisk.undo(ctx, held)
-		return http.StatusTooManyRequests, err
+	if err := r.consume(reqCtx, build(), f.format); err != nil {
+		f.disk.undo(ctx, held)
+		return refusedStatus, err
 	}
-	plan.Commit(r.now())
-	r.obsDisk.remove(ctx, plan.Complete, plan.Evict)
+	commit(r.now())
+	f.disk.remove(ctx, gone...)
 	return 0, nil
 }
