@@ -317,7 +317,7 @@ func validPrice(v float64) bool { return v >= 0 && !math.IsInf(v, 0) && !math.Is
 func truncate(raw []byte) string {
 	s := strings.TrimSpace(string(raw))
 	if len(s) > 60 {
-		s = s[:60] + "…"
+		s = strings.ToValidUTF8(s[:60], "") + "…" // no character cut in two
 	}
 	return s
 }

@@ -2,6 +2,7 @@ package pricing
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,4 +83,10 @@ func TestGenAIPricesShapes(t *testing.T) {
 		_, err = ParseDataset([]byte(bad.data), "gp")
 		assert.ErrorContains(t, err, bad.want)
 	}
+}
+
+// What an error quotes of a file is cut without cutting a character in two.
+func TestTruncateKeepsUTF8(t *testing.T) {
+	assert.Equal(t, strings.Repeat("€", 20)+"…", truncate([]byte(strings.Repeat("€", 40))))
+	assert.Equal(t, "short", truncate([]byte(" short \n")))
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/component"
 
@@ -12,7 +13,7 @@ import (
 )
 
 // Langfuse's error bodies (JSON with message/error, or anything a proxy answers): the
-// message is bounded and never panics.
+// message is bounded, stays UTF-8 when the body is, and never panics.
 func FuzzServerMessage(f *testing.F) {
 	f.Add(400, `{"message":"Invalid request data","error":[{"path":["spans"]}]}`)
 	f.Add(401, `{"error":"Unauthorized"}`)
@@ -25,6 +26,9 @@ func FuzzServerMessage(f *testing.F) {
 		msg := serverMessage(resp)
 		if len(msg) > maxServerMessage+len("…") {
 			t.Fatalf("message of %d bytes, bound %d", len(msg), maxServerMessage)
+		}
+		if utf8.ValidString(body) && !utf8.ValidString(msg) {
+			t.Fatalf("message %q of a UTF-8 body is not UTF-8", msg)
 		}
 	})
 }

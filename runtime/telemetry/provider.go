@@ -170,7 +170,7 @@ func redact(err error) string {
 		s = s[:i]
 	}
 	if len(s) > 300 {
-		s = s[:300] + "..."
+		s = strings.ToValidUTF8(s[:300], "") + "..." // no character cut in two
 	}
 	return s
 }

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -103,4 +104,10 @@ func TestContextHelpers(t *testing.T) {
 	assert.Len(t, kv, 3, "no enduser.id when the user is unknown")
 	assert.False(t, ContentCapture(ctx))
 	assert.True(t, ContentCapture(WithContentCapture(ctx, true)))
+}
+
+// An exporter error quoted in a log line is cut without cutting a character in two.
+func TestRedactKeepsUTF8(t *testing.T) {
+	got := redact(errors.New(strings.Repeat("é", 200) + "\nsecond line"))
+	assert.Equal(t, strings.Repeat("é", 150)+"...", got)
 }

@@ -124,7 +124,7 @@ func (v Vendor) NetworkError(err error, what string) error {
 
 // ServerMessage extracts the server's explanation from an error answer: the "detail",
 // "message" or "error" of a JSON body (a non-string value as its JSON), else the body's
-// text, else the status text, cut to MaxServerMessage bytes.
+// text, else the status text, cut to at most MaxServerMessage bytes of valid UTF-8.
 func ServerMessage(resp *http.Response) string {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, MaxResponseRead))
 	text := strings.TrimSpace(string(raw))
@@ -151,7 +151,8 @@ func ServerMessage(resp *http.Response) string {
 		text = http.StatusText(resp.StatusCode)
 	}
 	if len(text) > MaxServerMessage {
-		text = text[:MaxServerMessage] + "…"
+		// no character cut in two: what is quoted stays valid UTF-8 in logs
+		text = strings.ToValidUTF8(text[:MaxServerMessage], "") + "…"
 	}
 	return text
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -97,6 +98,10 @@ func TestServerMessage(t *testing.T) {
 	}
 	long := ServerMessage(answer(500, strings.Repeat("x", 5000)))
 	assert.Len(t, long, MaxServerMessage+len("…"))
+	// a three-byte character across the bound is left out whole, not cut in two
+	wide := ServerMessage(answer(500, "x"+strings.Repeat("€", 400)))
+	assert.True(t, utf8.ValidString(wide), wide)
+	assert.Equal(t, "x"+strings.Repeat("€", (MaxServerMessage-1)/3)+"…", wide)
 }
 
 // A network error names what failed, never the URL (an endpoint may carry a secret).

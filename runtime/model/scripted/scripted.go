@@ -311,7 +311,7 @@ func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "..."
+	return strings.ToValidUTF8(s[:n], "") + "..." // no character cut in two
 }
 
 // ModelName is the model id this provider answers as.

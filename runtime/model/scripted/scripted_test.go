@@ -136,3 +136,9 @@ conversations:
 	require.NoError(t, err)
 	assert.Equal(t, "c1", r3.Message.ToolCalls[0].ID, "the script starts again")
 }
+
+// A message quoted in an error is cut without cutting a character in two.
+func TestClipKeepsUTF8(t *testing.T) {
+	assert.Equal(t, "ab"+strings.Repeat("中", 26)+"...", clip("ab"+strings.Repeat("中", 40), 80))
+	assert.Equal(t, "short", clip("short", 80))
+}
