@@ -175,14 +175,15 @@ func redact(err error) string {
 	return s
 }
 
-// warnExporter reports export errors through the one-shot warning.
+// warnExporter hands the exporter spans in valid UTF-8 (utf8.go) and reports export
+// errors through the one-shot warning.
 type warnExporter struct {
 	sdktrace.SpanExporter
 	warn *onceWarner
 }
 
 func (w *warnExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	err := w.SpanExporter.ExportSpans(ctx, spans)
+	err := w.SpanExporter.ExportSpans(ctx, validUTF8(spans))
 	if err != nil && !errors.Is(err, context.Canceled) {
 		w.warn.warn(err)
 	}

@@ -263,5 +263,5 @@ func clipBytes(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "\n...[truncated]"
+	return strings.ToValidUTF8(s[:n], "") + "\n...[truncated]" // no character cut in two
 }
