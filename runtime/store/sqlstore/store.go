@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentmeter/agentmeter/runtime/journal"
 	"github.com/agentmeter/agentmeter/runtime/store"
@@ -48,9 +49,17 @@ func (s *Store) Close() error {
 
 func (s *Store) q(query string) string { return s.d.rebind(query) }
 
+// nullable is an optional text column's value: NULL for "", else v as UTF-8. A run's
+// error or stop reason can quote what a provider or tool answered, in any encoding, and
+// PostgreSQL refuses text that is not UTF-8 (the whole write with it: a run's completion
+// and its token counts); each run of invalid bytes is stored as one U+FFFD instead, on
+// every backend.
 func nullable(v string) any {
 	if v == "" {
 		return nil
+	}
+	if !utf8.ValidString(v) {
+		return strings.ToValidUTF8(v, "\uFFFD")
 	}
 	return v
 }

@@ -34,6 +34,7 @@ func Run(t *testing.T, open Opener) {
 		{"ProgressGuard", testProgressGuard},
 		{"CompletionGuard", testCompletionGuard},
 		{"InterruptRuns", testInterruptRuns},
+		{"TextNotUTF8", testTextNotUTF8},
 		{"AggregatePinnedExample", testAggregatePinned},
 		{"AggregateIncludeActive", testAggregateIncludeActive},
 		{"AggregateEmptyThread", testAggregateEmpty},
