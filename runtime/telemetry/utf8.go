@@ -13,8 +13,8 @@ import (
 // UTF-8"), and every span of the batch is lost, the model calls' usage with them. A
 // tool's output (a page in another encoding, a binary file, a message cut at a byte
 // count) can carry such bytes into a span. So spans leave the process as valid UTF-8:
-// a string that is not loses its invalid bytes (strings.ToValidUTF8), and the rest of
-// the span, and of the batch, goes as it is.
+// in a string that is not, each run of invalid bytes becomes U+FFFD (as encoding/json
+// and the run store do), and the rest of the span, and of the batch, goes as it is.
 
 // validUTF8 returns spans with every string in them valid UTF-8: spans itself when
 // they all are (the common case costs a scan), else a copy in which the spans that were
@@ -118,7 +118,7 @@ func (c *cleanSpan) Attributes() []attribute.KeyValue { return c.attrs }
 func (c *cleanSpan) Events() []sdktrace.Event         { return c.events }
 func (c *cleanSpan) Links() []sdktrace.Link           { return c.links }
 
-func valid(s string) string { return strings.ToValidUTF8(s, "") }
+func valid(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 func validAttrs(kvs []attribute.KeyValue) []attribute.KeyValue {
 	if kvs == nil {

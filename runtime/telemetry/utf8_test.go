@@ -24,7 +24,7 @@ import (
 // "你好" cut after four bytes: the second character in part, as a byte-count cut leaves it.
 var cutChinese = "你好"[:4]
 
-// A span with a string that is not UTF-8 goes out with the invalid bytes dropped, and
+// A span with a string that is not UTF-8 goes out with U+FFFD for its invalid bytes, and
 // the spans batched with it go too: the OTLP exporter would refuse the whole batch
 // ("string field contains invalid UTF-8"), model calls' usage included.
 func TestSpansLeaveAsValidUTF8(t *testing.T) {
@@ -82,21 +82,21 @@ func TestSpansLeaveAsValidUTF8(t *testing.T) {
 	require.Len(t, spans, 2, "both spans of the batch arrive")
 	in, _ := spans["chat model"].Attributes().Get("gen_ai.usage.input_tokens")
 	assert.Equal(t, int64(1200), in.Int())
-	sp, ok := spans["execute_tool web_fetch"]
-	require.True(t, ok, "the name without its invalid byte")
+	sp, ok := spans["execute_tool web_fetch\ufffd"]
+	require.True(t, ok, "the name with U+FFFD for its invalid byte")
 	want := map[string]any{
-		"gen_ai.tool.call.result": "页面你",
-		"tags":                    []any{"ok", "bad"},
-		"nested":                  []any{map[string]any{"k": "v你"}},
+		"gen_ai.tool.call.result": "页面你\ufffd",
+		"tags":                    []any{"ok", "bad\ufffd"},
+		"nested":                  []any{map[string]any{"k\ufffd": "v你\ufffd"}},
 		"n":                       int64(7),
 	}
 	attrs := sp.Attributes().AsRaw()
 	delete(attrs, "langsmith.span.dotted_order") // the placement every span gets (placement.go)
 	assert.Equal(t, want, attrs)
-	assert.Equal(t, "超时你", sp.Status().Message())
+	assert.Equal(t, "超时你\ufffd", sp.Status().Message())
 	require.Equal(t, 1, sp.Events().Len())
-	assert.Equal(t, "fetched", sp.Events().At(0).Name())
-	assert.Equal(t, map[string]any{"url": "https://example.com/"}, sp.Events().At(0).Attributes().AsRaw())
+	assert.Equal(t, "fetched\ufffd", sp.Events().At(0).Name())
+	assert.Equal(t, map[string]any{"url": "https://example.com/\ufffd"}, sp.Events().At(0).Attributes().AsRaw())
 	for _, s := range []string{sp.Name(), sp.Status().Message()} {
 		assert.True(t, utf8.ValidString(s))
 	}
@@ -120,6 +120,6 @@ func TestValidSpansAreNotCopied(t *testing.T) {
 	out := validUTF8(spans)
 	require.Len(t, out, 2)
 	assert.Same(t, spans[0], out[0], "the valid span is passed on itself")
-	assert.Equal(t, []attribute.KeyValue{attribute.String("k", "你")}, out[1].Attributes())
+	assert.Equal(t, []attribute.KeyValue{attribute.String("k", "你\ufffd")}, out[1].Attributes())
 	assert.Equal(t, cutChinese, spans[1].Attributes()[0].Value.AsString(), "the span itself is not changed")
 }
