@@ -8,6 +8,7 @@ import (
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/ptracetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -29,14 +30,15 @@ func TestGolden(t *testing.T) {
 	for _, name := range goldenMetricCases {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join("testdata", "golden", name)
+			merged, err := golden.ReadTraces(filepath.Join("..", "..", "processor", "subagentmerge", "testdata", name, "expected.yaml"))
+			require.NoError(t, err)
 			if *update {
-				merged, err := golden.ReadTraces(filepath.Join("..", "..", "processor", "subagentmerge", "testdata", name, "expected.yaml"))
-				require.NoError(t, err)
 				require.NoError(t, os.MkdirAll(dir, 0o755))
 				require.NoError(t, golden.WriteTracesToFile(filepath.Join(dir, "input.yaml"), merged))
 			}
 			in, err := golden.ReadTraces(filepath.Join(dir, "input.yaml"))
 			require.NoError(t, err)
+			require.NoError(t, ptracetest.CompareTraces(merged, in), "subagentmerge's golden output and input.yaml disagree: run with -update")
 			h := newHarness(t, func(c *Config) {
 				c.Metrics = MetricSets{Agentmeter: true, GenAIInference: true, GenAITokenUsage: true}
 			})

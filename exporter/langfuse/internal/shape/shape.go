@@ -374,8 +374,8 @@ func (p *Plan) addSpan(attrs pcommon.Map, f *spanFacts) {
 
 // inferredType is the observation type Langfuse's server gives a span without
 // langfuse.observation.type (its OTel ingestion's mappers, the ones our spans can
-// trigger), or "" when
-// another framework's attribute (openinference.span.kind) would decide.
+// trigger), or "" when another framework's attribute (openinference.span.kind) would
+// decide.
 func inferredType(f *spanFacts) string {
 	if f.hasOIKind {
 		return ""
