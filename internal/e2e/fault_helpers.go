@@ -261,17 +261,21 @@ func (r *FaultRig) delivery(l *faulty.Load, spans, runs map[string]bool) Deliver
 	s := l.Stats()
 	d := Delivery{Sent: int64(s.Spans), SentTokens: s.Tokens}
 	unsureSpans, unsureRuns := l.Unsure()
+	// The ids are read before the counters: a front only ever adds what it accepted, so
+	// counters read after every id was found hold them all. Read the other way round, a
+	// request accepted between the two reads (LangSmith's come 100 runs at a time) made a
+	// delivery with nothing lost whose counts were short.
 	if r.Pipeline.LangfuseURL != "" {
+		d.LFLost, d.LFUnaccounted = missingIDs(spans, r.LF)
 		st, n, tok := r.LF.StatsAndTokensOf(unsureSpans)
 		d.LFAccepted, d.LFDup, d.LFTokens, d.LFRefused, d.LFFaulted = st.Accepted-n, st.Duplicates, st.Tokens-tok, st.Refused, st.Faulted
 		d.LFUnsure = n
-		d.LFLost, d.LFUnaccounted = missingIDs(spans, r.LF)
 	}
 	if r.Pipeline.LangSmithURL != "" {
+		d.LSLost, d.LSUnaccounted = missingIDs(runs, r.LS)
 		st, n, tok := r.LS.StatsAndTokensOf(unsureRuns)
 		d.LSAccepted, d.LSDup, d.LSTokens, d.LSRefused, d.LSFaulted = st.Accepted-n, st.Duplicates, st.Tokens-tok, st.Refused, st.Faulted
 		d.LSUnsure = n
-		d.LSLost, d.LSUnaccounted = missingIDs(runs, r.LS)
 	}
 	return d
 }
