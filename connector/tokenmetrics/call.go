@@ -166,11 +166,16 @@ func str(v pcommon.Value) string {
 	return boundLabel(v.Str())
 }
 
-// boundLabel truncates a label value longer than genai.MaxLabelBytes (the agentusage
-// receiver refuses one; other receivers may pass it) to that many bytes, at a
-// character boundary: the series keeps the value's start, which names it, and a
-// scrape stays small.
+// boundLabel makes a label value valid UTF-8 and truncates one longer than
+// genai.MaxLabelBytes (the agentusage receiver refuses one; other receivers may pass it)
+// to that many bytes, at a character boundary: the series keeps the value's start, which
+// names it, and a scrape stays small. Each run of invalid bytes becomes one U+FFFD: the
+// Prometheus exporter drops, at every scrape, a series whose label is not UTF-8, and
+// the call's tokens with it. OTLP strings must be UTF-8, but the receivers do not check.
 func boundLabel(s string) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
 	if len(s) <= genai.MaxLabelBytes {
 		return s
 	}

@@ -175,3 +175,25 @@ func TestTokenCountersIdleAndRestartInPrometheus(t *testing.T) {
 	assert.Greater(t, s[0].Value, float64(1200+300)*0.9, "increase across the restart: %v", s[0].Value)
 	col.Stop()
 }
+
+// A label value that is not UTF-8 (a model or service name with stray bytes from an
+// emitter that does not check its strings) still counts in Prometheus: the collector's
+// Prometheus exporter drops a series whose label is not valid UTF-8 at every scrape, so
+// the token metrics replace each run of invalid bytes with U+FFFD.
+func TestTokenMetricLabelsNotUTF8CountInPrometheus(t *testing.T) {
+	ports := setSidecarEnv(t)
+	startShippedWithFile(t, ports)
+	prom := scrapeShipped(t, ports.Prometheus)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	calls := []chatSpan{
+		{caller: "lead_agent", model: "gpt-4o\xff\xfe-mini", provider: "open\xc3ai", usage: &genai.Usage{Input: 700, Output: 70}},
+		{caller: "lead_agent", model: "gpt-4o", provider: "openai", usage: &genai.Usage{Input: 300, Output: 30}},
+	}
+	td := buildTrace(1, calls)
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr(genai.AttrServiceName, "synthetic\xe4-agent")
+	require.NoError(t, SendOTLPHTTP(ctx, ports.OTLPHTTP, td))
+	prom.WaitForValue(t, `sum(agentmeter_tokens_total)`, 1100, 30*time.Second)
+	prom.WaitForValue(t, `sum(agentmeter_tokens_total{model="gpt-4o\uFFFD-mini",provider="open\uFFFDai",job="synthetic\uFFFD-agent"})`, 770, 10*time.Second)
+}
