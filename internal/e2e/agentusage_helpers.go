@@ -119,11 +119,14 @@ type SpanTree struct {
 	ByID map[string]ptrace.Span
 }
 
-// NewSpanTree indexes spans; a span id seen twice keeps the last copy.
+// NewSpanTree indexes spans; a span id seen twice keeps its newest version (Supersedes).
 func NewSpanTree(spans []ptrace.Span) SpanTree {
 	tr := SpanTree{ByID: map[string]ptrace.Span{}}
 	for _, s := range spans {
-		tr.ByID[s.SpanID().String()] = s
+		id := s.SpanID().String()
+		if old, ok := tr.ByID[id]; !ok || Supersedes(s, old) {
+			tr.ByID[id] = s
+		}
 	}
 	return tr
 }

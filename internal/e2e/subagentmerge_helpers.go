@@ -151,8 +151,8 @@ func CanonicalSpans(spans []ptrace.Span) []string {
 	return out
 }
 
-// LastVersions keeps the last version of each span (by trace and span id), in the order
-// the spans first appeared: what a sink that upserts by id ends up with.
+// LastVersions keeps the newest version of each span (by trace and span id), in the
+// order the spans first appeared: what the vendor exporters leave at their sinks.
 func LastVersions(spans []ptrace.Span) []ptrace.Span {
 	type id struct {
 		t pcommon.TraceID
@@ -163,13 +163,24 @@ func LastVersions(spans []ptrace.Span) []ptrace.Span {
 	for _, sp := range spans {
 		k := id{sp.TraceID(), sp.SpanID()}
 		if i, ok := at[k]; ok {
-			out[i] = sp
+			if Supersedes(sp, out[i]) {
+				out[i] = sp
+			}
 			continue
 		}
 		at[k] = len(out)
 		out = append(out, sp)
 	}
 	return out
+}
+
+// Supersedes reports whether version sp of a span, written after old, replaces it: its
+// agentmeter.merge.revision (none on a first emission) is not lower. Two requests of a
+// trace in flight at once can reach the next component, such as a test's file
+// exporter, in either order; the vendor exporters drop an older version that comes after
+// a newer one, and a sink that keeps whatever came last would show the older.
+func Supersedes(sp, old ptrace.Span) bool {
+	return genai.VersionOf(sp.Attributes()).Revision >= genai.VersionOf(old.Attributes()).Revision
 }
 
 // FirstEmissions leaves out the re-emissions (genai.IsReemission): what the token
