@@ -180,7 +180,7 @@ func LastVersions(spans []ptrace.Span) []ptrace.Span {
 // exporter, in either order; the vendor exporters drop an older version that comes after
 // a newer one, and a sink that keeps whatever came last would show the older.
 func Supersedes(sp, old ptrace.Span) bool {
-	return genai.VersionOf(sp.Attributes()).Revision >= genai.VersionOf(old.Attributes()).Revision
+	return genai.MergeRevision(sp.Attributes()) >= genai.MergeRevision(old.Attributes())
 }
 
 // FirstEmissions leaves out the re-emissions (genai.IsReemission): what the token
