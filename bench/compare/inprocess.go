@@ -107,8 +107,8 @@ func (b *bench) costStepRow() row {
 	if err != nil {
 		return withTarget(failedRow(g, label, err), t)
 	}
-	ours, err1 := res.metric("BenchmarkCostStep/table=dataset", "ns/span")
-	peer, err2 := res.metric("BenchmarkCostStep/table=handtyped", "ns/span")
+	ours, err1 := res.metric("BenchmarkCostStep", "dataset-ns/span")
+	peer, err2 := res.metric("BenchmarkCostStep", "handtyped-ns/span")
 	if e := firstNonNil(err1, err2); e != nil {
 		return withTarget(failedRow(g, label, e), t)
 	}

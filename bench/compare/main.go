@@ -46,7 +46,7 @@ type sizes struct {
 
 var (
 	full = sizes{repeats: 3, e2eSpans: 200_000, lsLarge: 1_000_000, gbtWait: 5 * time.Second,
-		runHard: 3 * time.Minute, largeHard: 4 * time.Minute, heapTime: "1x", auTime: "1s", mwTime: "1000x", stepTime: "1s", costTime: "20000x",
+		runHard: 3 * time.Minute, largeHard: 4 * time.Minute, heapTime: "1x", auTime: "1s", mwTime: "1000x", stepTime: "1s", costTime: "5000x",
 		gwRuns: 500, gwThreads: 500, benchHard: 5 * time.Minute, gwHard: 3 * time.Minute, budget: 26 * time.Minute,
 		latencySizes: latencySizes{latRuns: 8, latUntraced: 2, latRun: 30 * time.Second, latWait: 40 * time.Second, latHard: 8 * time.Minute}}
 	// smoke: tiny, but the first e2eSpans langsmith runs must take many of the collector's
