@@ -21,7 +21,7 @@ import (
 // it replaced (testdata/handtyped_prices.yaml): the dataset must cost at most 10% more.
 //
 // Each op prices one batch on each table, in alternating order, and the metrics are the
-// medians of the calls' own times: a batch takes about 100 µs, so one garbage collection
+// medians of the calls' own times: a batch takes 100–200 µs, so one garbage collection
 // or preemption in a call would move a mean by more than the tables differ.
 func BenchmarkCostStep(b *testing.B) {
 	handtyped := createDefaultConfig()
