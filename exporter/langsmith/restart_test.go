@@ -66,7 +66,14 @@ func TestQueuedOlderPatchIsNotSentAfterAKill(t *testing.T) {
 		30*time.Second, 10*time.Millisecond)
 
 	assert.EqualValues(t, 900, subagentInput(t, fake.Runs()[run]), "revision 2 stays the run")
-	assert.Equal(t, 1, fake.Patches(run), "revision 1 was not patched over it")
+	// The copy can be taken after LangSmith took revision 2 but before its queue heard the
+	// answer, as a kill can: the restarted queue sends revision 2 again (at least once),
+	// which is harmless. Revision 1 must never be sent.
+	patches := fake.PatchesOf(run)
+	require.NotEmpty(t, patches)
+	for i, p := range patches {
+		assert.EqualValues(t, 900, subagentInput(t, p), "patch %d of %d: revision 1 was patched over revision 2", i+1, len(patches))
+	}
 	assert.Empty(t, fake.Violations())
 	noConflicts(t, fake)
 }

@@ -105,7 +105,7 @@ type LangSmith struct {
 	down        int // when non-zero every ingest request gets this status
 	runs        map[string]map[string]any
 	pending     map[string][]map[string]any // patches of runs not posted yet, in arrival order
-	patches     map[string]int              // patches applied per run
+	patches     map[string][]map[string]any // patches applied per run, in the order applied
 	order       []string
 	requests    []LangSmithRequest
 	violations  []string
@@ -121,7 +121,7 @@ type LangSmithInfo struct {
 // NewLangSmith starts a fake on a loopback port that accepts apiKey.
 func NewLangSmith(apiKey string) *LangSmith {
 	f := &LangSmith{APIKey: apiKey, runs: map[string]map[string]any{},
-		pending: map[string][]map[string]any{}, patches: map[string]int{}}
+		pending: map[string][]map[string]any{}, patches: map[string][]map[string]any{}}
 	f.SetInfo(&LangSmithInfo{UseMultipart: true, SizeLimit: 100, SizeLimitBytes: 20 << 20})
 	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
 	return f
@@ -181,7 +181,19 @@ func (f *LangSmith) Runs() map[string]map[string]any {
 func (f *LangSmith) Patches(id string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.patches[id]
+	return len(f.patches[id])
+}
+
+// PatchesOf returns the patches applied to run id, in the order applied, each a copy of
+// the patch as received (held ones not included until their run is posted).
+func (f *LangSmith) PatchesOf(id string) []map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]map[string]any, 0, len(f.patches[id]))
+	for _, p := range f.patches[id] {
+		out = append(out, maps.Clone(p))
+	}
+	return out
 }
 
 // PendingPatches is the number of patches held for runs that were never posted.
@@ -379,7 +391,7 @@ func (f *LangSmith) applyPatch(run, patch map[string]any) {
 	for k, v := range patch {
 		run[k] = v
 	}
-	f.patches[id]++
+	f.patches[id] = append(f.patches[id], patch)
 }
 
 // runOps are the operations of one ingest request.
