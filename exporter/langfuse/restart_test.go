@@ -78,7 +78,8 @@ func staleRevision1Stays(t *testing.T, srv *langfusefake.Server, exp exporter.Tr
 
 // revision2Stays sends stale (nothing, when empty) with a trace of its own through exp,
 // in one batch, waits until that trace is at Langfuse (so the batch was pushed, or what
-// a queue held before it), and checks that chat's row is still its revision 2.
+// a queue held before it), and checks that chat's row is still its revision 2 and that
+// Langfuse never received its revision 1.
 func revision2Stays(t *testing.T, srv *langfusefake.Server, exp exporter.Traces, stale ptrace.Traces, chat string) {
 	t.Helper()
 	other, _, otherIDs := langfusefake.AgentTrace(langfusefake.DefaultAgentRun())
@@ -90,6 +91,13 @@ func revision2Stays(t *testing.T, srv *langfusefake.Server, exp exporter.Traces,
 	got := langfusefake.ByID(srv.Rows())[chat]
 	assert.EqualValues(t, 9000, got.Metadata["subagent_input_tokens"], "revision 2 stays the row")
 	assert.EqualValues(t, 2, got.Attributes[genai.AttrMergeRevision])
+	// the row alone would pass if revision 1 went out and revision 2 was sent again after
+	// it (the storage copied before its queue heard Langfuse's answer): check every event
+	for _, o := range srv.Observations() {
+		if o.ID == chat {
+			assert.NotEqualValues(t, 1, o.Attributes[genai.AttrMergeRevision], "revision 1 was ingested")
+		}
+	}
 	assert.Empty(t, srv.Problems())
 }
 
